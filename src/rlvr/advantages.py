@@ -1,0 +1,96 @@
+"""Group-relative advantages (seed 000 step 3; DeepSeekMath Eq. 4).
+
+Two independent settings shape an advantage:
+
+- the **baseline** subtracted from each reward: the group mean (GRPO) or the mean of the
+  *other* completions in the group (RLOO, leave-one-out);
+- the **scale** it is divided by: the group's standard deviation (GRPO), the standard deviation
+  of every reward in the batch ("batch"), or nothing (Dr. GRPO, which argues the per-group
+  division over-weights near-unanimous groups).
+
+All functions are pure: rewards [P, G] in, advantages [P, G] out.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+
+Baseline = Literal["group_mean", "leave_one_out"]
+Scale = Literal["group_std", "batch_std", "none"]
+StdEstimator = Literal["population", "unbiased"]
+
+BASELINES: tuple[str, ...] = ("group_mean", "leave_one_out")
+SCALES: tuple[str, ...] = ("group_std", "batch_std", "none")
+STD_ESTIMATORS: tuple[str, ...] = ("population", "unbiased")
+
+
+def zero_variance_groups(rewards: torch.Tensor) -> torch.Tensor:
+    """[P, G] rewards -> [P] bool: True where every completion of the group scored the same.
+
+    Such groups carry no learning signal (seed 004, MATH ENTRY 2 edge cases).
+
+    >>> zero_variance_groups(torch.tensor([[1., 1.], [1., 0.]])).tolist()
+    [True, False]
+    """
+    return (rewards.amax(dim=-1) - rewards.amin(dim=-1)) == 0
+
+
+def group_baseline(rewards: torch.Tensor, baseline: Baseline = "group_mean") -> torch.Tensor:
+    """[P, G] -> [P, G]: the value each reward is compared against.
+
+    leave_one_out: b_i = (Σ_j r_j − r_i) / (G − 1)  (RLOO, Ahmadian et al. 2024).
+
+    >>> group_baseline(torch.tensor([[1., 0., 0., 1.]]), "leave_one_out").mul(3).round().tolist()
+    [[1.0, 2.0, 2.0, 1.0]]
+    """
+    if baseline == "group_mean":
+        return rewards.mean(dim=-1, keepdim=True).expand_as(rewards)
+    if baseline == "leave_one_out":
+        g = rewards.shape[-1]
+        if g < 2:
+            raise ValueError("leave-one-out baseline needs a group size of at least 2")
+        return (rewards.sum(dim=-1, keepdim=True) - rewards) / (g - 1)
+    raise ValueError(f"unknown baseline {baseline!r}; choose from {BASELINES}")
+
+
+def reward_std(rewards: torch.Tensor, estimator: StdEstimator = "population") -> torch.Tensor:
+    """Standard deviation over the last dimension, keepdim.
+
+    population: σ = sqrt(1/G Σ (r − μ)²), the seeds' formula (seed 000 step 3);
+    unbiased: the 1/(G − 1) estimator (what `torch.std` and TRL use by default).
+    """
+    if estimator not in STD_ESTIMATORS:
+        raise ValueError(f"unknown std estimator {estimator!r}; choose from {STD_ESTIMATORS}")
+    return rewards.std(dim=-1, keepdim=True, correction=0 if estimator == "population" else 1)
+
+
+def group_advantages(
+    rewards: torch.Tensor,
+    *,
+    baseline: Baseline = "group_mean",
+    scale: Scale = "group_std",
+    std_estimator: StdEstimator = "population",
+    eps: float = 1e-4,
+) -> torch.Tensor:
+    """Rewards [P, G] -> advantages [P, G]; defaults are the seeds' formula Â_i = (r_i − μ)/(σ + ε).
+
+    Groups whose rewards are all equal get exactly zero advantage (not 0/ε noise from rounding).
+
+    Seed 000's worked example (G = 8, μ = 0.625, σ = 0.484):
+
+    >>> a = group_advantages(torch.tensor([[1., 1., 1., 0., 1., 0., 0., 1.]]))
+    >>> [round(x, 2) for x in a[0].tolist()]
+    [0.77, 0.77, 0.77, -1.29, 0.77, -1.29, -1.29, 0.77]
+    """
+    if rewards.dim() != 2:
+        raise ValueError(f"rewards must be [P, G], got shape {tuple(rewards.shape)}")
+    centred = rewards - group_baseline(rewards, baseline)
+    if scale == "group_std":
+        centred = centred / (reward_std(rewards, std_estimator) + eps)
+    elif scale == "batch_std":
+        centred = centred / (reward_std(rewards.reshape(1, -1), std_estimator) + eps)
+    elif scale != "none":
+        raise ValueError(f"unknown advantage scale {scale!r}; choose from {SCALES}")
+    return centred.masked_fill(zero_variance_groups(rewards).unsqueeze(-1), 0.0)

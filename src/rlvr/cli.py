@@ -1,0 +1,83 @@
+"""Command line: `rlvr train …`. User mistakes print one line and exit 2; bugs keep their traceback."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from rlvr.errors import UserError
+
+
+def _train_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="run GRPO (no arguments: SmolLM2-135M-Instruct on 1-digit arithmetic, CPU)")
+    p.add_argument("--config", help="YAML config file (see configs/)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one setting, e.g. --set sampling.temperature=0.7 (repeatable)")
+    p.add_argument("--output-dir", help="run directory (default: runs/latest)")
+    p.add_argument("--max-steps", type=int, help="number of training steps")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its latest checkpoint")
+
+
+def _print_summary(summary: dict) -> None:
+    if "stopped_at" in summary:
+        return
+    print(f"\nrun directory: {summary.get('run_dir')}")
+    for block in ("before", "after"):
+        if summary.get(block):
+            b = summary[block]
+            print(f"  {block:6s} strict {_pct(b['strict'])}   lenient {_pct(b['lenient'])}   (n={b['n']}, 95% intervals)")
+    if summary.get("gain"):
+        g = summary["gain"]
+        print(f"  gain   strict {_pct(g['strict'], signed=True)}   lenient {_pct(g['lenient'], signed=True)}")
+
+
+def _pct(i: dict, signed: bool = False) -> str:
+    fmt = "{:+.1f}" if signed else "{:.1f}"
+    return f"{fmt.format(100 * i['mean'])}% [{fmt.format(100 * i['low'])}, {fmt.format(100 * i['high'])}]"
+
+
+def train(args: argparse.Namespace) -> int:
+    # heavy imports only once the arguments are known to be sound
+    import transformers
+
+    from rlvr.config_loading import load_config
+    from rlvr.train.trainer import Trainer
+
+    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
+    cli = {"max_steps": args.max_steps}
+    if args.resume:
+        if args.config:
+            raise UserError("--resume continues a run with its own config.yaml: drop --config (use --set to change a setting)")
+        trainer = Trainer.from_run_dir(Path(args.resume), args.overrides, **cli)
+    else:
+        config = load_config(args.config, args.overrides, output_dir=args.output_dir, **cli)
+        run_dir = Path(config.output_dir)
+        if (run_dir / "checkpoints").is_dir() and any((run_dir / "checkpoints").iterdir()):
+            raise UserError(f"{run_dir} already holds a run: continue it with --resume {run_dir}, or pick another --output-dir")
+        trainer = Trainer(config)
+    summary = trainer.train()
+    summary["run_dir"] = str(trainer.run_dir)
+    _print_summary(summary)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="rlvr", description="GRPO with verifiable rewards")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _train_parser(sub)
+    args = parser.parse_args(argv)
+    try:
+        return {"train": train}[args.command](args)
+    except UserError as e:
+        print(f"rlvr: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("rlvr: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

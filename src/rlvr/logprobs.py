@@ -1,0 +1,140 @@
+"""Per-token log-probabilities of completions under a model (policy or reference).
+
+Two savings over the obvious `model(prompt + completion).logits`:
+
+- **The prompt is computed once per group.** Its keys and values are computed for the P prompts
+  and reused by every completion of the group; in training, the gradient reaching the prompt
+  is the sum over all the completions that attended to it — the same as G separate copies.
+- **No [tokens × vocabulary] tensor.** Only completion positions go through the output layer,
+  in chunks; in training each chunk is checkpointed, so backward recomputes its logits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch.utils.checkpoint import checkpoint
+from transformers import DynamicCache
+
+from rlvr.rollout import positions
+
+CHUNK_TOKENS = 512
+
+
+@dataclass
+class TokenStats:
+    logprobs: torch.Tensor  # [m, Lc] log π(token) at temperature, 0 at padding
+    entropy: torch.Tensor  # [m, Lc] entropy of π at each position (detached), 0 at padding
+
+
+def _chunk_stats(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """hidden [T, H], weight [V, H], targets [T] -> (log-prob [T], entropy [T])."""
+    logits = (hidden @ weight.T).float() / temperature
+    lse = torch.logsumexp(logits, dim=-1)
+    logprobs = logits.gather(-1, targets[:, None]).squeeze(-1) - lse
+    with torch.no_grad():
+        entropy = lse - (torch.softmax(logits, dim=-1) * logits).sum(-1)
+    return logprobs, entropy
+
+
+def selective_logprobs(
+    hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0, chunk: int = CHUNK_TOKENS
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """log softmax(hidden·Wᵀ / T)[target] and the entropy, chunk by chunk. [T, H] -> ([T], [T])."""
+    out_lp, out_ent = [hidden.new_zeros(0)], [hidden.new_zeros(0)]
+    for start in range(0, hidden.shape[0], chunk):
+        args = (hidden[start : start + chunk], weight, targets[start : start + chunk], temperature)
+        if torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad):
+            lp, ent = checkpoint(_chunk_stats, *args, use_reentrant=False)
+        else:
+            lp, ent = _chunk_stats(*args)
+        out_lp.append(lp)
+        out_ent.append(ent)
+    return torch.cat(out_lp), torch.cat(out_ent)
+
+
+def length_buckets(lengths: list[int], min_gain: int = 16) -> list[list[int]]:
+    """Split row indices, sorted by length, into buckets that each pad to their own longest row.
+
+    A new bucket starts when the next row is more than twice as long as the bucket's shortest
+    (and at least `min_gain` tokens longer), so one long completion does not pad a group of short ones.
+
+    >>> length_buckets([5, 60, 6, 7])
+    [[0, 2, 3], [1]]
+    """
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    buckets: list[list[int]] = []
+    for i in order:
+        if buckets and not (lengths[i] > 2 * lengths[buckets[-1][0]] and lengths[i] - lengths[buckets[-1][0]] >= min_gain):
+            buckets[-1].append(i)
+        else:
+            buckets.append([i])
+    return buckets
+
+
+def completion_logprobs(
+    model: torch.nn.Module,
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    row_prompt: torch.Tensor,
+    completion_ids: torch.Tensor,
+    completion_mask: torch.Tensor,
+    temperature: float = 1.0,
+    share_prompt: bool = True,
+) -> TokenStats:
+    """Log-probabilities of each completion token given its prompt.
+
+    prompt_ids / prompt_mask [p, Lp] (left-padded); row_prompt [m] says which prompt each
+    completion continues; completion_ids / completion_mask [m, Lc] (right-padded).
+    Returns [m, Lc] tensors; gradients flow when enabled.
+    """
+    device = next(model.parameters()).device
+    prompt_ids, prompt_mask, row_prompt = prompt_ids.to(device), prompt_mask.to(device), row_prompt.to(device)
+    completion_ids, completion_mask = completion_ids.to(device), completion_mask.to(device)
+    backbone = getattr(model, model.base_model_prefix)
+    if share_prompt and not getattr(backbone, "gradient_checkpointing", False):
+        predicting = _hidden_shared_prompt(backbone, prompt_ids, prompt_mask, row_prompt, completion_ids, completion_mask)
+    else:
+        predicting = _hidden_concatenated(backbone, prompt_ids[row_prompt], prompt_mask[row_prompt], completion_ids, completion_mask)
+    mask = completion_mask
+    lp, ent = selective_logprobs(predicting[mask], model.get_output_embeddings().weight, completion_ids[mask], temperature)
+    logprobs = torch.zeros(mask.shape, dtype=lp.dtype, device=device).masked_scatter(mask, lp)
+    entropy = torch.zeros(mask.shape, dtype=ent.dtype, device=device).masked_scatter(mask, ent.detach())
+    return TokenStats(logprobs=logprobs, entropy=entropy)
+
+
+def _hidden_concatenated(backbone, prompt_ids, prompt_mask, completion_ids, completion_mask) -> torch.Tensor:
+    """The plain way: one forward over prompt + completion per row -> hidden states predicting each completion token [m, Lc, H]."""
+    input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
+    attention = torch.cat([prompt_mask, completion_mask], dim=1)
+    hidden = backbone(input_ids=input_ids, attention_mask=attention, position_ids=positions(attention)).last_hidden_state
+    lp = prompt_ids.shape[1]
+    # the hidden state at position j predicts token j + 1: completion token t is predicted at Lp − 1 + t
+    return hidden[:, lp - 1 : lp - 1 + completion_ids.shape[1]]
+
+
+def _hidden_shared_prompt(backbone, prompt_ids, prompt_mask, row_prompt, completion_ids, completion_mask) -> torch.Tensor:
+    """Prompt forward once, then each length bucket of completions attends to the cached prompt."""
+    cache = DynamicCache()
+    out = backbone(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions(prompt_mask), past_key_values=cache, use_cache=True)
+    prompt_kv = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+    last_prompt_hidden = out.last_hidden_state[:, -1]  # [p, H] predicts the first completion token
+    prompt_len = prompt_mask.sum(-1)
+    m, lc = completion_ids.shape
+    predicting = completion_ids.new_zeros((m, lc, last_prompt_hidden.shape[-1]), dtype=last_prompt_hidden.dtype)
+    predicting = predicting.index_put((torch.arange(m, device=predicting.device), torch.zeros(m, dtype=torch.long, device=predicting.device)), last_prompt_hidden[row_prompt])
+    lengths = completion_mask.sum(-1).tolist()
+    for bucket in length_buckets(lengths):
+        rows = torch.tensor(bucket, device=completion_ids.device)
+        width = max(1, max(lengths[i] for i in bucket))
+        if width == 1:
+            continue  # a one-token completion is predicted by the prompt alone
+        src = row_prompt[rows]
+        sub_cache = DynamicCache(ddp_cache_data=[(k[src], v[src]) for k, v in prompt_kv])
+        ids, cmask = completion_ids[rows, : width - 1], completion_mask[rows, : width - 1]
+        attention = torch.cat([prompt_mask[src], cmask], dim=1)
+        pos = prompt_len[src, None] + torch.arange(width - 1, device=ids.device)[None, :]
+        hidden = backbone(input_ids=ids, attention_mask=attention, position_ids=pos, past_key_values=sub_cache, use_cache=True).last_hidden_state
+        predicting = predicting.index_put((rows[:, None], torch.arange(1, width, device=ids.device)[None, :]), hidden)
+    return predicting

@@ -1,0 +1,114 @@
+"""The clipped policy objective and how per-token losses become one number (seed 000 steps 4-5).
+
+Per token:  loss_{i,t} = −min(ρ_{i,t} Â_{i,t}, clip(ρ_{i,t}, 1 − ε_low, 1 + ε_high) Â_{i,t}) + β·KL_{i,t}
+with ρ = exp(log π_θ − log π_old). Separate ε_low / ε_high allow DAPO's "clip-higher".
+
+Aggregation is its own setting (Dr. GRPO, DAPO and the seeds differ only here):
+
+- ``sequence_mean``: mean over tokens of each completion, then over completions — the seeds'
+  1/G Σ_i 1/|o_i| Σ_t (DeepSeekMath Eq. 3). Long completions weigh less per token.
+- ``token_mean``: sum over every token of the batch / number of tokens (DAPO).
+- ``constant``: sum over every token / (number of completions × a constant, e.g. the maximum
+  completion length) — Dr. GRPO's length-unbiased normaliser.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+
+Aggregation = Literal["sequence_mean", "token_mean", "constant"]
+AGGREGATIONS: tuple[str, ...] = ("sequence_mean", "token_mean", "constant")
+
+
+def _per_token(advantages: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """Advantages [N] (one per completion) or [N, T] (per token) -> [N, T]."""
+    if advantages.dim() == 1:
+        return advantages.unsqueeze(-1).expand_as(like)
+    return advantages
+
+
+def clipped_policy_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    clip_low: float = 0.2,
+    clip_high: float = 0.2,
+) -> torch.Tensor:
+    """Per-token loss to minimise: the negated PPO/GRPO clipped surrogate. [N, T] -> [N, T].
+
+    Seed 004's worked numbers (ε = 0.2, ρ = 1.5): the objective is 1.2 for Â = +1 (clipped)
+    and −1.5 for Â = −1 (the pessimistic min keeps the unclipped penalty); the loss is its negation.
+
+    >>> old = torch.zeros(1, 2)
+    >>> new = torch.full((1, 2), 1.5).log()
+    >>> clipped_policy_loss(new, old, torch.tensor([1.0])).tolist()
+    [[-1.2000000476837158, -1.2000000476837158]]
+    >>> clipped_policy_loss(new, old, torch.tensor([-1.0]))[0, 0].item()
+    1.5
+    """
+    ratio = torch.exp(logprobs - old_logprobs)
+    adv = _per_token(advantages, ratio)
+    unclipped = ratio * adv
+    clipped = ratio.clamp(1.0 - clip_low, 1.0 + clip_high) * adv
+    return -torch.minimum(unclipped, clipped)
+
+
+def clip_fractions(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    clip_low: float = 0.2,
+    clip_high: float = 0.2,
+) -> tuple[float, float]:
+    """Share of trained tokens whose gradient the clip removed: (below 1 − ε_low with Â < 0,
+    above 1 + ε_high with Â > 0). Those are exactly the tokens where min() picks the clipped term."""
+    with torch.no_grad():
+        ratio = torch.exp(logprobs - old_logprobs)
+        adv = _per_token(advantages, ratio)
+        n = mask.sum().clamp(min=1)
+        low = ((ratio < 1.0 - clip_low) & (adv < 0) & mask).sum() / n
+        high = ((ratio > 1.0 + clip_high) & (adv > 0) & mask).sum() / n
+    return low.item(), high.item()
+
+
+def aggregate_loss(
+    per_token: torch.Tensor,
+    mask: torch.Tensor,
+    mode: Aggregation = "sequence_mean",
+    *,
+    num_sequences: int | None = None,
+    num_tokens: int | None = None,
+    constant: float | None = None,
+) -> torch.Tensor:
+    """Reduce a per-token loss [N, T] with its mask [N, T] to a scalar.
+
+    `num_sequences` / `num_tokens` default to this tensor's own counts (rows with at least one
+    trained token; rows masked out entirely do not count); a trainer that splits a
+    batch into micro-batches passes the whole batch's counts so the micro-batch losses *sum* to
+    the full-batch loss (gradient accumulation without reweighting).
+
+    >>> loss = torch.tensor([[1., 1., 0.], [4., 0., 0.]]); m = torch.tensor([[1, 1, 0], [1, 0, 0]]).bool()
+    >>> aggregate_loss(loss, m, "sequence_mean").item()   # (1 + 4) / 2
+    2.5
+    >>> aggregate_loss(loss, m, "token_mean").item()      # 6 / 3
+    2.0
+    >>> aggregate_loss(loss, m, "constant", constant=3).item()  # 6 / (2 × 3)
+    1.0
+    """
+    masked = per_token * mask
+    if num_sequences is None:
+        num_sequences = int((mask.sum(-1) > 0).sum().clamp(min=1))
+    if mode == "sequence_mean":
+        per_sequence = masked.sum(-1) / mask.sum(-1).clamp(min=1)
+        return per_sequence.sum() / num_sequences
+    if mode == "token_mean":
+        total = num_tokens if num_tokens is not None else int(mask.sum().clamp(min=1))
+        return masked.sum() / total
+    if mode == "constant":
+        if constant is None or constant <= 0:
+            raise ValueError("aggregation 'constant' needs a positive constant (e.g. max_new_tokens)")
+        return masked.sum() / (num_sequences * constant)
+    raise ValueError(f"unknown loss aggregation {mode!r}; choose from {AGGREGATIONS}")

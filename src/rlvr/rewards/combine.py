@@ -1,0 +1,147 @@
+"""Run several reward functions over N completions and add them up with weights.
+
+Each function is called the way TRL's GRPOTrainer calls it, so TRL reward functions work
+unchanged::
+
+    fn(prompts=[...N], completions=[...N], completion_ids=[...N], **columns) -> [...N floats or None]
+
+where every other dataset column arrives as a keyword holding N values. None means "does not
+apply to this completion" and adds nothing to the total (NaN is read as None).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rlvr.errors import UserError
+
+TRL_KEYWORDS = ("prompts", "completions", "completion_ids")
+
+
+@dataclass(frozen=True)
+class RewardSpec:
+    """One reward of the config: its name, the function, and its weight in the total."""
+
+    name: str  # as written in the config: the built-in name or "module:function"
+    fn: Callable[..., list[float | None]]
+    weight: float = 1.0
+
+
+@dataclass
+class RewardResult:
+    """The rewards of N completions: the weighted totals and each function's own values."""
+
+    total: list[float]  # N weighted sums, 0.0 where every reward is None
+    components: dict[str, list[float | None]]  # name -> N unweighted values, None = not applicable
+    seconds: dict[str, float]  # name -> wall time of that function
+
+
+def compute_rewards(
+    specs: list[RewardSpec],
+    *,
+    prompts: list[Any],
+    completions: list[Any],
+    completion_ids: list[list[int]],
+    columns: dict[str, list[Any]],
+) -> RewardResult:
+    """Call every reward function on the N completions and sum the results with their weights.
+
+    >>> def length(completions, **kwargs):
+    ...     return [float(len(c)) for c in completions]
+    >>> def is_four(completions, answer, **kwargs):
+    ...     return [None if a == "" else float(c == a) for c, a in zip(completions, answer)]
+    >>> result = compute_rewards(
+    ...     [RewardSpec("length", length, 0.5), RewardSpec("is_four", is_four)],
+    ...     prompts=["2+2=", "2+2=", "1+1="], completions=["4", "five", "2"],
+    ...     completion_ids=[[19], [20, 21], [17]], columns={"answer": ["4", "4", ""]},
+    ... )
+    >>> result.total, result.components["is_four"]
+    ([1.5, 2.0, 0.5], [1.0, 0.0, None])
+    """
+    n = len(completions)
+    _check_inputs(specs, n, prompts, completion_ids, columns)
+    components: dict[str, list[float | None]] = {}
+    seconds: dict[str, float] = {}
+    for spec in specs:
+        start = time.perf_counter()
+        try:
+            raw = spec.fn(prompts=prompts, completions=completions, completion_ids=completion_ids, **columns)
+        except Exception as e:  # any failure in user code becomes one readable line
+            raise UserError(
+                f"reward function '{spec.name}' raised {type(e).__name__}: {e} "
+                "(fix the function, or return None for completions it cannot score)"
+            ) from e
+        seconds[spec.name] = time.perf_counter() - start
+        components[spec.name] = _validated(spec.name, raw, n)
+    total = [
+        sum(spec.weight * v for spec in specs if (v := components[spec.name][i]) is not None)
+        for i in range(n)
+    ]
+    return RewardResult(total=[float(t) for t in total], components=components, seconds=seconds)
+
+
+def _check_inputs(
+    specs: list[RewardSpec],
+    n: int,
+    prompts: list[Any],
+    completion_ids: list[list[int]],
+    columns: dict[str, list[Any]],
+) -> None:
+    names = [spec.name for spec in specs]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise UserError(f"reward '{duplicates[0]}' is listed twice (list each reward once, with one weight)")
+    clashes = [key for key in columns if key in TRL_KEYWORDS]
+    if clashes:
+        raise UserError(
+            f"dataset column '{clashes[0]}' clashes with a reward function argument (rename that column)"
+        )
+    # Mismatched lengths here are a bug in the caller, not a user mistake.
+    lengths = {"prompts": len(prompts), "completion_ids": len(completion_ids)}
+    lengths.update({f"column '{key}'": len(values) for key, values in columns.items()})
+    wrong = {what: length for what, length in lengths.items() if length != n}
+    if wrong:
+        raise ValueError(f"expected {n} values (one per completion) in each input, got {wrong}")
+
+
+def _validated(name: str, raw: Any, n: int) -> list[float | None]:
+    """`raw` as N floats or None; a UserError naming the reward if it is anything else."""
+    values = raw.tolist() if hasattr(raw, "tolist") else raw  # numpy arrays, torch tensors
+    if not isinstance(values, Sequence) or isinstance(values, (str, bytes)):
+        raise UserError(
+            f"reward function '{name}' returned {_describe(raw)}, not a list of {n} floats "
+            "(return one float or None per completion)"
+        )
+    if len(values) != n:
+        raise UserError(
+            f"reward function '{name}' returned {len(values)} values for {n} completions "
+            "(return one float or None per completion)"
+        )
+    return [_as_reward(name, value, i) for i, value in enumerate(values)]
+
+
+def _as_reward(name: str, value: Any, index: int) -> float | None:
+    if value is None:
+        return None
+    number = None
+    if not isinstance(value, (str, bytes)) and hasattr(value, "__float__"):
+        try:
+            number = float(value)  # also numpy and one-element torch scalars
+        except (TypeError, ValueError):
+            number = None
+    if number is None or math.isinf(number):
+        # inf would turn the group's mean and std, and so every advantage in it, into NaN.
+        raise UserError(
+            f"reward function '{name}' returned {_describe(value)} for completion {index} "
+            "(return a finite float, or None when the reward does not apply)"
+        )
+    return None if math.isnan(number) else number
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"

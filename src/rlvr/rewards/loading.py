@@ -1,0 +1,123 @@
+"""Turn a reward name from the config into a function.
+
+Three spellings, as in a config's ``rewards:`` list:
+
+- a built-in name: ``math_accuracy`` (see BUILTIN_REWARDS);
+- an importable module and a function in it: ``my_package.rewards:exact_match``;
+- a Python file and a function in it: ``rewards/my_reward.py:exact_match``.
+
+Any function with TRL's reward signature works unchanged (see rlvr.rewards.combine).
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from rlvr.errors import UserError
+from rlvr.rewards.countdown import countdown
+from rlvr.rewards.format import boxed_format, soft_think_answer_format, think_answer_format
+from rlvr.rewards.math import math_accuracy, math_accuracy_lenient
+
+BUILTIN_REWARDS: dict[str, Callable[..., list[float | None]]] = {
+    "math_accuracy": math_accuracy,
+    "math_accuracy_lenient": math_accuracy_lenient,
+    "boxed_format": boxed_format,
+    "think_answer_format": think_answer_format,
+    "soft_think_answer_format": soft_think_answer_format,
+    "countdown": countdown,
+}
+
+
+def load_reward_function(spec: str) -> Callable[..., Any]:
+    """The reward function named by `spec`: a built-in name, ``module:function`` or ``file.py:function``.
+
+    >>> load_reward_function("math_accuracy").__name__
+    'math_accuracy'
+    >>> load_reward_function("math_acuracy")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    rlvr.errors.UserError: unknown reward 'math_acuracy'; did you mean 'math_accuracy'? ...
+    """
+    spec = spec.strip()
+    if ":" not in spec:
+        return _builtin(spec)
+    # rpartition: a Windows path "C:\\r.py:f" has its last colon before the function name.
+    source, _, attribute = spec.rpartition(":")
+    if not source or not attribute:
+        raise UserError(f"reward '{spec}' is not 'module:function' or 'path/to/file.py:function'")
+    is_file = source.endswith(".py") or "/" in source or "\\" in source
+    module = _module_from_file(source, spec) if is_file else _module_from_import(source, spec)
+    return _function(module, source, attribute, spec)
+
+
+def _builtin(name: str) -> Callable[..., Any]:
+    if name in BUILTIN_REWARDS:
+        return BUILTIN_REWARDS[name]
+    close = difflib.get_close_matches(name, BUILTIN_REWARDS, n=1)
+    hint = f"; did you mean '{close[0]}'?" if close else ""
+    raise UserError(
+        f"unknown reward '{name}'{hint} (built-ins: {', '.join(BUILTIN_REWARDS)}; "
+        "or write 'module.path:function' or 'path/to/file.py:function')"
+    )
+
+
+def _module_from_import(module_name: str, spec: str) -> ModuleType:
+    try:
+        return importlib.import_module(module_name)
+    except ImportError as e:
+        raise UserError(
+            f"reward '{spec}': cannot import module '{module_name}' ({e}); "
+            "check the spelling and that its folder is on PYTHONPATH"
+        ) from e
+    except Exception as e:  # the module's own top-level code failed: the user's bug, not ours
+        raise UserError(
+            f"reward '{spec}': importing module '{module_name}' raised {type(e).__name__}: {e} "
+            "(fix that module)"
+        ) from e
+
+
+def _module_from_file(path_text: str, spec: str) -> ModuleType:
+    path = Path(path_text).expanduser().resolve()
+    if not path.is_file():
+        raise UserError(f"reward '{spec}': file '{path_text}' not found (give the path of a .py file)")
+    # A name unique to the path, so two reward files both called rewards.py do not collide.
+    digest = hashlib.sha1(str(path).encode()).hexdigest()[:12]
+    name = f"rlvr_user_reward_{path.stem}_{digest}"
+    if name in sys.modules:
+        return sys.modules[name]
+    loader_spec = importlib.util.spec_from_file_location(name, path)
+    if loader_spec is None or loader_spec.loader is None:
+        raise UserError(f"reward '{spec}': cannot load '{path_text}' as Python (give a .py file)")
+    module = importlib.util.module_from_spec(loader_spec)
+    sys.modules[name] = module  # registered before running, as `import` does, for dataclasses and pickle
+    try:
+        loader_spec.loader.exec_module(module)
+    except Exception as e:  # the file's own top-level code failed: the user's bug, not ours
+        del sys.modules[name]
+        raise UserError(
+            f"reward '{spec}': importing file '{path_text}' raised {type(e).__name__}: {e} (fix that file)"
+        ) from e
+    return module
+
+
+def _function(module: ModuleType, source: str, attribute: str, spec: str) -> Callable[..., Any]:
+    if not hasattr(module, attribute):
+        public = [n for n in vars(module) if not n.startswith("_") and callable(getattr(module, n))]
+        close = difflib.get_close_matches(attribute, public, n=1)
+        hint = f"did you mean '{close[0]}'?" if close else "check the function name"
+        raise UserError(f"reward '{spec}': '{source}' has no attribute '{attribute}' ({hint})")
+    fn = getattr(module, attribute)
+    if not callable(fn):
+        raise UserError(
+            f"reward '{spec}': '{source}:{attribute}' is a {type(fn).__name__}, not a function "
+            "(point at a function taking completions and returning a list of floats)"
+        )
+    return fn

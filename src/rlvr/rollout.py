@@ -1,0 +1,185 @@
+"""Sampling G completions per prompt (seed 000 step 1).
+
+The engine works on token ids with a KV cache:
+
+1. the P prompts are left-padded and run through the model **once** (prefill);
+2. the prompt cache is repeated G times, so the G completions of a group share it;
+3. decoding runs one token at a time for the rows still going; a row that emits a stop token
+   leaves the batch (its cache rows are dropped), so finished completions cost nothing.
+
+Log-probabilities are recorded under the same temperature the token was sampled with,
+before top-k/top-p truncation — the distribution the policy-gradient step differentiates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache
+
+from rlvr.records import Example, Rollout
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    max_new_tokens: int
+    temperature: float = 1.0  # 0 = greedy
+    top_p: float = 1.0
+    top_k: int = 0
+
+
+@dataclass
+class Completions:
+    """Raw engine output; rows p·G … p·G + G − 1 belong to prompt p."""
+
+    prompt_ids: torch.Tensor  # [P, Lp] left-padded
+    prompt_mask: torch.Tensor  # [P, Lp] bool
+    completion_ids: torch.Tensor  # [N, Lc] right-padded
+    completion_mask: torch.Tensor  # [N, Lc] bool
+    logprobs: torch.Tensor  # [N, Lc]
+    truncated: torch.Tensor  # [N] bool
+
+
+def left_pad(sequences: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token lists -> (ids [B, L], mask [B, L]) padded on the left.
+
+    >>> ids, mask = left_pad([[5, 6], [7]], pad_id=0)
+    >>> ids.tolist(), mask.int().tolist()
+    ([[5, 6], [0, 7]], [[1, 1], [0, 1]])
+    """
+    width = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(sequences), width), dtype=torch.bool)
+    for row, seq in enumerate(sequences):
+        if seq:
+            ids[row, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
+            mask[row, width - len(seq) :] = True
+    return ids, mask
+
+
+def positions(mask: torch.Tensor) -> torch.Tensor:
+    """Position ids that ignore left padding: [B, L] bool -> [B, L] long."""
+    return (mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
+def sample_next(
+    logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """logits [B, V] -> (token [B], log-prob of that token [B]) under temperature-scaled softmax."""
+    if params.temperature == 0:
+        token = logits.argmax(-1)
+        return token, torch.log_softmax(logits.float(), -1).gather(-1, token[:, None]).squeeze(-1)
+    scaled = logits.float() / params.temperature
+    logprobs = torch.log_softmax(scaled, -1)
+    filtered = scaled
+    if params.top_k > 0 and params.top_k < filtered.shape[-1]:
+        kth = filtered.topk(params.top_k, dim=-1).values[:, -1:]
+        filtered = filtered.masked_fill(filtered < kth, float("-inf"))
+    if params.top_p < 1.0:
+        sorted_logits, order = filtered.sort(-1, descending=True)
+        cumulative = sorted_logits.softmax(-1).cumsum(-1)
+        # drop a token once the mass *before* it already reaches top_p (the top token always stays)
+        drop_sorted = (cumulative - sorted_logits.softmax(-1)) >= params.top_p
+        drop = drop_sorted.scatter(-1, order, drop_sorted)
+        filtered = filtered.masked_fill(drop, float("-inf"))
+    token = torch.multinomial(filtered.softmax(-1), 1, generator=generator).squeeze(-1)
+    return token, logprobs.gather(-1, token[:, None]).squeeze(-1)
+
+
+@torch.no_grad()
+def generate(
+    model: torch.nn.Module,
+    prompts: list[list[int]],
+    group_size: int,
+    params: SamplingParams,
+    *,
+    stop_ids: list[int],
+    pad_id: int,
+    generator: torch.Generator | None = None,
+) -> Completions:
+    """Sample `group_size` completions for each prompt (token ids in, token ids out)."""
+    device = next(model.parameters()).device
+    prompt_ids, prompt_mask = left_pad(prompts, pad_id)
+    ids, mask = prompt_ids.to(device), prompt_mask.to(device)
+    cache = DynamicCache()
+    out = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), past_key_values=cache, use_cache=True, logits_to_keep=1)
+    cache = out.past_key_values
+    cache.batch_repeat_interleave(group_size)
+    logits = out.logits[:, -1].repeat_interleave(group_size, 0)
+    attention = mask.repeat_interleave(group_size, 0)
+    next_pos = mask.long().sum(-1).repeat_interleave(group_size, 0)
+
+    n = len(prompts) * group_size
+    completion_ids = torch.full((n, params.max_new_tokens), pad_id, dtype=torch.long)
+    logprobs = torch.zeros((n, params.max_new_tokens))
+    lengths = torch.zeros(n, dtype=torch.long)
+    finished = torch.zeros(n, dtype=torch.bool)
+    active = torch.arange(n)
+    stop = torch.tensor(stop_ids, device=device)
+    for t in range(params.max_new_tokens):
+        token, token_logprob = sample_next(logits, params, generator)
+        completion_ids[active, t] = token.cpu()
+        logprobs[active, t] = token_logprob.cpu()
+        lengths[active] += 1
+        done = torch.isin(token, stop)
+        finished[active[done.cpu()]] = True
+        if t == params.max_new_tokens - 1 or bool(done.all()):
+            break
+        if bool(done.any()):
+            # finished completions leave the batch: nothing more is computed for them
+            keep = (~done).nonzero().squeeze(-1)
+            cache.batch_select_indices(keep)
+            active, token, attention, next_pos = active[keep.cpu()], token[keep], attention[keep], next_pos[keep]
+        attention = torch.cat([attention, attention.new_ones(len(active), 1)], dim=-1)
+        out = model(input_ids=token[:, None], attention_mask=attention, position_ids=next_pos[:, None], past_key_values=cache, use_cache=True)
+        logits = out.logits[:, -1]
+        next_pos = next_pos + 1
+
+    width = int(lengths.max()) if n else 0
+    completion_mask = torch.arange(width)[None, :] < lengths[:, None]
+    return Completions(
+        prompt_ids=prompt_ids,
+        prompt_mask=prompt_mask,
+        completion_ids=completion_ids[:, :width],
+        completion_mask=completion_mask,
+        logprobs=logprobs[:, :width] * completion_mask,
+        truncated=~finished,
+    )
+
+
+def rollout(
+    model: torch.nn.Module,
+    tokenizer,
+    examples: list[Example],
+    prompt_texts: list[str],
+    group_size: int,
+    params: SamplingParams,
+    *,
+    generator: torch.Generator | None = None,
+    add_special_tokens: bool = False,
+) -> Rollout:
+    """Sample a group of completions for each example and decode them into a Rollout record."""
+    prompts = [tokenizer(text, add_special_tokens=add_special_tokens).input_ids for text in prompt_texts]
+    stop_ids = sorted({tokenizer.eos_token_id, *_extra_stop_ids(model)} - {None})
+    out = generate(model, prompts, group_size, params, stop_ids=stop_ids, pad_id=tokenizer.pad_token_id, generator=generator)
+    texts = tokenizer.batch_decode(out.completion_ids.masked_fill(~out.completion_mask, tokenizer.pad_token_id), skip_special_tokens=True)
+    return Rollout(
+        examples=examples,
+        group_size=group_size,
+        prompt_ids=out.prompt_ids,
+        prompt_mask=out.prompt_mask,
+        completion_ids=out.completion_ids,
+        completion_mask=out.completion_mask,
+        sampling_logprobs=out.logprobs,
+        truncated=out.truncated,
+        completions=texts,
+    )
+
+
+def _extra_stop_ids(model: torch.nn.Module) -> list[int]:
+    """Stop tokens the model's generation config declares besides the tokenizer's EOS."""
+    eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if eos is None:
+        return []
+    return list(eos) if isinstance(eos, (list, tuple)) else [eos]

@@ -1,0 +1,88 @@
+"""Everything a run needs before its first step, built from the config: model, data, rewards."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from rlvr.config import TrainConfig
+from rlvr.data import TASKS, load_examples, render_prompt
+from rlvr.errors import UserError
+from rlvr.models import frozen_copy, load_model
+from rlvr.records import Example
+from rlvr.rewards import RewardSpec, load_reward_function
+
+# Rewards for prompt files when the config names none: maths data with an `answer` column.
+FILE_DEFAULT_REWARDS = (("math_accuracy", 1.0), ("boxed_format", 0.1))
+FILE_ACCURACY_REWARDS = ("math_accuracy", "math_accuracy_lenient")
+
+
+@dataclass
+class Prompts:
+    examples: list[Example]
+    texts: list[str]  # the rendered prompt each example is sampled from
+
+
+@dataclass
+class RunParts:
+    policy: torch.nn.Module
+    tokenizer: object
+    reference: torch.nn.Module | None
+    train: Prompts
+    eval: Prompts | None
+    rewards: list[RewardSpec]
+    accuracy_fns: tuple  # (strict, lenient) callables for held-out evaluation
+    add_special_tokens: bool
+
+
+def build_parts(config: TrainConfig, policy_path: Path | None = None, reference_path: Path | None = None) -> RunParts:
+    """Load the policy (from `policy_path` when resuming), the reference when β > 0, data and rewards."""
+    policy, tokenizer = load_model(str(policy_path) if policy_path else config.model.name, config.model.cache_dir, config.seed)
+    reference = None
+    if config.algorithm.beta > 0:
+        if reference_path is not None:
+            reference = frozen_copy(load_model(str(reference_path), config.model.cache_dir, config.seed)[0])
+        elif policy_path is not None:
+            reference = frozen_copy(load_model(config.model.name, config.model.cache_dir, config.seed)[0])
+        else:
+            reference = frozen_copy(policy)
+    if config.model.gradient_checkpointing:
+        policy.gradient_checkpointing_enable()
+    policy.train()
+    task = TASKS.get(config.data.train)
+    train_examples = load_examples(
+        config.data.train, split="train", prompt_field=config.data.prompt_field,
+        limit=config.data.train_size, seed=config.seed, difficulty=config.data.difficulty,
+    )
+    eval_source = config.data.eval or (config.data.train if task else None)
+    eval_examples = (
+        load_examples(eval_source, split="test", prompt_field=config.data.prompt_field,
+                      limit=config.data.eval_size, seed=config.seed, difficulty=config.data.difficulty)
+        if eval_source else None
+    )
+    specs = [
+        RewardSpec(name, load_reward_function(name), weight)
+        for name, weight in (
+            [(r.name, r.weight) for r in config.rewards] if config.rewards
+            else (task.default_rewards if task else FILE_DEFAULT_REWARDS)
+        )
+    ]
+    if len({s.name for s in specs}) != len(specs):
+        raise UserError("rewards lists the same reward function twice: merge them into one entry with the summed weight")
+    strict, lenient = task.accuracy_rewards if task else FILE_ACCURACY_REWARDS
+    render = lambda exs: Prompts(exs, [  # noqa: E731
+        render_prompt(ex.prompt, template=config.data.template, tokenizer=tokenizer, system_prompt=config.data.system_prompt)
+        for ex in exs
+    ])
+    return RunParts(
+        policy=policy,
+        tokenizer=tokenizer,
+        reference=reference,
+        train=render(train_examples),
+        eval=render(eval_examples) if eval_examples else None,
+        rewards=specs,
+        accuracy_fns=(load_reward_function(strict), load_reward_function(lenient)),
+        add_special_tokens=config.data.template != "chat",
+    )

@@ -1,0 +1,149 @@
+"""The GRPO trainer: owns its loop (no transformers.Trainer), one `step()` per sampled batch.
+
+Where this departs from the seeds' pseudocode (seed 004, ALGORITHM ENTRY 1):
+- with μ = 1 (the default) π_old is the current policy, so log π_old is the detached log π_θ of
+  the same forward pass: the ratio is exactly 1 and no extra forward pass is spent on it;
+- all prompts of a step form one batch and one optimizer step (per μ), instead of one step per prompt.
+World size is 1; `self.world` is the one place where data-parallel sharding would slot in.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from rlvr.config import TrainConfig
+from rlvr.config_loading import load_config
+from rlvr.errors import UserError
+from rlvr.evaluate import EvalResult, evaluate_accuracy
+from rlvr.optim import build_optimizer
+from rlvr.records import Rollout
+from rlvr.rollout import SamplingParams, rollout
+from rlvr.train import checkpoint as ckpt
+from rlvr.train.metrics import step_metrics
+from rlvr.train.prompts import PromptStream
+from rlvr.train.setup import build_parts
+from rlvr.train.step import compute_advantages, make_batch, policy_update, score_rollout
+
+
+@dataclass(frozen=True)
+class World:
+    """Process layout. Single-process today; a distributed launcher would fill these in."""
+
+    rank: int = 0
+    size: int = 1
+
+
+class Trainer:
+    def __init__(self, config: TrainConfig, *, resume_from: Path | None = None):
+        self.config, self.world = config, World()
+        torch.set_num_threads(config.threads or torch.get_num_threads())
+        torch.manual_seed(config.seed)
+        self.run_dir = Path(config.output_dir)
+        state = ckpt.load_trainer_state(resume_from) if resume_from else None
+        reference_path = resume_from / "reference" if resume_from and (resume_from / "reference").is_dir() else None
+        self.parts = build_parts(config, resume_from / "model" if resume_from else None, reference_path)
+        self.policy, self.tokenizer, self.reference = self.parts.policy, self.parts.tokenizer, self.parts.reference
+        s = config.sampling
+        self.prompts = PromptStream(self.parts.train.examples, s.batch_size // s.group_size, config.seed)
+        self._texts = {id(ex): text for ex, text in zip(self.parts.train.examples, self.parts.train.texts)}
+        self.optimizer, self.scheduler = build_optimizer(self.policy, config.optim, config.max_steps)
+        self.step_count = 0
+        if state:
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.scheduler.load_state_dict(state["scheduler"])
+            self.prompts.load_state_dict(state["prompts"])
+            self.step_count = state["step"]
+            ckpt.set_rng_state(state["rng"])
+        self._stop_requested = False
+
+    @classmethod
+    def from_run_dir(cls, run_dir: Path, overrides: list[str] = (), **cli) -> "Trainer":
+        """Continue the run in `run_dir` from its latest checkpoint (config overrides allowed, e.g. max_steps)."""
+        if not (run_dir / "config.yaml").is_file():
+            raise UserError(f"cannot resume: {run_dir} has no config.yaml (is it a run directory made by `rlvr train`?)")
+        latest = ckpt.latest_checkpoint(run_dir)
+        if latest is None:
+            raise UserError(f"cannot resume: {run_dir} has no complete checkpoint yet (start it again without --resume)")
+        config = load_config(latest / "config.yaml", list(overrides), output_dir=str(run_dir), **cli)
+        return cls(config, resume_from=latest)
+
+    # ── the algorithm ────────────────────────────────────────────────────────────────────────
+    def step(self) -> dict[str, float]:
+        """One GRPO iteration: the five steps of seed 000."""
+        cfg, seconds = self.config, {}
+        t = time.perf_counter()
+        examples = self.prompts.next_batch()
+        group = self.sample(examples)  # 1. sample G completions per prompt
+        seconds["rollout"], t = time.perf_counter() - t, time.perf_counter()
+        scored = score_rollout(group, self.parts.rewards)  # 2. verifiable rewards
+        seconds["rewards"], t = time.perf_counter() - t, time.perf_counter()
+        advantages = compute_advantages(scored.rewards, cfg.algorithm)  # 3. group-relative advantages
+        batch = make_batch(  # 4. log π_old (μ > 1) and log π_ref (β > 0) for the ratio and the KL
+            scored, advantages, policy=self.policy, reference=self.reference, algo=cfg.algorithm,
+            micro_batch_tokens=cfg.optim.micro_batch_tokens, temperature=cfg.sampling.temperature,
+        )
+        seconds["logprobs"], t = time.perf_counter() - t, time.perf_counter()
+        updates = [  # 5. clipped objective + β·KL, one optimizer step per epoch over the batch
+            policy_update(
+                self.policy, self.optimizer, self.scheduler, batch, algo=cfg.algorithm,
+                micro_batch_tokens=cfg.optim.micro_batch_tokens, temperature=cfg.sampling.temperature,
+                max_grad_norm=cfg.optim.max_grad_norm, max_new_tokens=cfg.sampling.max_new_tokens,
+            )
+            for _ in range(cfg.algorithm.updates_per_batch)
+        ]
+        seconds["update"] = time.perf_counter() - t
+        self.step_count += 1
+        if self.reference is not None and cfg.algorithm.ref_refresh_steps and self.step_count % cfg.algorithm.ref_refresh_steps == 0:
+            self.reference.load_state_dict(self.policy.state_dict())
+        self.last_batch = batch
+        return step_metrics(batch, updates, seconds)
+
+    def sample(self, examples) -> Rollout:
+        s = self.config.sampling
+        generator = torch.Generator().manual_seed(self.config.seed * 1_000_003 + self.step_count)
+        self.policy.eval()  # no dropout while sampling; the update runs in train mode
+        out = rollout(
+            self.policy, self.tokenizer, examples, [self._texts[id(ex)] for ex in examples], s.group_size,
+            SamplingParams(s.max_new_tokens, s.temperature, s.top_p, s.top_k),
+            generator=generator, add_special_tokens=self.parts.add_special_tokens,
+        )
+        self.policy.train()
+        return out
+
+    # ── around the algorithm: evaluation, checkpoints, the loop ───────────────────────────────
+    def evaluate(self) -> EvalResult | None:
+        if self.parts.eval is None:
+            return None
+        strict, lenient = self.parts.accuracy_fns
+        return evaluate_accuracy(
+            self.policy, self.tokenizer, self.parts.eval.examples, self.parts.eval.texts, strict=strict, lenient=lenient,
+            max_new_tokens=self.config.eval_max_new_tokens or self.config.sampling.max_new_tokens,
+            add_special_tokens=self.parts.add_special_tokens,
+        )
+
+    def save(self) -> Path:
+        state = {
+            "step": self.step_count,
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "prompts": self.prompts.state_dict(),
+        }
+        refreshed = self.reference if self.config.algorithm.ref_refresh_steps and self.step_count >= self.config.algorithm.ref_refresh_steps else None
+        return ckpt.save_checkpoint(
+            self.run_dir, self.step_count, policy=self.policy, tokenizer=self.tokenizer,
+            trainer_state=state, config=self.config, reference=refreshed,
+        )
+
+    def request_stop(self) -> None:
+        """Finish the current step, save a checkpoint and return from train() (what Ctrl-C does)."""
+        self._stop_requested = True
+
+    def train(self, on_step_end=None) -> dict:
+        """Run until max_steps (or a stop request); evaluate before and after; write summary.json."""
+        from rlvr.train.loop import run_training
+
+        return run_training(self, on_step_end)

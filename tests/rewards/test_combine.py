@@ -1,0 +1,150 @@
+"""compute_rewards: TRL calling convention, weights, None handling, and output validation."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from rlvr.errors import UserError
+from rlvr.rewards.combine import RewardSpec, compute_rewards
+from rlvr.rewards.format import boxed_format
+from rlvr.rewards.math import math_accuracy
+
+PROMPTS = ["2+2?", "3+3?", "4+4?"]
+COMPLETIONS = [r"\boxed{4}", r"\boxed{7}", "eight"]
+IDS = [[1, 2], [3], [4, 5, 6]]
+
+
+def run(specs, columns=None, completions=COMPLETIONS):
+    return compute_rewards(
+        specs, prompts=PROMPTS, completions=completions, completion_ids=IDS, columns=columns or {}
+    )
+
+
+def constant(values):
+    def reward(completions, **kwargs):
+        return list(values)
+
+    return reward
+
+
+def test_trl_style_function_works_unchanged():
+    def f(completions, **kwargs):
+        return [float(len(c)) for c in completions]
+
+    result = run([RewardSpec("length", f)])
+    assert result.components["length"] == [9.0, 9.0, 5.0]
+    assert result.total == [9.0, 9.0, 5.0]
+
+
+def test_receives_every_trl_keyword_and_column():
+    seen = {}
+
+    def spy(prompts, completions, completion_ids, answer, **kwargs):
+        seen.update(prompts=prompts, completions=completions, ids=completion_ids, answer=answer, **kwargs)
+        return [0.0] * len(completions)
+
+    run([RewardSpec("spy", spy)], columns={"answer": ["4", "6", "8"], "level": [1, 2, 3]})
+    assert seen == {
+        "prompts": PROMPTS,
+        "completions": COMPLETIONS,
+        "ids": IDS,
+        "answer": ["4", "6", "8"],
+        "level": [1, 2, 3],
+    }
+
+
+def test_weighted_sum_of_builtins():
+    specs = [RewardSpec("math_accuracy", math_accuracy, 1.0), RewardSpec("boxed_format", boxed_format, 0.1)]
+    result = run(specs, columns={"answer": ["4", "6", "8"]})
+    assert result.components == {"math_accuracy": [1.0, 0.0, 0.0], "boxed_format": [1.0, 1.0, 0.0]}
+    assert result.total == pytest.approx([1.1, 0.1, 0.0])
+    assert set(result.seconds) == {"math_accuracy", "boxed_format"}
+    assert all(s >= 0.0 for s in result.seconds.values())
+
+
+def test_none_adds_nothing_and_all_none_totals_zero():
+    specs = [
+        RewardSpec("a", constant([1.0, None, None]), weight=2.0),
+        RewardSpec("b", constant([0.5, 0.5, None]), weight=1.0),
+    ]
+    result = run(specs)
+    assert result.components["a"] == [1.0, None, None]
+    assert result.total == [2.5, 0.5, 0.0]
+
+
+def test_nan_counts_as_none():
+    result = run([RewardSpec("a", constant([float("nan"), 1.0, 0.0]))])
+    assert result.components["a"] == [None, 1.0, 0.0]
+    assert result.total == [0.0, 1.0, 0.0]
+
+
+def test_numeric_types_are_converted():
+    values = [True, np.float32(0.5), torch.tensor(2)]
+    result = run([RewardSpec("a", constant(values))])
+    assert result.components["a"] == [1.0, 0.5, 2.0]
+    assert all(type(v) is float for v in result.components["a"])
+
+
+@pytest.mark.parametrize("output", [np.array([1.0, 0.0, 0.5]), torch.tensor([1.0, 0.0, 0.5]), (1, 0, 0.5)])
+def test_arrays_and_tuples_are_accepted(output):
+    result = run([RewardSpec("a", lambda **kwargs: output)])
+    assert result.components["a"] == [1.0, 0.0, 0.5]
+
+
+def test_no_rewards_gives_zero_totals():
+    assert run([]).total == [0.0, 0.0, 0.0]
+
+
+def test_raising_reward_names_the_function():
+    def broken(completions, **kwargs):
+        raise KeyError("answer")
+
+    with pytest.raises(UserError, match="reward function 'my_mod:broken' raised KeyError") as error:
+        run([RewardSpec("my_mod:broken", broken)])
+    assert isinstance(error.value.__cause__, KeyError)
+
+
+def test_missing_column_surfaces_as_user_error():
+    with pytest.raises(UserError, match="'math_accuracy' raised TypeError.*answer"):
+        run([RewardSpec("math_accuracy", math_accuracy)])
+
+
+def test_wrong_length_output():
+    with pytest.raises(UserError, match="'short' returned 2 values for 3 completions"):
+        run([RewardSpec("short", constant([1.0, 0.0]))])
+
+
+@pytest.mark.parametrize(
+    ("output", "fragment"),
+    [
+        (None, "NoneType"),
+        (1.0, "float"),
+        ("1.0", "str"),
+        ({"a": 1}, "dict"),
+        ([1.0, "yes", 0.0], "'yes' for completion 1"),
+        ([1.0, [0.5], 0.0], "for completion 1"),
+        ([1.0, math.inf, 0.0], "inf for completion 1"),
+        ([1.0, 2j, 0.0], "complex"),
+    ],
+)
+def test_invalid_output_names_the_reward(output, fragment):
+    with pytest.raises(UserError, match="reward function 'bad' returned") as error:
+        run([RewardSpec("bad", lambda **kwargs: output)])
+    assert fragment in str(error.value)
+
+
+def test_duplicate_names_are_refused():
+    with pytest.raises(UserError, match="listed twice"):
+        run([RewardSpec("a", constant([0.0] * 3)), RewardSpec("a", constant([1.0] * 3))])
+
+
+def test_column_named_like_a_trl_keyword_is_refused():
+    with pytest.raises(UserError, match="column 'completions'"):
+        run([RewardSpec("a", constant([0.0] * 3))], columns={"completions": ["x", "y", "z"]})
+
+
+def test_inconsistent_input_lengths_are_a_bug():
+    with pytest.raises(ValueError, match="answer"):
+        run([RewardSpec("a", constant([0.0] * 3))], columns={"answer": ["4"]})

@@ -1,0 +1,123 @@
+"""rlvr.advantages: the seeds' worked numbers, properties, and a slow loop reference."""
+
+import math
+import random
+
+import pytest
+import torch
+
+from rlvr.advantages import group_advantages, group_baseline, reward_std, zero_variance_groups
+
+
+def test_seed_000_worked_example():
+    # seed 000, "Try It: GRPO Explorer": μ = 0.625, σ = 0.484, advantages +0.77 / −1.29
+    rewards = torch.tensor([[1.0, 1, 1, 0, 1, 0, 0, 1]])
+    assert rewards.mean().item() == pytest.approx(0.625)
+    assert reward_std(rewards).item() == pytest.approx(0.484, abs=5e-4)
+    adv = group_advantages(rewards)[0]
+    assert adv[rewards[0] == 1] == pytest.approx(torch.full((5,), 0.7746), abs=1e-3)
+    assert adv[rewards[0] == 0] == pytest.approx(torch.full((3,), -1.291), abs=1e-3)
+
+
+def test_seed_004_math_entry_3():
+    # seed 004 MATH ENTRY 3: r = (1,1,0,1,0,0,1,0): mean 0.5, std 0.5, advantages ±1.0
+    adv = group_advantages(torch.tensor([[1.0, 1, 0, 1, 0, 0, 1, 0]]), eps=0.0)
+    assert adv[0].tolist() == [1.0, 1.0, -1.0, 1.0, -1.0, -1.0, 1.0, -1.0]
+
+
+def test_seed_003_example_is_not_a_group_normalisation():
+    """Seed 003 prints [1.0, 0.0, 0.5, 0.8] -> [0.87, -1.36, -0.16, 0.65] for the code beside it.
+
+    Any (r − b)/s with one b and s per group is an affine function of r, so the slope between
+    any two completions must be the same. The printed numbers have slopes 2.23, 2.4, 2.7 and
+    1.1: no baseline and scale produce them. We reproduce what the seed's *code* computes
+    (population std, ε = 1e-8) instead, and check the printed ones are indeed inconsistent.
+    """
+    rewards = [1.0, 0.0, 0.5, 0.8]
+    printed = [0.87, -1.36, -0.16, 0.65]
+    slopes = [(printed[i] - printed[j]) / (rewards[i] - rewards[j]) for i in range(4) for j in range(i)]
+    assert max(slopes) - min(slopes) > 1.0  # 1.1 between 0.8 and 1.0, 2.51 between 0 and 0.8: not affine
+
+    adv = group_advantages(torch.tensor([rewards]), eps=1e-8)[0]
+    mean = sum(rewards) / 4
+    std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / 4)
+    assert adv.tolist() == pytest.approx([(r - mean) / (std + 1e-8) for r in rewards], abs=1e-6)
+    assert [round(a, 2) for a in adv.tolist()] == [1.13, -1.53, -0.2, 0.6]
+    # the ordering the seed describes still holds: the best completion gets the largest advantage
+    assert adv.argmax().item() == 0 and adv.argmin().item() == 1
+
+
+@pytest.mark.parametrize("baseline", ["group_mean", "leave_one_out"])
+@pytest.mark.parametrize("scale", ["group_std", "batch_std", "none"])
+@pytest.mark.parametrize("estimator", ["population", "unbiased"])
+def test_advantages_sum_to_zero_per_group(baseline, scale, estimator):
+    g = torch.Generator().manual_seed(0)
+    rewards = torch.rand(16, 8, generator=g).round()  # binary, some groups all-equal
+    adv = group_advantages(rewards, baseline=baseline, scale=scale, std_estimator=estimator)
+    assert adv.shape == rewards.shape
+    assert adv.sum(-1).abs().max().item() < 1e-5
+
+
+def test_zero_variance_groups_get_exactly_zero_and_are_counted():
+    # 0.1 * 8 is not exactly representable: rounding must not leak (r − μ)/ε noise
+    rewards = torch.tensor([[0.1] * 8, [1.0] * 8, [0.0, 1, 0, 1, 0, 1, 0, 1]])
+    adv = group_advantages(rewards, eps=1e-12)
+    assert adv[:2].abs().max().item() == 0.0
+    assert zero_variance_groups(rewards).tolist() == [True, True, False]
+
+
+def test_better_reward_never_gets_lower_advantage():
+    g = torch.Generator().manual_seed(1)
+    rewards = torch.rand(32, 6, generator=g)
+    for kwargs in ({}, {"baseline": "leave_one_out"}, {"scale": "none"}, {"scale": "batch_std"}):
+        adv = group_advantages(rewards, **kwargs)
+        order = rewards.argsort(-1)
+        assert (adv.gather(-1, order).diff(dim=-1) >= -1e-6).all()
+
+
+def test_leave_one_out_is_rloo():
+    r = torch.tensor([[3.0, 1.0, 2.0]])
+    adv = group_advantages(r, baseline="leave_one_out", scale="none")
+    assert adv[0].tolist() == pytest.approx([3 - 1.5, 1 - 2.5, 2 - 2.0])
+    assert group_baseline(r, "group_mean")[0].tolist() == [2.0, 2.0, 2.0]
+
+
+def test_unbiased_std_option():
+    r = torch.tensor([[1.0, 0.0]])
+    assert group_advantages(r, std_estimator="population", eps=0)[0].tolist() == pytest.approx([1.0, -1.0])
+    assert group_advantages(r, std_estimator="unbiased", eps=0)[0].tolist() == pytest.approx([0.7071, -0.7071], abs=1e-4)
+
+
+def test_batch_std_uses_every_reward():
+    r = torch.tensor([[1.0, 0.0], [0.5, 0.5]])
+    adv = group_advantages(r, scale="batch_std", eps=0)
+    std_all = torch.tensor([1.0, 0.0, 0.5, 0.5]).std(correction=0).item()
+    assert adv[0].tolist() == pytest.approx([0.5 / std_all, -0.5 / std_all])
+    assert adv[1].tolist() == [0.0, 0.0]
+
+
+def _slow_reference(rewards: list[list[float]], eps: float) -> list[list[float]]:
+    """Seed 000 step 3 written as loops over plain floats."""
+    out = []
+    for group in rewards:
+        mu = sum(group) / len(group)
+        sigma = math.sqrt(sum((r - mu) ** 2 for r in group) / len(group))
+        out.append([0.0 if sigma == 0 else (r - mu) / (sigma + eps) for r in group])
+    return out
+
+
+def test_vectorised_matches_slow_loop_reference():
+    rng = random.Random(0)
+    rewards = [[rng.choice([0.0, 0.1, 0.5, 1.0, 1.1]) for _ in range(8)] for _ in range(50)]
+    fast = group_advantages(torch.tensor(rewards, dtype=torch.float64), eps=1e-4)
+    slow = _slow_reference(rewards, 1e-4)
+    assert fast.flatten().tolist() == pytest.approx([a for row in slow for a in row], abs=1e-9)
+
+
+def test_bad_inputs_raise():
+    with pytest.raises(ValueError):
+        group_advantages(torch.zeros(8))
+    with pytest.raises(ValueError):
+        group_advantages(torch.zeros(2, 4), scale="whatever")
+    with pytest.raises(ValueError):
+        group_baseline(torch.zeros(2, 1), "leave_one_out")

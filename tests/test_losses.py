@@ -1,0 +1,118 @@
+"""rlvr.losses: seed 004's clipped-objective numbers, gradient signs, aggregation, and a loop reference."""
+
+import math
+
+import pytest
+import torch
+
+from rlvr.kl import k3
+from rlvr.losses import aggregate_loss, clip_fractions, clipped_policy_loss
+
+
+def test_seed_004_math_entry_1_numbers():
+    old = torch.zeros(1, 1)
+    new = torch.tensor([[math.log(1.5)]])
+    # objective = min(ρA, clip(ρ)A): 1.2 for A = +1, −1.5 for A = −1; the loss is its negation
+    assert clipped_policy_loss(new, old, torch.tensor([1.0])).item() == pytest.approx(-1.2)
+    assert clipped_policy_loss(new, old, torch.tensor([-1.0])).item() == pytest.approx(1.5)
+    # MATH ENTRY 2: ρ = 1.1 inside the window gives exactly ρA
+    assert clipped_policy_loss(torch.tensor([[math.log(1.1)]]), old, torch.tensor([1.0])).item() == pytest.approx(-1.1)
+
+
+def test_separate_clip_low_and_high():
+    old = torch.zeros(1, 2)
+    new = torch.tensor([[math.log(1.25), math.log(0.7)]])
+    loss = clipped_policy_loss(new, old, torch.tensor([[1.0, -1.0]]), clip_low=0.2, clip_high=0.28)
+    assert loss[0, 0].item() == pytest.approx(-1.25)  # 1.25 < 1.28: not clipped above
+    assert loss[0, 1].item() == pytest.approx(0.8)  # 0.7 < 0.8 with A < 0: clipped below
+
+
+def test_gradient_signs():
+    """Positive advantage: descending the loss raises log π; negative lowers it; clipped: no gradient."""
+    for adv, expected in ((1.0, -1.0), (-1.0, 1.0)):
+        logprobs = torch.zeros(1, 3, requires_grad=True)
+        clipped_policy_loss(logprobs, torch.zeros(1, 3), torch.tensor([adv])).sum().backward()
+        assert (logprobs.grad.sign() == expected).all()
+    logprobs = torch.full((1, 1), math.log(1.5), requires_grad=True)
+    clipped_policy_loss(logprobs, torch.zeros(1, 1), torch.tensor([1.0])).sum().backward()
+    assert logprobs.grad.item() == 0.0  # ratio above 1 + ε with A > 0: the clip stops the push
+    logprobs = torch.full((1, 1), math.log(1.5), requires_grad=True)
+    clipped_policy_loss(logprobs, torch.zeros(1, 1), torch.tensor([-1.0])).sum().backward()
+    assert logprobs.grad.item() > 0  # A < 0 keeps the unclipped penalty: still pushed down
+
+
+def test_at_ratio_one_the_gradient_is_reinforce():
+    g = torch.Generator().manual_seed(0)
+    logprobs = torch.randn(4, 5, generator=g).requires_grad_()
+    adv = torch.randn(4, generator=g)
+    clipped_policy_loss(logprobs, logprobs.detach(), adv).sum().backward()
+    assert torch.allclose(logprobs.grad, -adv[:, None].expand(4, 5))
+
+
+def test_clip_fractions():
+    old = torch.zeros(1, 4)
+    new = torch.tensor([[math.log(1.5), math.log(0.5), 0.0, math.log(1.5)]])
+    adv = torch.tensor([[1.0, -1.0, 1.0, -1.0]])
+    low, high = clip_fractions(new, old, adv, torch.ones(1, 4, dtype=torch.bool))
+    assert (low, high) == (0.25, 0.25)
+
+
+def test_aggregation_modes_by_hand():
+    loss = torch.tensor([[1.0, 2.0, 3.0, 0.0], [4.0, 0.0, 0.0, 0.0]])
+    mask = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0]]).bool()
+    assert aggregate_loss(loss, mask, "sequence_mean").item() == pytest.approx((2.0 + 4.0) / 2)
+    assert aggregate_loss(loss, mask, "token_mean").item() == pytest.approx(10.0 / 4)
+    assert aggregate_loss(loss, mask, "constant", constant=4).item() == pytest.approx(10.0 / 8)
+    with pytest.raises(ValueError):
+        aggregate_loss(loss, mask, "constant")
+    with pytest.raises(ValueError):
+        aggregate_loss(loss, mask, "mean_of_something")
+
+
+def test_fully_masked_rows_do_not_count_as_sequences():
+    loss = torch.tensor([[2.0, 2.0], [9.0, 9.0]])
+    mask = torch.tensor([[1, 1], [0, 0]]).bool()
+    assert aggregate_loss(loss, mask, "sequence_mean").item() == 2.0
+
+
+@pytest.mark.parametrize("mode", ["sequence_mean", "token_mean", "constant"])
+def test_micro_batches_sum_to_the_full_batch(mode):
+    g = torch.Generator().manual_seed(0)
+    loss = torch.randn(6, 5, generator=g)
+    mask = torch.rand(6, 5, generator=g) > 0.3
+    mask[:, 0] = True
+    full = aggregate_loss(loss, mask, mode, constant=5)
+    n_seq, n_tok = int((mask.sum(-1) > 0).sum()), int(mask.sum())
+    parts = sum(
+        aggregate_loss(loss[i : i + 2], mask[i : i + 2], mode, num_sequences=n_seq, num_tokens=n_tok, constant=5)
+        for i in range(0, 6, 2)
+    )
+    assert parts.item() == pytest.approx(full.item(), abs=1e-6)
+
+
+def _seed_algorithm_1_loss(new, old, ref, advantages, lengths, eps, beta):
+    """Seed 004 ALGORITHM ENTRY 1, transcribed with Python loops over probabilities."""
+    total = 0.0
+    for i, (a_i, n_i) in enumerate(zip(advantages, lengths)):
+        for t in range(n_i):
+            rho = math.exp(new[i][t]) / math.exp(old[i][t])
+            surrogate = min(rho * a_i, min(max(rho, 1 - eps), 1 + eps) * a_i)
+            r = math.exp(ref[i][t]) / math.exp(new[i][t])
+            kl_token = r - math.log(r) - 1
+            total += (surrogate - beta * kl_token) / n_i
+    return -total / len(advantages)
+
+
+def test_vectorised_loss_matches_the_seeds_loop():
+    g = torch.Generator().manual_seed(3)
+    n, t = 5, 7
+    new = -torch.rand(n, t, generator=g) * 3
+    old = new + torch.randn(n, t, generator=g) * 0.3
+    ref = new + torch.randn(n, t, generator=g) * 0.5
+    adv = torch.randn(n, generator=g)
+    lengths = [7, 3, 5, 1, 6]
+    mask = torch.arange(t)[None, :] < torch.tensor(lengths)[:, None]
+    per_token = clipped_policy_loss(new, old, adv, 0.2, 0.2) + 0.04 * k3(new, ref)
+    fast = aggregate_loss(per_token, mask, "sequence_mean").item()
+    slow = _seed_algorithm_1_loss(new.tolist(), old.tolist(), ref.tolist(), adv.tolist(), lengths, 0.2, 0.04)
+    assert fast == pytest.approx(slow, abs=1e-5)

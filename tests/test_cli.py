@@ -1,0 +1,65 @@
+"""The command line end to end, as a user runs it (subprocesses, the shipped configs/tiny.yaml)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def rlvr(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, "-m", "rlvr", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def test_train_tiny_config_end_to_end_and_resume(tmp_path):
+    run = tmp_path / "run"
+    out = rlvr("train", "--config", "configs/tiny.yaml", "--output-dir", str(run))
+    assert out.returncode == 0, out.stderr
+    assert "before" in out.stdout and "after" in out.stdout and "gain" in out.stdout
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["steps"] == 4 and summary["model"] == "tiny"
+    assert len((run / "metrics.jsonl").read_text().splitlines()) == 4
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-000002", "step-000004"]
+
+    again = rlvr("train", "--config", "configs/tiny.yaml", "--output-dir", str(run))
+    assert again.returncode == 2 and "--resume" in again.stderr
+
+    more = rlvr("train", "--resume", str(run), "--max-steps", "6")
+    assert more.returncode == 0, more.stderr
+    assert [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3, 4, 5, 6]
+    assert "max_steps: 6" in (run / "config.yaml").read_text()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--set", "sampling.grup_size=4"], "did you mean 'sampling.group_size'"),
+        (["--set", "sampling.batch_size=10"], "not divisible by sampling.group_size"),
+        (["--config", "does/not/exist.yaml"], "config file not found"),
+        (["--set", "model.name=./no/such/model"], "model path not found"),
+        (["--set", "data.train=missing.jsonl"], "missing.jsonl"),
+        (["--set", "rewards=[{name: no_such_module:fn}]"], "no_such_module"),
+    ],
+)
+def test_user_mistakes_are_one_line_without_traceback(tmp_path, args, message):
+    out = rlvr("train", "--config", "configs/tiny.yaml", "--output-dir", str(tmp_path / "r"), *args)
+    assert out.returncode == 2
+    assert message in out.stderr
+    assert "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_malformed_dataset_row_names_the_line(tmp_path):
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"prompt": "1+1?", "answer": "2"}\n{"prompt": oops}\n')
+    out = rlvr("train", "--config", "configs/tiny.yaml", "--output-dir", str(tmp_path / "r"), "--set", f"data.train={data}")
+    assert out.returncode == 2 and f"{data}:2" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_help_lists_the_train_options():
+    out = rlvr("train", "--help")
+    for flag in ("--config", "--set", "--output-dir", "--max-steps", "--resume"):
+        assert flag in out.stdout

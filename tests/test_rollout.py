@@ -1,0 +1,77 @@
+"""rlvr.rollout: exact agreement with HF generate, recorded log-probs, stopping, sampling filters."""
+
+import pytest
+import torch
+
+from rlvr.logprobs import completion_logprobs
+from rlvr.records import Example
+from rlvr.rollout import SamplingParams, generate, left_pad, rollout, sample_next
+
+PROMPTS = ["What is 3 + 4?", "Hi", "Count: 1 2 3", "a longer prompt than the others, by far"]
+
+
+def _ids(tokenizer):
+    return [tokenizer(p).input_ids for p in PROMPTS]
+
+
+def test_greedy_matches_hf_generate(tiny):
+    model, tok = tiny
+    ids = _ids(tok)
+    stop = tok.convert_tokens_to_ids("e")  # a frequent character, so some rows stop early
+    ours = generate(model, ids, 1, SamplingParams(max_new_tokens=24, temperature=0), stop_ids=[stop], pad_id=tok.pad_token_id)
+    pid, pmask = left_pad(ids, tok.pad_token_id)
+    hf = model.generate(input_ids=pid, attention_mask=pmask.long(), max_new_tokens=24, do_sample=False,
+                        eos_token_id=stop, pad_token_id=tok.pad_token_id)[:, pid.shape[1]:]
+    stopped = 0
+    for row in range(len(ids)):
+        mine = ours.completion_ids[row][ours.completion_mask[row]].tolist()
+        theirs = hf[row].tolist()
+        if stop in theirs:
+            theirs = theirs[: theirs.index(stop) + 1]
+            stopped += 1
+        assert mine == theirs
+        assert bool(ours.truncated[row]) == (stop not in theirs)
+    assert stopped >= 1
+
+
+def test_sampling_logprobs_equal_a_fresh_forward(tiny):
+    model, tok = tiny
+    g = torch.Generator().manual_seed(0)
+    out = generate(model, _ids(tok), 3, SamplingParams(max_new_tokens=16, temperature=0.8), stop_ids=[tok.convert_tokens_to_ids("a")],
+                   pad_id=tok.pad_token_id, generator=g)
+    row_prompt = torch.arange(len(PROMPTS)).repeat_interleave(3)
+    with torch.no_grad():
+        stats = completion_logprobs(model, out.prompt_ids, out.prompt_mask, row_prompt, out.completion_ids, out.completion_mask, 0.8)
+    assert torch.allclose(stats.logprobs, out.logprobs, atol=1e-5)
+    assert (out.logprobs[~out.completion_mask] == 0).all()
+
+
+def test_seeded_sampling_is_reproducible_and_groups_differ(tiny):
+    model, tok = tiny
+    params = SamplingParams(max_new_tokens=12, temperature=1.0)
+    a = generate(model, _ids(tok), 4, params, stop_ids=[tok.eos_token_id], pad_id=tok.pad_token_id, generator=torch.Generator().manual_seed(7))
+    b = generate(model, _ids(tok), 4, params, stop_ids=[tok.eos_token_id], pad_id=tok.pad_token_id, generator=torch.Generator().manual_seed(7))
+    assert torch.equal(a.completion_ids, b.completion_ids)
+    assert len({tuple(r.tolist()) for r in a.completion_ids[:4]}) > 1  # G samples of one prompt differ
+
+
+def test_top_k_and_top_p_restrict_the_support():
+    logits = torch.tensor([[5.0, 4.0, 3.0, -10.0]]).repeat(2000, 1)
+    g = torch.Generator().manual_seed(0)
+    tokens, _ = sample_next(logits, SamplingParams(1, temperature=1.0, top_k=2), g)
+    assert set(tokens.tolist()) == {0, 1}
+    # probabilities ≈ 0.665, 0.245, 0.09: top_p 0.7 keeps the first two tokens only
+    tokens, logprobs = sample_next(logits, SamplingParams(1, temperature=1.0, top_p=0.7), g)
+    assert set(tokens.tolist()) == {0, 1}
+    assert torch.allclose(logprobs[tokens == 0], torch.log_softmax(logits[0], -1)[0])  # untruncated log π
+
+
+def test_rollout_record(tiny):
+    model, tok = tiny
+    examples = [Example(p, {"answer": "7"}, i) for i, p in enumerate(PROMPTS[:2])]
+    r = rollout(model, tok, examples, PROMPTS[:2], 3, SamplingParams(max_new_tokens=8, temperature=1.0),
+                generator=torch.Generator().manual_seed(0), add_special_tokens=True)
+    assert r.completion_ids.shape[0] == 6 and len(r.completions) == 6 and r.group_size == 3
+    assert r.lengths.max().item() <= 8
+    assert (r.truncated == (r.lengths == 8) & ~torch.isin(r.completion_ids[:, -1], torch.tensor([tok.eos_token_id]))).all()
+    assert r.completions[0] == tok.decode(r.completion_ids[0][r.completion_mask[0]], skip_special_tokens=True)

@@ -1,0 +1,87 @@
+"""Checkpoints: a run stopped after step k and resumed ends with exactly the unbroken run's weights."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from rlvr.errors import UserError
+from rlvr.train import checkpoint as ckpt
+from rlvr.train.trainer import Trainer
+
+from .test_step import DIGITS, tiny_config
+
+STEPS = ["optim.schedule=cosine", "optim.warmup_steps=1", "algorithm.updates_per_batch=2", "eval_before=false", "eval_after=false"]
+
+
+def test_resumed_run_equals_unbroken_run(tmp_path):
+    unbroken = Trainer(tiny_config(tmp_path / "a", DIGITS, *STEPS, steps=4))
+    unbroken.train()
+
+    first = Trainer(tiny_config(tmp_path / "b", DIGITS, *STEPS, steps=4))
+    result = first.train(on_step_end=lambda t, m: t.request_stop() if t.step_count == 2 else None)  # = Ctrl-C at step 2
+    assert result["stopped_at"] == 2
+    run_b = tmp_path / "b" / "run"
+    assert ckpt.latest_checkpoint(run_b).name == "step-000002"
+    del first
+
+    resumed = Trainer.from_run_dir(run_b)
+    assert resumed.step_count == 2
+    resumed.train()
+    for (name, p), q in zip(unbroken.policy.named_parameters(), resumed.policy.parameters()):
+        assert torch.equal(p, q), name
+    metrics_a = [json.loads(x) for x in (tmp_path / "a" / "run" / "metrics.jsonl").read_text().splitlines()]
+    metrics_b = [json.loads(x) for x in (run_b / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics_b] == [1, 2, 3, 4]
+    for a, b in zip(metrics_a, metrics_b):
+        assert a["reward/mean"] == b["reward/mean"] and a["lr"] == b["lr"]
+
+
+def test_checkpoint_is_loadable_by_transformers(tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    trainer = Trainer(tiny_config(tmp_path, "eval_before=false", "eval_after=false", steps=1))
+    trainer.train()
+    path = ckpt.latest_checkpoint(tmp_path / "run")
+    model = AutoModelForCausalLM.from_pretrained(path / "model")
+    tokenizer = AutoTokenizer.from_pretrained(path / "model")
+    for p, q in zip(trainer.policy.parameters(), model.parameters()):
+        assert torch.equal(p, q)
+    assert tokenizer("12").input_ids == trainer.tokenizer("12").input_ids
+    assert (path / "config.yaml").is_file() and (path / "trainer.pt").is_file()
+
+
+def test_half_written_checkpoints_are_ignored(tmp_path):
+    trainer = Trainer(tiny_config(tmp_path, "eval_before=false", "eval_after=false", steps=1))
+    trainer.train()
+    root = tmp_path / "run" / "checkpoints"
+    # a crash mid-write leaves only a temporary directory, never a step-N one
+    (root / ".step-000009.tmp-123").mkdir()
+    (root / ".step-000009.tmp-123" / "trainer.pt").write_bytes(b"partial")
+    assert ckpt.latest_checkpoint(tmp_path / "run").name == "step-000001"
+
+
+def test_resume_errors_are_clear(tmp_path):
+    with pytest.raises(UserError, match="no config.yaml"):
+        Trainer.from_run_dir(tmp_path)
+    (tmp_path / "config.yaml").write_text("max_steps: 1\n")
+    with pytest.raises(UserError, match="no complete checkpoint"):
+        Trainer.from_run_dir(tmp_path)
+
+
+def test_a_throwing_reward_stops_with_one_line_and_keeps_progress(tmp_path):
+    from rlvr.rewards import RewardSpec
+
+    from .reward_fns import explode
+
+    def break_reward(trainer, metrics):
+        if trainer.step_count == 1:
+            trainer.parts.rewards[0] = RewardSpec("my_rewards:explode", explode)
+
+    trainer = Trainer(tiny_config(tmp_path, DIGITS, "eval_before=false", steps=3))
+    with pytest.raises(UserError) as e:
+        trainer.train(on_step_end=break_reward)
+    assert "'my_rewards:explode' raised RuntimeError" in str(e.value) and "\n" not in str(e.value)
+    assert ckpt.latest_checkpoint(tmp_path / "run").name == "step-000001"  # the finished step was saved

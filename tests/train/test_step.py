@@ -1,0 +1,117 @@
+"""rlvr.train.step and Trainer.step on the tiny model: micro-batching is exact, steps learn."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from rlvr.config_loading import load_config
+from rlvr.optim import build_optimizer
+from rlvr.train.step import compute_advantages, make_batch, micro_batches, policy_update, score_rollout
+from rlvr.train.trainer import Trainer
+
+TINY = ["model.name=tiny", "data.train_size=32", "data.eval_size=4", "sampling.group_size=4", "sampling.batch_size=8",
+        "sampling.max_new_tokens=12", "sampling.temperature=1.0", "optim.lr=1e-3", "sample_every=0"]
+
+
+REWARD_FNS = Path(__file__).with_name("reward_fns.py")
+DIGITS = f"rewards=[{{name: '{REWARD_FNS}:digit_share'}}]"
+
+
+def tiny_config(tmp_path, *extra, steps=2):
+    return load_config(None, [*TINY, f"output_dir={tmp_path / 'run'}", *extra], max_steps=steps)
+
+
+def test_two_grpo_steps_change_the_policy_and_log_metrics(tmp_path):
+    trainer = Trainer(tiny_config(tmp_path, DIGITS))
+    before = {n: p.detach().clone() for n, p in trainer.policy.named_parameters()}
+    metrics = [trainer.step(), trainer.step()]
+    changed = sum(not torch.equal(before[n], p) for n, p in trainer.policy.named_parameters())
+    assert changed == len(before)
+    for key in ("reward/mean", "reward/std", "accuracy", "zero_variance_fraction", "kl", "clip_low_fraction",
+                "clip_high_fraction", "entropy", "completion_length/mean", "completion_length/max", "truncation_rate",
+                "tokens_per_second", "step_seconds", "lr", "grad_norm", f"reward/{REWARD_FNS}:digit_share/mean"):
+        assert key in metrics[1], key
+    assert metrics[0]["kl"] == 0.0  # π_θ = π_ref before the first update
+    assert metrics[1]["kl"] > 0.0
+    assert trainer.step_count == 2
+
+
+def _batch(trainer):
+    examples = trainer.prompts.next_batch()
+    scored = score_rollout(trainer.sample(examples), trainer.parts.rewards)
+    # rewards of a random model are all zero: give the batch a signal to push on
+    scored.rewards = torch.randn(scored.rewards.shape, generator=torch.Generator().manual_seed(0))
+    return scored
+
+
+@pytest.mark.parametrize("aggregation", ["sequence_mean", "token_mean", "constant"])
+def test_micro_batches_accumulate_to_the_full_batch_gradient(tmp_path, aggregation):
+    trainer = Trainer(tiny_config(tmp_path, f"algorithm.loss_aggregation={aggregation}", "algorithm.beta=0.1"))
+    scored = _batch(trainer)
+    algo = trainer.config.algorithm
+    batch = make_batch(scored, compute_advantages(scored.rewards, algo), policy=trainer.policy, reference=trainer.reference,
+                       algo=algo, micro_batch_tokens=10_000, temperature=1.0)
+    assert len(micro_batches(batch.rollout, batch.loss_mask, 10_000)) == 1
+    assert len(micro_batches(batch.rollout, batch.loss_mask, 20)) > 2
+    grads = {}
+    for budget in (10_000, 20):
+        policy = trainer.policy
+        optimizer, scheduler = build_optimizer(policy, trainer.config.optim, 10)
+        optimizer.step = lambda: None  # keep the weights: compare gradients only
+        stats = policy_update(policy, optimizer, scheduler, batch, algo=algo, micro_batch_tokens=budget, temperature=1.0,
+                              max_grad_norm=0.0, max_new_tokens=12)
+        grads[budget] = ({n: p.grad.clone() for n, p in policy.named_parameters()}, stats["loss"])
+    assert grads[20][1] == pytest.approx(grads[10_000][1], abs=1e-5)
+    for name, g in grads[10_000][0].items():
+        assert torch.allclose(g, grads[20][0][name], atol=1e-5), name
+
+
+def test_mask_truncated_removes_rows_from_the_loss(tmp_path):
+    trainer = Trainer(tiny_config(tmp_path, "algorithm.mask_truncated=true", "sampling.max_new_tokens=3"))
+    scored = _batch(trainer)
+    algo = trainer.config.algorithm
+    batch = make_batch(scored, compute_advantages(scored.rewards, algo), policy=trainer.policy, reference=None,
+                       algo=algo, micro_batch_tokens=1000, temperature=1.0)
+    truncated = batch.rollout.truncated
+    assert truncated.any()
+    assert not batch.loss_mask[truncated].any()
+    assert torch.equal(batch.loss_mask[~truncated], batch.rollout.completion_mask[~truncated])
+
+
+def test_no_reference_model_when_beta_is_zero(tmp_path):
+    assert Trainer(tiny_config(tmp_path, "algorithm.beta=0")).reference is None
+    assert Trainer(tiny_config(tmp_path)).reference is not None
+
+
+def test_mu_updates_reuse_old_logprobs(tmp_path):
+    trainer = Trainer(tiny_config(tmp_path, DIGITS, "algorithm.updates_per_batch=3", "algorithm.beta=0"))
+    before = {n: p.detach().clone() for n, p in trainer.policy.named_parameters()}
+    m = trainer.step()
+    batch = trainer.last_batch
+    # log π_old is the policy that sampled the batch, stored once and reused by all three updates
+    assert torch.allclose(batch.old_logprobs, batch.rollout.sampling_logprobs, atol=1e-5)
+    assert math.isfinite(m["loss"]) and m["grad_norm"] > 0
+    assert any(not torch.equal(before[n], p) for n, p in trainer.policy.named_parameters())
+
+
+def test_reference_refresh(tmp_path):
+    trainer = Trainer(tiny_config(tmp_path, "algorithm.ref_refresh_steps=1"))
+    trainer.step()
+    for p, r in zip(trainer.policy.parameters(), trainer.reference.parameters()):
+        assert torch.equal(p, r)
+
+
+def test_train_writes_the_run_directory(tmp_path):
+    trainer = Trainer(tiny_config(tmp_path, "save_every=1"))
+    summary = trainer.train()
+    run = tmp_path / "run"
+    assert (run / "config.yaml").is_file() and (run / "summary.json").is_file()
+    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [x["step"] for x in lines] == [1, 2]
+    assert list((run / "tensorboard").iterdir())
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-000001", "step-000002"]
+    assert set(summary) >= {"before", "after", "gain", "steps"}
+    assert summary["before"]["n"] == 4

@@ -102,7 +102,7 @@ class AlgorithmConfig:
 
 @dataclass
 class OptimConfig:
-    lr: float = 1e-5
+    lr: float = 2e-5
     """Peak learning rate of AdamW."""
     weight_decay: float = 0.0
     """AdamW weight decay."""
@@ -131,7 +131,7 @@ class TrainConfig:
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
-    max_steps: int = 30
+    max_steps: int = 12
     """Training steps (one sampled batch each)."""
     seed: int = 0
     """Seeds data order, sampling and initialisation."""
@@ -139,7 +139,7 @@ class TrainConfig:
     """Run directory: config.yaml, metrics.jsonl, tensorboard/, checkpoints/, summary.json."""
     save_every: int = 0
     """Checkpoint every N steps (0 = only at the end)."""
-    sample_every: int = 5
+    sample_every: int = 4
     """Print a few completions with reward and advantage every N steps (0 = never)."""
     eval_before: bool = True
     """Evaluate the held-out prompts before training."""

@@ -42,17 +42,41 @@ def wilson_interval(correct: int, total: int, z: float = Z95) -> Interval:
 
 
 def paired_gain_interval(before: list[float], after: list[float], z: float = Z95) -> Interval:
-    """Mean of after − before over the same problems, with a normal 95% interval on the paired differences.
+    """Mean of after − before over the same problems, with a 95% interval.
 
-    >>> g = paired_gain_interval([0, 0, 0, 0], [1, 1, 1, 0]); round(g.mean, 2)
-    0.75
+    For 0/1 scores: Newcombe's hybrid score interval for paired proportions (Newcombe 1998,
+    method 10), which stays sensible when every problem moved the same way. Otherwise a normal
+    interval on the paired differences.
+
+    >>> g = paired_gain_interval([0] * 33, [1] * 33)
+    >>> round(g.mean, 3), round(g.low, 3), round(g.high, 3)
+    (1.0, 0.853, 1.0)
     """
     if len(before) != len(after) or not before:
         raise ValueError("paired gain needs two equally long, non-empty lists")
+    n = len(before)
+    if set(before) | set(after) <= {0, 1, 0.0, 1.0}:
+        return _newcombe_paired(before, after, z)
     d = torch.tensor(after, dtype=torch.float64) - torch.tensor(before, dtype=torch.float64)
     mean = float(d.mean())
-    half = z * float(d.std(correction=1)) / math.sqrt(len(d)) if len(d) > 1 else math.inf
+    half = z * float(d.std(correction=1)) / math.sqrt(n) if n > 1 else math.inf
     return Interval(mean, mean - half, mean + half)
+
+
+def _newcombe_paired(before: list[float], after: list[float], z: float) -> Interval:
+    n = len(before)
+    both = sum(1 for x, y in zip(before, after) if x and y)
+    lost = sum(1 for x, y in zip(before, after) if x and not y)
+    gained = sum(1 for x, y in zip(before, after) if not x and y)
+    neither = n - both - lost - gained
+    p_after, p_before = (both + gained) / n, (both + lost) / n
+    a_ci, b_ci = wilson_interval(both + gained, n, z), wilson_interval(both + lost, n, z)
+    denom = (both + lost) * (gained + neither) * (both + gained) * (lost + neither)
+    phi = (both * neither - lost * gained) / math.sqrt(denom) if denom > 0 else 0.0
+    delta = math.sqrt(max(0.0, (p_after - a_ci.low) ** 2 - 2 * phi * (p_after - a_ci.low) * (b_ci.high - p_before) + (b_ci.high - p_before) ** 2))
+    eps = math.sqrt(max(0.0, (a_ci.high - p_after) ** 2 - 2 * phi * (a_ci.high - p_after) * (p_before - b_ci.low) + (p_before - b_ci.low) ** 2))
+    diff = p_after - p_before
+    return Interval(diff, max(-1.0, diff - delta), min(1.0, diff + eps))
 
 
 @dataclass

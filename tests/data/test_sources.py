@@ -12,7 +12,7 @@ from rlvr.data import load_examples
 from rlvr.errors import UserError
 from rlvr.records import Example
 
-GSM8K_TEST = Path("/work/shared/data/gsm8k/test.jsonl")
+GSM8K_TEST = Path(__file__).resolve().parents[3] / "shared" / "data" / "gsm8k" / "test.jsonl"  # ../shared beside the checkout
 
 
 def write_jsonl(path: Path, lines: list[str]) -> str:

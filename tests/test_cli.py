@@ -63,3 +63,27 @@ def test_help_lists_the_train_options():
     out = rlvr("train", "--help")
     for flag in ("--config", "--set", "--output-dir", "--max-steps", "--resume"):
         assert flag in out.stdout
+
+
+def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
+    import signal
+    import time
+
+    run = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "rlvr", "train", "--config", "configs/tiny.yaml", "--output-dir", str(run),
+                             "--max-steps", "100000", "--set", "save_every=0"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    metrics = run / "metrics.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (metrics.is_file() and metrics.read_text().count("\n") >= 2):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    steps = len(metrics.read_text().splitlines())
+    assert "stopped at step" in stdout + stderr and "Traceback" not in stderr
+    checkpoints = sorted(p.name for p in (run / "checkpoints").iterdir())
+    assert checkpoints == [f"step-{steps:06d}"]
+    more = rlvr("train", "--resume", str(run), "--max-steps", str(steps + 1), "--set", "eval_after=false")
+    assert more.returncode == 0, more.stderr
+    assert len(metrics.read_text().splitlines()) == steps + 1

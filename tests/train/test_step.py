@@ -40,13 +40,13 @@ def test_two_grpo_steps_change_the_policy_and_log_metrics(tmp_path):
 
 
 def _batch(trainer):
-    examples = trainer.prompts.next_batch()
-    scored = score_rollout(trainer.sample(examples), trainer.parts.rewards)
+    scored = score_rollout(trainer.sample(trainer.prompts.next_batch()), trainer.parts.rewards)
     # rewards of a random model are all zero: give the batch a signal to push on
     scored.rewards = torch.randn(scored.rewards.shape, generator=torch.Generator().manual_seed(0))
     return scored
 
 
+@pytest.mark.filterwarnings("ignore:Seems like:UserWarning")
 @pytest.mark.parametrize("aggregation", ["sequence_mean", "token_mean", "constant"])
 def test_micro_batches_accumulate_to_the_full_batch_gradient(tmp_path, aggregation):
     trainer = Trainer(tiny_config(tmp_path, f"algorithm.loss_aggregation={aggregation}", "algorithm.beta=0.1"))

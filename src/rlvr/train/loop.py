@@ -26,7 +26,7 @@ def stop_on_ctrl_c(trainer: "Trainer"):
     checkpoint on disk is still whole, because checkpoints are renamed into place)."""
 
     def handler(signum, frame):
-        if trainer._stop_requested:
+        if trainer.stop_requested:
             signal.signal(signal.SIGINT, signal.default_int_handler)
             raise KeyboardInterrupt
         trainer.request_stop()
@@ -88,13 +88,15 @@ def run_training(trainer: "Trainer", on_step_end: Callable[["Trainer", dict], No
     c = trainer.config
     trainer.run_dir.mkdir(parents=True, exist_ok=True)
     save_config(c, trainer.run_dir / "config.yaml")
-    before = _eval(trainer, "before") if c.eval_before and trainer.step_count == 0 or (trainer.run_dir / "eval_before.json").is_file() else None
+    # a resumed run reuses the "before" measured when it started; it cannot measure it again
+    measured = (trainer.run_dir / "eval_before.json").is_file()
+    before = _eval(trainer, "before") if measured or (c.eval_before and trainer.step_count == 0) else None
     writer = MetricsWriter(trainer.run_dir)
     start = time.perf_counter()
     bar = tqdm(total=c.max_steps, initial=trainer.step_count, desc="GRPO", unit="step", dynamic_ncols=True)
     try:
         with stop_on_ctrl_c(trainer):
-            while trainer.step_count < c.max_steps and not trainer._stop_requested:
+            while trainer.step_count < c.max_steps and not trainer.stop_requested:
                 step_before = trainer.step_count
                 try:
                     metrics = trainer.step()
@@ -117,7 +119,7 @@ def run_training(trainer: "Trainer", on_step_end: Callable[["Trainer", dict], No
         bar.close()
         writer.close()
     path = trainer.save()
-    if trainer._stop_requested and trainer.step_count < c.max_steps:
+    if trainer.stop_requested and trainer.step_count < c.max_steps:
         tqdm.write(f"stopped at step {trainer.step_count}; checkpoint {path}; continue with: rlvr train --resume {trainer.run_dir}")
         return {"stopped_at": trainer.step_count, "checkpoint": str(path)}
     after = _eval(trainer, "after") if c.eval_after else None

@@ -25,7 +25,7 @@ from rlvr.rollout import SamplingParams, rollout
 from rlvr.train import checkpoint as ckpt
 from rlvr.train.metrics import step_metrics
 from rlvr.train.prompts import PromptStream
-from rlvr.train.setup import build_parts
+from rlvr.train.build import build_parts
 from rlvr.train.step import compute_advantages, make_batch, policy_update, score_rollout
 
 
@@ -48,8 +48,7 @@ class Trainer:
         self.parts = build_parts(config, resume_from / "model" if resume_from else None, reference_path)
         self.policy, self.tokenizer, self.reference = self.parts.policy, self.parts.tokenizer, self.parts.reference
         s = config.sampling
-        self.prompts = PromptStream(self.parts.train.examples, s.batch_size // s.group_size, config.seed)
-        self._texts = {id(ex): text for ex, text in zip(self.parts.train.examples, self.parts.train.texts)}
+        self.prompts = PromptStream(len(self.parts.train.examples), s.batch_size // s.group_size, config.seed)
         self.optimizer, self.scheduler = build_optimizer(self.policy, config.optim, config.max_steps)
         self.step_count = 0
         if state:
@@ -58,7 +57,7 @@ class Trainer:
             self.prompts.load_state_dict(state["prompts"])
             self.step_count = state["step"]
             ckpt.set_rng_state(state["rng"])
-        self._stop_requested = False
+        self.stop_requested = False
 
     @classmethod
     def from_run_dir(cls, run_dir: Path, overrides: list[str] = (), **cli) -> "Trainer":
@@ -76,8 +75,7 @@ class Trainer:
         """One GRPO iteration: the five steps of seed 000."""
         cfg, seconds = self.config, {}
         t = time.perf_counter()
-        examples = self.prompts.next_batch()
-        group = self.sample(examples)  # 1. sample G completions per prompt
+        group = self.sample(self.prompts.next_batch())  # 1. sample G completions per prompt
         seconds["rollout"], t = time.perf_counter() - t, time.perf_counter()
         scored = score_rollout(group, self.parts.rewards)  # 2. verifiable rewards
         seconds["rewards"], t = time.perf_counter() - t, time.perf_counter()
@@ -102,12 +100,13 @@ class Trainer:
         self.last_batch = batch
         return step_metrics(batch, updates, seconds)
 
-    def sample(self, examples) -> Rollout:
-        s = self.config.sampling
+    def sample(self, positions: list[int]) -> Rollout:
+        """G completions for each training prompt at `positions`, seeded by (seed, step)."""
+        s, train = self.config.sampling, self.parts.train
         generator = torch.Generator().manual_seed(self.config.seed * 1_000_003 + self.step_count)
         self.policy.eval()  # no dropout while sampling; the update runs in train mode
         out = rollout(
-            self.policy, self.tokenizer, examples, [self._texts[id(ex)] for ex in examples], s.group_size,
+            self.policy, self.tokenizer, [train.examples[i] for i in positions], [train.texts[i] for i in positions], s.group_size,
             SamplingParams(s.max_new_tokens, s.temperature, s.top_p, s.top_k),
             generator=generator, add_special_tokens=self.parts.add_special_tokens,
         )
@@ -140,7 +139,7 @@ class Trainer:
 
     def request_stop(self) -> None:
         """Finish the current step, save a checkpoint and return from train() (what Ctrl-C does)."""
-        self._stop_requested = True
+        self.stop_requested = True
 
     def train(self, on_step_end=None) -> dict:
         """Run until max_steps (or a stop request); evaluate before and after; write summary.json."""

@@ -10,6 +10,7 @@ World size is 1; `self.world` is the one place where data-parallel sharding woul
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,13 +21,28 @@ from rlvr.config_loading import load_config
 from rlvr.errors import UserError
 from rlvr.evaluate import EvalResult, evaluate_accuracy
 from rlvr.optim import build_optimizer
-from rlvr.records import Rollout
+from rlvr.records import Rollout, TrainBatch
 from rlvr.rollout import SamplingParams, rollout
 from rlvr.train import checkpoint as ckpt
 from rlvr.train.metrics import step_metrics
 from rlvr.train.prompts import PromptStream
 from rlvr.train.build import build_parts
 from rlvr.train.step import compute_advantages, make_batch, policy_update, score_rollout
+
+
+class Stopwatch:
+    """`with clock("name"):` adds the block's wall time to clock.seconds["name"]."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, name: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
 
 
 @dataclass(frozen=True)
@@ -73,32 +89,42 @@ class Trainer:
     # ── the algorithm ────────────────────────────────────────────────────────────────────────
     def step(self) -> dict[str, float]:
         """One GRPO iteration: the five steps of seed 000."""
-        cfg, seconds = self.config, {}
-        t = time.perf_counter()
-        group = self.sample(self.prompts.next_batch())  # 1. sample G completions per prompt
-        seconds["rollout"], t = time.perf_counter() - t, time.perf_counter()
-        scored = score_rollout(group, self.parts.rewards)  # 2. verifiable rewards
-        seconds["rewards"], t = time.perf_counter() - t, time.perf_counter()
-        advantages = compute_advantages(scored.rewards, cfg.algorithm)  # 3. group-relative advantages
-        batch = make_batch(  # 4. log π_old (μ > 1) and log π_ref (β > 0) for the ratio and the KL
-            scored, advantages, policy=self.policy, reference=self.reference, algo=cfg.algorithm,
-            micro_batch_tokens=cfg.optim.micro_batch_tokens, temperature=cfg.sampling.temperature,
-        )
-        seconds["logprobs"], t = time.perf_counter() - t, time.perf_counter()
-        updates = [  # 5. clipped objective + β·KL, one optimizer step per epoch over the batch
-            policy_update(
-                self.policy, self.optimizer, self.scheduler, batch, algo=cfg.algorithm,
-                micro_batch_tokens=cfg.optim.micro_batch_tokens, temperature=cfg.sampling.temperature,
-                max_grad_norm=cfg.optim.max_grad_norm, max_new_tokens=cfg.sampling.max_new_tokens,
-            )
-            for _ in range(cfg.algorithm.updates_per_batch)
-        ]
-        seconds["update"] = time.perf_counter() - t
+        clock = Stopwatch()
+        with clock("rollout"):
+            group = self.sample(self.prompts.next_batch())  # 1. sample G completions per prompt
+        with clock("rewards"):
+            scored = score_rollout(group, self.parts.rewards)  # 2. verifiable rewards
+        advantages = compute_advantages(scored.rewards, self.config.algorithm)  # 3. group-relative advantages
+        with clock("logprobs"):
+            batch = self.attach_logprobs(scored, advantages)  # 4. log π_old (μ > 1), log π_ref (β > 0)
+        with clock("update"):
+            updates = [self.update(batch) for _ in range(self.config.algorithm.updates_per_batch)]  # 5. clip + KL
         self.step_count += 1
-        if self.reference is not None and cfg.algorithm.ref_refresh_steps and self.step_count % cfg.algorithm.ref_refresh_steps == 0:
-            self.reference.load_state_dict(self.policy.state_dict())
+        self.refresh_reference()
         self.last_batch = batch
-        return step_metrics(batch, updates, seconds)
+        return step_metrics(batch, updates, clock.seconds)
+
+    def attach_logprobs(self, scored, advantages) -> TrainBatch:
+        c = self.config
+        return make_batch(
+            scored, advantages, policy=self.policy, reference=self.reference, algo=c.algorithm,
+            micro_batch_tokens=c.optim.micro_batch_tokens, temperature=c.sampling.temperature,
+        )
+
+    def update(self, batch: TrainBatch) -> dict[str, float]:
+        """One optimizer step over the whole batch (an epoch of the μ in DeepSeekMath's GRPO)."""
+        c = self.config
+        return policy_update(
+            self.policy, self.optimizer, self.scheduler, batch, algo=c.algorithm,
+            micro_batch_tokens=c.optim.micro_batch_tokens, temperature=c.sampling.temperature,
+            max_grad_norm=c.optim.max_grad_norm, max_new_tokens=c.sampling.max_new_tokens,
+        )
+
+    def refresh_reference(self) -> None:
+        """Iterative GRPO (seed 004, Algorithm 1 step 3): π_ref ← π_θ every K steps, when asked for."""
+        k = self.config.algorithm.ref_refresh_steps
+        if self.reference is not None and k and self.step_count % k == 0:
+            self.reference.load_state_dict(self.policy.state_dict())
 
     def sample(self, positions: list[int]) -> Rollout:
         """G completions for each training prompt at `positions`, seeded by (seed, step)."""

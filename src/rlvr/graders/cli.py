@@ -1,0 +1,169 @@
+"""``rlvr grade``: score a JSONL file of completions with a grader, row by row, and say why.
+
+Each input line is a JSON object with a ``completion`` (a string, or chat messages) and the
+columns the grader reads (``answer`` for math, ``numbers`` + ``target`` for countdown, ``tests``
+or ``test`` + ``entry_point`` for code, anything a spec's templates name). Each output line is
+that object plus ``reward`` (a number, or null when not scored) and a short ``reason``; a line
+that is not such an object is reported as ``FILE:LINE: problem`` on stderr, written with a null
+reward, and the rest are still graded. Output lines follow input lines one to one (blank lines
+are skipped).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlvr.errors import UserError
+from rlvr.graders.build import load_grader
+from rlvr.graders.result import Grader
+from rlvr.graders.spec import BUILTIN_GRADERS
+from rlvr.rewards.text import completion_text
+
+
+@dataclass
+class Row:
+    """One non-blank input line: the object read from it, or the problem that stopped that."""
+
+    line: int  # 1-based line number in the input file
+    data: dict[str, Any]  # the row as read; {"line": N} when it is not a JSON object
+    completion: str | None = None  # None when the row is malformed
+    problem: str | None = None
+
+
+@dataclass
+class Tally:
+    """Counts for the summary."""
+
+    rows: int = 0
+    malformed: int = 0
+    rewards: list[float] = field(default_factory=list)
+
+    def summary(self, grader: Grader, source: str, output: str, seconds: float) -> str:
+        skipped = self.rows - len(self.rewards)
+        mean = f"{sum(self.rewards) / len(self.rewards):.4f}" if self.rewards else "n/a"
+        return (
+            f"graded {self.rows} rows of {source} with '{grader.name}' in {seconds:.1f}s: "
+            f"{len(self.rewards)} scored, {skipped} skipped (null; {self.malformed} malformed), "
+            f"mean reward {mean}; wrote {output}"
+        )
+
+
+def add_grade_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add ``grade`` to the ``rlvr`` command's subparsers; run it with `run_grade`."""
+    parser = subparsers.add_parser(
+        "grade", help="score completions in a JSONL file with a grader (a spec file or a built-in)"
+    )
+    parser.add_argument(
+        "--grader", required=True, metavar="SPEC",
+        help=f"a YAML or JSON grader spec file, or a built-in: {', '.join(BUILTIN_GRADERS)}",
+    )
+    parser.add_argument(
+        "--input", required=True, metavar="ROWS.jsonl", help="one JSON object per line, with 'completion'"
+    )
+    parser.add_argument("--output", required=True, metavar="SCORED.jsonl", help="the rows plus 'reward' and 'reason'")
+    parser.add_argument("--batch-size", type=int, default=64, help="rows graded per call to the grader (default 64)")
+    return parser
+
+
+def run_grade(args: argparse.Namespace) -> int:
+    """Grade every row of ``args.input`` into ``args.output`` and print a summary; 0 when done."""
+    start = time.perf_counter()
+    grader = load_grader(args.grader)  # a bad spec fails here, before the output is touched
+    source, output = Path(args.input), Path(args.output)
+    if not source.is_file():
+        raise UserError(f"input file {source} not found (give a JSONL file with one row per line)")
+    if output.resolve() == source.resolve():
+        raise UserError(f"--output {output} is the input file (write the scores to another file)")
+    if args.batch_size < 1:
+        raise UserError(f"--batch-size must be at least 1, got {args.batch_size}")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tally = Tally()
+    with source.open("rb") as lines, output.open("w", encoding="utf-8") as out:
+        for batch in _batches(read_rows(lines, str(source)), args.batch_size):
+            for row, reward in zip(batch, grade_rows(grader, batch), strict=True):
+                out.write(json.dumps(row.data, ensure_ascii=False) + "\n")
+                tally.rows += 1
+                tally.malformed += row.problem is not None
+                if reward is not None:
+                    tally.rewards.append(reward)
+    print(tally.summary(grader, str(source), str(output), time.perf_counter() - start))
+    return 0
+
+
+def read_rows(lines: Iterable[bytes], source: str) -> Iterator[Row]:
+    """The non-blank lines as rows; each malformed one is reported on stderr and yielded with its problem."""
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        row = parse_row(raw, number)
+        if row.problem is not None:
+            print(f"{source}:{number}: {row.problem}", file=sys.stderr)
+        yield row
+
+
+def parse_row(raw: bytes, number: int) -> Row:
+    """One input line as a row, or a row holding the problem with it.
+
+    >>> parse_row(b'{"completion": "4", "answer": "4"}', 1).completion
+    '4'
+    >>> parse_row(b'{"completion": }', 2).problem
+    'invalid JSON (Expecting value at column 16)'
+    >>> parse_row(b'{"answer": "4"}', 3).problem
+    "no 'completion' field (add the text to grade as 'completion')"
+    """
+    try:
+        data = json.loads(raw.decode("utf-8").rstrip())  # rstrip: an error at the end is on this line
+    except UnicodeDecodeError:
+        return Row(number, {"line": number}, problem="not UTF-8 text")
+    except json.JSONDecodeError as e:
+        return Row(number, {"line": number}, problem=f"invalid JSON ({e.msg} at column {e.colno})")
+    if not isinstance(data, dict):
+        return Row(number, {"line": number}, problem=f"a JSON {type(data).__name__}, not an object")
+    if "completion" not in data:
+        return Row(number, data, problem="no 'completion' field (add the text to grade as 'completion')")
+    try:
+        return Row(number, data, completion=completion_text(data["completion"]))
+    except (UserError, AttributeError):  # AttributeError: a list whose last element is not a message
+        return Row(number, data, problem="'completion' is neither text nor a list of chat messages")
+
+
+def grade_rows(grader: Grader, rows: list[Row]) -> list[float | None]:
+    """Grade the well-formed rows in one call, set ``reward`` and ``reason`` on every row, return the rewards."""
+    good = [row for row in rows if row.completion is not None]
+    results = grader.grade([row.completion or "" for row in good], [row.data for row in good]) if good else []
+    by_line = {row.line: result for row, result in zip(good, results, strict=True)}
+    rewards = []
+    for row in rows:
+        result = by_line.get(row.line)
+        reward = None if result is None else result.reward
+        row.data.update(reward=reward, reason=row.problem if result is None else result.reason)
+        rewards.append(reward)
+    return rewards
+
+
+def _batches(rows: Iterable[Row], size: int) -> Iterator[list[Row]]:
+    batch: list[Row] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+if __name__ == "__main__":  # python -m rlvr.graders.cli grade ..., until `rlvr grade` is wired in
+    _parser = argparse.ArgumentParser(prog="rlvr")
+    add_grade_parser(_parser.add_subparsers(dest="command", required=True))
+    try:
+        sys.exit(run_grade(_parser.parse_args()))
+    except UserError as _error:
+        print(f"rlvr: error: {_error}", file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,24 @@
+"""Run untrusted Python (model-written code, graders) in a fresh, limited, killable process.
+
+Every run is a new process tree. Under bubblewrap (`sandbox_available()`): new network, PID,
+IPC and UTS namespaces, ``--die-with-parent``, ``--cap-drop ALL``, ``--clearenv``, the system
+read-only, a private size-capped tmpfs for ``/tmp`` and the working directory, nothing of the
+host's home or project visible. Without bubblewrap: resource limits alone, with a loud warning.
+Either way: rlimits on CPU time, address space, file size and open files, a watchdog on the
+number of processes (RLIMIT_NPROC does nothing for root), a wall clock, a cap on captured
+output, and the whole tree killed at the end.
+
+- limits.py: `Limits` (what a run may use), `RunResult` (what came back)
+- runner.py: `run_python`, the one-shot call
+- process.py: `SandboxProcess`, one live tree with its pipes and watchdog
+- command.py: the interpreter, bubblewrap's flags, the launcher that sets the rlimits
+- tree.py: process trees from /proc
+- calls.py + serve_calls.py + check_calls.py + plain.py: function tests whose comparisons
+  never share a process with the candidate (see calls.py)
+"""
+
+from rlvr.sandbox.command import sandbox_available
+from rlvr.sandbox.limits import Limits, RunResult, Status
+from rlvr.sandbox.runner import run_python
+
+__all__ = ["Limits", "RunResult", "Status", "run_python", "sandbox_available"]

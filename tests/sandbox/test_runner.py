@@ -1,0 +1,187 @@
+"""run_python's normal paths, its failures to start, and the fallback without bubblewrap."""
+
+import signal
+import warnings
+
+import pytest
+
+from rlvr.errors import UserError
+from rlvr.sandbox import Limits, command, run_python, sandbox_available, tree
+
+from .helpers import FAST
+
+# The "no bubblewrap" warning is checked by the fallback tests; elsewhere it is noise.
+pytestmark = pytest.mark.filterwarnings("ignore:rlvr.sandbox")
+
+needs_bwrap = pytest.mark.skipif(
+    not sandbox_available(),
+    reason="bubblewrap is not installed or cannot create namespaces here (apt-get install bubblewrap)",
+)
+
+
+@pytest.fixture
+def no_bwrap(monkeypatch):
+    """Pretend bubblewrap is missing, and that nobody has warned about it yet."""
+    monkeypatch.setattr(command, "find_bwrap", lambda: None)
+    monkeypatch.setattr(command, "_warned", False)
+
+
+# -- normal paths -----------------------------------------------------------------------------
+
+
+def test_ok():
+    result = run_python("print('hello')")
+    assert (result.status, result.returncode, result.stdout, result.stderr) == ("ok", 0, "hello\n", "")
+    assert result.sandboxed == sandbox_available()
+
+
+def test_stdin_is_fed():
+    assert run_python("print(int(input()) * 2)", stdin="21\n").stdout == "42\n"
+
+
+def test_large_stdin_and_stdout():
+    # More than a pipe buffer both ways: stdin is written as the child reads it.
+    result = run_python("import sys\ndata = sys.stdin.read()\nprint(len(data))\nprint(data[:10])",
+                        stdin="x" * 300_000)
+    assert result.stdout == "300000\nxxxxxxxxxx\n"
+
+
+def test_error_keeps_traceback():
+    result = run_python("def f():\n    raise ValueError('boom')\nf()\n")
+    assert (result.status, result.returncode) == ("error", 1)
+    assert "Traceback" in result.stderr and "ValueError: boom" in result.stderr
+
+
+def test_wall_clock_timeout():
+    result = run_python("import time\ntime.sleep(100)", limits=Limits(wall_seconds=0.5))
+    assert result.status == "timeout"
+    assert result.seconds < 2
+
+
+def test_cpu_timeout():
+    result = run_python("while True:\n    pass", limits=Limits(cpu_seconds=1, wall_seconds=10))
+    assert (result.status, result.returncode) == ("timeout", -signal.SIGXCPU)
+    assert result.seconds < 5
+
+
+def test_memory_error():
+    assert run_python("x = bytearray(2**40)").status == "memory"
+
+
+def test_output_limit():
+    result = run_python("print('x' * 5000)", limits=Limits(output_bytes=1000))
+    assert result.status == "output_limit"
+    assert len(result.stdout) == 1000
+
+
+def test_process_limit():
+    source = ("import os, time\nfor _ in range(10):\n    if os.fork() == 0:\n        time.sleep(100)\n"
+              "time.sleep(100)\n")
+    result = run_python(source, limits=Limits(processes=3, wall_seconds=5))
+    assert result.status == "error"
+    assert "more than 3 processes" in result.stderr
+
+
+def test_process_limit_without_children_files(monkeypatch):
+    monkeypatch.setattr(tree, "HAS_CHILDREN_FILES", False)  # kernels without CONFIG_PROC_CHILDREN
+    test_process_limit()
+
+
+def test_files_passed_in():
+    result = run_python("print(open('data/in.txt').read())", files={"data/in.txt": "hello"})
+    assert result.stdout == "hello\n"
+
+
+@pytest.mark.parametrize("name", ["../escape.txt", "/etc/escape.txt", "a/../../escape.txt"])
+def test_file_names_stay_inside(name):
+    with pytest.raises(UserError, match="leaves the working directory"):
+        run_python("pass", files={name: "x"})
+
+
+def test_file_cannot_replace_the_program():
+    with pytest.raises(UserError, match="main.py"):
+        run_python("print(1)", files={"main.py": "print(2)"})
+
+
+@needs_bwrap
+def test_runs_isolated():
+    source = ("import os, socket\nprint(os.getcwd(), socket.gethostname(), os.getpid())\n"
+              "open('out.txt', 'w').write('x')\nopen('/tmp/out.txt', 'w').write('x')\n")
+    result = run_python(source)
+    assert result.sandboxed
+    assert result.stdout == "/sandbox sandbox 2\n"  # pid 2: bwrap's init is pid 1
+
+
+# -- failures to start are infrastructure, never the candidate's ------------------------------
+
+
+def test_missing_interpreter(monkeypatch):
+    monkeypatch.setattr(command, "interpreter", lambda: None)
+    result = run_python("print(1)")
+    assert (result.status, result.returncode) == ("infra_error", None)
+    assert "no python interpreter" in result.stderr
+
+
+def test_sandbox_that_cannot_start(monkeypatch):
+    monkeypatch.setattr(command, "sandbox_command", lambda *args: (["/nonexistent/bwrap"], True))
+    assert run_python("print(1)").status == "infra_error"
+
+
+def test_sandbox_that_fails_before_the_candidate(monkeypatch):
+    failing = ["sh", "-c", "echo 'bwrap: No permissions to create new namespace' >&2; exit 1"]
+    monkeypatch.setattr(command, "sandbox_command", lambda *args: (failing, True))
+    result = run_python("print(1)")
+    assert result.status == "infra_error"
+    assert "No permissions" in result.stderr
+
+
+# -- without bubblewrap: rlimits only, and a loud warning -------------------------------------
+
+
+def test_fallback_warns(no_bwrap):
+    with pytest.warns(RuntimeWarning, match="NOT isolated"):
+        result = run_python("print(1)")
+    assert (result.status, result.stdout, result.sandboxed) == ("ok", "1\n", False)
+
+
+def test_fallback_warns_once(no_bwrap):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run_python("pass")
+        run_python("pass")
+    assert len([w for w in caught if "NOT isolated" in str(w.message)]) == 1
+
+
+def test_fallback_memory_limit(no_bwrap):
+    assert run_python("x = bytearray(2**30)", limits=FAST).status == "memory"
+
+
+def test_fallback_cpu_limit(no_bwrap):
+    assert run_python("while True:\n    pass", limits=FAST).status == "timeout"
+
+
+def test_fallback_wall_clock(no_bwrap):
+    result = run_python("import time\ntime.sleep(100)", limits=FAST)
+    assert result.status == "timeout" and result.seconds < FAST.wall_seconds + 1
+
+
+def test_fallback_file_size_limit(no_bwrap):
+    result = run_python("open('big.bin', 'wb').write(b'0' * 2**25)", limits=Limits(file_size_mb=1))
+    assert result.status == "error" and "File too large" in result.stderr
+
+
+def test_fallback_open_files_limit(no_bwrap):
+    result = run_python("files = [open('f.txt', 'w') for _ in range(100)]", limits=Limits(open_files=16))
+    assert result.status == "error" and "Too many open files" in result.stderr
+
+
+def test_fallback_environment_is_minimal(no_bwrap, monkeypatch):
+    monkeypatch.setenv("SECRET", "hunter2")
+    assert "hunter2" not in run_python("import os\nprint(dict(os.environ))").stdout
+
+
+def test_fallback_kills_setsid_daemon(no_bwrap, tagged):
+    body = ("import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+            "        time.sleep(1000)\n    os._exit(0)\nprint('parent done')\n")
+    assert run_python(tagged.program(body), limits=FAST).stdout == "parent done\n"
+    assert tagged.survivors() == []

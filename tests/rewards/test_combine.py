@@ -148,3 +148,62 @@ def test_column_named_like_a_trl_keyword_is_refused():
 def test_inconsistent_input_lengths_are_a_bug():
     with pytest.raises(ValueError, match="answer"):
         run([RewardSpec("a", constant([0.0] * 3))], columns={"answer": ["4"]})
+
+
+# --- concurrency ------------------------------------------------------------------------------
+
+
+def test_builtins_run_concurrently_and_results_keep_spec_order(monkeypatch):
+    import threading
+    import time
+
+    from rlvr.rewards import loading
+
+    barrier = threading.Barrier(2, timeout=5)  # passes only if both functions run at the same time
+
+    def slow_a(completions, **kwargs):
+        barrier.wait()
+        time.sleep(0.05)
+        return [1.0] * len(completions)
+
+    def slow_b(completions, **kwargs):
+        barrier.wait()
+        return [2.0] * len(completions)
+
+    monkeypatch.setitem(loading.BUILTIN_REWARDS, "slow_a", slow_a)
+    monkeypatch.setitem(loading.BUILTIN_REWARDS, "slow_b", slow_b)
+    result = run([RewardSpec("slow_a", slow_a), RewardSpec("slow_b", slow_b, 0.5)])
+    assert list(result.components) == ["slow_a", "slow_b"]
+    assert list(result.seconds) == ["slow_a", "slow_b"]
+    assert result.seconds["slow_a"] >= 0.05  # each function timed on its own thread
+    assert result.total == [2.0, 2.0, 2.0]
+
+
+def test_user_functions_run_on_the_calling_thread():
+    import threading
+
+    threads = []
+
+    def user_reward(completions, **kwargs):
+        threads.append(threading.current_thread())
+        return [0.0] * len(completions)
+
+    run([RewardSpec("user", user_reward), RewardSpec("boxed_format", boxed_format)])
+    assert threads == [threading.current_thread()]
+
+
+def test_first_failing_reward_in_spec_order_is_reported():
+    def broken(completions, **kwargs):
+        raise KeyError("answer")
+
+    specs = [RewardSpec("boxed_format", boxed_format), RewardSpec("broken", broken), RewardSpec("also", broken)]
+    with pytest.raises(UserError, match="reward function 'broken' raised KeyError"):
+        run(specs)
+
+
+def test_concurrent_builtins_give_the_same_result_as_one_by_one():
+    columns = {"answer": ["4", "6", "8"]}
+    both = run([RewardSpec("math_accuracy", math_accuracy), RewardSpec("boxed_format", boxed_format, 0.1)], columns)
+    alone = {**run([RewardSpec("math_accuracy", math_accuracy)], columns).components,
+             **run([RewardSpec("boxed_format", boxed_format)], columns).components}
+    assert both.components == alone

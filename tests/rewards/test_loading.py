@@ -121,3 +121,39 @@ def test_file_missing_attribute(tmp_path):
 def test_malformed_spec(spec):
     with pytest.raises(UserError, match="module:function"):
         load_reward_function(spec)
+
+
+# --- parameters from the config ---------------------------------------------------------------
+
+
+def test_parameters_are_bound_and_the_name_kept():
+    fn = load_reward_function("overlong_penalty", max_tokens=10, cache_tokens=5)
+    assert fn.__name__ == "overlong_penalty"
+    assert fn(completions=["a", "b"], completion_ids=[[0] * 5, [0] * 8]) == [0.0, pytest.approx(-0.6)]
+
+
+def test_parameters_reach_user_functions_too(tmp_path):
+    path = tmp_path / "scaled.py"
+    path.write_text("def scaled(completions, scale=1.0, **kwargs):\n    return [scale] * len(completions)\n")
+    assert load_reward_function(f"{path}:scaled", scale=0.5)(completions=["x"]) == [0.5]
+
+
+def test_unknown_parameter_names_the_nearest_and_the_known_ones():
+    message = "no parameter 'timeout'; did you mean 'timeout_s'\\?.*mode, timeout_s, rel_tol"
+    with pytest.raises(UserError, match=message):
+        load_reward_function("math_accuracy", timeout=5)
+
+
+def test_kwargs_catch_all_does_not_make_any_name_a_parameter():
+    # **kwargs receives the dataset columns: a typo must not vanish into it.
+    with pytest.raises(UserError, match="no parameter 'max_token'"):
+        load_reward_function("overlong_penalty", max_token=10)
+
+
+def test_trl_arguments_cannot_be_bound():
+    with pytest.raises(UserError, match="no parameter 'completions'"):
+        load_reward_function("boxed_format", completions=["x"])
+
+
+def test_new_rewards_are_builtins():
+    assert {"sudoku", "language_consistency", "overlong_penalty"} <= set(BUILTIN_REWARDS)

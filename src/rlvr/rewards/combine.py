@@ -7,13 +7,20 @@ unchanged::
 
 where every other dataset column arrives as a keyword holding N values. None means "does not
 apply to this completion" and adds nothing to the total (NaN is read as None).
+
+The functions are independent, so they run at the same time: the built-in ones on a thread pool
+(the maths reward mostly waits for its worker processes), any other on the calling thread, since
+a user's function may rely on being there (math-verify's default timeouts use signal.alarm, which
+fails on any other thread). Results, per-function seconds and errors come back in spec order.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,24 +71,56 @@ def compute_rewards(
     """
     n = len(completions)
     _check_inputs(specs, n, prompts, completion_ids, columns)
+    kwargs = {"prompts": prompts, "completions": completions, "completion_ids": completion_ids, **columns}
+    outcomes = _call_all(specs, kwargs)
     components: dict[str, list[float | None]] = {}
     seconds: dict[str, float] = {}
-    for spec in specs:
-        start = time.perf_counter()
-        try:
-            raw = spec.fn(prompts=prompts, completions=completions, completion_ids=completion_ids, **columns)
-        except Exception as e:  # any failure in user code becomes one readable line
+    for spec in specs:  # spec order, so the first failing reward in the config is the one reported
+        raw, seconds[spec.name], error = outcomes[spec.name]
+        if error is not None:  # any failure in user code becomes one readable line
             raise UserError(
-                f"reward function '{spec.name}' raised {type(e).__name__}: {e} "
+                f"reward function '{spec.name}' raised {type(error).__name__}: {error} "
                 "(fix the function, or return None for completions it cannot score)"
-            ) from e
-        seconds[spec.name] = time.perf_counter() - start
+            ) from error
         components[spec.name] = _validated(spec.name, raw, n)
     total = [
         sum(spec.weight * v for spec in specs if (v := components[spec.name][i]) is not None)
         for i in range(n)
     ]
     return RewardResult(total=[float(t) for t in total], components=components, seconds=seconds)
+
+
+_Outcome = tuple[Any, float, Exception | None]  # (returned value, wall seconds, exception raised)
+
+
+def _call_all(specs: list[RewardSpec], kwargs: dict[str, Any]) -> dict[str, _Outcome]:
+    """Every spec's outcome by name: built-ins on a thread pool, the others meanwhile on this thread."""
+    pooled = [spec for spec in specs if len(specs) > 1 and _is_builtin(spec.fn)]
+    if not pooled:
+        return {spec.name: _timed_call(spec.fn, kwargs) for spec in specs}
+    with ThreadPoolExecutor(max_workers=len(pooled), thread_name_prefix="reward") as executor:
+        futures = {spec.name: executor.submit(_timed_call, spec.fn, kwargs) for spec in pooled}
+        outcomes = {spec.name: _timed_call(spec.fn, kwargs) for spec in specs if spec.name not in futures}
+        outcomes.update({name: future.result() for name, future in futures.items()})
+    return outcomes
+
+
+def _timed_call(fn: Callable[..., Any], kwargs: dict[str, Any]) -> _Outcome:
+    start = time.perf_counter()
+    try:
+        raw, error = fn(**kwargs), None
+    except Exception as e:  # reported, with the reward's name, by compute_rewards
+        raw, error = None, e
+    return raw, time.perf_counter() - start, error
+
+
+def _is_builtin(fn: Callable[..., Any]) -> bool:
+    """Whether `fn` is one of rlvr's built-in rewards (maybe with parameters bound): thread-safe."""
+    from rlvr.rewards.loading import BUILTIN_REWARDS  # loading imports the reward modules
+
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return any(fn is builtin for builtin in BUILTIN_REWARDS.values())
 
 
 def _check_inputs(

@@ -7,14 +7,19 @@ Three spellings, as in a config's ``rewards:`` list:
 - a Python file and a function in it: ``rewards/my_reward.py:exact_match``.
 
 Any function with TRL's reward signature works unchanged (see rlvr.rewards.combine).
+
+Parameters from the config (``load_reward_function("math_accuracy", timeout_s=5)``) are bound with
+functools.partial, after checking that the function has a parameter of each name.
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +29,10 @@ from typing import Any
 from rlvr.errors import UserError
 from rlvr.rewards.countdown import countdown
 from rlvr.rewards.format import boxed_format, soft_think_answer_format, think_answer_format
+from rlvr.rewards.language import language_consistency
 from rlvr.rewards.math import math_accuracy, math_accuracy_lenient
+from rlvr.rewards.puzzles import sudoku
+from rlvr.rewards.shaping import overlong_penalty
 
 BUILTIN_REWARDS: dict[str, Callable[..., list[float | None]]] = {
     "math_accuracy": math_accuracy,
@@ -32,21 +40,34 @@ BUILTIN_REWARDS: dict[str, Callable[..., list[float | None]]] = {
     "boxed_format": boxed_format,
     "think_answer_format": think_answer_format,
     "soft_think_answer_format": soft_think_answer_format,
-    "countdown": countdown,
+    "countdown": countdown,  # also the 24 game: a countdown row with target 24
+    "sudoku": sudoku,
+    "language_consistency": language_consistency,
+    "overlong_penalty": overlong_penalty,
 }
+# Filled in by the caller on every call, never bound as parameters.
+TRL_ARGUMENTS = ("prompts", "completions", "completion_ids")
 
 
-def load_reward_function(spec: str) -> Callable[..., Any]:
-    """The reward function named by `spec`: a built-in name, ``module:function`` or ``file.py:function``.
+def load_reward_function(spec: str, **params: Any) -> Callable[..., Any]:
+    """The reward function named by `spec` (built-in, ``module:function`` or ``file.py:function``),
+    with `params` bound.
 
     >>> load_reward_function("math_accuracy").__name__
     'math_accuracy'
+    >>> load_reward_function("overlong_penalty", max_tokens=16, cache_tokens=4)(None, [[0] * 14])
+    [-0.5]
     >>> load_reward_function("math_acuracy")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     rlvr.errors.UserError: unknown reward 'math_acuracy'; did you mean 'math_accuracy'? ...
     """
     spec = spec.strip()
+    fn = _load(spec)
+    return _with_params(fn, params, spec) if params else fn
+
+
+def _load(spec: str) -> Callable[..., Any]:
     if ":" not in spec:
         return _builtin(spec)
     # rpartition: a Windows path "C:\\r.py:f" has its last colon before the function name.
@@ -56,6 +77,28 @@ def load_reward_function(spec: str) -> Callable[..., Any]:
     is_file = source.endswith(".py") or "/" in source or "\\" in source
     module = _module_from_file(source, spec) if is_file else _module_from_import(source, spec)
     return _function(module, source, attribute, spec)
+
+
+def _with_params(fn: Callable[..., Any], params: dict[str, Any], spec: str) -> Callable[..., Any]:
+    """`fn` with `params` bound by keyword; a UserError names a parameter `fn` does not take."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # some builtins and C functions have no readable signature
+        raise UserError(f"reward '{spec}': cannot read its parameters, so it cannot take {sorted(params)}") from None
+    # A **kwargs catch-all receives the dataset columns: a name must be spelled out to be a parameter.
+    named = [
+        name for name, p in signature.parameters.items()
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and name not in TRL_ARGUMENTS
+    ]
+    for name in params:
+        if name not in named:
+            close = difflib.get_close_matches(name, named, n=1)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            raise UserError(
+                f"reward '{spec}' has no parameter '{name}'; {hint}its parameters: {', '.join(named) or 'none'}"
+            )
+    bound = functools.partial(fn, **params)
+    return functools.update_wrapper(bound, fn)  # keeps __name__ and the docstring for logs and help
 
 
 def _builtin(name: str) -> Callable[..., Any]:

@@ -1,28 +1,51 @@
 r"""Maths answers: pull the final answer out of a completion and compare it with the gold one.
 
-Extraction (`extract_answer`), strict mode: the last ``\boxed{...}`` (also ``\fbox{...}`` and
-``\boxed 5``), else the last ``<answer>...</answer>``. Lenient mode then falls back to GSM8K's
-``#### N``, to "the answer is X" / "answer: X", and finally to the last number in the text.
+Extraction (`extract_answer`):
 
-Equivalence (`answers_match`) is tried cheapest first: as numbers, then as normalised strings,
-then with math-verify (`symbolic.equivalent`: slow, so guarded) for what is left, e.g.
-``\sqrt{2}/2`` against ``\frac{\sqrt2}{2}``.
+- strict: the answer *in the requested format*: the last ``\boxed{...}`` (also ``\fbox{...}`` and
+  ``\boxed 5``), else the last ``<answer>...</answer>``. Nothing else counts, so strict accuracy
+  measures "right and where the prompt asked for it".
+- lenient: strict first, then GSM8K's ``#### N``, then "the answer is X" / "answer: X", then the
+  last number in the text: "is the model right at all", whatever the layout.
 
-A completion that boxes several different answers is hedging and scores 0: otherwise a policy
-learns to box every candidate and collect the reward for whichever is right.
+Equivalence (`answers_match`), cheapest first; `quick_match` runs the first two in-process:
+
+1. numbers: integers, decimals, ``a/b`` and ``\frac{a}{b}``, with ``1,000`` separators and
+   leading zeros (``025`` = 25), ``$`` and ``\$`` dropped, and a unit after the number dropped:
+   a ``\text{}`` / ``\mathrm{}`` group or bare words of two letters or more (``5 \text{ cm}`` = 5,
+   ``10 dollars`` = 10; ``2 pi`` stays). Integers and fractions compare exactly; when either side
+   is written as a decimal, within REL_TOL relative (``0.3333333`` = ``1/3``, ``0.333`` is not).
+   With a percent sign on one side only, ``x\%`` matches both x and x/100 (``50\%`` = ``50`` =
+   ``0.5``), as math-verify does; with the sign on both sides, as written (``5\%`` != ``0.5\%``);
+2. text: equal after removing spaces, ``$``, ``\text{}`` and LaTeX spacing (``x + 1`` = ``x+1``);
+3. symbols: math-verify (symbolic.py) for the rest: LaTeX forms (``\sqrt{2}/2`` =
+   ``\frac{\sqrt2}{2}``), intervals (``[1, 2)`` = ``[1,2)``), sets (``\{1, 2\}`` = ``\{2, 1\}``),
+   equations (``x = 2`` = ``2``, but ``x = 2`` != ``y = 3``). A numeric match is confirmed with
+   REL_TOL (math-verify alone says ``1/2004!`` = ``1/2006!``). This step is slow and sympy can
+   hang, so the rewards run it in worker processes with a hard time bound per item (workers.py):
+   an item over the bound scores 0 and is counted in `workers.stats()`.
+
+Scoring (`math_accuracy`): None when the gold answer is empty or math-verify cannot read it (the
+row cannot be checked: it is skipped, not failed); 0.0 when the completion boxes several different
+answers (hedging: otherwise a policy learns to box every candidate and collect the reward for
+whichever is right); 1.0 when the extracted answer matches, else 0.0.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from fractions import Fraction
 from typing import Any
 
 from rlvr.errors import UserError
-from rlvr.rewards import symbolic
+from rlvr.rewards import symbolic, workers
+from rlvr.rewards.symbolic import REL_TOL
 from rlvr.rewards.text import completion_text
 
 MODES = ("strict", "lenient")
+_Number = tuple[Fraction, bool]  # exact value, written with a decimal point
+MAX_NUMBER_CHARS = 1000  # longer numbers compare as text (and int() refuses over 4,300 digits)
 
 _BOX = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
@@ -33,8 +56,16 @@ _NUMBER = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?(?:
 _PLAIN_NUMBER = re.compile(r"[+-]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|\.\d+)")
 _LATEX_FRACTION = re.compile(r"([+-]?)\\[dt]?frac(?:\{([^{}]+)\}\{([^{}]+)\}|(\d)(\d))")
 _SLASH_FRACTION = re.compile(r"([+-]?)([^/]+)/([^/]+)")
-_TEXT_WRAPPER = re.compile(r"\\(?:text|textbf|textrm|mathrm|mbox)\{([^{}]*)\}")
+_TEXT_WRAPPER = re.compile(r"\\(?:text|textbf|textrm|textnormal|mathrm|mbox)\{([^{}]*)\}")
 _LATEX_SPACING = re.compile(r"\\[!,;: ]|\\(?:left|right)(?![A-Za-z])")
+# A number followed by a unit: wrapped (5 \text{ cm}) or one or more bare words (10 dollars, 3 km/h).
+_UNIT_NUMBER = r"[+-]?\d[\d,]*(?:\.\d+)?(?:/\d+)?|[+-]?\\[dt]?frac\{\d+\}\{\d+\}"
+_UNIT_POWER = r"(?:\^\{?\d\}?)?"
+_WRAPPED_UNIT = re.compile(
+    rf"({_UNIT_NUMBER})\s*(?:\\(?:text|textrm|textnormal|mathrm|mbox)\{{[^{{}}\d]*\}}\s*)+{_UNIT_POWER}"
+)
+_BARE_UNIT = re.compile(rf"({_UNIT_NUMBER})\s+([A-Za-z]{{2,}}(?:[\s/]+[A-Za-z]+)*){_UNIT_POWER}")
+_NOT_UNITS = {"pi", "sqrt", "mod", "times", "cdot"}  # "2 pi" is a number times pi, not 2
 
 
 def boxed_contents(text: str) -> list[str]:
@@ -90,14 +121,13 @@ def _closing_brace(text: str, open_index: int) -> int | None:
 def extract_answer(text: str, mode: str = "strict") -> str | None:
     r"""The final answer of a completion, or None when it gives none (see the module docstring).
 
-    >>> extract_answer(r"so \boxed{\frac{1}{2}}")
-    '\\frac{1}{2}'
-    >>> extract_answer("<think>2+2</think> <answer> 4 </answer>")
-    '4'
-    >>> extract_answer("so it is 42") is None
-    True
-    >>> extract_answer("so it is 42", mode="lenient")
-    '42'
+    strict: the answer in the requested format (last box, else last ``<answer>``); lenient also
+    reads ``#### N``, "the answer is X" and, last, the last number.
+
+    >>> extract_answer(r"so \boxed{\frac{1}{2}}"), extract_answer("<think>2+2</think> <answer> 4 </answer>")
+    ('\\frac{1}{2}', '4')
+    >>> extract_answer("so it is 42") is None, extract_answer("so it is 42", mode="lenient")
+    (True, '42')
     >>> extract_answer("Natalia sold 72 clips.\n#### 72", mode="lenient")
     '72'
     """
@@ -130,17 +160,30 @@ def _lenient_answer(text: str) -> str | None:
 
 
 def _clean(s: str) -> str:
-    r"""`s` without math delimiters, ``\text{}`` wrappers, LaTeX spacing, a trailing ``%`` or period.
+    r"""`s` without math delimiters, a unit, ``\text{}`` wrappers, LaTeX spacing or a final period;
+    a final ``\%`` becomes ``%`` (kept: "50%" may equal 0.5, "50" does not).
 
-    >>> _clean(r" $\text{50}\%$. ")
-    '50'
+    >>> _clean(r" $\text{50}\%$. "), _clean(r"5\ \text{cm}^2"), _clean("10 dollars"), _clean("2 pi")
+    ('50%', '5', '10', '2 pi')
     """
     t = s.strip().replace("\\$", "").replace("$", "")
     t = re.sub(r"^\\[(\[]|\\[)\]]$", "", t).strip()
-    t = _TEXT_WRAPPER.sub(r"\1", t)
     t = _LATEX_SPACING.sub("", t).replace("{,}", ",")
-    t = re.sub(r"\\?%$", "", t.strip().rstrip(". "))
+    t = _strip_unit(t.strip().rstrip(". "))
+    t = _TEXT_WRAPPER.sub(r"\1", t)
+    t = re.sub(r"\s*\\?%$", "%", t.strip().rstrip(". "))
     return t.rstrip(". ")
+
+
+def _strip_unit(t: str) -> str:
+    """The number alone when `t` is a number followed by a unit, else `t` unchanged."""
+    wrapped = _WRAPPED_UNIT.fullmatch(t)
+    if wrapped is not None:
+        return wrapped.group(1)
+    bare = _BARE_UNIT.fullmatch(t)
+    if bare is not None and bare.group(2).split()[0].lower() not in _NOT_UNITS:
+        return bare.group(1)
+    return t
 
 
 def _compact(s: str) -> str:
@@ -148,49 +191,117 @@ def _compact(s: str) -> str:
     return re.sub(r"\s+", "", _clean(s))
 
 
-def normalize_number(s: str) -> float | None:
-    r"""The value of `s` if it is a plain number, a fraction or a percentage, else None.
+def exact_number(s: str) -> _Number | None:
+    r"""The exact value of `s` if it is a plain number or fraction, and whether it has a decimal point.
 
-    >>> [normalize_number(s) for s in ["07", "7.00", "1,000", "-3/4", r"\frac{1}{2}", r"50\%"]]
-    [7.0, 7.0, 1000.0, -0.75, 0.5, 50.0]
-    >>> normalize_number("x+1") is None, normalize_number("1/0") is None
-    (True, True)
+    >>> exact_number("025"), exact_number(r"-\frac{3}{4}"), exact_number("0.50")
+    ((Fraction(25, 1), False), (Fraction(-3, 4), False), (Fraction(1, 2), True))
+    >>> exact_number("x+1") is None, exact_number("1/0") is None, exact_number("1e5") is None
+    (True, True, True)
     """
-    t = _compact(s)
+    t = _compact(s).removesuffix("%")  # the percent rule is applied by `quick_match`
+    if len(t) > MAX_NUMBER_CHARS:
+        return None
     fraction = _LATEX_FRACTION.fullmatch(t) or _SLASH_FRACTION.fullmatch(t)
     if fraction is None:
-        return _plain_number(t)
+        value = _plain_number(t)
+        return None if value is None else (value, "." in t)
     sign, *parts = (g for g in fraction.groups() if g is not None)
     numerator, denominator = _plain_number(parts[0]), _plain_number(parts[1])
     if numerator is None or not denominator:
         return None
-    return (-1.0 if sign == "-" else 1.0) * numerator / denominator
+    value = (-1 if sign == "-" else 1) * numerator / denominator
+    return value, "." in parts[0] + parts[1]
 
 
-def _plain_number(t: str) -> float | None:
+def _plain_number(t: str) -> Fraction | None:
     # A regex, not float(): float() also accepts "inf", "nan", "1e400" and "1_000".
-    return float(t.replace(",", "")) if _PLAIN_NUMBER.fullmatch(t) else None
+    if not _PLAIN_NUMBER.fullmatch(t):
+        return None
+    try:
+        return Fraction(t.replace(",", ""))
+    except ValueError:  # over Python's 4,300-digit limit for int(): not compared as a number
+        return None
 
 
-def answers_match(pred: str, gold: str, rel_tol: float = 1e-6) -> bool:
-    r"""Whether the predicted answer equals the gold one: numerically, textually, or symbolically.
+def normalize_number(s: str) -> float | None:
+    r"""The value of `s` as a float if it is a plain number, a fraction or a percentage, else None.
 
-    >>> answers_match("7.0", "7"), answers_match("1,000", "1000"), answers_match(r"\frac12", "0.5")
-    (True, True, True)
-    >>> answers_match(r"\sqrt{2}/2", r"\frac{\sqrt{2}}{2}")
-    True
-    >>> answers_match("8", "7"), answers_match("", "7")
-    (False, False)
+    >>> [normalize_number(s) for s in ["07", "7.00", "1,000", "-3/4", r"\frac{1}{2}", r"50\%"]]
+    [7.0, 7.0, 1000.0, -0.75, 0.5, 50.0]
+    >>> normalize_number("x+1") is None, normalize_number("1/0") is None, normalize_number("9" * 400)
+    (True, True, None)
+    """
+    number = exact_number(s)
+    try:
+        return None if number is None else float(number[0])
+    except OverflowError:  # over 1e308
+        return None
+
+
+def quick_match(pred: str, gold: str, rel_tol: float = REL_TOL) -> bool | None:
+    r"""Whether `pred` equals `gold` as numbers or as text; None when only math-verify can tell.
+
+    >>> quick_match("7.0", "7"), quick_match("1000001", "1000000"), quick_match(r"50\%", "0.5")
+    (True, False, True)
+    >>> quick_match("5 cm", r"5\text{ cm}"), quick_match(r"\sqrt{2}/2", r"\frac{\sqrt{2}}{2}") is None
+    (True, True)
+
+    A numeric gold answer is matched by a number, or by an equation ending in one — never by an
+    expression left for the grader to evaluate:
+
+    >>> quick_match("12", "12"), quick_match("7 + 5 = 12", "12"), quick_match("7 + 5", "12"), quick_match("x = 12", "12")
+    (True, True, False, True)
     """
     p, g = _clean(pred), _clean(gold)
     if not p or not g:
         return False
-    p_number, g_number = normalize_number(p), normalize_number(g)
-    if p_number is not None and g_number is not None:
-        return math.isclose(p_number, g_number, rel_tol=rel_tol)
+    g_number = exact_number(g)
+    if g_number is not None:
+        # A numeric gold needs a numeric final answer: "12", or the right side of "7 + 5 = 12".
+        # An unevaluated expression ("7 + 5") is not an answer, though a CAS would simplify it:
+        # a policy trained against that learns to box the question (seen on the default job).
+        final = _clean(p.rsplit("=", 1)[-1]) if "=" in p else p
+        p_number = exact_number(final)
+        if p_number is None:
+            return False
+        return _numbers_match(p_number, g_number, "%" in pred, "%" in gold, rel_tol)
     if _compact(p) == _compact(g):
         return True
-    return symbolic.equivalent(p, g)
+    return None
+
+
+def _numbers_match(pred: _Number, gold: _Number, pred_pct: bool, gold_pct: bool, rel_tol: float) -> bool:
+    """Exact for integers and fractions, relative `rel_tol` when a decimal is involved; see the module."""
+    (p, p_decimal), (g, g_decimal) = pred, gold
+    # With the sign on one side only, "50%" may mean 50 or 0.5: accept both, as math-verify does.
+    p_values = {p, p / 100} if pred_pct and not gold_pct else {p}
+    g_values = {g, g / 100} if gold_pct and not pred_pct else {g}
+    tolerant = p_decimal or g_decimal
+    return any(_close(a, b, rel_tol) if tolerant else a == b for a in p_values for b in g_values)
+
+
+def _close(a: Fraction, b: Fraction, rel_tol: float) -> bool:
+    return abs(a - b) <= Fraction(rel_tol) * max(abs(a), abs(b))  # exact: no overflow, no rounding
+
+
+def answers_match(pred: str, gold: str, rel_tol: float = REL_TOL, alarm_s: int | None = symbolic.TIMEOUT_S) -> bool:
+    r"""Whether the predicted answer equals the gold one: numerically, textually, or symbolically.
+
+    Runs math-verify in this process (guarded, but without a hard bound); the reward functions
+    send that step to worker processes instead. `alarm_s`: see `symbolic.equivalent`.
+
+    >>> answers_match("7.0", "7"), answers_match("1,000", "1000"), answers_match(r"\frac12", "0.5")
+    (True, True, True)
+    >>> answers_match(r"\sqrt{2}/2", r"\frac{\sqrt{2}}{2}"), answers_match(r"\{1, 2\}", r"\{2, 1\}")
+    (True, True)
+    >>> answers_match("8", "7"), answers_match("", "7"), answers_match("x = 2", "y = 3")
+    (False, False, False)
+    """
+    quick = quick_match(pred, gold, rel_tol)
+    if quick is not None:
+        return quick
+    return symbolic.equivalent(_clean(pred), _clean(gold), rel_tol, alarm_s)
 
 
 def gold_answer(answer: Any) -> str | None:
@@ -218,46 +329,79 @@ def is_hedged(text: str) -> bool:
     >>> is_hedged(r"\boxed{3} or \boxed{4}"), is_hedged(r"\boxed{0.5}, i.e. \boxed{\frac{1}{2}}")
     (True, False)
     """
-    keys = set()
+    keys: set[Fraction | str] = set()
     for content in boxed_contents(text):
         if content:
-            number = normalize_number(content)
-            keys.add(number if number is not None else _compact(content))
+            number = exact_number(content)
+            keys.add(number[0] if number is not None else _compact(content))
     return len(keys) > 1
 
 
 def math_accuracy(
-    completions: list[Any], answer: list[Any], mode: str = "strict", **kwargs: Any
+    completions: list[Any], answer: list[Any], mode: str = "strict",
+    timeout_s: float = workers.DEFAULT_TIMEOUT_S, rel_tol: float = REL_TOL, **kwargs: Any,
 ) -> list[float | None]:
     r"""1.0 where the completion's final answer equals the `answer` column, else 0.0.
 
-    None where the gold answer is empty; 0.0 for hedged completions (several distinct boxes).
+    None where the gold answer is empty or unreadable; 0.0 for hedged completions (several
+    distinct boxes). `timeout_s` bounds each symbolic comparison (a worker is killed past it).
 
-    >>> completions = [r"\boxed{72}", r"\boxed{3} or \boxed{4}", "it is 72", "x"]
-    >>> math_accuracy(completions, answer=["#### 72", "3", "72", ""])
-    [1.0, 0.0, 0.0, None]
+    >>> completions = [r"\boxed{72}", r"\boxed{3} or \boxed{4}", "it is 72", "x", r"\boxed{1}"]
+    >>> math_accuracy(completions, answer=["#### 72", "3", "72", "", r"\frac{"])
+    [1.0, 0.0, 0.0, None, None]
     """
     _check_mode(mode)
-    return [_score(completion_text(c), a, mode) for c, a in zip(completions, answer, strict=True)]
+    rows = list(zip(completions, answer, strict=True))
+    texts = [completion_text(c) for c, _ in rows]
+    golds = [gold_answer(a) for _, a in rows]
+    readable = _readable_golds(golds, timeout_s)
+    scores: list[float | None] = []
+    symbolic_rows: dict[tuple[str, str], list[int]] = {}  # a group often repeats an answer: compare once
+    for i, (text, gold) in enumerate(zip(texts, golds)):
+        if gold is None or not readable[gold]:
+            scores.append(None)
+            continue
+        pred = None if is_hedged(text) else extract_answer(text, mode)
+        verdict = False if pred is None else quick_match(pred, gold, rel_tol)
+        if verdict is None:
+            symbolic_rows.setdefault((_clean(pred or ""), gold), []).append(i)
+        scores.append(1.0 if verdict else 0.0)
+    pairs = list(symbolic_rows)
+    for pair, matched in zip(pairs, workers.match_many(pairs, timeout_s, rel_tol)):
+        for i in symbolic_rows[pair]:
+            scores[i] = 1.0 if matched else 0.0  # None (timed out) counts as no match
+    return scores
 
 
-def math_accuracy_lenient(completions: list[Any], answer: list[Any], **kwargs: Any) -> list[float | None]:
+def math_accuracy_lenient(
+    completions: list[Any], answer: list[Any],
+    timeout_s: float = workers.DEFAULT_TIMEOUT_S, rel_tol: float = REL_TOL, **kwargs: Any,
+) -> list[float | None]:
     """`math_accuracy` in lenient mode: also accepts ``#### N``, "the answer is N", a last number.
 
     >>> math_accuracy_lenient(["it is 72", "The answer is 8."], ["72", "7"])
     [1.0, 0.0]
     """
-    return math_accuracy(completions, answer, mode="lenient")
+    return math_accuracy(completions, answer, mode="lenient", timeout_s=timeout_s, rel_tol=rel_tol)
 
 
-def _score(text: str, answer: Any, mode: str) -> float | None:
-    gold = gold_answer(answer)
-    if gold is None:
-        return None
-    if is_hedged(text):
-        return 0.0
-    pred = extract_answer(text, mode)
-    return 1.0 if pred is not None and answers_match(pred, gold) else 0.0
+_GOLD_READABLE: dict[str, bool] = {}  # gold text -> whether math-verify reads it; golds recur every epoch
+_GOLD_CACHE_SIZE = 100_000
+
+
+def _readable_golds(golds: list[str | None], timeout_s: float) -> dict[str, bool]:
+    """Whether each distinct gold answer can be checked: a number, or something math-verify parses."""
+    # Numbers need no parser, and text too costly for math-verify is only compared as text.
+    readable = {g: True for g in golds if g is not None and (exact_number(g) is not None or symbolic.too_costly(g))}
+    unknown = [g for g in dict.fromkeys(golds) if g is not None and g not in readable]
+    to_parse = [g for g in unknown if g not in _GOLD_READABLE]
+    for gold, parsed in zip(to_parse, workers.parses_many(to_parse, timeout_s)):
+        if parsed is not None:  # a timeout is not cached: the gold may parse on a less busy machine
+            if len(_GOLD_READABLE) >= _GOLD_CACHE_SIZE:
+                _GOLD_READABLE.clear()
+            _GOLD_READABLE[gold] = parsed
+    readable.update({g: _GOLD_READABLE.get(g, False) for g in unknown})
+    return readable
 
 
 def _check_mode(mode: str) -> None:

@@ -7,7 +7,13 @@ boxing ``9^{9^9}`` or ``(10^{10})!`` stalls the reward for minutes. Three guards
 2. `is_expensive` refuses power towers, stacked or 4-digit exponents, and chained factorials,
    the same way on every thread, so a completion's reward does not depend on where it is scored;
 3. math-verify's own timeouts, on the main thread only: they use signal.alarm, which raises
-   ValueError in any other thread, so elsewhere they are turned off (`None`).
+   ValueError in any other thread, so elsewhere they are turned off (`None`). They cannot stop
+   C code either: the hard bound is a killable worker process (workers.py), which runs these
+   same functions with the alarm off.
+
+math-verify also compares numbers with an absolute tolerance (``evalf(chop=True)``, rounding to
+6 decimals), so ``\frac{1}{20!}`` "equals" ``\frac{1}{21!}`` and ``10^{-20}`` equals ``10^{-21}``.
+A match between two numeric values is therefore confirmed with a relative tolerance (`REL_TOL`).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import Any
 
 MAX_CHARS = 200
 TIMEOUT_S = 2  # per parse and per verify; an int because signal.alarm takes whole seconds
+REL_TOL = 1e-6  # two numeric values match when |a - b| <= REL_TOL * max(|a|, |b|)
 
 _COMBINATORIAL = re.compile(r"!|\\[dt]?binom|\\choose|\\Gamma|\\prod")
 _CLOSING = {"{": "}", "(": ")"}
@@ -84,29 +91,81 @@ def _group_before(t: str, i: int) -> str:
     return token.group() if token else ""
 
 
-def equivalent(pred: str, gold: str) -> bool:
+def equivalent(pred: str, gold: str, rel_tol: float = REL_TOL, alarm_s: int | None = TIMEOUT_S) -> bool:
     r"""Whether math-verify finds `pred` and `gold` (LaTeX without ``$``) mathematically equal.
 
     False when either is too long or too expensive to compare, or math-verify fails on it.
+    `alarm_s` is math-verify's own timeout, used on the main thread only; None turns it off
+    (a worker process, whose hard bound is being killed, passes None).
 
     >>> equivalent(r"\sqrt{2}/2", r"\frac{\sqrt{2}}{2}"), equivalent("(x+1)^2", "x^2+2x+1")
     (True, True)
-    >>> equivalent("9^{9^9}", "1")
-    False
+    >>> equivalent("9^{9^9}", "1"), equivalent(r"\frac{1}{20!}", r"\frac{1}{21!}")
+    (False, False)
     """
-    if len(pred) > MAX_CHARS or len(gold) > MAX_CHARS or is_expensive(pred) or is_expensive(gold):
+    if too_costly(pred) or too_costly(gold):
         return False
     from math_verify import parse, verify  # imports sympy: only when a comparison needs it
 
-    timeout = TIMEOUT_S if _alarm_usable() else None
+    timeout = alarm_s if _alarm_usable() else None
     parse_kwargs = _if_accepted(parse, "parsing_timeout", timeout)
     verify_kwargs = _if_accepted(verify, "timeout_seconds", timeout)
     try:
-        gold_parsed = parse(f"${gold}$", **parse_kwargs)
-        pred_parsed = parse(f"${pred}$", **parse_kwargs)
-        return bool(gold_parsed and pred_parsed and verify(gold_parsed, pred_parsed, **verify_kwargs))
+        gold_parsed = parse(_as_latex(gold), **parse_kwargs)
+        pred_parsed = parse(_as_latex(pred), **parse_kwargs)
+        if not (gold_parsed and pred_parsed and verify(gold_parsed, pred_parsed, **verify_kwargs)):
+            return False
+        # A percentage parses as x/100 and math-verify then also accepts x: leave that rule to it.
+        percent = "%" in pred or "%" in gold
+        return percent or not _numbers_differ(gold_parsed[0], pred_parsed[0], rel_tol)
     except Exception:  # sympy and latex2sympy raise many unrelated types on odd input: a miss
         return False
+
+
+def parses(gold: str, alarm_s: int | None = TIMEOUT_S) -> bool:
+    r"""Whether math-verify reads `gold` as mathematics; False means it cannot check answers to it.
+
+    Answers too long or too expensive to parse count as parseable: they are still compared as
+    numbers and as text, only the symbolic step is skipped.
+
+    >>> parses(r"\frac{\sqrt{3}}{2}"), parses(r"\{1, 2\}"), parses(r"\frac{"), parses("9^{9^9}")
+    (True, True, False, True)
+    """
+    if too_costly(gold):
+        return True
+    from math_verify import parse
+
+    timeout = alarm_s if _alarm_usable() else None
+    try:
+        parsed = parse(_as_latex(gold), **_if_accepted(parse, "parsing_timeout", timeout))
+    except Exception:  # as in `equivalent`: any failure to read it is "cannot parse"
+        return False
+    # parse falls back to the raw string when it cannot build an expression: only sympy objects count.
+    return any(not isinstance(p, str) for p in parsed)
+
+
+def too_costly(s: str) -> bool:
+    """Whether the symbolic step skips `s`: over MAX_CHARS characters, or `is_expensive`.
+
+    >>> too_costly("x+1"), too_costly("1" * (MAX_CHARS + 1)), too_costly("9^{9^9}")
+    (False, True, True)
+    """
+    return len(s) > MAX_CHARS or is_expensive(s)
+
+
+def _as_latex(s: str) -> str:
+    r"""`s` as inline LaTeX for math-verify, where a bare ``%`` would start a comment: ``50%`` -> ``$50\%$``."""
+    return "$" + re.sub(r"(?<!\\)%", r"\\%", s) + "$"
+
+
+def _numbers_differ(a: Any, b: Any, rel_tol: float) -> bool:
+    """Whether `a` and `b` are both numeric sympy expressions further apart than `rel_tol` (relative)."""
+    from sympy import Abs, Expr, N
+
+    if not (isinstance(a, Expr) and isinstance(b, Expr) and a.is_number and b.is_number):
+        return False  # equations, sets, intervals, expressions in x: math-verify's verdict stands
+    x, y = N(a, 30), N(b, 30)  # 30 digits and a free exponent: 1/2004! is not rounded to 0
+    return bool(Abs(x - y) > rel_tol * max(Abs(x), Abs(y)))
 
 
 def _alarm_usable() -> bool:

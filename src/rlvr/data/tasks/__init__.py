@@ -5,7 +5,7 @@ Each task's `generate(n, *, split, seed, difficulty) -> list[dict]` returns rows
 reach the task's default reward functions as keyword arguments.
 
 >>> sorted(TASKS)
-['arithmetic', 'countdown']
+['arithmetic', 'countdown', 'game24', 'sudoku']
 >>> get_task("arithmetic").default_rewards
 (('math_accuracy', 1.0), ('boxed_format', 0.1))
 """
@@ -16,7 +16,7 @@ import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rlvr.data.tasks import arithmetic, countdown
+from rlvr.data.tasks import arithmetic, countdown, game24, sudoku
 from rlvr.errors import UserError
 
 
@@ -46,6 +46,20 @@ TASKS: dict[str, Task] = {
         description="reach a target with 3-5 numbers, each used once, and + - * /; difficulty 1-3",
         accuracy_rewards=("countdown", "countdown"),
     ),
+    "game24": Task(
+        name="game24",
+        generate=game24.generate,
+        default_rewards=(("countdown", 1.0), ("boxed_format", 0.1)),
+        description="make 24 from four numbers 1-13, each used once; difficulty 1-3: many, few, fractions only",
+        accuracy_rewards=("countdown", "countdown"),
+    ),
+    "sudoku": Task(
+        name="sudoku",
+        generate=sudoku.generate,
+        default_rewards=(("sudoku", 1.0), ("boxed_format", 0.1)),
+        description="fill a mini Sudoku with one solution; difficulty 1-4: 4x4, 6 or 10 blanks; 6x6, 14 or 22",
+        accuracy_rewards=("sudoku", "sudoku"),
+    ),
 }
 
 
@@ -54,10 +68,10 @@ def get_task(name: str) -> Task:
 
     >>> get_task("countdown").name
     'countdown'
-    >>> get_task("arithmatic")
+    >>> get_task("arithmatic")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    rlvr.errors.UserError: unknown task 'arithmatic'; did you mean 'arithmetic'? Built-in tasks: arithmetic, countdown
+    rlvr.errors.UserError: unknown task 'arithmatic'; did you mean 'arithmetic'? Built-in tasks: arithmetic, ...
     """
     if name in TASKS:
         return TASKS[name]

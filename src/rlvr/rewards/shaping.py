@@ -1,0 +1,61 @@
+"""Length shaping: a soft penalty for completions that run into the token limit.
+
+DAPO (Yu et al. 2025, §3.4, eq. 13) found that scoring a truncated completion like a wrong one
+injects noise: the reasoning may have been right and merely long. Its "soft overlong punishment"
+warns first and punishes at the limit:
+
+    0                                    if |y| <= L_max - L_cache
+    ((L_max - L_cache) - |y|) / L_cache  if L_max - L_cache < |y| <= L_max   (0 down to -1)
+    -1                                   if |y| > L_max
+
+with L_max = `max_tokens` (usually the sampling limit, max_new_tokens) and L_cache =
+`cache_tokens`, the width of the ramp (DAPO: 20,480 and 4,096). The other DAPO remedy, leaving
+truncated completions out of the loss, is the trainer's ``algorithm.mask_truncated``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlvr.errors import UserError
+
+
+def overlong_penalty(
+    completions: list[Any],
+    completion_ids: list[list[int]],
+    max_tokens: int | None = None,
+    cache_tokens: int | None = None,
+    **kwargs: Any,
+) -> list[float]:
+    """DAPO's soft overlong punishment of each completion, from its length in tokens (see above).
+
+    >>> overlong_penalty(["a"] * 5, [[0] * n for n in (10, 12, 14, 16, 20)], max_tokens=16, cache_tokens=4)
+    [0.0, 0.0, -0.5, -1.0, -1.0]
+    """
+    limit, width = _checked(max_tokens, cache_tokens)
+    start = limit - width
+    scores = []
+    for ids in completion_ids:
+        length = len(ids)
+        if length <= start:
+            scores.append(0.0)
+        elif length <= limit:  # width > 0 here: the ramp is not empty
+            scores.append((start - length) / width)
+        else:
+            scores.append(-1.0)
+    return scores
+
+
+def _checked(max_tokens: int | None, cache_tokens: int | None) -> tuple[int, int]:
+    """(max_tokens, cache_tokens) once both are set and consistent; a UserError says how to set them."""
+    if max_tokens is None or cache_tokens is None:
+        raise UserError(
+            "overlong_penalty needs max_tokens and cache_tokens: give them as the reward's parameters "
+            "in the config (max_tokens = the sampling limit; DAPO used cache_tokens = 1/5 of it)"
+        )
+    if not (isinstance(max_tokens, int) and isinstance(cache_tokens, int) and 0 <= cache_tokens <= max_tokens):
+        raise UserError(
+            f"overlong_penalty: need whole numbers 0 <= cache_tokens <= max_tokens, got max_tokens={max_tokens!r}, "
+            f"cache_tokens={cache_tokens!r}"
+        )
+    return max_tokens, cache_tokens

@@ -106,3 +106,16 @@ def test_every_field_has_a_docstring():
                 nxt = body[i + 1] if i + 1 < len(body) else None
                 assert isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant), f"{cls.name}.{ast.unparse(node.target)} has no docstring"
     assert TrainConfig().model.name == "smollm2"
+
+
+def test_reward_params_and_few_shot_parse(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text(
+        "rewards:\n  - name: overlong_penalty\n    params: {max_tokens: 64, cache_tokens: 16}\n"
+        "data:\n  few_shot:\n    - prompt: 'What is 1 + 1?'\n      completion: '\\\\boxed{2}'\n"
+    )
+    c = load_config(f)
+    assert c.rewards[0].params == {"max_tokens": 64, "cache_tokens": 16}
+    assert c.data.few_shot[0].completion == "\\boxed{2}"
+    with pytest.raises(UserError, match="mapping"):
+        load_config(None, ["rewards=[{name: x, params: [1, 2]}]"])

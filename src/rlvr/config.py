@@ -27,6 +27,14 @@ class ModelConfig:
 
 
 @dataclass
+class FewShotTurn:
+    prompt: str = ""
+    """A user message shown before the real prompt."""
+    completion: str = ""
+    """The assistant's reply to it: the format the model should imitate."""
+
+
+@dataclass
 class DataConfig:
     train: str = "arithmetic"
     """A built-in task (`arithmetic`, `countdown`), a `.jsonl` / `.parquet` file, or `hf:owner/name`."""
@@ -38,6 +46,8 @@ class DataConfig:
     """`chat` (the tokenizer's chat template), `plain`, `r1_zero` (seed 004), or a string with `{prompt}`."""
     system_prompt: str | None = None
     """System message for the chat template (None keeps the template's own default)."""
+    few_shot: list[FewShotTurn] | None = None
+    """Example exchanges placed before every prompt; None = the built-in task's own, [] = none."""
     difficulty: int = 1
     """Difficulty level of a built-in task."""
     train_size: int = 2000
@@ -52,6 +62,8 @@ class RewardConfig:
     """A built-in reward, `module:function`, or `path/to/file.py:function` (TRL's convention)."""
     weight: float = 1.0
     """r = Σ weight · reward; e.g. r = r_acc + λ·r_format with λ the format reward's weight."""
+    params: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments bound to the function, e.g. {max_tokens: 64, cache_tokens: 16} for overlong_penalty."""
 
 
 @dataclass
@@ -131,7 +143,7 @@ class TrainConfig:
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
-    max_steps: int = 12
+    max_steps: int = 40
     """Training steps (one sampled batch each)."""
     seed: int = 0
     """Seeds data order, sampling and initialisation."""

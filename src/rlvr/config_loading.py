@@ -146,6 +146,10 @@ def _coerce(tp: Any, value: Any, key: str) -> Any:
         if not isinstance(value, list):
             raise UserError(f"config key {key!r} must be a list, got {value!r}")
         return [_coerce(args[0], v, f"{key}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+            raise UserError(f"config key {key!r} must be a mapping of names to values, got {value!r}")
+        return dict(value)
     if origin is tuple:
         if not isinstance(value, (list, tuple)) or len(value) != len(args):
             raise UserError(f"config key {key!r} must be a list of {len(args)} values, got {value!r}")

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from rlvr.config_loading import load_config
+from rlvr.errors import UserError
 from rlvr.optim import build_optimizer
 from rlvr.train.step import compute_advantages, make_batch, micro_batches, policy_update, score_rollout
 from rlvr.train.trainer import Trainer
@@ -115,3 +116,24 @@ def test_train_writes_the_run_directory(tmp_path):
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-000001", "step-000002"]
     assert set(summary) >= {"before", "after", "gain", "steps"}
     assert summary["before"]["n"] == 4
+
+
+def test_few_shot_turns_come_before_every_prompt(tmp_path):
+    default = Trainer(tiny_config(tmp_path))  # the arithmetic task's own example exchange
+    assert default.parts.train.texts[0].startswith("<|im_start|>user\nWhat is 10 + 10?")
+    assert default.parts.eval.texts[0].count("<|im_start|>user") == 2
+    none = Trainer(tiny_config(tmp_path, "data.few_shot=[]"))
+    assert none.parts.train.texts[0].count("<|im_start|>user") == 1
+    custom = Trainer(tiny_config(tmp_path, "data.few_shot=[{prompt: 'Q?', completion: 'A.'}]"))
+    assert "user\nQ?<|im_end|>\n<|im_start|>assistant\nA.<|im_end|>" in custom.parts.train.texts[0]
+
+
+def test_reward_params_reach_the_function(tmp_path):
+    trainer = Trainer(tiny_config(tmp_path, "rewards=[{name: overlong_penalty, params: {max_tokens: 12, cache_tokens: 4}}]"))
+    trainer.step()
+    scored = trainer.last_batch.scored
+    lengths = trainer.last_batch.rollout.lengths.view(scored.rewards.shape).float()
+    expected = (-(lengths - 8).clamp(min=0) / 4).clamp(min=-1)
+    assert torch.allclose(scored.reward_components["overlong_penalty"], expected)
+    with pytest.raises(UserError):
+        Trainer(tiny_config(tmp_path, "rewards=[{name: overlong_penalty, params: {max_tokenz: 3}}]"))

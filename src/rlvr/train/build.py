@@ -19,6 +19,18 @@ FILE_DEFAULT_REWARDS = (("math_accuracy", 1.0), ("boxed_format", 0.1))
 FILE_ACCURACY_REWARDS = ("math_accuracy", "math_accuracy_lenient")
 
 
+def with_few_shot(prompt: str | list[dict], shots: list[tuple[str, str]]) -> str | list[dict]:
+    """The prompt as chat messages preceded by the example exchanges (unchanged when there are none).
+
+    >>> with_few_shot("What is 1 + 2?", [("What is 10 + 10?", "\\boxed{20}")])[1]
+    {'role': 'assistant', 'content': '\\boxed{20}'}
+    """
+    if not shots:
+        return prompt
+    turns = [m for q, a in shots for m in ({"role": "user", "content": q}, {"role": "assistant", "content": a})]
+    return turns + ([{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt))
+
+
 @dataclass
 class Prompts:
     examples: list[Example]
@@ -63,17 +75,22 @@ def build_parts(config: TrainConfig, policy_path: Path | None = None, reference_
         if eval_source else None
     )
     specs = [
-        RewardSpec(name, load_reward_function(name), weight)
-        for name, weight in (
-            [(r.name, r.weight) for r in config.rewards] if config.rewards
-            else (task.default_rewards if task else FILE_DEFAULT_REWARDS)
+        RewardSpec(name, load_reward_function(name, **params), weight)
+        for name, weight, params in (
+            [(r.name, r.weight, r.params) for r in config.rewards] if config.rewards
+            else [(name, weight, {}) for name, weight in (task.default_rewards if task else FILE_DEFAULT_REWARDS)]
         )
     ]
     if len({s.name for s in specs}) != len(specs):
         raise UserError("rewards lists the same reward function twice: merge them into one entry with the summed weight")
     strict, lenient = task.accuracy_rewards if task else FILE_ACCURACY_REWARDS
+    shots = (
+        [(t.prompt, t.completion) for t in config.data.few_shot] if config.data.few_shot is not None
+        else list(task.few_shot) if task else []
+    )
     render = lambda exs: Prompts(exs, [  # noqa: E731
-        render_prompt(ex.prompt, template=config.data.template, tokenizer=tokenizer, system_prompt=config.data.system_prompt)
+        render_prompt(with_few_shot(ex.prompt, shots), template=config.data.template, tokenizer=tokenizer,
+                      system_prompt=config.data.system_prompt)
         for ex in exs
     ])
     return RunParts(

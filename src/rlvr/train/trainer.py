@@ -22,6 +22,7 @@ from rlvr.errors import UserError
 from rlvr.evaluate import EvalResult, evaluate_accuracy
 from rlvr.optim import build_optimizer
 from rlvr.records import Rollout, TrainBatch
+from rlvr.rewards import workers as reward_workers
 from rlvr.rollout import SamplingParams, rollout
 from rlvr.train import checkpoint as ckpt
 from rlvr.train.metrics import step_metrics
@@ -102,7 +103,10 @@ class Trainer:
         self.step_count += 1
         self.refresh_reference()
         self.last_batch = batch
-        return step_metrics(batch, updates, clock.seconds)
+        metrics = step_metrics(batch, updates, clock.seconds)
+        verifier = reward_workers.stats()  # cumulative: a rising count means answers that hit the time bound
+        metrics["verifier/timeouts"], metrics["verifier/failures"] = verifier.timeouts, verifier.failures
+        return metrics
 
     def attach_logprobs(self, scored, advantages) -> TrainBatch:
         c = self.config

@@ -29,6 +29,7 @@ class Task:
     default_rewards: tuple[tuple[str, float], ...]  # (reward function name, weight); names from rlvr.rewards
     description: str
     accuracy_rewards: tuple[str, str]  # (strict, lenient) correctness checks used for held-out evaluation
+    few_shot: tuple[tuple[str, str], ...] = ()  # (prompt, completion) example exchanges shown before each prompt
 
 
 TASKS: dict[str, Task] = {
@@ -38,6 +39,9 @@ TASKS: dict[str, Task] = {
         default_rewards=(("math_accuracy", 1.0), ("boxed_format", 0.1)),
         description="integer arithmetic, difficulty 1-4: one-digit sums up to three-term + - * expressions",
         accuracy_rewards=("math_accuracy", "math_accuracy_lenient"),
+        # One exchange that shows the answer format and nothing else: a bare \boxed{N}, no working.
+        # 10 + 10 lies outside every difficulty-1 problem, so it leaks no held-out answer.
+        few_shot=(("What is 10 + 10? Put your final answer in \\boxed{}.", "\\boxed{20}"),),
     ),
     "countdown": Task(
         name="countdown",

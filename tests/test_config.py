@@ -112,7 +112,7 @@ def test_reward_params_and_few_shot_parse(tmp_path):
     f = tmp_path / "c.yaml"
     f.write_text(
         "rewards:\n  - name: overlong_penalty\n    params: {max_tokens: 64, cache_tokens: 16}\n"
-        "data:\n  few_shot:\n    - prompt: 'What is 1 + 1?'\n      completion: '\\\\boxed{2}'\n"
+        "data:\n  few_shot:\n    - prompt: 'What is 1 + 1?'\n      completion: '\\boxed{2}'\n"
     )
     c = load_config(f)
     assert c.rewards[0].params == {"max_tokens": 64, "cache_tokens": 16}

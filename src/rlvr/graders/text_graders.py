@@ -81,16 +81,12 @@ class StringCheckGrader:
 
     def grade(self, completions: list[str], items: list[Mapping[str, Any]]) -> list[GradeResult]:
         check, yes, no = STRING_OPERATIONS[self.operation]
-        results = []
-        for completion, item in zip(completions, items, strict=True):
-            try:
-                text, reference = self.pair.render(completion, item)
-            except MissingField as e:
-                results.append(GradeResult(None, str(e)))
-                continue
+
+        def score(text: str, reference: str) -> GradeResult:
             passed = check(text, reference)
-            results.append(GradeResult(float(passed), f"input {yes if passed else no} {short(reference)}"))
-        return results
+            return GradeResult(float(passed), f"input {yes if passed else no} {short(reference)}")
+
+        return _grade_pairs(self.pair, completions, items, score)
 
 
 @dataclass(frozen=True)
@@ -131,19 +127,29 @@ class TextSimilarityGrader:
 
     def grade(self, completions: list[str], items: list[Mapping[str, Any]]) -> list[GradeResult]:
         metric = METRICS[self.metric]
-        results = []
-        for completion, item in zip(completions, items, strict=True):
-            try:
-                text, reference = self.pair.render(completion, item)
-            except MissingField as e:
-                results.append(GradeResult(None, str(e)))
-                continue
-            score = metric(text, reference)
-            reason = f"{self.metric} {score:.3f}"
+
+        def score(text: str, reference: str) -> GradeResult:
+            value = metric(text, reference)
+            reason = f"{self.metric} {value:.3f}"
             if self.pass_threshold is None:
-                results.append(GradeResult(score, reason))
-            else:
-                passed = score >= self.pass_threshold
-                verb = ">=" if passed else "<"
-                results.append(GradeResult(float(passed), f"{reason} {verb} pass_threshold {self.pass_threshold:g}"))
-        return results
+                return GradeResult(value, reason)
+            passed = value >= self.pass_threshold
+            verb = ">=" if passed else "<"
+            return GradeResult(float(passed), f"{reason} {verb} pass_threshold {self.pass_threshold:g}")
+
+        return _grade_pairs(self.pair, completions, items, score)
+
+
+def _grade_pairs(
+    pair: _Pair, completions: list[str], items: list[Mapping[str, Any]], score: Callable[[str, str], GradeResult]
+) -> list[GradeResult]:
+    """Render (input, reference) for each row and score it; a row missing a field gets None."""
+    results = []
+    for completion, item in zip(completions, items, strict=True):
+        try:
+            text, reference = pair.render(completion, item)
+        except MissingField as e:
+            results.append(GradeResult(None, str(e)))
+            continue
+        results.append(score(text, reference))
+    return results

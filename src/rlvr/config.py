@@ -80,6 +80,9 @@ class SamplingConfig:
     """Nucleus sampling threshold (1.0 = off)."""
     top_k: int = 0
     """Keep only the k most likely tokens (0 = off)."""
+    overlap_rewards: bool = True
+    """Score each group as soon as it finishes decoding (reward functions are then called once per
+    group); false = one call per batch after decoding, as TRL does."""
 
 
 @dataclass

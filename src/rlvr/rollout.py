@@ -13,6 +13,7 @@ before top-k/top-p truncation — the distribution the policy-gradient step diff
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -97,8 +98,14 @@ def generate(
     stop_ids: list[int],
     pad_id: int,
     generator: torch.Generator | None = None,
+    on_group_done: Callable[[int, torch.Tensor, torch.Tensor], None] | None = None,
 ) -> Completions:
-    """Sample `group_size` completions for each prompt (token ids in, token ids out)."""
+    """Sample `group_size` completions for each prompt (token ids in, token ids out).
+
+    `on_group_done(p, ids [G, max_new_tokens], lengths [G])` is called as soon as every completion
+    of prompt p has finished, while the other groups are still decoding (so their rewards can be
+    computed meanwhile); groups cut at max_new_tokens are reported at the end.
+    """
     device = next(model.parameters()).device
     prompt_ids, prompt_mask = left_pad(prompts, pad_id)
     ids, mask = prompt_ids.to(device), prompt_mask.to(device)
@@ -117,6 +124,12 @@ def generate(
     finished = torch.zeros(n, dtype=torch.bool)
     active = torch.arange(n)
     stop = torch.tensor(stop_ids, device=device)
+    unfinished = [group_size] * len(prompts)
+
+    def report(p: int) -> None:
+        rows = slice(p * group_size, (p + 1) * group_size)
+        on_group_done(p, completion_ids[rows].clone(), lengths[rows].clone())
+
     for t in range(params.max_new_tokens):
         token, token_logprob = sample_next(logits, params, generator)
         completion_ids[active, t] = token.cpu()
@@ -124,6 +137,11 @@ def generate(
         lengths[active] += 1
         done = torch.isin(token, stop)
         finished[active[done.cpu()]] = True
+        if on_group_done is not None:
+            for row in active[done.cpu()].tolist():
+                unfinished[row // group_size] -= 1
+                if unfinished[row // group_size] == 0:
+                    report(row // group_size)
         if t == params.max_new_tokens - 1 or bool(done.all()):
             break
         if bool(done.any()):
@@ -136,6 +154,10 @@ def generate(
         logits = out.logits[:, -1]
         next_pos = next_pos + 1
 
+    if on_group_done is not None:
+        for p, left in enumerate(unfinished):
+            if left > 0:
+                report(p)
     width = int(lengths.max()) if n else 0
     completion_mask = torch.arange(width)[None, :] < lengths[:, None]
     return Completions(
@@ -158,12 +180,23 @@ def rollout(
     *,
     generator: torch.Generator | None = None,
     add_special_tokens: bool = False,
+    on_group_done: Callable[[int, list[str], list[list[int]]], None] | None = None,
 ) -> Rollout:
-    """Sample a group of completions for each example and decode them into a Rollout record."""
+    """Sample a group of completions for each example and decode them into a Rollout record.
+
+    `on_group_done(p, texts, token_ids)` receives each group as soon as it is complete.
+    """
     prompts = [tokenizer(text, add_special_tokens=add_special_tokens).input_ids for text in prompt_texts]
     stop_ids = sorted({tokenizer.eos_token_id, *_extra_stop_ids(model)} - {None})
-    out = generate(model, prompts, group_size, params, stop_ids=stop_ids, pad_id=tokenizer.pad_token_id, generator=generator)
-    texts = tokenizer.batch_decode(out.completion_ids.masked_fill(~out.completion_mask, tokenizer.pad_token_id), skip_special_tokens=True)
+    decode = lambda ids, mask: tokenizer.batch_decode(ids.masked_fill(~mask, tokenizer.pad_token_id), skip_special_tokens=True)  # noqa: E731
+
+    def group_done(p: int, ids: torch.Tensor, lengths: torch.Tensor) -> None:
+        mask = torch.arange(ids.shape[1])[None, :] < lengths[:, None]
+        on_group_done(p, decode(ids, mask), [row[m].tolist() for row, m in zip(ids, mask)])
+
+    out = generate(model, prompts, group_size, params, stop_ids=stop_ids, pad_id=tokenizer.pad_token_id,
+                   generator=generator, on_group_done=group_done if on_group_done else None)
+    texts = decode(out.completion_ids, out.completion_mask)
     return Rollout(
         examples=examples,
         group_size=group_size,

@@ -137,3 +137,40 @@ def test_reward_params_reach_the_function(tmp_path):
     assert torch.allclose(scored.reward_components["overlong_penalty"], expected)
     with pytest.raises(UserError):
         Trainer(tiny_config(tmp_path, "rewards=[{name: overlong_penalty, params: {max_tokenz: 3}}]"))
+
+
+def test_overlapped_scoring_equals_scoring_after_decoding(tmp_path):
+    calls = []
+
+    def counting(completions, **kwargs):
+        calls.append(len(completions))
+        return [sum(ch.isdigit() for ch in c) / max(1, len(c)) for c in completions]
+
+    from rlvr.rewards import RewardSpec
+
+    results = {}
+    for overlap in (True, False):
+        trainer = Trainer(tiny_config(tmp_path, f"sampling.overlap_rewards={str(overlap).lower()}", "sampling.batch_size=16"))
+        trainer.parts.rewards = [RewardSpec("counting", counting)]
+        calls.clear()
+        scored = trainer.sample_and_score(trainer.prompts.next_batch())
+        results[overlap] = (scored.rewards, scored.rollout.completion_ids, list(calls))
+    assert torch.equal(results[True][0], results[False][0])
+    assert torch.equal(results[True][1], results[False][1])
+    assert results[True][2] == [4, 4, 4, 4]  # once per group of G = 4, as each group finished
+    assert results[False][2] == [16]  # once per batch
+
+
+def test_generate_reports_every_group_once():
+    from rlvr.models import build_tiny_model
+    from rlvr.rollout import SamplingParams, generate
+
+    model, tok = build_tiny_model()
+    seen = []
+    stops = [tok.convert_tokens_to_ids(c) for c in "aeiou"]
+    out = generate(model.eval(), [tok(p).input_ids for p in ("one", "two", "three")], 3, SamplingParams(10, 1.0),
+                   stop_ids=stops, pad_id=tok.pad_token_id, generator=torch.Generator().manual_seed(0),
+                   on_group_done=lambda p, ids, lengths: seen.append((p, lengths.tolist())))
+    assert sorted(p for p, _ in seen) == [0, 1, 2]
+    for p, lengths in seen:
+        assert lengths == out.completion_mask[p * 3:(p + 1) * 3].sum(-1).tolist()

@@ -6,6 +6,9 @@
 from __future__ import annotations
 
 import math
+import queue
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import torch
@@ -15,32 +18,66 @@ from rlvr.config import AlgorithmConfig
 from rlvr.kl import kl_estimate
 from rlvr.logprobs import TokenStats, completion_logprobs
 from rlvr.losses import aggregate_loss, clip_fractions, clipped_policy_loss
-from rlvr.records import Rollout, ScoredRollout, TrainBatch
-from rlvr.rewards import RewardSpec, compute_rewards
+from rlvr.records import Example, Rollout, ScoredRollout, TrainBatch
+from rlvr.rewards import RewardResult, RewardSpec, compute_rewards
+
+
+def reward_inputs(examples: list[Example], group_size: int, texts: list[str], ids: list[list[int]]) -> dict:
+    """TRL's keyword arguments for the completions of `examples` (G consecutive ones per example)."""
+    prompts = [ex.prompt for ex in examples for _ in range(group_size)]
+    completions: list = [
+        [{"role": "assistant", "content": text}] if isinstance(prompt, list) else text
+        for prompt, text in zip(prompts, texts)
+    ]
+    keys = sorted({k for ex in examples for k in ex.columns})
+    columns = {k: [ex.columns.get(k) for ex in examples for _ in range(group_size)] for k in keys}
+    return {"prompts": prompts, "completions": completions, "completion_ids": ids, "columns": columns}
 
 
 def score_rollout(rollout: Rollout, specs: list[RewardSpec]) -> ScoredRollout:
-    """Run every reward function on every completion (TRL keyword convention)."""
-    g = rollout.group_size
-    prompts = [ex.prompt for ex in rollout.examples for _ in range(g)]
-    completions: list = [
-        [{"role": "assistant", "content": text}] if isinstance(prompt, list) else text
-        for prompt, text in zip(prompts, rollout.completions)
-    ]
-    keys = sorted({k for ex in rollout.examples for k in ex.columns})
-    columns = {k: [ex.columns.get(k) for ex in rollout.examples for _ in range(g)] for k in keys}
+    """Run every reward function on every completion, in one call per function."""
     ids = [row[mask].tolist() for row, mask in zip(rollout.completion_ids, rollout.completion_mask)]
-    result = compute_rewards(specs, prompts=prompts, completions=completions, completion_ids=ids, columns=columns)
-    shape = (rollout.num_prompts, g)
+    result = compute_rewards(specs, **reward_inputs(rollout.examples, rollout.group_size, rollout.completions, ids))
+    return _scored(rollout, [result])
+
+
+def sample_and_score(sample: Callable[..., Rollout], examples: list[Example], group_size: int, specs: list[RewardSpec]) -> ScoredRollout:
+    """Overlap rewards with generation: decoding runs on a worker thread (torch releases the GIL)
+    and this thread scores each group as soon as all its completions have finished.
+
+    Reward functions stay on the calling thread (some rely on signal-based timeouts that only work
+    there) and are called once per group rather than once per batch.
+    """
+    ready: queue.Queue = queue.Queue()
+    results: dict[int, RewardResult] = {}
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rollout") as pool:
+        future = pool.submit(sample, on_group_done=lambda p, texts, ids: ready.put((p, texts, ids)))
+        while len(results) < len(examples):
+            try:
+                p, texts, ids = ready.get(timeout=0.05)
+            except queue.Empty:
+                if future.done() and future.exception() is not None:
+                    raise future.exception()
+                continue
+            results[p] = compute_rewards(specs, **reward_inputs([examples[p]], group_size, texts, ids))
+        rollout = future.result()
+    return _scored(rollout, [results[p] for p in range(len(examples))])
+
+
+def _scored(rollout: Rollout, parts: list[RewardResult]) -> ScoredRollout:
+    """Assemble per-group (or whole-batch) reward results, in row order, into a ScoredRollout."""
+    shape = (rollout.num_prompts, rollout.group_size)
+    total = [t for part in parts for t in part.total]
+    names = list(parts[0].components)
     components = {
-        name: torch.tensor([math.nan if v is None else v for v in values], dtype=torch.float32).view(shape)
-        for name, values in result.components.items()
+        name: torch.tensor([math.nan if v is None else v for part in parts for v in part.components[name]]).view(shape)
+        for name in names
     }
     return ScoredRollout(
         rollout=rollout,
-        rewards=torch.tensor(result.total, dtype=torch.float32).view(shape),
-        reward_components=components,
-        reward_seconds=result.seconds,
+        rewards=torch.tensor(total, dtype=torch.float32).view(shape),
+        reward_components={k: v.float() for k, v in components.items()},
+        reward_seconds={name: sum(part.seconds[name] for part in parts) for name in names},
     )
 
 

@@ -21,14 +21,14 @@ from rlvr.config_loading import load_config
 from rlvr.errors import UserError
 from rlvr.evaluate import EvalResult, evaluate_accuracy
 from rlvr.optim import build_optimizer
-from rlvr.records import Rollout, TrainBatch
+from rlvr.records import Rollout, ScoredRollout, TrainBatch
 from rlvr.rewards import workers as reward_workers
 from rlvr.rollout import SamplingParams, rollout
 from rlvr.train import checkpoint as ckpt
 from rlvr.train.metrics import step_metrics
 from rlvr.train.prompts import PromptStream
 from rlvr.train.build import build_parts
-from rlvr.train.step import compute_advantages, make_batch, policy_update, score_rollout
+from rlvr.train.step import compute_advantages, make_batch, policy_update, sample_and_score, score_rollout
 
 
 class Stopwatch:
@@ -91,10 +91,8 @@ class Trainer:
     def step(self) -> dict[str, float]:
         """One GRPO iteration: the five steps of seed 000."""
         clock = Stopwatch()
-        with clock("rollout"):
-            group = self.sample(self.prompts.next_batch())  # 1. sample G completions per prompt
-        with clock("rewards"):
-            scored = score_rollout(group, self.parts.rewards)  # 2. verifiable rewards
+        with clock("rollout"):  # 1. sample G completions per prompt, 2. verifiable rewards (overlapped)
+            scored = self.sample_and_score(self.prompts.next_batch())
         advantages = compute_advantages(scored.rewards, self.config.algorithm)  # 3. group-relative advantages
         with clock("logprobs"):
             batch = self.attach_logprobs(scored, advantages)  # 4. log π_old (μ > 1), log π_ref (β > 0)
@@ -107,6 +105,15 @@ class Trainer:
         verifier = reward_workers.stats()  # cumulative: a rising count means answers that hit the time bound
         metrics["verifier/timeouts"], metrics["verifier/failures"] = verifier.timeouts, verifier.failures
         return metrics
+
+    def sample_and_score(self, positions: list[int]) -> ScoredRollout:
+        """Steps 1 and 2: each group is scored as soon as it has finished decoding (overlap_rewards),
+        or the whole batch once decoding is done."""
+        if not self.config.sampling.overlap_rewards:
+            return score_rollout(self.sample(positions), self.parts.rewards)
+        examples = [self.parts.train.examples[i] for i in positions]
+        sample = lambda on_group_done: self.sample(positions, on_group_done)  # noqa: E731
+        return sample_and_score(sample, examples, self.config.sampling.group_size, self.parts.rewards)
 
     def attach_logprobs(self, scored, advantages) -> TrainBatch:
         c = self.config
@@ -130,7 +137,7 @@ class Trainer:
         if self.reference is not None and k and self.step_count % k == 0:
             self.reference.load_state_dict(self.policy.state_dict())
 
-    def sample(self, positions: list[int]) -> Rollout:
+    def sample(self, positions: list[int], on_group_done=None) -> Rollout:
         """G completions for each training prompt at `positions`, seeded by (seed, step)."""
         s, train = self.config.sampling, self.parts.train
         generator = torch.Generator().manual_seed(self.config.seed * 1_000_003 + self.step_count)
@@ -138,7 +145,7 @@ class Trainer:
         out = rollout(
             self.policy, self.tokenizer, [train.examples[i] for i in positions], [train.texts[i] for i in positions], s.group_size,
             SamplingParams(s.max_new_tokens, s.temperature, s.top_p, s.top_k),
-            generator=generator, add_special_tokens=self.parts.add_special_tokens,
+            generator=generator, add_special_tokens=self.parts.add_special_tokens, on_group_done=on_group_done,
         )
         self.policy.train()
         return out

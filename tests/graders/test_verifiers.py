@@ -127,3 +127,13 @@ def test_code_grader_mode_all_and_bad_mode():
     assert build_grader({"type": "code", "mode": "all"}).grade([completion], [{"tests": tests}])[0].reward == 0.0
     with pytest.raises(UserError, match="field 'mode' is 'most'"):
         build_grader({"type": "code", "mode": "most"})
+
+
+def test_python_grader_reasons_say_what_happened():
+    pytest.importorskip("rlvr.graders.python_grader")
+    from rlvr.graders import load_grader
+
+    source = "def grade(sample, item):\n    return 1.0 if sample['output_text'] == item['answer'] else 1 / 0\n"
+    results = load_grader({"type": "python", "source": source}).grade(["7", "8"], [{"answer": "7"}, {"answer": "7"}])
+    assert [r.reward for r in results] == [1.0, 0.0]
+    assert "ZeroDivisionError" in results[1].reason

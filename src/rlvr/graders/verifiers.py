@@ -14,7 +14,9 @@ with a reason instead of stopping the whole batch.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, ClassVar
@@ -207,34 +209,29 @@ def _code_module(name: str) -> ModuleType:
 
 @dataclass(frozen=True)
 class PythonGrader:
-    """A user's ``grade(sample, item)`` from ``source``, run by `rlvr.graders.python_grader` in its sandbox."""
+    """A user's ``grade(sample, item)`` from ``source``, run by `rlvr.graders.python_grader` in its
+    sandbox, one fresh process per row (a few rows at a time); the reason says what went wrong."""
 
     REQUIRED: ClassVar[tuple[str, ...]] = ("source",)
     OPTIONAL: ClassVar[tuple[str, ...]] = ()
 
     name: str
-    reward_fn: Callable[..., list[float | None]]
+    source: str
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any], name: str) -> PythonGrader:
         source = get_str(spec, "source", f"grader '{name}'")
         try:
-            from rlvr.graders.python_grader import python_grader
+            from rlvr.graders import python_grader  # noqa: F401
         except ImportError as e:
             raise UserError(
                 f"grader '{name}': type 'python' needs rlvr.graders.python_grader, which this install lacks ({e})"
             ) from e
-        return cls(name, python_grader(source))
+        return cls(name, source)
 
     def grade(self, completions: list[str], items: list[Mapping[str, Any]]) -> list[GradeResult]:
-        n = len(completions)
-        columns = columns_from_items(list(items))
-        prompts = columns.get("prompt", [None] * n)
-        ids: list[list[int]] = [[] for _ in range(n)]  # token ids: the sandboxed grade() never sees them
-        rewards = self.reward_fn(prompts=prompts, completions=completions, completion_ids=ids, **columns)
-        return [
-            GradeResult(None, "the python grader did not score it")
-            if r is None
-            else GradeResult(float(r), f"python grade: {float(r):g}")
-            for r in rewards
-        ]
+        from rlvr.graders.python_grader import grade_in_sandbox
+
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="python-grader") as pool:
+            outcomes = list(pool.map(lambda pair: grade_in_sandbox(self.source, pair[0], dict(pair[1])), zip(completions, items)))
+        return [GradeResult(score, reason) for score, reason in outcomes]

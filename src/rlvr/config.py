@@ -160,6 +160,8 @@ class TrainConfig:
     """Evaluate the held-out prompts before training."""
     eval_after: bool = True
     """Evaluate the held-out prompts after training."""
+    eval_every: int = 0
+    """Also evaluate the held-out prompts every N steps, logged as eval/strict and eval/lenient (0 = never)."""
     eval_max_new_tokens: int | None = None
     """Completion budget at evaluation; None = sampling.max_new_tokens."""
     threads: int = 0

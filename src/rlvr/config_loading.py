@@ -206,6 +206,7 @@ def validate(config: TrainConfig) -> None:
         (config.data.train_size >= 1 and config.data.eval_size >= 1, "data.train_size and data.eval_size must be >= 1"),
         (config.rewards is None or len(config.rewards) > 0, "rewards must list at least one reward (or be null for the task's defaults)"),
         (config.save_every >= 0 and config.sample_every >= 0, "save_every and sample_every must be >= 0"),
+        (config.eval_every >= 0, "eval_every must be >= 0"),
     ]
     for ok, message in checks:
         if not ok:

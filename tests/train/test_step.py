@@ -174,3 +174,11 @@ def test_generate_reports_every_group_once():
     assert sorted(p for p, _ in seen) == [0, 1, 2]
     for p, lengths in seen:
         assert lengths == out.completion_mask[p * 3:(p + 1) * 3].sum(-1).tolist()
+
+
+def test_eval_every_logs_held_out_accuracy(tmp_path):
+    trainer = Trainer(tiny_config(tmp_path, "eval_every=2", "eval_before=false", "eval_after=false", steps=4))
+    trainer.train()
+    lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert ["eval/strict" in x for x in lines] == [False, True, False, True]
+    assert 0.0 <= lines[1]["eval/strict"] <= lines[1]["eval/lenient"] <= 1.0

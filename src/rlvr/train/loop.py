@@ -58,6 +58,15 @@ def _eval(trainer: "Trainer", name: str) -> dict | None:
     return record
 
 
+def _periodic_eval(trainer: "Trainer") -> dict[str, float]:
+    """Held-out accuracy during training, for the metrics log (summary.json keeps before/after)."""
+    result = trainer.evaluate()
+    if result is None:
+        return {}
+    tqdm.write(f"  step {trainer.step_count} held-out: strict {result.strict}   lenient {result.lenient}")
+    return {"eval/strict": result.strict.mean, "eval/lenient": result.lenient.mean}
+
+
 def _show_samples(trainer: "Trainer", step: int, k: int = 4) -> None:
     batch = trainer.last_batch
     r = batch.rollout
@@ -100,6 +109,8 @@ def run_training(trainer: "Trainer", on_step_end: Callable[["Trainer", dict], No
                 step_before = trainer.step_count
                 try:
                     metrics = trainer.step()
+                    if c.eval_every and trainer.step_count % c.eval_every == 0:
+                        metrics.update(_periodic_eval(trainer))
                 except UserError:
                     if trainer.step_count == step_before and step_before > 0:
                         path = trainer.save()  # the weights are those of the last finished step

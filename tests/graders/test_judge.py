@@ -45,7 +45,8 @@ def test_score_model_sends_rendered_messages_and_clamps(fake_judge):
     assert [r.reward for r in results] == [7.0, 10.0, None]
     assert results[1].reason == "judge score 10 (clamped from 12)"
     assert "no score" in results[2].reason and "'no idea'" in results[2].reason
-    headers, body = fake_judge.requests[0]
+    # requests run concurrently, so find the one for the first completion rather than the first to arrive
+    headers, body = next((h, b) for h, b in fake_judge.requests if graded_text(b) == "4")
     assert body["model"] == "tiny-judge" and body["temperature"] == 0.0
     assert body["messages"][0] == MESSAGES[0]
     assert body["messages"][1]["content"] == "Answer: 4\nReference: 4"

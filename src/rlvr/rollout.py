@@ -108,15 +108,7 @@ def generate(
     """
     device = next(model.parameters()).device
     prompt_ids, prompt_mask = left_pad(prompts, pad_id)
-    ids, mask = prompt_ids.to(device), prompt_mask.to(device)
-    cache = DynamicCache()
-    out = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), past_key_values=cache, use_cache=True, logits_to_keep=1)
-    cache = out.past_key_values
-    cache.batch_repeat_interleave(group_size)
-    logits = out.logits[:, -1].repeat_interleave(group_size, 0)
-    attention = mask.repeat_interleave(group_size, 0)
-    next_pos = mask.long().sum(-1).repeat_interleave(group_size, 0)
-
+    cache, logits, attention, next_pos = _prefill(model, prompt_ids.to(device), prompt_mask.to(device), group_size)
     n = len(prompts) * group_size
     completion_ids = torch.full((n, params.max_new_tokens), pad_id, dtype=torch.long)
     logprobs = torch.zeros((n, params.max_new_tokens))
@@ -124,12 +116,7 @@ def generate(
     finished = torch.zeros(n, dtype=torch.bool)
     active = torch.arange(n)
     stop = torch.tensor(stop_ids, device=device)
-    unfinished = [group_size] * len(prompts)
-
-    def report(p: int) -> None:
-        rows = slice(p * group_size, (p + 1) * group_size)
-        on_group_done(p, completion_ids[rows].clone(), lengths[rows].clone())
-
+    groups = _GroupTracker(len(prompts), group_size, completion_ids, lengths, on_group_done)
     for t in range(params.max_new_tokens):
         token, token_logprob = sample_next(logits, params, generator)
         completion_ids[active, t] = token.cpu()
@@ -137,11 +124,7 @@ def generate(
         lengths[active] += 1
         done = torch.isin(token, stop)
         finished[active[done.cpu()]] = True
-        if on_group_done is not None:
-            for row in active[done.cpu()].tolist():
-                unfinished[row // group_size] -= 1
-                if unfinished[row // group_size] == 0:
-                    report(row // group_size)
+        groups.finished(active[done.cpu()].tolist())
         if t == params.max_new_tokens - 1 or bool(done.all()):
             break
         if bool(done.any()):
@@ -154,10 +137,7 @@ def generate(
         logits = out.logits[:, -1]
         next_pos = next_pos + 1
 
-    if on_group_done is not None:
-        for p, left in enumerate(unfinished):
-            if left > 0:
-                report(p)
+    groups.report_the_rest()
     width = int(lengths.max()) if n else 0
     completion_mask = torch.arange(width)[None, :] < lengths[:, None]
     return Completions(
@@ -168,6 +148,40 @@ def generate(
         logprobs=logprobs[:, :width] * completion_mask,
         truncated=~finished,
     )
+
+
+def _prefill(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, group_size: int):
+    """Run the P prompts once, then repeat their cache G times: (cache, logits [N, V], attention [N, Lp], next position [N])."""
+    out = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), past_key_values=DynamicCache(),
+                use_cache=True, logits_to_keep=1)
+    cache = out.past_key_values
+    cache.batch_repeat_interleave(group_size)
+    logits = out.logits[:, -1].repeat_interleave(group_size, 0)
+    return cache, logits, mask.repeat_interleave(group_size, 0), mask.long().sum(-1).repeat_interleave(group_size, 0)
+
+
+class _GroupTracker:
+    """Counts each group's unfinished completions and hands a group over the moment it completes."""
+
+    def __init__(self, num_prompts: int, group_size: int, ids: torch.Tensor, lengths: torch.Tensor, callback) -> None:
+        self.left, self.g, self.ids, self.lengths, self.callback = [group_size] * num_prompts, group_size, ids, lengths, callback
+
+    def finished(self, rows: list[int]) -> None:
+        for row in rows:
+            self.left[row // self.g] -= 1
+            if self.left[row // self.g] == 0:
+                self._report(row // self.g)
+
+    def report_the_rest(self) -> None:
+        """Groups with completions cut at max_new_tokens."""
+        for p, left in enumerate(self.left):
+            if left > 0:
+                self._report(p)
+
+    def _report(self, p: int) -> None:
+        if self.callback is not None:
+            rows = slice(p * self.g, (p + 1) * self.g)
+            self.callback(p, self.ids[rows].clone(), self.lengths[rows].clone())
 
 
 def rollout(

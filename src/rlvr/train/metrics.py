@@ -38,8 +38,9 @@ def step_metrics(batch: TrainBatch, updates: list[dict[str, float]], seconds: di
     m["truncation_rate"] = float(rollout.truncated.float().mean())
     first = updates[0]
     m["entropy"] = first["entropy"]
-    for key in ("loss", "kl", "clip_low_fraction", "clip_high_fraction", "grad_norm", "lr"):
-        m[key] = sum(u[key] for u in updates) / len(updates) if key not in ("lr",) else first[key]
+    m["lr"] = first["lr"]  # the rate of the step's first update; the others are averaged over the μ updates
+    for key in ("loss", "kl", "clip_low_fraction", "clip_high_fraction", "grad_norm"):
+        m[key] = sum(u[key] for u in updates) / len(updates)
     for key, value in seconds.items():
         m[f"time/{key}"] = value
     m["step_seconds"] = sum(seconds.values())

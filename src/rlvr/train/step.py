@@ -70,13 +70,13 @@ def _scored(rollout: Rollout, parts: list[RewardResult]) -> ScoredRollout:
     total = [t for part in parts for t in part.total]
     names = list(parts[0].components)
     components = {
-        name: torch.tensor([math.nan if v is None else v for part in parts for v in part.components[name]]).view(shape)
+        name: torch.tensor([math.nan if v is None else v for part in parts for v in part.components[name]], dtype=torch.float32).view(shape)
         for name in names
     }
     return ScoredRollout(
         rollout=rollout,
         rewards=torch.tensor(total, dtype=torch.float32).view(shape),
-        reward_components={k: v.float() for k, v in components.items()},
+        reward_components=components,
         reward_seconds={name: sum(part.seconds[name] for part in parts) for name in names},
     )
 

@@ -168,6 +168,54 @@ class TrainConfig:
     """CPU threads for torch (0 = all cores)."""
 
 
+@dataclass
+class EvalConfig:
+    """`rlvr eval`: sample n completions per benchmark problem and score them (rlvr/evaluate/)."""
+
+    model: str = "smollm2"
+    """`tiny`, `smollm2`, a .gguf file, a model directory (a checkpoint) or a hub id."""
+    data: str = "gsm8k"
+    """A benchmark (gsm8k, math500, aime24, humaneval), a built-in task, or a .jsonl/.parquet file."""
+    data_dir: str | None = None
+    """Folder holding local copies of the benchmarks (<dir>/gsm8k/test.jsonl, ...); None = the public datasets."""
+    limit: int | None = None
+    """Evaluate the first N problems only; None = all. Raising it later resumes into the same output."""
+    samples: int = 16
+    """n: completions sampled per problem (DeepSeek-R1 reports 64)."""
+    k: list[int] | None = None
+    """k values for pass@k and maj@k; None = those of 1, 4, 16, 64 that are <= samples."""
+    temperature: float = 0.6
+    """Sampling temperature (DeepSeek-R1's evaluation setting)."""
+    top_p: float = 0.95
+    """Nucleus sampling mass (DeepSeek-R1's evaluation setting)."""
+    max_new_tokens: int | None = None
+    """Completion budget; None = the benchmark's default."""
+    template: str | None = None
+    """Prompt template (chat, plain, r1_zero or a string with {prompt}); None = the benchmark's default."""
+    system_prompt: str | None = None
+    """Optional system prompt."""
+    greedy: bool = True
+    """Also decode one greedy completion per problem (greedy pass@1)."""
+    reward_model: str | None = None
+    """A trained reward model directory (`rlvr rm`) that picks the best of N."""
+    process_reward_model: str | None = None
+    """A process reward model directory: a completion's score is the product of its steps' probabilities."""
+    budgets: list[int] | None = None
+    """Token budgets for the accuracy-vs-thinking-length curve; None = powers of two up to max_new_tokens."""
+    batch_size: int = 64
+    """Completions decoded together; problems are taken in fixed chunks of batch_size // samples."""
+    seed: int = 0
+    """Seeds sampling (and the rows of built-in tasks)."""
+    difficulty: int = 1
+    """Difficulty level of a built-in task."""
+    output_dir: str = "runs/eval"
+    """Where summary.json, samples.jsonl, report.md and curves.png go."""
+    cache_dir: str = "~/.cache/rlvr"
+    """Where converted model checkpoints are cached."""
+    threads: int = 0
+    """CPU threads for torch (0 = all cores)."""
+
+
 # Presets are sets of independent settings, never branches in the loss (STYLE.md).
 PRESETS: dict[str, dict[str, Any]] = {
     # The seeds' formula: population std, per-sequence 1/|o_i| mean, β = 0.04, ε = 0.2.

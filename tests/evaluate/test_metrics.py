@@ -6,7 +6,7 @@ from math import comb
 
 import pytest
 
-from rlvr.evaluate import maj_at_k, pass_at_k
+from rlvr.evaluate import best_of_n, maj_at_k, pass_at_k
 
 
 @pytest.mark.parametrize("n", range(1, 8))
@@ -54,3 +54,34 @@ def test_maj_at_k_edge_cases():
         maj_at_k(["7", "7"], [True, False])  # one answer cannot be both right and wrong
     with pytest.raises(ValueError):
         maj_at_k(["7"], [True], k=2)
+
+
+def _best_of_n_by_enumeration(scores, correct, n):
+    """Every n-subset, ties at the top split evenly: the definition, slowly."""
+    total = 0.0
+    subsets = list(itertools.combinations(range(len(scores)), n))
+    for subset in subsets:
+        top = max(scores[i] for i in subset)
+        tied = [i for i in subset if scores[i] == top]
+        total += sum(correct[i] for i in tied) / len(tied)
+    return total / len(subsets)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_best_of_n_equals_enumeration_with_ties(seed):
+    rng = random.Random(seed)
+    size = rng.randint(1, 8)
+    scores = [float(rng.randint(0, 3)) for _ in range(size)]  # few levels: many ties
+    correct = [rng.random() < 0.5 for _ in range(size)]
+    for n in range(1, size + 1):
+        assert best_of_n(scores, correct, n) == pytest.approx(_best_of_n_by_enumeration(scores, correct, n), abs=1e-12)
+
+
+def test_best_of_n_extremes_match_mean_and_oracle_ordering():
+    scores, correct = [0.3, 0.9, 0.1, 0.7], [True, False, False, True]
+    assert best_of_n(scores, correct, 1) == pytest.approx(0.5)  # one draw: mean accuracy
+    assert best_of_n(scores, correct, 4) == 0.0  # all drawn: the top-scored (0.9) is wrong
+    perfect = [float(c) for c in correct]  # a selector that knows the verdict is the oracle: pass@n
+    for n in range(1, 5):
+        assert best_of_n(perfect, correct, n) == pytest.approx(pass_at_k(4, 2, n))
+    assert best_of_n([float("nan"), 0.0], [True, False], 2) == 0.0  # NaN ranks last

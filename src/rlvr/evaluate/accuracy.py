@@ -41,6 +41,23 @@ def wilson_interval(correct: int, total: int, z: float = Z95) -> Interval:
     return Interval(p, max(0.0, centre - half), min(1.0, centre + half))
 
 
+def mean_interval(values: list[float], z: float = Z95) -> Interval:
+    """Mean of per-problem scores in [0, 1] with a 95% normal interval (problems are the sampled units).
+
+    Used for pass@1 averaged over n samples per problem: each problem contributes its own mean,
+    so the interval reflects problem-to-problem spread, not the n samples as if independent.
+
+    >>> i = mean_interval([0.0, 0.5, 1.0, 0.5]); (i.mean, round(i.low, 3), round(i.high, 3))
+    (0.5, 0.1, 0.9)
+    """
+    if not values:
+        return Interval(math.nan, math.nan, math.nan)
+    t = torch.tensor(values, dtype=torch.float64)
+    mean = float(t.mean())
+    half = z * float(t.std(correction=1)) / math.sqrt(len(values)) if len(values) > 1 else math.inf
+    return Interval(mean, max(0.0, mean - half), min(1.0, mean + half))
+
+
 def paired_gain_interval(before: list[float], after: list[float], z: float = Z95) -> Interval:
     """Mean of after − before over the same problems, with a 95% interval.
 

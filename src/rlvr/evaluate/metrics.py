@@ -8,6 +8,7 @@ never through factorials, so n in the thousands is exact to float precision.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Hashable, Sequence
 
@@ -64,3 +65,36 @@ def maj_at_k(answers: Sequence[Hashable | None], correct: Sequence[bool], k: int
     top = max(votes.values())
     winners = [a for a, count in votes.items() if count == top]
     return sum(verdict[a] for a in winners) / len(winners)
+
+
+def best_of_n(scores: Sequence[float], correct: Sequence[bool | float], n: int) -> float:
+    """Expected accuracy of best-of-n: draw n of the samples without replacement, keep the top-scored one.
+
+    `scores[i]` is what the selector (a reward or process-reward model) gave sample i, `correct[i]`
+    its verdict. Like pass@k this is the exact expectation over all C(len, n) draws, not one draw:
+    the top draw falls in score level L when it avoids every sample scored above L and includes
+    at least one at L; ties within a level are broken uniformly at random. NaN scores rank last.
+
+    >>> best_of_n([0.9, 0.1, 0.5], [False, True, True], 1)   # one draw: plain mean accuracy
+    0.6666666666666666
+    >>> best_of_n([0.9, 0.1, 0.5], [False, True, True], 3)   # all three: the top one is wrong
+    0.0
+    >>> best_of_n([0.9, 0.1, 0.5], [False, True, True], 2)   # pairs {0,1}, {0,2} wrong; {1,2} right
+    0.3333333333333333
+    """
+    total = len(scores)
+    if len(correct) != total:
+        raise ValueError("scores and correct must have the same length")
+    if not 1 <= n <= total:
+        raise ValueError(f"best-of-n needs 1 <= n <= {total}, got {n}")
+    levels: dict[float, list[float]] = {}
+    for score, ok in zip(scores, correct):
+        levels.setdefault(-math.inf if math.isnan(score) else score, []).append(float(ok))
+    draws = math.comb(total, n)
+    above, expected = 0, 0.0
+    for level in sorted(levels, reverse=True):
+        members = levels[level]
+        top_here = math.comb(total - above, n) - math.comb(total - above - len(members), n)
+        expected += (sum(members) / len(members)) * (top_here / draws)
+        above += len(members)
+    return expected

@@ -13,7 +13,9 @@ Two kinds of tests, picked by the dataset's columns:
   results cannot pass. Each assertion is counted.
 
 The reward is the fraction of cases (or assertions) passed, or 1/0 with ``mode="all"``
-(`code_tests_all`). A completion without a code block scores 0.0; an infrastructure failure (the
+(`code_tests_all`). An optional `code_prefix` column (HumanEval's prompt: imports, helpers and the
+signature) runs before the completion's block; with ``extraction="lenient"``
+(`code_continuation_all`) a completion without a block is read as the continuation of that prefix. A completion without a code block scores 0.0; an infrastructure failure (the
 sandbox could not start, the test code itself is broken) gives None, never a silent 0.
 """
 
@@ -33,6 +35,7 @@ from rlvr.sandbox import Limits, run_python
 from rlvr.sandbox.calls import run_function_tests
 
 MODES = ("fraction", "all")
+EXTRACTIONS = ("strict", "lenient")
 
 _FENCE = re.compile(r"[ \t]*```[ \t]*([\w+-]*)")
 _PYTHON_TAGS = ("", "python", "python3", "py")
@@ -111,6 +114,8 @@ def code_tests(
     entry_point: Sequence[str | None] | None = None,
     mode: str = "fraction",
     limits: Limits | None = None,
+    code_prefix: Sequence[str | None] | None = None,
+    extraction: str = "strict",
     **kwargs: Any,
 ) -> list[float | None]:
     """Reward each completion's last code block by the dataset's tests, run in the sandbox.
@@ -126,19 +131,41 @@ def code_tests(
     """
     if mode not in MODES:
         raise UserError(f"code_tests mode {mode!r} is not one of {MODES}")
+    if extraction not in EXTRACTIONS:
+        raise UserError(f"code_tests extraction {extraction!r} is not one of {EXTRACTIONS}")
     if tests is None and test is None:
         raise UserError("code_tests needs a `tests` column (stdin/stdout cases) or `test` + "
                         "`entry_point` columns (HumanEval format) in the dataset")
     rows = [_row(i, tests, test, entry_point) for i in range(len(completions))]
     chosen = limits or Limits()
-    texts = [completion_text(c) for c in completions]
+    prefixes = list(code_prefix) if code_prefix is not None else [None] * len(completions)
+    programs = [program(completion_text(c), prefix or "", extraction) for c, prefix in zip(completions, prefixes, strict=True)]
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        return list(pool.map(lambda args: _score(*args, mode, chosen), zip(texts, rows)))
+        return list(pool.map(lambda args: _score(*args, mode, chosen), zip(programs, rows)))
 
 
 def code_tests_all(completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
     """`code_tests` with mode "all": 1.0 only when every test passes, else 0.0."""
     return code_tests(completions, **{**kwargs, "mode": "all"})
+
+
+def code_continuation_all(completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
+    """`code_tests_all` that also reads a completion without a code block as the prefix's continuation."""
+    return code_tests(completions, **{**kwargs, "mode": "all", "extraction": "lenient"})
+
+
+def program(text: str, prefix: str, extraction: str = "strict") -> str | None:
+    r"""The code a completion stands for: `prefix`, then its last block; None when there is none.
+
+    >>> program("```python\ndef f():\n    return 1\n```", "import os\n")
+    'import os\n\ndef f():\n    return 1\n'
+    >>> program("    return 1\n", "def f():\n", "lenient"), program("    return 1\n", "def f():\n")
+    ('def f():\n    return 1\n', None)
+    """
+    block = extract_code(text)
+    if block is not None:
+        return f"{prefix}\n{block}" if prefix else block
+    return f"{prefix}{text}" if extraction == "lenient" and prefix else None
 
 
 def _row(i: int, tests: Sequence[Any] | None, test: Sequence[str | None] | None,
@@ -173,10 +200,9 @@ def _cases(cases: Any) -> list[dict[str, str]]:
     return cases
 
 
-def _score(text: str, row: dict[str, Any], mode: str, limits: Limits) -> float | None:
+def _score(code: str | None, row: dict[str, Any], mode: str, limits: Limits) -> float | None:
     if not row:
         return None
-    code = extract_code(text)
     if code is None:
         return 0.0
     if "cases" in row:

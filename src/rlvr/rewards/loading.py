@@ -27,6 +27,7 @@ from types import ModuleType
 from typing import Any
 
 from rlvr.errors import UserError
+from rlvr.rewards.code import code_continuation_all, code_tests, code_tests_all
 from rlvr.rewards.countdown import countdown
 from rlvr.rewards.format import boxed_format, soft_think_answer_format, think_answer_format
 from rlvr.rewards.language import language_consistency
@@ -44,6 +45,9 @@ BUILTIN_REWARDS: dict[str, Callable[..., list[float | None]]] = {
     "sudoku": sudoku,
     "language_consistency": language_consistency,
     "overlong_penalty": overlong_penalty,
+    "code_tests": code_tests,
+    "code_tests_all": code_tests_all,
+    "code_continuation_all": code_continuation_all,
 }
 # Filled in by the caller on every call, never bound as parameters.
 TRL_ARGUMENTS = ("prompts", "completions", "completion_ids")

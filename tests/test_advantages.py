@@ -6,7 +6,7 @@ import random
 import pytest
 import torch
 
-from rlvr.advantages import group_advantages, group_baseline, reward_std, zero_variance_groups
+from rlvr.advantages import group_advantages, group_baseline, process_advantages, reward_std, zero_variance_groups
 
 
 def test_seed_000_worked_example():
@@ -121,3 +121,38 @@ def test_bad_inputs_raise():
         group_advantages(torch.zeros(2, 4), scale="whatever")
     with pytest.raises(ValueError):
         group_baseline(torch.zeros(2, 1), "leave_one_out")
+
+
+# ---- process supervision (seed 004 MATH ENTRY 4) ----
+
+
+def test_process_advantages_reproduce_seed_004_worked_example():
+    a = process_advantages([[0.5, -0.3, 0.8]], [[10, 20, 30]], 35, normalise=False)[0]
+    assert torch.allclose(a[:10], torch.full((10,), 1.0))  # tokens 1-10
+    assert torch.allclose(a[10:20], torch.full((10,), 0.5))  # tokens 11-20
+    assert torch.allclose(a[20:30], torch.full((10,), 0.8))  # tokens 21-30
+    assert torch.equal(a[30:], torch.zeros(5))  # after step 3
+
+
+def test_process_advantages_equal_a_token_by_token_return_to_go():
+    rewards = [[0.2, 0.9], [0.1], [0.7, 0.3, 0.5]]
+    ends = [[3, 8], [5], [2, 4, 9]]
+    a = process_advantages(rewards, ends, 10)
+    flat = torch.tensor([r for rs in rewards for r in rs])
+    normalised = ((flat - flat.mean()) / (flat.std(correction=0) + 1e-4)).tolist()
+    it = iter(normalised)
+    norm = [[next(it) for _ in rs] for rs in rewards]
+    for i in range(3):
+        for t in range(10):
+            expected = sum(r for r, e in zip(norm[i], ends[i]) if e > t)  # steps ending at or after token t+1
+            assert float(a[i, t]) == pytest.approx(expected, abs=1e-6)
+    assert sum(normalised) == pytest.approx(0.0, abs=1e-5)  # normalised over the group's steps
+
+
+def test_process_advantages_reject_bad_step_positions():
+    with pytest.raises(ValueError, match="increase"):
+        process_advantages([[1.0, 2.0]], [[5, 5]], 10)
+    with pytest.raises(ValueError, match="increase"):
+        process_advantages([[1.0]], [[11]], 10)
+    with pytest.raises(ValueError, match="one end position per step"):
+        process_advantages([[1.0, 2.0]], [[5]], 10)

@@ -94,3 +94,42 @@ def group_advantages(
     elif scale != "none":
         raise ValueError(f"unknown advantage scale {scale!r}; choose from {SCALES}")
     return centred.masked_fill(zero_variance_groups(rewards).unsqueeze(-1), 0.0)
+
+
+def process_advantages(
+    step_rewards: list[list[float]], step_ends: list[list[int]], num_tokens: int,
+    *, normalise: bool = True, eps: float = 1e-4,
+) -> torch.Tensor:
+    """Per-token advantages of one group under process supervision (DeepSeekMath Eq. 5; seed 004 MATH ENTRY 4).
+
+    Completion i has steps j with rewards `step_rewards[i][j]` ending at token `step_ends[i][j]`
+    (1-based: the step's last token, i.e. an exclusive 0-based end). The step rewards of the whole
+    group are normalised together, r̃ = (r − mean) / (std + eps) (population std; `normalise=False`
+    takes them as already normalised), and token t's advantage is the sum of r̃ over the steps
+    ending at or after t — a return-to-go of step rewards. Tokens after the last step get 0.
+
+    step_rewards, step_ends: G lists -> advantages [G, num_tokens]
+
+    Seed 004's worked example: steps ending at tokens 10, 20, 30 with r̃ = +0.5, −0.3, +0.8:
+
+    >>> a = process_advantages([[0.5, -0.3, 0.8]], [[10, 20, 30]], 32, normalise=False)[0]
+    >>> [round(float(a[t]), 6) for t in (0, 9, 10, 19, 20, 29, 30, 31)]  # tokens 1, 10, 11, 20, 21, 30, 31, 32
+    [1.0, 1.0, 0.5, 0.5, 0.8, 0.8, 0.0, 0.0]
+    """
+    if len(step_rewards) != len(step_ends):
+        raise ValueError("step_rewards and step_ends need one list per completion")
+    for rewards, ends in zip(step_rewards, step_ends):
+        if len(rewards) != len(ends):
+            raise ValueError("each completion needs one end position per step reward")
+        if any(b <= a for a, b in zip(ends, ends[1:])) or any(not 0 < e <= num_tokens for e in ends):
+            raise ValueError(f"step ends must increase within 1..{num_tokens}, got {ends}")
+    flat = torch.tensor([r for rewards in step_rewards for r in rewards], dtype=torch.float32)
+    if normalise and flat.numel() > 0:
+        flat = (flat - flat.mean()) / (flat.std(correction=0) + eps)
+    advantages = torch.zeros(len(step_rewards), num_tokens)
+    position = 0
+    for i, ends in enumerate(step_ends):
+        for end in ends:
+            advantages[i, :end] += flat[position]  # this step's reward reaches every token up to its end
+            position += 1
+    return advantages

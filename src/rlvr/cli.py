@@ -1,4 +1,4 @@
-"""Command line: `rlvr train …`, `rlvr eval …`, `rlvr grade …`. User mistakes print one line and exit 2; bugs keep their traceback."""
+"""Command line: `rlvr train …`, `rlvr eval …`, `rlvr grade …`, `rlvr rm …`. User mistakes print one line and exit 2; bugs keep their traceback."""
 
 from __future__ import annotations
 
@@ -70,12 +70,14 @@ def main(argv: list[str] | None = None) -> int:
     _train_parser(sub)
     from rlvr.evaluate.cli import add_eval_parser, run_eval_command
     from rlvr.graders.cli import add_grade_parser, run_grade
+    from rlvr.reward_models.cli import add_rm_parser, run_rm
 
     add_grade_parser(sub)
     add_eval_parser(sub)
+    add_rm_parser(sub)
     args = parser.parse_args(argv)
     try:
-        return {"train": train, "grade": run_grade, "eval": run_eval_command}[args.command](args)
+        return {"train": train, "grade": run_grade, "eval": run_eval_command, "rm": run_rm}[args.command](args)
     except UserError as e:
         print(f"rlvr: error: {e}", file=sys.stderr)
         return 2

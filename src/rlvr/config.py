@@ -247,3 +247,43 @@ PRESETS: dict[str, dict[str, Any]] = {
         },
     },
 }
+
+
+@dataclass
+class RewardModelConfig:
+    """`rlvr rm`: a Bradley–Terry reward model trained on preference pairs (rlvr/reward_models/)."""
+
+    model: str = "smollm2"
+    """Backbone: `tiny`, `smollm2`, a .gguf file, a local checkpoint directory or a hub id; a
+    one-output sequence-classification head is put on top (new, unless the checkpoint has one)."""
+    cache_dir: str = "~/.cache/rlvr"
+    """Where GGUF files are converted (once) into safetensors checkpoints."""
+    data: str = ""
+    """A .jsonl file of preference pairs: one {"prompt", "chosen", "rejected"} object per line."""
+    eval_fraction: float = 0.1
+    """Share of the pairs held out (picked by a seeded hash) to measure pairwise accuracy on."""
+    max_length: int = 512
+    """Tokens per prompt + completion; longer ones keep their last max_length tokens."""
+    batch_size: int = 8
+    """Preference pairs per optimizer step (2 · batch_size sequences per forward)."""
+    epochs: int = 1
+    """Passes over the training pairs (used when max_steps is 0)."""
+    max_steps: int = 0
+    """Optimizer steps; 0 = as many as `epochs` passes take."""
+    lr: float = 1e-5
+    """AdamW learning rate (constant)."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    max_grad_norm: float = 1.0
+    """Clip the global gradient norm (0 = off)."""
+    stats_completions: int = 1000
+    """Training completions (a seeded sample of chosen and rejected ones) scored at each checkpoint
+    for the mean and std that normalise the reward; 0 = all."""
+    seed: int = 0
+    """Seeds the new head, the held-out split, data order and the stats sample."""
+    output_dir: str = "runs/reward_model"
+    """Run directory: config.yaml, metrics.jsonl, checkpoints/, summary.json."""
+    save_every: int = 0
+    """Checkpoint every N steps (0 = only at the end)."""
+    threads: int = 0
+    """CPU threads for torch (0 = all cores)."""

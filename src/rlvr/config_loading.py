@@ -11,24 +11,19 @@ import difflib
 import types
 import typing
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 import yaml
 
 from rlvr.config import PRESETS, TrainConfig
 from rlvr.errors import UserError
 
+C = TypeVar("C")  # a config dataclass
+
 
 def load_config(path: str | Path | None = None, overrides: list[str] = (), **cli: Any) -> TrainConfig:
     """The effective config: defaults ← preset ← file ← overrides ← cli (`max_steps=…` etc.)."""
-    file_values: dict[str, Any] = _read_yaml(Path(path)) if path else {}
-    override_values: dict[str, Any] = {}
-    for item in overrides:
-        keys, value = parse_override(item)
-        _set_nested(override_values, keys, value)
-    for key, value in cli.items():
-        if value is not None:
-            _set_nested(override_values, key.split("."), value)
+    file_values, override_values = _layers(path, overrides, cli)
     preset = override_values.get("preset", file_values.get("preset", TrainConfig.preset))
     if preset not in PRESETS:
         raise UserError(f"unknown preset {preset!r}: choose from {sorted(PRESETS)}{_suggest(str(preset), PRESETS)}")
@@ -38,6 +33,26 @@ def load_config(path: str | Path | None = None, overrides: list[str] = (), **cli
     config = from_dict(TrainConfig, merged)
     validate(config)
     return config
+
+
+def load_dataclass_config(cls: type[C], path: str | Path | None = None, overrides: list[str] = (), **cli: Any) -> C:
+    """A config of another dataclass (no presets): defaults ← file ← overrides ← cli, every key and
+    type checked as for TrainConfig; checks across fields are the caller's."""
+    file_values, override_values = _layers(path, overrides, cli)
+    return from_dict(cls, _deep_merge(_deep_merge(dataclasses.asdict(cls()), file_values), override_values))
+
+
+def _layers(path: str | Path | None, overrides: list[str], cli: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the YAML file's values, the --set overrides merged with the cli's non-None values)."""
+    file_values: dict[str, Any] = _read_yaml(Path(path)) if path else {}
+    override_values: dict[str, Any] = {}
+    for item in overrides:
+        keys, value = parse_override(item)
+        _set_nested(override_values, keys, value)
+    for key, value in cli.items():
+        if value is not None:
+            _set_nested(override_values, key.split("."), value)
+    return file_values, override_values
 
 
 def parse_override(item: str) -> tuple[list[str], Any]:
@@ -58,12 +73,12 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     return key.strip().split("."), value
 
 
-def config_to_yaml(config: TrainConfig) -> str:
-    """The config as YAML, loadable again with `load_config`."""
+def config_to_yaml(config: Any) -> str:
+    """A config dataclass as YAML, loadable again with `load_config` (or `load_dataclass_config`)."""
     return yaml.safe_dump(_plain(dataclasses.asdict(config)), sort_keys=False)
 
 
-def save_config(config: TrainConfig, path: Path) -> None:
+def save_config(config: Any, path: Path) -> None:
     path.write_text(config_to_yaml(config))
 
 

@@ -18,6 +18,7 @@ import os
 import shutil
 import string
 from pathlib import Path
+from typing import Any
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -37,11 +38,16 @@ def load_model(name: str, cache_dir: str = "~/.cache/rlvr", seed: int = 0) -> tu
     """Resolve `name` to (model in fp32, tokenizer). See the module docstring for accepted names."""
     if name == "tiny":
         return build_tiny_model(seed)
+    return load_pretrained(resolve_model_path(name, cache_dir))
+
+
+def resolve_model_path(name: str, cache_dir: str = "~/.cache/rlvr") -> str:
+    """The checkpoint directory or hub id that `name` loads from (`smollm2` and `.gguf` files are converted once)."""
     if name == "smollm2":
         name = str(_smollm2_gguf_path())
     if name.endswith(".gguf"):
         name = str(convert_gguf(Path(name), Path(cache_dir).expanduser()))
-    return _load_pretrained(name)
+    return name
 
 
 def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
@@ -52,13 +58,17 @@ def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
     return ref
 
 
-def _load_pretrained(name: str) -> tuple[torch.nn.Module, PreTrainedTokenizerFast]:
+def load_pretrained(
+    name: str, auto_class: type = AutoModelForCausalLM, **model_kwargs: Any
+) -> tuple[torch.nn.Module, PreTrainedTokenizerFast]:
+    """`auto_class.from_pretrained(name)` in fp32 with its tokenizer (pad token set); a path that
+    does not exist or a model that cannot be loaded is a UserError."""
     local = Path(name).expanduser()
     if not local.exists() and (name.startswith((".", "/", "~")) or name.count("/") > 1):
         raise UserError(f"model path not found: {name} (give a checkpoint directory, a .gguf file, `smollm2` or `tiny`)")
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(local) if local.exists() else name)
-        model = AutoModelForCausalLM.from_pretrained(str(local) if local.exists() else name, dtype=torch.float32)
+        model = auto_class.from_pretrained(str(local) if local.exists() else name, dtype=torch.float32, **model_kwargs)
     except OSError as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UserError(f"could not load model {name!r}: {first} (check the name, or download it first when offline)") from None

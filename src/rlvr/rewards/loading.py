@@ -27,6 +27,7 @@ from types import ModuleType
 from typing import Any
 
 from rlvr.errors import UserError
+from rlvr.reward_models.reward import reward_model
 from rlvr.rewards.code import code_continuation_all, code_tests, code_tests_all
 from rlvr.rewards.countdown import countdown
 from rlvr.rewards.format import boxed_format, soft_think_answer_format, think_answer_format
@@ -45,6 +46,7 @@ BUILTIN_REWARDS: dict[str, Callable[..., list[float | None]]] = {
     "sudoku": sudoku,
     "language_consistency": language_consistency,
     "overlong_penalty": overlong_penalty,
+    "reward_model": reward_model,  # a trained reward model, normalised (rlvr.reward_models)
     "code_tests": code_tests,
     "code_tests_all": code_tests_all,
     "code_continuation_all": code_continuation_all,

@@ -15,7 +15,6 @@ from typing import Any
 
 import torch
 
-from rlvr.config import TrainConfig
 from rlvr.config_loading import save_config
 
 PREFIX = "step-"
@@ -50,11 +49,15 @@ def save_checkpoint(
     policy: torch.nn.Module,
     tokenizer: Any,
     trainer_state: dict[str, Any],
-    config: TrainConfig,
+    config: Any,
     reference: torch.nn.Module | None = None,
     keep: int = 2,
+    extra_files: dict[str, str] | None = None,
 ) -> Path:
-    """Write step `step` atomically; keep only the newest `keep` checkpoints (0 = all)."""
+    """Write step `step` atomically; keep only the newest `keep` checkpoints (0 = all).
+
+    `config` is any config dataclass; `extra_files` maps paths inside the checkpoint to text
+    written before the rename, so they are as whole as the weights (e.g. "model/stats.json")."""
     root = checkpoint_dir(run_dir)
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"{PREFIX}{step:06d}"
@@ -68,6 +71,8 @@ def save_checkpoint(
         reference.save_pretrained(tmp / "reference")
     torch.save({**trainer_state, "rng": rng_state()}, tmp / "trainer.pt")
     save_config(config, tmp / "config.yaml")
+    for name, text in (extra_files or {}).items():
+        (tmp / name).write_text(text)
     os.replace(tmp, final)
     _prune(root, keep)
     return final

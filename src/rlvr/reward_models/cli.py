@@ -1,0 +1,46 @@
+"""``rlvr rm --data pairs.jsonl [--model tiny|smollm2|DIR] [--config FILE] [--set KEY=VALUE] [--output-dir DIR]``."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_rm_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add ``rm`` to the ``rlvr`` command's subparsers; run it with `run_rm`."""
+    p = subparsers.add_parser("rm", help="train a Bradley–Terry reward model on preference pairs (prompt, chosen, rejected)")
+    p.add_argument("--data", help="a .jsonl file, one {\"prompt\", \"chosen\", \"rejected\"} object per line")
+    p.add_argument("--model", help="backbone: tiny, smollm2, a .gguf file or a checkpoint directory (default: smollm2)")
+    p.add_argument("--config", help="YAML file of RewardModelConfig settings")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one setting, e.g. --set lr=1e-4 (repeatable)")
+    p.add_argument("--output-dir", help="run directory (default: runs/reward_model)")
+    p.add_argument("--max-steps", type=int, help="optimizer steps (default: one epoch)")
+    return p
+
+
+def run_rm(args: argparse.Namespace) -> int:
+    # heavy imports only once the arguments are known to be sound
+    import transformers
+
+    from rlvr.config import RewardModelConfig
+    from rlvr.config_loading import load_dataclass_config
+    from rlvr.reward_models.train import train_reward_model
+
+    config = load_dataclass_config(
+        RewardModelConfig, args.config, args.overrides,
+        data=args.data, model=args.model, output_dir=args.output_dir, max_steps=args.max_steps,
+    )
+    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
+    summary = train_reward_model(config)
+    print(f"\nrun directory: {summary['run_dir']}   ({summary['steps']} steps, {summary['train_pairs']} training pairs)")
+    for block in ("before", "after"):
+        if summary[block]:
+            a = summary[block]["pairwise_accuracy"]
+            print(f"  {block:6s} held-out pairwise accuracy {100 * a['mean']:.1f}% [{100 * a['low']:.1f}, {100 * a['high']:.1f}]"
+                  f"   (n={summary[block]['n']}, 95% Wilson interval)")
+    if not summary["before"]:
+        print("  no held-out pairs (eval_fraction = 0): accuracy not measured")
+    print(f"  use it in GRPO: rewards: [{{name: reward_model, params: {{path: {summary['run_dir']}}}}}]")
+    return 0
+

@@ -1,0 +1,115 @@
+"""A reward model: a language model with a one-output sequence-classification head.
+
+The score of (prompt, completion) is the head's output at the last real token of the rendered
+conversation (transformers' `*ForSequenceClassification` pools the rightmost token that is not
+the pad token, so `config.pad_token_id` must be set; sequences here are right-padded).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from transformers import AutoModelForSequenceClassification, LlamaForSequenceClassification, PreTrainedTokenizerBase
+
+from rlvr.data.templates import render_prompt
+from rlvr.models import build_tiny_model, load_pretrained, resolve_model_path
+from rlvr.reward_models.pairs import Prompt
+
+
+def load_reward_model(name: str, cache_dir: str = "~/.cache/rlvr", seed: int = 0) -> tuple[torch.nn.Module, PreTrainedTokenizerBase]:
+    """(one-output classifier in fp32, tokenizer) from the names `rlvr.models.load_model` takes.
+
+    A backbone without a classification head gets a new one, initialised under `seed`; a
+    checkpoint written by `rlvr rm` keeps its trained head.
+    """
+    if name == "tiny":
+        return build_tiny_reward_model(seed)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model, tokenizer = load_pretrained(resolve_model_path(name, cache_dir), AutoModelForSequenceClassification, num_labels=1)
+    model.config.pad_token_id = tokenizer.pad_token_id
+    return model, tokenizer
+
+
+def build_tiny_reward_model(seed: int = 0) -> tuple[LlamaForSequenceClassification, PreTrainedTokenizerBase]:
+    """The tiny random Llama of `rlvr.models.build_tiny_model(seed)` (same backbone weights) with a
+    one-output head: for tests and smoke runs, no download."""
+    policy, tokenizer = build_tiny_model(seed)
+    config = copy.deepcopy(policy.config)
+    config.num_labels = 1
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = LlamaForSequenceClassification(config)
+    model.model.load_state_dict(policy.model.state_dict())
+    model.config.pad_token_id = tokenizer.pad_token_id
+    return model.float(), tokenizer
+
+
+def conversation_text(tokenizer: Any, prompt: Prompt, completion: str) -> str:
+    """The text the reward model reads: prompt and completion as a conversation through the
+    tokenizer's chat template, or (no template) the prompt's text followed by the completion.
+
+    >>> _, tok = build_tiny_reward_model()
+    >>> conversation_text(tok, "2+2?", "4")
+    '<|im_start|>user\\n2+2?<|im_end|>\\n<|im_start|>assistant\\n4<|im_end|>\\n'
+    """
+    if not getattr(tokenizer, "chat_template", None):
+        return render_prompt(prompt, template="plain") + completion
+    messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+    return tokenizer.apply_chat_template([*messages, {"role": "assistant", "content": completion}], tokenize=False)
+
+
+def encode(
+    tokenizer: Any, prompts: Sequence[Prompt], completions: Sequence[str], max_length: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """N conversations -> input_ids [N, T], attention_mask [N, T], right-padded with the pad token.
+
+    A conversation longer than `max_length` keeps its last `max_length` tokens: the end of the
+    completion is what the head reads. A chat template writes its own special tokens; plain text
+    gets the tokenizer's (a BOS token, for most base models).
+    """
+    texts = [conversation_text(tokenizer, p, c) for p, c in zip(prompts, completions, strict=True)]
+    specials = not getattr(tokenizer, "chat_template", None)
+    rows = [ids[-max_length:] for ids in tokenizer(texts, add_special_tokens=specials)["input_ids"]]
+    width = max(len(r) for r in rows)
+    input_ids = torch.full((len(rows), width), tokenizer.pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, row in enumerate(rows):
+        input_ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+        attention_mask[i, : len(row)] = 1
+    return input_ids, attention_mask
+
+
+def forward_scores(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """input_ids [N, T], attention_mask [N, T] -> scores [N] (with gradients, on the model's device)."""
+    device = next(model.parameters()).device
+    return model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device)).logits[:, 0]
+
+
+@torch.no_grad()
+def score_texts(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    prompts: Sequence[Prompt],
+    completions: Sequence[str],
+    *,
+    max_length: int,
+    batch_size: int = 16,
+) -> list[float]:
+    """The raw score of every (prompt, completion), `batch_size` at a time, in eval mode."""
+    if len(prompts) != len(completions):
+        raise ValueError(f"{len(prompts)} prompts for {len(completions)} completions")
+    was_training = model.training
+    model.eval()
+    scores: list[float] = []
+    try:
+        for start in range(0, len(completions), batch_size):
+            chunk = slice(start, start + batch_size)
+            ids, mask = encode(tokenizer, prompts[chunk], completions[chunk], max_length)
+            scores += forward_scores(model, ids, mask).float().cpu().tolist()
+    finally:
+        model.train(was_training)
+    return scores

@@ -58,3 +58,17 @@ def test_smollm2_from_the_package_matches_hf_generate():
         theirs = hf[row, pid.shape[1]:].tolist()
         theirs = theirs[: theirs.index(2) + 1] if 2 in theirs else theirs
         assert ours.completion_ids[row][ours.completion_mask[row]].tolist() == theirs
+
+
+def test_a_run_directory_or_checkpoint_resolves_to_its_latest_model_folder(tmp_path):
+    from rlvr.models import resolve_model_path
+
+    for step in ("step-000002", "step-000010"):
+        model_dir = tmp_path / "run" / "checkpoints" / step / "model"
+        model_dir.mkdir(parents=True)
+        (model_dir / "config.json").write_text("{}")
+    latest = str(tmp_path / "run" / "checkpoints" / "step-000010" / "model")
+    assert resolve_model_path(str(tmp_path / "run")) == latest
+    assert resolve_model_path(str(tmp_path / "run" / "checkpoints" / "step-000010")) == latest
+    assert resolve_model_path(latest) == latest
+    assert resolve_model_path("HuggingFaceTB/SmolLM2-135M") == "HuggingFaceTB/SmolLM2-135M"  # a hub id is left alone

@@ -47,7 +47,20 @@ def resolve_model_path(name: str, cache_dir: str = "~/.cache/rlvr") -> str:
         name = str(_smollm2_gguf_path())
     if name.endswith(".gguf"):
         name = str(convert_gguf(Path(name), Path(cache_dir).expanduser()))
-    return name
+    found = find_model_dir(Path(name).expanduser())
+    return str(found) if found is not None else name
+
+
+def find_model_dir(path: Path, marker: str = "config.json") -> Path | None:
+    """The folder holding `marker` given it, a checkpoint (its model/ folder) or a run directory
+    (its latest checkpoint); None when there is none, so `path` is used as given."""
+    from rlvr.train.checkpoint import latest_checkpoint
+
+    latest = latest_checkpoint(path) if path.is_dir() else None
+    for candidate in (path, path / "model", *([latest / "model"] if latest is not None else [])):
+        if (candidate / marker).is_file():
+            return candidate
+    return None
 
 
 def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:

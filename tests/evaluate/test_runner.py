@@ -114,3 +114,34 @@ def test_humaneval_through_the_runner_scores_in_the_sandbox_without_votes(tmp_pa
     records = EvalStore(tmp_path).read()
     assert [r.id for r in records] == ["HumanEval/0", "HumanEval/1"]
     assert all(s.correct["strict"] == 0.0 for r in records for s in r.samples)  # random characters: no code block
+
+
+def _train_tiny_reward_model(tmp_path):
+    from rlvr.config import RewardModelConfig
+    from rlvr.reward_models.train import train_reward_model
+
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("".join(json.dumps({"prompt": f"q{i}", "chosen": f"a{i}!", "rejected": f"b{i}"}) + "\n" for i in range(16)))
+    run = tmp_path / "rm"
+    train_reward_model(RewardModelConfig(model="tiny", data=str(pairs), max_steps=2, batch_size=8, output_dir=str(run), threads=1))
+    return run
+
+
+@pytest.mark.parametrize("kind", ["reward_model", "process_reward_model"])
+def test_best_of_n_by_a_trained_reward_model_uses_its_scores(maths_file, tmp_path, kind):
+    from rlvr.reward_models.scoring import ProcessRewardScorer, RewardModelScorer
+
+    run = _train_tiny_reward_model(tmp_path)
+    summary = run_eval(config(maths_file, tmp_path / "e", limit=2, **{kind: str(run)}), progress=False)
+    records = EvalStore(tmp_path / "e").read()
+    scorer = RewardModelScorer.from_path(run, device="cpu")
+    if kind == "process_reward_model":
+        scorer = ProcessRewardScorer(scorer)
+    from rlvr.evaluate.benchmarks import load_benchmark
+
+    prompts = [ex.prompt for ex in load_benchmark(maths_file, limit=2).examples]
+    for prompt, record in zip(prompts, records):
+        expected = scorer.score([prompt] * 4, [s.text for s in record.samples])
+        assert [s.score for s in record.samples] == pytest.approx(expected, abs=1e-5)
+    assert summary["strict"]["curves"]["model"] is not None
+    assert f"best-of-4 by {'reward model' if kind == 'reward_model' else 'process reward model'}" in (tmp_path / "e" / "report.md").read_text()

@@ -47,3 +47,9 @@ def test_settings_are_written_atomically(tmp_path):
     EvalStore(tmp_path).open({"seed": 3})
     assert json.loads((tmp_path / "settings.json").read_text()) == {"seed": 3}
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_settings_without_any_result_do_not_bind(tmp_path):
+    EvalStore(tmp_path).open({"model": "typo"})  # e.g. the model then failed to load
+    EvalStore(tmp_path).open({"model": "fixed"})
+    assert json.loads((tmp_path / "settings.json").read_text()) == {"model": "fixed"}

@@ -34,7 +34,7 @@ class EvalStore:
     def open(self, settings: dict[str, Any]) -> dict[str, ProblemRecord]:
         """Record `settings` (or check them against the stored ones); return the finished problems by id."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        if self.settings_path.exists():
+        if self.settings_path.exists() and self.read():  # settings without any result bind nothing
             stored = json.loads(self.settings_path.read_text(encoding="utf-8"))
             _check_same(stored, settings, self.dir)
         _write_atomic(self.settings_path, json.dumps(settings, indent=2, default=str) + "\n")

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from rlvr.errors import UserError
-from rlvr.train.checkpoint import latest_checkpoint
+from rlvr.models import find_model_dir
 
 STATS_FILE = "rlvr_reward_model.json"
 EPS = 1e-6
@@ -58,13 +58,9 @@ def find_reward_model(path: str | Path) -> Path:
     """The model directory holding STATS_FILE, given it, a checkpoint (step-N) or a run directory
     (its latest checkpoint)."""
     path = Path(path).expanduser()
-    if (path / STATS_FILE).is_file():
-        return path
-    if (path / "model" / STATS_FILE).is_file():
-        return path / "model"
-    latest = latest_checkpoint(path)
-    if latest is not None and (latest / "model" / STATS_FILE).is_file():
-        return latest / "model"
+    found = find_model_dir(path, marker=STATS_FILE)
+    if found is not None:
+        return found
     what = "does not exist" if not path.exists() else f"holds no {STATS_FILE}"
     raise UserError(
         f"reward model {path} {what}: give the run directory of `rlvr rm`, one of its checkpoints/step-N, or their model/ folder"

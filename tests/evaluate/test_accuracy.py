@@ -56,3 +56,18 @@ def test_evaluate_accuracy_on_tiny(tiny):
     assert result.strict.mean == sum(result.strict_correct) / 5
     assert all(s <= l for s, l in zip(result.strict_correct, result.lenient_correct))
     assert not model.training
+
+
+def test_mean_interval_is_a_normal_interval_over_problems_clipped_to_0_1():
+    from rlvr.evaluate.accuracy import mean_interval
+
+    values = [0.25, 0.5, 0.75, 1.0, 0.0]
+    mean = sum(values) / 5
+    sd = (sum((v - mean) ** 2 for v in values) / 4) ** 0.5
+    i = mean_interval(values)
+    assert i.mean == pytest.approx(0.5)
+    assert i.low == pytest.approx(0.5 - 1.959963984540054 * sd / 5 ** 0.5)
+    assert i.high == pytest.approx(0.5 + 1.959963984540054 * sd / 5 ** 0.5)
+    clipped = mean_interval([1.0, 1.0, 0.75])
+    assert clipped.high == 1.0 and clipped.low < clipped.mean < 1.0
+    assert mean_interval([0.0, 0.0]).low == 0.0 and mean_interval([0.0, 0.0]).high == 0.0

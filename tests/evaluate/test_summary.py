@@ -38,8 +38,8 @@ def test_pass_at_k_and_majority_by_hand():
     # pass@2 for c=2, n=4: 1 - C(2,2)/C(4,2) = 1 - 1/6
     assert s["pass@k"]["2"] == pytest.approx((1 - 1 / 6) / 2)
     assert s["pass@k"]["4"] == pytest.approx(0.5)
-    assert s["maj@k"]["1"] == pytest.approx(0.5)  # first sample of p0 right, of p1 wrong
-    assert s["maj@k"]["2"] == pytest.approx(0.25)  # p0: "1" vs "2" tie -> 0.5
+    assert s["maj@k"]["1"] == pytest.approx(s["pass@1"]["mean"])  # four blocks of one: pass@1
+    assert s["maj@k"]["2"] == pytest.approx(0.25)  # p0: blocks ("1","2"), ("1","2") both ties -> 0.5
     assert s["maj@k"]["4"] == pytest.approx(0.25)  # p0: 2-2 tie -> 0.5; p1: "3" wins, wrong
     assert s["curves"]["n"] == [1, 2, 4]
     assert s["curves"]["oracle"] == [s["pass@1"]["mean"], s["pass@k"]["2"], s["pass@k"]["4"]]
@@ -80,3 +80,12 @@ def test_no_voting_and_no_scores_give_none_not_zero():
 def test_curve_points():
     assert curve_points(64) == [1, 2, 4, 8, 16, 32, 64]
     assert curve_points(5) == [1, 2, 4, 5]
+
+
+def test_majority_averages_disjoint_blocks_and_leaves_a_remainder_out():
+    # blocks of 2: ("1","1") right, ("2","2") wrong, ("1","2") tie; the 7th sample is left out
+    answers = ["1", "1", "2", "2", "1", "2", "1"]
+    records = [problem(0, [sample(1.0 if a == "1" else 0.0, a) for a in answers])]
+    s = summarise(records, settings(7, [2, 7]))["strict"]
+    assert s["maj@k"]["2"] == pytest.approx((1 + 0 + 0.5) / 3)
+    assert s["maj@k"]["7"] == 1.0  # four "1" against three "2"

@@ -8,8 +8,10 @@ Conventions (all recorded in the summary next to the numbers):
   a normal interval over problems;
 - pass@k is Chen et al.'s unbiased estimator; best-of-N by a model is its exact expectation over
   draws of N (metrics.best_of_n); best-of-N by the verifier (the oracle) is pass@N;
-- maj@k votes over the first k samples; an answer's verdict is that of any sample giving it
-  correctly (a sample can give the right answer and still fail, e.g. by boxing two answers);
+- maj@k is the mean majority vote over the n // k disjoint blocks of k samples (k = n: cons@n;
+  k = 1: pass@1), which uses every sample instead of only the first k; an answer's verdict is that
+  of any sample giving it correctly (a sample can give the right answer and still fail, e.g. by
+  boxing two answers);
 - the thinking-length curve is pass@1 with every completion cut to the budget.
 """
 
@@ -94,10 +96,13 @@ def _greedy(judged: list[ProblemRecord], mode: str) -> dict[str, float] | None:
 
 
 def _majority(record: ProblemRecord, mode: str, k: int) -> float:
-    """maj@k of one problem, an answer being right when any sample giving it was judged right."""
+    """maj@k of one problem: the mean vote over the n // k disjoint blocks of k consecutive samples
+    (k = n is the usual cons@n; k = 1 is pass@1). An answer is right when any sample giving it was
+    judged right."""
     answers = [s.answer[mode] for s in record.samples]
     right = {a for s, a in zip(record.samples, answers) if a is not None and _ok(s, mode) == 1.0}
-    return maj_at_k(answers, [a in right for a in answers], k)
+    blocks = [answers[start:start + k] for start in range(0, len(answers) - k + 1, k)]
+    return sum(maj_at_k(block, [a in right for a in block]) for block in blocks) / len(blocks)
 
 
 def _mean(values: list[float]) -> float | None:

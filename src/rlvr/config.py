@@ -64,6 +64,10 @@ class RewardConfig:
     """r = Σ weight · reward; e.g. r = r_acc + λ·r_format with λ the format reward's weight."""
     params: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments bound to the function, e.g. {max_tokens: 64, cache_tokens: 16} for overlong_penalty."""
+    when: dict[str, Any] | None = None
+    """Score only rows whose columns have these values, e.g. {kind: reasoning}; other rows get None
+    (R1 stage 4: rule rewards for reasoning prompts, a reward model for general ones). A list value
+    matches any of its items."""
 
 
 @dataclass

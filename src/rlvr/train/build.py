@@ -13,10 +13,16 @@ from rlvr.errors import UserError
 from rlvr.models import frozen_copy, load_model
 from rlvr.records import Example
 from rlvr.rewards import RewardSpec, load_reward_function
+from rlvr.rewards.routing import only_where
 
 # Rewards for prompt files when the config names none: maths data with an `answer` column.
 FILE_DEFAULT_REWARDS = (("math_accuracy", 1.0), ("boxed_format", 0.1))
 FILE_ACCURACY_REWARDS = ("math_accuracy", "math_accuracy_lenient")
+
+
+def _routed(fn, when: dict | None, name: str):
+    """The reward function, restricted to the rows its `when` selects (rewards/routing.py)."""
+    return fn if when is None else only_where(fn, when, name)
 
 
 def with_few_shot(prompt: str | list[dict], shots: list[tuple[str, str]]) -> str | list[dict]:
@@ -75,10 +81,10 @@ def build_parts(config: TrainConfig, policy_path: Path | None = None, reference_
         if eval_source else None
     )
     specs = [
-        RewardSpec(name, load_reward_function(name, **params), weight)
-        for name, weight, params in (
-            [(r.name, r.weight, r.params) for r in config.rewards] if config.rewards
-            else [(name, weight, {}) for name, weight in (task.default_rewards if task else FILE_DEFAULT_REWARDS)]
+        RewardSpec(name, _routed(load_reward_function(name, **params), when, name), weight)
+        for name, weight, params, when in (
+            [(r.name, r.weight, r.params, r.when) for r in config.rewards] if config.rewards
+            else [(name, weight, {}, None) for name, weight in (task.default_rewards if task else FILE_DEFAULT_REWARDS)]
         )
     ]
     if len({s.name for s in specs}) != len(specs):

@@ -1,0 +1,49 @@
+"""Rewards for some rows only: `only_where(fn, {"kind": "reasoning"})`.
+
+DeepSeek-R1's last stage (seed 004, ALGORITHM ENTRY 2) scores reasoning prompts with rules and
+general prompts with a preference reward model. Here a dataset column decides: each reward in the
+config may carry `when: {column: value}`; it is called on the matching rows only, and the others
+get None (not applicable), so the weighted total of a row sums just the rewards that apply to it.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from rlvr.errors import UserError
+
+
+def only_where(fn: Callable[..., list[float | None]], when: dict[str, Any], name: str = "reward") -> Callable[..., list[float | None]]:
+    """`fn` restricted to rows whose columns match `when` (a list value matches any of its items).
+
+    >>> def length(completions, **kwargs):
+    ...     return [float(len(c)) for c in completions]
+    >>> routed = only_where(length, {"kind": "general"})
+    >>> routed(completions=["ab", "abc", "a"], kind=["general", "maths", "general"], prompts=["p", "q", "r"])
+    [2.0, None, 1.0]
+    """
+    if not when:
+        raise UserError(f"reward '{name}': `when` is empty; give a column and the value(s) it must have")
+
+    @functools.wraps(fn)
+    def routed(completions: list[Any], **kwargs: Any) -> list[float | None]:
+        n = len(completions)
+        missing = [column for column in when if column not in kwargs]
+        if missing:
+            raise UserError(f"reward '{name}' applies when {missing[0]!r} matches, but the data has no "
+                            f"{missing[0]!r} column; add it to every row, or drop `when`")
+        rows = [i for i in range(n) if all(_matches(kwargs[c][i], want) for c, want in when.items())]
+        result: list[float | None] = [None] * n
+        if rows:
+            subset = {k: [v[i] for i in rows] if isinstance(v, list) and len(v) == n else v for k, v in kwargs.items()}
+            for i, value in zip(rows, fn(completions=[completions[i] for i in rows], **subset), strict=True):
+                result[i] = value
+        return result
+
+    return routed
+
+
+def _matches(value: Any, want: Any) -> bool:
+    return value in want if isinstance(want, list) else value == want

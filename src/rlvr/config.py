@@ -50,6 +50,9 @@ class DataConfig:
     """Example exchanges placed before every prompt; None = the built-in task's own, [] = none."""
     difficulty: int = 1
     """Difficulty level of a built-in task."""
+    curriculum: bool = False
+    """Sample prompts by difficulty as the current model's pass rate: prompts it half-solves first,
+    so training moves to harder prompts as accuracy rises (train/curriculum.py); false = shuffled epochs."""
     train_size: int = 2000
     """How many prompts to generate (built-in tasks) or keep (files)."""
     eval_size: int = 100
@@ -87,6 +90,12 @@ class SamplingConfig:
     overlap_rewards: bool = True
     """Score each group as soon as it finishes decoding (reward functions are then called once per
     group); false = one call per batch after decoding, as TRL does."""
+    dynamic_sampling: bool = False
+    """DAPO's dynamic sampling: groups whose rewards are all equal (no gradient) are replaced by
+    groups of fresh prompts until the batch is full (train/dynamic.py)."""
+    max_sampling_rounds: int = 3
+    """Cap on sampling rounds per step with dynamic_sampling; past it the batch is topped up with
+    zero-variance groups."""
 
 
 @dataclass

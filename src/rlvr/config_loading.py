@@ -205,6 +205,7 @@ def validate(config: TrainConfig) -> None:
         (s.temperature > 0, "sampling.temperature must be > 0 for training (greedy completions have no spread to learn from)"),
         (0 < s.top_p <= 1, f"sampling.top_p={s.top_p} must be in (0, 1]"),
         (s.top_k >= 0, "sampling.top_k must be >= 0 (0 = off)"),
+        (s.max_sampling_rounds >= 1, "sampling.max_sampling_rounds must be >= 1 (1 = sample once, as without dynamic_sampling)"),
         (0 <= a.clip_low < 1, f"algorithm.clip_low={a.clip_low} must be in [0, 1)"),
         (a.clip_high >= 0, "algorithm.clip_high must be >= 0"),
         (a.beta >= 0, "algorithm.beta must be >= 0"),

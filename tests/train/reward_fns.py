@@ -8,3 +8,8 @@ def digit_share(completions, **kwargs):
 
 def explode(completions, **kwargs):
     raise RuntimeError("this reward is broken on purpose")
+
+
+def has_digit(completions, **kwargs):
+    """1 when the completion contains a digit: coarse, so some groups are all 0 or all 1."""
+    return [float(any(ch.isdigit() for ch in c)) for c in completions]

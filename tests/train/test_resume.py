@@ -16,11 +16,16 @@ from .test_step import DIGITS, tiny_config
 STEPS = ["optim.schedule=cosine", "optim.warmup_steps=1", "algorithm.updates_per_batch=2", "eval_before=false", "eval_after=false"]
 
 
-def test_resumed_run_equals_unbroken_run(tmp_path):
-    unbroken = Trainer(tiny_config(tmp_path / "a", DIGITS, *STEPS, steps=4))
+COARSE = f"rewards=[{{name: '{Path(__file__).parent / 'reward_fns.py'}:has_digit'}}]"
+CURRICULUM = [COARSE, "data.curriculum=true", "sampling.dynamic_sampling=true", "sampling.max_sampling_rounds=3"]
+
+
+@pytest.mark.parametrize("extra", [[DIGITS], CURRICULUM], ids=["shuffled", "curriculum+dynamic"])
+def test_resumed_run_equals_unbroken_run(tmp_path, extra):
+    unbroken = Trainer(tiny_config(tmp_path / "a", *extra, *STEPS, steps=4))
     unbroken.train()
 
-    first = Trainer(tiny_config(tmp_path / "b", DIGITS, *STEPS, steps=4))
+    first = Trainer(tiny_config(tmp_path / "b", *extra, *STEPS, steps=4))
     result = first.train(on_step_end=lambda t, m: t.request_stop() if t.step_count == 2 else None)  # = Ctrl-C at step 2
     assert result["stopped_at"] == 2
     run_b = tmp_path / "b" / "run"
@@ -37,6 +42,8 @@ def test_resumed_run_equals_unbroken_run(tmp_path):
     assert [m["step"] for m in metrics_b] == [1, 2, 3, 4]
     for a, b in zip(metrics_a, metrics_b):
         assert a["reward/mean"] == b["reward/mean"] and a["lr"] == b["lr"]
+    if extra is CURRICULUM:  # the coarse reward leaves groups without spread: resampling happened
+        assert max(m["sampling/rounds"] for m in metrics_a) > 1
 
 
 def test_checkpoint_is_loadable_by_transformers(tmp_path):

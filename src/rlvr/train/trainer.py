@@ -26,6 +26,8 @@ from rlvr.rewards import workers as reward_workers
 from rlvr.rollout import SamplingParams, rollout
 from rlvr.train import checkpoint as ckpt
 from rlvr.train.metrics import step_metrics
+from rlvr.train.curriculum import CurriculumStream
+from rlvr.train.dynamic import FillStats, fill_informative
 from rlvr.train.prompts import PromptStream
 from rlvr.train.build import build_parts
 from rlvr.train.step import compute_advantages, make_batch, policy_update, sample_and_score, score_rollout
@@ -64,8 +66,10 @@ class Trainer:
         reference_path = resume_from / "reference" if resume_from and (resume_from / "reference").is_dir() else None
         self.parts = build_parts(config, resume_from / "model" if resume_from else None, reference_path)
         self.policy, self.tokenizer, self.reference = self.parts.policy, self.parts.tokenizer, self.parts.reference
-        s = config.sampling
-        self.prompts = PromptStream(len(self.parts.train.examples), s.batch_size // s.group_size, config.seed)
+        s, size = config.sampling, len(self.parts.train.examples)
+        stream = CurriculumStream if config.data.curriculum else PromptStream
+        self.prompts = stream(size, s.batch_size // s.group_size, config.seed)
+        self.fill_stats: FillStats | None = None
         self.optimizer, self.scheduler = build_optimizer(self.policy, config.optim, config.max_steps)
         self.step_count = 0
         if state:
@@ -92,7 +96,7 @@ class Trainer:
         """One GRPO iteration: the five steps of seed 000."""
         clock = Stopwatch()
         with clock("rollout"):  # 1. sample G completions per prompt, 2. verifiable rewards (overlapped)
-            scored = self.sample_and_score(self.prompts.next_batch())
+            scored = self.collect_batch()
         advantages = compute_advantages(scored.rewards, self.config.algorithm)  # 3. group-relative advantages
         with clock("logprobs"):
             batch = self.attach_logprobs(scored, advantages)  # 4. log π_old (μ > 1), log π_ref (β > 0)
@@ -104,16 +108,35 @@ class Trainer:
         metrics = step_metrics(batch, updates, clock.seconds)
         verifier = reward_workers.stats()  # cumulative: a rising count means answers that hit the time bound
         metrics["verifier/timeouts"], metrics["verifier/failures"] = verifier.timeouts, verifier.failures
+        if self.fill_stats is not None:
+            metrics["sampling/rounds"] = self.fill_stats.rounds
+            metrics["sampling/dropped_groups"] = self.fill_stats.dropped_groups
+            metrics["sampling/padded_groups"] = self.fill_stats.padded_groups
         return metrics
 
-    def sample_and_score(self, positions: list[int]) -> ScoredRollout:
+    def collect_batch(self) -> ScoredRollout:
+        """Steps 1-2 for P prompts; with dynamic sampling, zero-variance groups are replaced by fresh ones."""
+        s = self.config.sampling
+        first = self.sample_and_score(self.prompts.next_batch())
+        if not s.dynamic_sampling:
+            return first
+        more = lambda round_: self.sample_and_score(self.prompts.next_batch(), round_)  # noqa: E731
+        scored, self.fill_stats = fill_informative(first, more, s.max_sampling_rounds)
+        return scored
+
+    def sample_and_score(self, positions: list[int], round_: int = 0) -> ScoredRollout:
         """Steps 1 and 2: each group is scored as soon as it has finished decoding (overlap_rewards),
-        or the whole batch once decoding is done."""
+        or the whole batch once decoding is done. The curriculum learns each group's pass rate."""
         if not self.config.sampling.overlap_rewards:
-            return score_rollout(self.sample(positions), self.parts.rewards)
-        examples = [self.parts.train.examples[i] for i in positions]
-        sample = lambda on_group_done: self.sample(positions, on_group_done)  # noqa: E731
-        return sample_and_score(sample, examples, self.config.sampling.group_size, self.parts.rewards)
+            scored = score_rollout(self.sample(positions, round_=round_), self.parts.rewards)
+        else:
+            examples = [self.parts.train.examples[i] for i in positions]
+            sample = lambda on_group_done: self.sample(positions, on_group_done, round_)  # noqa: E731
+            scored = sample_and_score(sample, examples, self.config.sampling.group_size, self.parts.rewards)
+        if isinstance(self.prompts, CurriculumStream):
+            accuracy = next(iter(scored.reward_components.values()))  # the first reward is the correctness check
+            self.prompts.observe(positions, accuracy.nanmean(dim=1).tolist())
+        return scored
 
     def attach_logprobs(self, scored, advantages) -> TrainBatch:
         c = self.config
@@ -137,10 +160,10 @@ class Trainer:
         if self.reference is not None and k and self.step_count % k == 0:
             self.reference.load_state_dict(self.policy.state_dict())
 
-    def sample(self, positions: list[int], on_group_done=None) -> Rollout:
-        """G completions for each training prompt at `positions`, seeded by (seed, step)."""
+    def sample(self, positions: list[int], on_group_done=None, round_: int = 0) -> Rollout:
+        """G completions for each training prompt at `positions`, seeded by (seed, step, sampling round)."""
         s, train = self.config.sampling, self.parts.train
-        generator = torch.Generator().manual_seed(self.config.seed * 1_000_003 + self.step_count)
+        generator = torch.Generator().manual_seed(self.config.seed * 1_000_003 + self.step_count + (round_ << 32))
         self.policy.eval()  # no dropout while sampling; the update runs in train mode
         out = rollout(
             self.policy, self.tokenizer, [train.examples[i] for i in positions], [train.texts[i] for i in positions], s.group_size,

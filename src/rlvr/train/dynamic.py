@@ -1,0 +1,95 @@
+"""Dynamic sampling (DAPO, Yu et al. 2025, Sec. 3.2): no step wasted on groups that teach nothing.
+
+A group whose G rewards are all equal has zero advantage everywhere, so it adds no gradient (only
+normaliser weight). With `sampling.dynamic_sampling` such groups are set aside and fresh prompts are
+sampled until the batch holds P informative groups, for at most `sampling.max_sampling_rounds`
+rounds; if the cap is reached, the batch is topped up with set-aside groups so its size stays P.
+
+    ScoredRollout (round 1) ─▶ keep informative groups ─▶ sample more ─▶ … ─▶ ScoredRollout [P groups]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from rlvr.advantages import zero_variance_groups
+from rlvr.records import Rollout, ScoredRollout
+
+
+@dataclass(frozen=True)
+class FillStats:
+    rounds: int  # sampling rounds spent on this batch (1 = no resampling)
+    dropped_groups: int  # zero-variance groups set aside
+    padded_groups: int  # set-aside groups put back because the cap was reached
+
+
+def fill_informative(first: ScoredRollout, sample_more: Callable[[int], ScoredRollout], max_rounds: int) -> tuple[ScoredRollout, FillStats]:
+    """P informative groups if `max_rounds` rounds can find them; `sample_more(round)` samples P more."""
+    want = first.rollout.num_prompts
+    sampled, kept, spare = [first], [], []
+    while True:
+        scored = sampled[-1]
+        informative = ~zero_variance_groups(scored.rewards)
+        have = sum(k.rollout.num_prompts for k in kept)
+        kept.append(take_groups(scored, informative.nonzero().flatten().tolist()[: want - have]))
+        spare.append(take_groups(scored, (~informative).nonzero().flatten().tolist()))
+        if have + kept[-1].rollout.num_prompts == want or len(sampled) == max_rounds:
+            break
+        sampled.append(sample_more(len(sampled)))
+    short = want - sum(k.rollout.num_prompts for k in kept)
+    parts = kept + ([take_groups(concat_scored(spare), list(range(short)))] if short else [])
+    batch = concat_scored([p for p in parts if p.rollout.num_prompts])
+    batch.reward_seconds = concat_scored(sampled).reward_seconds  # every round's scoring time
+    dropped = sum(s.rollout.num_prompts for s in spare)
+    return batch, FillStats(rounds=len(sampled), dropped_groups=dropped, padded_groups=short)
+
+
+def take_groups(scored: ScoredRollout, groups: list[int]) -> ScoredRollout:
+    """The ScoredRollout of the given groups (prompts), in that order."""
+    r, g = scored.rollout, scored.rollout.group_size
+    rows = torch.tensor([p * g + j for p in groups for j in range(g)], dtype=torch.long)
+    index = torch.tensor(groups, dtype=torch.long)
+    rollout = Rollout(
+        examples=[r.examples[p] for p in groups], group_size=g,
+        prompt_ids=r.prompt_ids[index], prompt_mask=r.prompt_mask[index],
+        completion_ids=r.completion_ids[rows], completion_mask=r.completion_mask[rows],
+        sampling_logprobs=r.sampling_logprobs[rows], truncated=r.truncated[rows],
+        completions=[r.completions[i] for i in rows.tolist()],
+    )
+    return ScoredRollout(
+        rollout=rollout, rewards=scored.rewards[index],
+        reward_components={k: v[index] for k, v in scored.reward_components.items()},
+        reward_seconds=dict(scored.reward_seconds),
+    )
+
+
+def concat_scored(parts: list[ScoredRollout]) -> ScoredRollout:
+    """One ScoredRollout of all groups of `parts`: prompts re-padded on the left, completions on the right."""
+    rollouts = [p.rollout for p in parts]  # padding ids are 0: masked out everywhere they are read
+    lp = max(r.prompt_ids.shape[1] for r in rollouts)
+    lc = max(r.completion_ids.shape[1] for r in rollouts)
+    left = lambda t, width, value: torch.nn.functional.pad(t, (width - t.shape[1], 0), value=value)  # noqa: E731
+    right = lambda t, width, value: torch.nn.functional.pad(t, (0, width - t.shape[1]), value=value)  # noqa: E731
+    rollout = Rollout(
+        examples=[ex for r in rollouts for ex in r.examples], group_size=rollouts[0].group_size,
+        prompt_ids=torch.cat([left(r.prompt_ids, lp, 0) for r in rollouts]),
+        prompt_mask=torch.cat([left(r.prompt_mask, lp, False) for r in rollouts]),
+        completion_ids=torch.cat([right(r.completion_ids, lc, 0) for r in rollouts]),
+        completion_mask=torch.cat([right(r.completion_mask, lc, False) for r in rollouts]),
+        sampling_logprobs=torch.cat([right(r.sampling_logprobs, lc, 0.0) for r in rollouts]),
+        truncated=torch.cat([r.truncated for r in rollouts]),
+        completions=[c for r in rollouts for c in r.completions],
+    )
+    names = list(parts[0].reward_components)
+    seconds: dict[str, float] = {}
+    for p in parts:
+        for name, value in p.reward_seconds.items():
+            seconds[name] = seconds.get(name, 0.0) + value
+    return ScoredRollout(
+        rollout=rollout, rewards=torch.cat([p.rewards for p in parts]),
+        reward_components={n: torch.cat([p.reward_components[n] for p in parts]) for n in names},
+        reward_seconds=seconds,
+    )

@@ -150,9 +150,12 @@ def test_process_advantages_equal_a_token_by_token_return_to_go():
 
 
 def test_process_advantages_reject_bad_step_positions():
-    with pytest.raises(ValueError, match="increase"):
-        process_advantages([[1.0, 2.0]], [[5, 5]], 10)
-    with pytest.raises(ValueError, match="increase"):
+    with pytest.raises(ValueError, match="not decrease"):
+        process_advantages([[1.0, 2.0]], [[6, 5]], 10)
+    with pytest.raises(ValueError, match="within 1..10"):
         process_advantages([[1.0]], [[11]], 10)
+    # two steps ending in the same token: both rewards reach the tokens up to it
+    shared = process_advantages([[1.0, 2.0]], [[5, 5]], 6, normalise=False)[0]
+    assert shared.tolist() == [3.0] * 5 + [0.0]
     with pytest.raises(ValueError, match="one end position per step"):
         process_advantages([[1.0, 2.0]], [[5]], 10)

@@ -121,8 +121,8 @@ def process_advantages(
     for rewards, ends in zip(step_rewards, step_ends):
         if len(rewards) != len(ends):
             raise ValueError("each completion needs one end position per step reward")
-        if any(b <= a for a, b in zip(ends, ends[1:])) or any(not 0 < e <= num_tokens for e in ends):
-            raise ValueError(f"step ends must increase within 1..{num_tokens}, got {ends}")
+        if any(b < a for a, b in zip(ends, ends[1:])) or any(not 0 < e <= num_tokens for e in ends):
+            raise ValueError(f"step ends must not decrease and lie within 1..{num_tokens}, got {ends}")
     flat = torch.tensor([r for rewards in step_rewards for r in rewards], dtype=torch.float32)
     if normalise and flat.numel() > 0:
         flat = (flat - flat.mean()) / (flat.std(correction=0) + eps)

@@ -126,6 +126,12 @@ class AlgorithmConfig:
     """Drop completions that hit max_new_tokens from the loss (DAPO's overlong filtering)."""
     ref_refresh_steps: int = 0
     """Copy the policy into the reference model every K steps (0 = never)."""
+    process_reward_model: str | None = None
+    """Process supervision: a process reward model directory (`rlvr rm`) scores every step and the
+    advantages become per-token returns of group-normalised step rewards (train/process.py);
+    None = outcome supervision from the rewards."""
+    step_separator: str = "\n\n"
+    """What separates the steps of a completion under process supervision."""
 
 
 @dataclass
@@ -298,5 +304,62 @@ class RewardModelConfig:
     """Run directory: config.yaml, metrics.jsonl, checkpoints/, summary.json."""
     save_every: int = 0
     """Checkpoint every N steps (0 = only at the end)."""
+    threads: int = 0
+    """CPU threads for torch (0 = all cores)."""
+
+
+@dataclass
+class SampleConfig:
+    """`rlvr sample`: rejection sampling into an SFT dataset (rlvr/sample/).
+
+    n completions per prompt are sampled and judged exactly as `rlvr eval` does; the verified ones that
+    pass the filters become {"prompt", "completion"} rows. With a teacher model this is distillation's
+    first half (DeepSeek-R1 §2.4); `rlvr sft` of a student on the output is the second.
+    """
+
+    model: str = "smollm2"
+    """The model that samples (the teacher): `tiny`, `smollm2`, a .gguf file, a model or run directory, or a hub id."""
+    data: str = "arithmetic"
+    """A built-in task (its train split) or a .jsonl/.parquet file with `answer` (maths) or `tests`/`test` (code)
+    columns. Evaluation benchmarks (gsm8k, math500, aime24, humaneval) are refused: they are test sets."""
+    limit: int | None = None
+    """The first N prompts only; None = every row of a file, 100 of a built-in task. Raising it later resumes."""
+    samples: int = 8
+    """n: completions sampled per prompt."""
+    temperature: float = 0.6
+    """Sampling temperature: DeepSeek-R1's recommended 0.6 (1.0 adds diversity but also the incoherent or
+    repetitive reasoning that a lucky right answer would carry into the SFT data)."""
+    top_p: float = 0.95
+    """Nucleus sampling mass (DeepSeek-R1's setting)."""
+    max_new_tokens: int | None = None
+    """Completion budget; None = the data's default (1024 for files, 256 for built-in tasks)."""
+    template: str | None = None
+    """Prompt template (chat, plain, r1_zero or a string with {prompt}); None = chat."""
+    system_prompt: str | None = None
+    """Optional system prompt."""
+    seed: int = 0
+    """Seeds sampling (and the rows of built-in tasks)."""
+    batch_size: int = 64
+    """Completions decoded together; prompts are taken in fixed chunks of batch_size // samples."""
+    difficulty: int = 1
+    """Difficulty level of a built-in task."""
+    verdict: Literal["strict", "lenient"] = "strict"
+    """Which verifier must give 1.0 for a completion to be kept (the data's strict or lenient extraction)."""
+    format: Literal["none", "boxed", "think_answer"] = "none"
+    """Also require this format reward = 1.0: exactly one non-empty \\boxed{}, or <think>…</think><answer>…</answer>."""
+    min_tokens: int = 0
+    """Drop completions shorter than this many tokens (the stop token counts)."""
+    max_tokens: int | None = None
+    """Drop completions longer than this many tokens; None = no bound (truncated completions are always dropped)."""
+    max_per_prompt: int | None = 4
+    """Keep at most this many completions per prompt, the first in sampling order; None = all that pass."""
+    dedupe: bool = True
+    """Keep one of the completions of a prompt that are identical up to whitespace (the first sampled)."""
+    output_dir: str = "runs/sample"
+    """Work directory: samples.jsonl (every judged completion; re-running resumes), settings.json, sample_summary.json."""
+    output: str | None = None
+    """The SFT dataset (.jsonl); None = <output_dir>/sft.jsonl."""
+    cache_dir: str = "~/.cache/rlvr"
+    """Where converted model checkpoints are cached."""
     threads: int = 0
     """CPU threads for torch (0 = all cores)."""

@@ -142,7 +142,7 @@ def build_tiny_tokenizer() -> PreTrainedTokenizerFast:
     chars = sorted(set(string.printable) - set("\x0b\x0c"))
     vocab = {tok: i for i, tok in enumerate(specials + chars)}
     backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")  # every character, newlines too
     backend.decoder = decoders.Fuse()
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=backend, unk_token="<unk>", bos_token="<|im_start|>", eos_token="<|im_end|>", pad_token="<|im_end|>"

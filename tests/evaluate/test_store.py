@@ -29,7 +29,9 @@ def test_records_round_trip_and_a_torn_last_line_is_cut_off(tmp_path):
 
 
 def test_other_settings_are_refused_with_the_key_named(tmp_path):
-    EvalStore(tmp_path).open({"seed": 0, "temperature": 0.6, "limit": 2})
+    store = EvalStore(tmp_path)
+    store.open({"seed": 0, "temperature": 0.6, "limit": 2})
+    store.append([record(0)])
     EvalStore(tmp_path).open({"seed": 0, "temperature": 0.6, "limit": 10})  # a longer run resumes
     with pytest.raises(UserError, match=r"temperature: 0\.6 there, 0\.7 now.*another --output-dir"):
         EvalStore(tmp_path).open({"seed": 0, "temperature": 0.7, "limit": 2})

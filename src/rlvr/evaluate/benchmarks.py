@@ -62,14 +62,17 @@ class Benchmark:
 
 
 def load_benchmark(name: str, *, data_dir: str | None = None, limit: int | None = None,
-                   seed: int = 0, difficulty: int = 1) -> Benchmark:
-    """The benchmark called `name` (or stored at path `name`), its first `limit` problems."""
+                   seed: int = 0, difficulty: int = 1, split: str = "test") -> Benchmark:
+    """The benchmark called `name` (or stored at path `name`), its first `limit` problems.
+
+    `split` picks a built-in task's split (`rlvr sample` draws from "train"); files are one split already.
+    """
     if name in MATH_BENCHMARKS:
         return _math_benchmark(name, data_dir, limit)
     if name == "humaneval":
         return _humaneval(limit)
     if name in TASKS:
-        return _task(name, limit, seed, difficulty)
+        return _task(name, limit, seed, difficulty, split)
     if Path(name).suffix in (".jsonl", ".parquet") or Path(name).exists():
         return _file(name, limit)
     raise UserError(
@@ -126,13 +129,13 @@ def _humaneval(limit: int | None) -> Benchmark:
     )
 
 
-def _task(name: str, limit: int | None, seed: int, difficulty: int) -> Benchmark:
+def _task(name: str, limit: int | None, seed: int, difficulty: int, split: str) -> Benchmark:
     task = TASKS[name]
-    rows = load_examples(name, split="test", limit=100 if limit is None else limit, seed=seed, difficulty=difficulty)
+    rows = load_examples(name, split=split, limit=100 if limit is None else limit, seed=seed, difficulty=difficulty)
     strict, lenient = task.accuracy_rewards
     key = math_vote_key if strict.startswith("math") else countdown_vote_key if strict == "countdown" else grid_vote_key
     extraction = MATH_EXTRACTION if strict.startswith("math") else {"strict": task.description, "lenient": task.description}
-    return Benchmark(name=name, examples=rows, origin=f"built-in task {name} (test split, seed {seed}, difficulty {difficulty})",
+    return Benchmark(name=name, examples=rows, origin=f"built-in task {name} ({split} split, seed {seed}, difficulty {difficulty})",
                      strict=strict, lenient=lenient, extraction=extraction, vote_key=key, max_new_tokens=256)
 
 

@@ -46,15 +46,25 @@ def run_eval(config: EvalConfig, scorer: Scorer | None = None, progress: bool = 
         raise UserError(f"{config.data} has no problems to evaluate (check --limit and the data file)")
     settings = eval_settings(config, benchmark)
     store = EvalStore(Path(config.output_dir))
+    records = sample_into_store(config, benchmark, settings, store, scorer, progress)
+    summary = summarise(records, settings)
+    write_report(store, summary, records)
+    return summary
+
+
+def sample_into_store(config: EvalConfig, benchmark: Benchmark, settings: dict[str, Any], store: EvalStore,
+                      scorer: Scorer | None = None, progress: bool = True) -> list[ProblemRecord]:
+    """Every problem's record, in `benchmark` order: those `store` holds (sampled under the same
+    `settings`, else a UserError) as stored, the others sampled now and appended chunk by chunk.
+
+    Shared by `rlvr eval` and `rlvr sample` (rejection sampling), so both resume the same way.
+    """
     done = store.open(settings)
     ids = [benchmark.problem_id(ex) for ex in benchmark.examples]
     if any(i not in done for i in ids):
         _sample_missing(config, benchmark, settings, store, done, ids, scorer, progress)
     finished = {r.id: r for r in store.read()}
-    records = [finished[i] for i in ids]
-    summary = summarise(records, settings)
-    write_report(store, summary, records)
-    return summary
+    return [finished[i] for i in ids]
 
 
 def check(config: EvalConfig) -> None:
@@ -133,7 +143,7 @@ def _sample_missing(config: EvalConfig, benchmark: Benchmark, settings: dict[str
                 params=SamplingParams(max_new_tokens=settings["max_new_tokens"], temperature=config.temperature,
                                       top_p=config.top_p))
     per_chunk = max(1, config.batch_size // config.samples)
-    bar = tqdm(total=len(ids), initial=sum(i in done for i in ids), desc=f"eval {benchmark.name}",
+    bar = tqdm(total=len(ids), initial=sum(i in done for i in ids), desc=f"sample {benchmark.name}",
                unit="problem", disable=not progress, dynamic_ncols=True)
     started = time.perf_counter()
     for c, start in enumerate(range(0, len(ids), per_chunk)):

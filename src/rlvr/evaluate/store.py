@@ -37,7 +37,7 @@ class EvalStore:
         if self.settings_path.exists() and self.read():  # settings without any result bind nothing
             stored = json.loads(self.settings_path.read_text(encoding="utf-8"))
             _check_same(stored, settings, self.dir)
-        _write_atomic(self.settings_path, json.dumps(settings, indent=2, default=str) + "\n")
+        write_atomic(self.settings_path, json.dumps(settings, indent=2, default=str) + "\n")
         return {r.id: r for r in self.read()}
 
     def read(self) -> list[ProblemRecord]:
@@ -71,7 +71,7 @@ class EvalStore:
 
     def write(self, name: str, text: str | bytes) -> Path:
         path = self.dir / name
-        _write_atomic(path, text)
+        write_atomic(path, text)
         return path
 
 
@@ -86,7 +86,7 @@ def _check_same(stored: dict[str, Any], settings: dict[str, Any], directory: Pat
         )
 
 
-def _write_atomic(path: Path, text: str | bytes) -> None:
+def write_atomic(path: Path, text: str | bytes) -> None:
     """Write to a temporary file beside `path`, then rename: readers see the old or the new file, never half."""
     tmp = path.with_name(f".{path.name}.tmp")
     data = text.encode("utf-8") if isinstance(text, str) else text

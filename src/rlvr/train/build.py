@@ -26,7 +26,7 @@ def _routed(fn, when: dict | None, name: str):
 
 
 def with_few_shot(prompt: str | list[dict], shots: list[tuple[str, str]]) -> str | list[dict]:
-    """The prompt as chat messages preceded by the example exchanges (unchanged when there are none).
+    r"""The prompt as chat messages preceded by the example exchanges (unchanged when there are none).
 
     >>> with_few_shot("What is 1 + 2?", [("What is 10 + 10?", "\\boxed{20}")])[1]
     {'role': 'assistant', 'content': '\\boxed{20}'}

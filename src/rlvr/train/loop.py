@@ -73,7 +73,7 @@ def _show_samples(trainer: "Trainer", step: int, k: int = 4) -> None:
     tqdm.write(f"── samples at step {step}: prompt {r.examples[0].prompt!r:.120}")
     for i in range(min(k, r.group_size)):
         text = r.completions[i].replace("\n", "⏎")
-        tqdm.write(f"  reward {float(batch.scored.rewards.view(-1)[i]):+.2f}  advantage {float(batch.advantages[i]):+.2f}  {text[:160]!r}")
+        tqdm.write(f"  reward {float(batch.scored.rewards.view(-1)[i]):+.2f}  advantage {float(batch.advantages[i].flatten()[0]):+.2f}  {text[:160]!r}")
 
 
 def _summary(trainer: "Trainer", before: dict | None, after: dict | None, seconds: float) -> dict:

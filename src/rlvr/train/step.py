@@ -201,6 +201,8 @@ def policy_update(
         logprobs, mask = stats.logprobs, mb.loss_mask.to(stats.logprobs.device)
         old = logprobs.detach() if batch.old_logprobs is None else batch.old_logprobs[mb.rows, :lc].to(logprobs)
         advantages = batch.advantages[mb.rows].to(logprobs)
+        if advantages.dim() == 2:  # per-token (process supervision): trimmed like the micro-batch
+            advantages = advantages[:, :lc]
         per_token = clipped_policy_loss(logprobs, old, advantages, algo.clip_low, algo.clip_high)
         if batch.ref_logprobs is not None:
             kl = kl_estimate(logprobs, batch.ref_logprobs[mb.rows, :lc].to(logprobs), algo.kl_estimator)

@@ -28,6 +28,7 @@ from rlvr.train import checkpoint as ckpt
 from rlvr.train.metrics import step_metrics
 from rlvr.train.curriculum import CurriculumStream
 from rlvr.train.dynamic import FillStats, fill_informative
+from rlvr.train.process import process_batch_advantages
 from rlvr.train.prompts import PromptStream
 from rlvr.train.build import build_parts
 from rlvr.train.step import compute_advantages, make_batch, policy_update, sample_and_score, score_rollout
@@ -70,6 +71,7 @@ class Trainer:
         stream = CurriculumStream if config.data.curriculum else PromptStream
         self.prompts = stream(size, s.batch_size // s.group_size, config.seed)
         self.fill_stats: FillStats | None = None
+        self.process_scorer = _process_scorer(config.algorithm.process_reward_model)
         self.optimizer, self.scheduler = build_optimizer(self.policy, config.optim, config.max_steps)
         self.step_count = 0
         if state:
@@ -97,7 +99,7 @@ class Trainer:
         clock = Stopwatch()
         with clock("rollout"):  # 1. sample G completions per prompt, 2. verifiable rewards (overlapped)
             scored = self.collect_batch()
-        advantages = compute_advantages(scored.rewards, self.config.algorithm)  # 3. group-relative advantages
+        advantages = self.advantages(scored)  # 3. group-relative advantages
         with clock("logprobs"):
             batch = self.attach_logprobs(scored, advantages)  # 4. log π_old (μ > 1), log π_ref (β > 0)
         with clock("update"):
@@ -137,6 +139,13 @@ class Trainer:
             accuracy = next(iter(scored.reward_components.values()))  # the first reward is the correctness check
             self.prompts.observe(positions, accuracy.nanmean(dim=1).tolist())
         return scored
+
+    def advantages(self, scored: ScoredRollout) -> torch.Tensor:
+        """[N] outcome advantages from the rewards, or [N, Lc] from a process reward model's step scores."""
+        a = self.config.algorithm
+        if self.process_scorer is None:
+            return compute_advantages(scored.rewards, a)
+        return process_batch_advantages(scored, self.process_scorer, self.tokenizer, a.step_separator)
 
     def attach_logprobs(self, scored, advantages) -> TrainBatch:
         c = self.config
@@ -206,3 +215,12 @@ class Trainer:
         from rlvr.train.loop import run_training
 
         return run_training(self, on_step_end)
+
+
+def _process_scorer(path: str | None):
+    """The process reward model for process supervision, or None (outcome supervision)."""
+    if path is None:
+        return None
+    from rlvr.reward_models.scoring import ProcessRewardScorer
+
+    return ProcessRewardScorer(path)

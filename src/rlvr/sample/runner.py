@@ -1,0 +1,92 @@
+"""`rlvr sample`: rejection sampling, the evaluation sampler followed by filters.
+
+    data ─▶ sample_into_store (rlvr eval's: n completions per prompt, judged, DIR/samples.jsonl)
+         ─▶ filter_samples (per prompt) ─▶ SFT dataset + DIR/sample_summary.json
+
+Sampling is `rlvr eval`'s own, without the greedy completion (not needed: the n samples are the
+candidates), so resuming works the same way: finished prompts are never sampled again. The filters
+are not part of the sampling settings, so re-running with other filters re-filters the stored
+completions without loading the model.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rlvr.config import EvalConfig, SampleConfig
+from rlvr.errors import UserError
+from rlvr.evaluate import runner as evaluation
+from rlvr.evaluate.benchmarks import MATH_BENCHMARKS, Benchmark, load_benchmark
+from rlvr.evaluate.records import MODES
+from rlvr.evaluate.store import EvalStore
+from rlvr.sample.dataset import sft_row, summarise, write_jsonl
+from rlvr.sample.filters import FORMATS, filter_samples
+
+HELD_OUT = (*MATH_BENCHMARKS, "humaneval")  # test sets: training on their samples inflates `rlvr eval`
+
+
+def run_sample(config: SampleConfig, progress: bool = True) -> dict[str, Any]:
+    """Sample `config.model` on `config.data`, keep the verified completions that pass the filters, and
+    write them as an SFT dataset; returns the summary (also in DIR/sample_summary.json)."""
+    check(config)
+    if config.threads > 0:
+        torch.set_num_threads(config.threads)
+    benchmark = load_benchmark(config.data, limit=config.limit, seed=config.seed, difficulty=config.difficulty, split="train")
+    if not benchmark.examples:
+        raise UserError(f"{config.data} has no prompts to sample (check --limit and the data file)")
+    eval_config = as_eval_config(config, benchmark)
+    evaluation.check(eval_config)
+    settings = evaluation.eval_settings(eval_config, benchmark)
+    store = EvalStore(Path(config.output_dir))
+    records = evaluation.sample_into_store(eval_config, benchmark, settings, store, progress=progress)
+
+    prompts = {benchmark.problem_id(ex): ex.prompt for ex in benchmark.examples}
+    rows: list[dict[str, Any]] = []
+    kept: dict[str, int] = {}
+    dropped: Counter[str] = Counter()
+    for record in records:
+        indices, drops = filter_samples(record.samples, config)
+        rows += [sft_row(prompts[record.id], record.id, record.samples[i], config.verdict, config.model) for i in indices]
+        kept[record.id] = len(indices)
+        dropped += drops
+    output = Path(config.output) if config.output else Path(config.output_dir) / "sft.jsonl"
+    write_jsonl(output, rows)
+    summary = summarise(records, kept, dropped, config, settings, output)
+    store.write("sample_summary.json", json.dumps(summary, indent=2, default=str) + "\n")
+    return summary
+
+
+def check(config: SampleConfig) -> None:
+    """One-line errors for settings that cannot work (the sampling ones are rlvr eval's checks)."""
+    if config.data in HELD_OUT:
+        raise UserError(f"{config.data} is an evaluation benchmark (a test set): training on its samples would inflate "
+                        "rlvr eval's numbers; give a training .jsonl/.parquet file or a built-in task")
+    if config.verdict not in MODES:
+        raise UserError(f"verdict={config.verdict!r} must be one of {list(MODES)}")
+    if config.format not in FORMATS:
+        raise UserError(f"format={config.format!r} must be one of {list(FORMATS)}")
+    if config.temperature <= 0:
+        raise UserError(f"temperature={config.temperature} must be > 0: rejection sampling needs different completions")
+    if config.min_tokens < 0:
+        raise UserError(f"min_tokens={config.min_tokens} must be >= 0")
+    if config.max_tokens is not None and config.max_tokens < max(1, config.min_tokens):
+        raise UserError(f"max_tokens={config.max_tokens} must be >= 1 and >= min_tokens ({config.min_tokens})")
+    if config.max_per_prompt is not None and config.max_per_prompt < 1:
+        raise UserError(f"max_per_prompt={config.max_per_prompt} must be >= 1 (or null for no cap)")
+
+
+def as_eval_config(config: SampleConfig, benchmark: Benchmark) -> EvalConfig:
+    """The evaluation that samples what `config` asks for: no greedy completion, no reward model, and a
+    single token budget (the full one), so no completion is judged again cut short."""
+    return EvalConfig(
+        model=config.model, data=config.data, limit=config.limit, samples=config.samples,
+        temperature=config.temperature, top_p=config.top_p, max_new_tokens=config.max_new_tokens,
+        template=config.template, system_prompt=config.system_prompt, greedy=False,
+        budgets=[config.max_new_tokens or benchmark.max_new_tokens], batch_size=config.batch_size, seed=config.seed,
+        difficulty=config.difficulty, output_dir=config.output_dir, cache_dir=config.cache_dir, threads=config.threads,
+    )

@@ -72,14 +72,16 @@ def main(argv: list[str] | None = None) -> int:
     from rlvr.graders.cli import add_grade_parser, run_grade
     from rlvr.reward_models.cli import add_rm_parser, run_rm
     from rlvr.sample.cli import add_sample_parser, run_sample_command
+    from rlvr.sft.cli import add_sft_parser, run_sft
 
     add_grade_parser(sub)
     add_eval_parser(sub)
     add_rm_parser(sub)
     add_sample_parser(sub)
+    add_sft_parser(sub)
     args = parser.parse_args(argv)
     try:
-        return {"train": train, "grade": run_grade, "eval": run_eval_command, "rm": run_rm, "sample": run_sample_command}[args.command](args)
+        return {"train": train, "grade": run_grade, "eval": run_eval_command, "rm": run_rm, "sample": run_sample_command, "sft": run_sft}[args.command](args)
     except UserError as e:
         print(f"rlvr: error: {e}", file=sys.stderr)
         return 2

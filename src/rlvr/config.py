@@ -363,3 +363,45 @@ class SampleConfig:
     """Where converted model checkpoints are cached."""
     threads: int = 0
     """CPU threads for torch (0 = all cores)."""
+
+
+@dataclass
+class SFTConfig:
+    """`rlvr sft`: supervised fine-tuning with the loss on completion tokens only (rlvr/sft/)."""
+
+    model: str = "smollm2"
+    """The model to fine-tune: `tiny`, `smollm2`, a .gguf file, a model or run directory, or a hub id."""
+    cache_dir: str = "~/.cache/rlvr"
+    """Where GGUF files are converted (once) into safetensors checkpoints."""
+    data: str = ""
+    """A .jsonl file (or .parquet, hf:owner/name) of {"prompt", "completion"} or {"messages": [...]} rows."""
+    eval_fraction: float = 0.05
+    """Share of the rows held out (picked by a seeded hash of their content) to measure the loss on."""
+    template: str = "chat"
+    """`chat` (the tokenizer's chat template; needed for messages rows), `plain`, `r1_zero`, or a string with {prompt}."""
+    system_prompt: str | None = None
+    """System message put before every conversation (chat) or prompt (other templates); None = none."""
+    max_length: int = 1024
+    """Tokens per example; longer ones keep their first max_length (rows left with no completion token are dropped)."""
+    packing: bool = False
+    """Lay several examples of a step end to end in rows of max_length tokens (block-diagonal attention, same loss)."""
+    batch_size: int = 16
+    """Examples per optimizer step; the loss is the mean over all their completion tokens."""
+    epochs: int = 1
+    """Passes over the training rows (used when max_steps is 0)."""
+    max_steps: int = 0
+    """Optimizer steps; 0 = as many as `epochs` passes take."""
+    optim: OptimConfig = field(default_factory=lambda: OptimConfig(schedule="cosine"))
+    """AdamW, warm-up, schedule, gradient clipping and micro_batch_tokens, as for `rlvr train` (optim.lr, ...)."""
+    seed: int = 0
+    """Seeds the held-out split and the order of the examples."""
+    output_dir: str = "runs/sft"
+    """Run directory: config.yaml, metrics.jsonl, tensorboard/, checkpoints/, summary.json."""
+    save_every: int = 0
+    """Checkpoint every N steps (0 = only at the end)."""
+    eval_every: int = 0
+    """Also measure the held-out loss every N steps, logged as eval_loss (0 = only before and after)."""
+    tensorboard: bool = True
+    """Mirror metrics.jsonl to TensorBoard (run_dir/tensorboard)."""
+    threads: int = 0
+    """CPU threads for torch (0 = all cores)."""

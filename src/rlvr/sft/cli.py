@@ -1,0 +1,54 @@
+"""``rlvr sft --data F.jsonl [--model M] [--config Y] [--set k=v] [--output-dir D] [--max-steps N] [--resume RUN_DIR]``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rlvr.errors import UserError
+
+
+def add_sft_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add ``sft`` to the ``rlvr`` command's subparsers; run it with `run_sft`."""
+    p = subparsers.add_parser("sft", help="supervised fine-tuning on prompt/completion or chat rows (loss on completions only)")
+    p.add_argument("--data", help='a .jsonl file: one {"prompt", "completion"} or {"messages": [...]} object per line')
+    p.add_argument("--model", help="model to fine-tune: tiny, smollm2, a .gguf file, a model or run directory (default: smollm2)")
+    p.add_argument("--config", help="YAML file of SFTConfig settings")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one setting, e.g. --set optim.lr=1e-4 (repeatable)")
+    p.add_argument("--output-dir", help="run directory (default: runs/sft)")
+    p.add_argument("--max-steps", type=int, help="optimizer steps (default: one epoch)")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its latest checkpoint")
+    return p
+
+
+def run_sft(args: argparse.Namespace) -> int:
+    # heavy imports only once the arguments are known to be sound
+    import transformers
+
+    from rlvr.config import SFTConfig
+    from rlvr.config_loading import load_dataclass_config
+    from rlvr.sft.train import resume_config, train_sft
+
+    cli = {"data": args.data, "model": args.model, "max_steps": args.max_steps}
+    if args.resume:
+        if args.config or args.output_dir:
+            raise UserError("--resume continues a run with its own config and directory: drop --config/--output-dir (use --set to change a setting)")
+        config = resume_config(Path(args.resume), args.overrides, **cli)
+    else:
+        config = load_dataclass_config(SFTConfig, args.config, args.overrides, output_dir=args.output_dir, **cli)
+    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
+    summary = train_sft(config, resume=bool(args.resume))
+    print(f"\nrun directory: {summary['run_dir']}   ({summary['steps']} steps, {summary['train_examples']} training examples"
+          f", {summary['dropped_too_long']} dropped as too long)")
+    for block in ("before", "after"):
+        if summary[block]:
+            b = summary[block]
+            print(f"  {block:6s} held-out loss {b['loss']:.4f}   perplexity {b['perplexity']:.2f}   ({b['tokens']} completion tokens)")
+    if not summary["before"]:
+        print("  no held-out rows (eval_fraction = 0): loss not measured")
+    if summary["stopped_early"]:
+        print(f"  stopped early; continue with: rlvr sft --resume {summary['run_dir']}")
+    print(f"  use it: rlvr train --set model.name={summary['run_dir']}   or   rlvr eval --model {summary['run_dir']}")
+    return 0

@@ -350,7 +350,10 @@ class SampleConfig:
     min_tokens: int = 0
     """Drop completions shorter than this many tokens (the stop token counts)."""
     max_tokens: int | None = None
-    """Drop completions longer than this many tokens; None = no bound (truncated completions are always dropped)."""
+    """Drop completions longer than this many tokens; None = no bound."""
+    keep_truncated: bool = False
+    """Keep verified completions that hit max_new_tokens (by default they are dropped: the model never
+    finished, so SFT on them would teach it not to stop)."""
     max_per_prompt: int | None = 4
     """Keep at most this many completions per prompt, the first in sampling order; None = all that pass."""
     dedupe: bool = True

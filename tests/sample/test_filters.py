@@ -80,3 +80,13 @@ def test_lenient_verdict_and_min_tokens():
 
 def test_count_drops_lists_every_filter():
     assert list(count_drops(Counter())) == list(FILTERS) and set(count_drops(Counter()).values()) == {0}
+
+
+def test_keep_truncated_lets_verified_cut_completions_through():
+    from rlvr.config import SampleConfig
+    from rlvr.evaluate.records import SampleRecord
+    from rlvr.sample.filters import filter_samples
+
+    cut = SampleRecord("so 7", 8, True, {"strict": 1.0, "lenient": 1.0}, {})
+    assert filter_samples([cut], SampleConfig())[0] == []
+    assert filter_samples([cut], SampleConfig(keep_truncated=True))[0] == [0]

@@ -2,7 +2,7 @@ r"""Rejection sampling's filters: which judged completions of one prompt become 
 
 They run in this order, and a dropped completion is counted under the first filter that drops it:
 
-    truncated       hit max_new_tokens (always dropped: the model never finished its answer)
+    truncated       hit max_new_tokens (dropped unless keep_truncated: the model never finished its answer)
     incorrect       the chosen verifier (strict or lenient) did not give 1.0: wrong, or not checkable
     length          fewer than min_tokens or more than max_tokens tokens (the stop token counts)
     format          the chosen format reward (boxed_format, think_answer_format) is not 1.0
@@ -101,7 +101,7 @@ def filter_samples(samples: list[SampleRecord], config: SampleConfig) -> tuple[l
         dropped[name] += passes.count(False)
         survivors = [i for i, ok in zip(survivors, passes) if ok]
 
-    keep("truncated", [not samples[i].truncated for i in survivors])
+    keep("truncated", [config.keep_truncated or not samples[i].truncated for i in survivors])
     keep("incorrect", [is_verified(samples[i], config.verdict) for i in survivors])
     keep("length", [within_length(samples[i].tokens, config.min_tokens, config.max_tokens) for i in survivors])
     keep("format", has_format([samples[i].text for i in survivors], config.format))

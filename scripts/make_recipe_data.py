@@ -1,0 +1,46 @@
+"""Write the small example datasets the recipes use (recipes/data/); run once, the output is committed.
+
+    python scripts/make_recipe_data.py
+
+cold_start.jsonl   prompt/completion pairs with a short worked answer (the cold-start SFT format)
+preferences.jsonl  prompt/chosen/rejected pairs: a boxed, right answer preferred to a bare or wrong one
+mixed.jsonl        stage-4 prompts: arithmetic (kind: reasoning, with answer) and open requests (kind: general)
+All arithmetic comes from the task's train split, so none of it is in the held-out evaluation.
+"""
+
+import json
+import random
+from pathlib import Path
+
+from rlvr.data.tasks import arithmetic
+
+OUT = Path(__file__).resolve().parents[1] / "recipes" / "data"
+GENERAL = ["Write a one-line greeting.", "Name a colour.", "Say something kind.", "Describe the sky in three words.",
+           "Give a short tip for sleeping well.", "Name a fruit.", "Say thank you politely.", "Suggest a name for a cat."]
+
+
+def write(name: str, rows: list[dict]) -> None:
+    (OUT / name).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def main() -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(0)
+    problems = arithmetic.generate(64, split="train", seed=0, difficulty=1)
+    write("cold_start.jsonl", [
+        {"prompt": p["prompt"], "completion": f"{p['prompt'].split('?')[0].removeprefix('What is ')} = {p['answer']}. \\boxed{{{p['answer']}}}"}
+        for p in problems[:48]
+    ])
+    write("preferences.jsonl", [
+        {"prompt": p["prompt"], "chosen": f"\\boxed{{{p['answer']}}}",
+         "rejected": rng.choice([p["answer"], f"\\boxed{{{int(p['answer']) + rng.randint(1, 5)}}}"])}
+        for p in problems[:48]
+    ])
+    write("mixed.jsonl", [
+        *({"prompt": p["prompt"], "answer": p["answer"], "kind": "reasoning"} for p in problems[48:64]),
+        *({"prompt": g, "answer": None, "kind": "general"} for g in GENERAL),
+    ])
+
+
+if __name__ == "__main__":
+    main()

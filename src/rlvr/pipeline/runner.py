@@ -1,0 +1,98 @@
+"""`rlvr pipeline RECIPE.yaml`: run the stages in order, evaluate after each, compare them at the end.
+
+    DIR/base_eval/            rlvr eval of the starting model
+    DIR/<stage>/              the stage's own run directory (+ eval/ for stages that make a model)
+    DIR/<stage>/stage.json    written last: the stage is complete (its settings and outputs)
+    DIR/pipeline_summary.json, DIR/report.md
+
+A stage with stage.json is skipped on re-run, so a pipeline stopped anywhere continues where it
+stopped; one whose recipe settings changed since is refused rather than silently kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from rlvr.errors import UserError
+from rlvr.evaluate.store import write_atomic
+from rlvr.pipeline.recipe import Recipe, Stage, load_recipe, substitute
+from rlvr.pipeline.report import stage_row, write_report
+from rlvr.pipeline.stages import StageOutput, run_stage, stage_config
+
+MODEL_KINDS = ("sft", "grpo")  # the stages whose model the next stages continue from (rm makes a scorer)
+
+
+def run_pipeline(recipe_path: str | Path, output_dir: str | None = None, progress: bool = True) -> dict[str, Any]:
+    recipe = load_recipe(recipe_path)
+    root = Path(output_dir or recipe.output_dir or f"runs/pipeline-{recipe.name}")
+    root.mkdir(parents=True, exist_ok=True)
+    rows = [stage_row("base", "model", recipe.model, None, _evaluate(recipe, recipe.model, root / "base_eval", progress))]
+    outputs: dict[str, str] = {}
+    model, dataset = recipe.model, None
+    for stage in recipe.stages:
+        out = root / stage.name
+        try:
+            config = stage_config(stage.kind, _local_paths(substitute(stage.config, outputs), recipe.base_dir),
+                                  model=model, dataset=dataset, out=out)
+        except ValueError:
+            raise UserError(f"stage {stage.name!r} (sft) has no `data` and no earlier `sample` stage made a dataset") from None
+        result = _run_or_reuse(stage, config, out, progress)
+        outputs[stage.name] = result.primary
+        model = result.model if stage.kind in MODEL_KINDS else model
+        dataset = result.dataset or dataset
+        evaluated = _evaluate(recipe, result.model, out / "eval", progress) if stage.kind in MODEL_KINDS else None
+        rows.append(stage_row(stage.name, stage.kind, result.primary, result.summary, evaluated))
+    summary = {"recipe": recipe.name, "output_dir": str(root), "stages": rows}
+    write_report(root, summary)
+    return summary
+
+
+def _run_or_reuse(stage: Stage, config: dict[str, Any], out: Path, progress: bool) -> StageOutput:
+    """The stage's outputs: from its completion mark when it already ran with these settings."""
+    mark = out / "stage.json"
+    digest = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    if mark.is_file():
+        done = json.loads(mark.read_text(encoding="utf-8"))
+        if done["settings"] != digest:
+            raise UserError(f"stage {stage.name!r} already ran with other settings ({out}): "
+                            f"delete that folder to run it again with the recipe's new ones")
+        if progress:
+            print(f"pipeline: stage {stage.name} ({stage.kind}) already complete, skipped")
+        return StageOutput(**done["outputs"])
+    if progress:
+        print(f"pipeline: stage {stage.name} ({stage.kind}) → {out}")
+    started = time.perf_counter()
+    result = run_stage(stage.kind, config, out)
+    record = {"kind": stage.kind, "settings": digest, "seconds": round(time.perf_counter() - started, 1),
+              "outputs": {"model": result.model, "dataset": result.dataset, "summary": result.summary}}
+    write_atomic(mark, json.dumps(record, indent=2, default=str) + "\n")
+    return result
+
+
+def _evaluate(recipe: Recipe, model: str | None, out: Path, progress: bool) -> dict[str, Any] | None:
+    """rlvr eval of `model` with the recipe's evaluation settings (resumable, so re-runs are free)."""
+    if recipe.eval is None or model is None:
+        return None
+    from rlvr.config import EvalConfig
+    from rlvr.evaluate.runner import run_eval
+
+    try:
+        config = EvalConfig(**{**recipe.eval, "model": model, "output_dir": str(out)})
+    except TypeError as e:
+        raise UserError(f"the recipe's eval settings: {e} (use the fields of rlvr eval's config)") from None
+    return run_eval(config, progress=progress)
+
+
+def _local_paths(value: Any, base: Path) -> Any:
+    """Data files named relative to the recipe's folder (recipes/data/x.jsonl), when not found from here."""
+    if isinstance(value, str) and value.endswith((".jsonl", ".parquet")) and not Path(value).exists() and (base / value).exists():
+        return str(base / value)
+    if isinstance(value, dict):
+        return {k: _local_paths(v, base) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_local_paths(v, base) for v in value]
+    return value

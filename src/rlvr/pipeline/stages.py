@@ -1,0 +1,85 @@
+"""Running one stage of a recipe: its command's config, resumed when it was interrupted.
+
+Every stage writes into its own folder and reports what it made (`StageOutput`). A stage whose
+folder holds checkpoints but no completion mark was interrupted: `sft` and `grpo` continue from
+their latest checkpoint, `sample` skips the prompts already sampled, and `rm` (short, no resume)
+starts again.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rlvr.config import RewardModelConfig, SampleConfig, SFTConfig
+from rlvr.config_loading import load_config, load_dataclass_config
+from rlvr.train import checkpoint as ckpt
+
+
+@dataclass(frozen=True)
+class StageOutput:
+    model: str | None = None  # a model directory later stages and `rlvr eval` load
+    dataset: str | None = None  # an SFT dataset (sample stages)
+    summary: dict[str, Any] | None = None  # the stage command's own summary
+
+    @property
+    def primary(self) -> str:
+        """What "@stage" stands for: the model, or the dataset of a sample stage."""
+        return self.model or self.dataset or ""
+
+
+def stage_config(kind: str, config: dict[str, Any], *, model: str, dataset: str | None, out: Path) -> dict[str, Any]:
+    """The stage's full settings: its own, then what the pipeline fills in (model, data, output folder)."""
+    c = dict(config)
+    if kind == "grpo":
+        c["model"] = {"name": model, **c.get("model", {})}
+    else:
+        c.setdefault("model", model)
+    if kind == "sft" and "data" not in c:
+        if dataset is None:
+            raise ValueError("no data")
+        c["data"] = dataset
+    c["output_dir"] = str(out)
+    return c
+
+
+def run_stage(kind: str, config: dict[str, Any], out: Path) -> StageOutput:
+    """Run (or continue) the stage of `kind` with `config` in folder `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "stage_config.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return {"sft": _sft, "grpo": _grpo, "sample": _sample, "rm": _rm}[kind](path, out)
+
+
+def _sft(path: Path, out: Path) -> StageOutput:
+    from rlvr.sft.train import train_sft
+
+    summary = train_sft(load_dataclass_config(SFTConfig, path), resume=ckpt.latest_checkpoint(out) is not None)
+    return StageOutput(model=str(out), summary=summary)
+
+
+def _grpo(path: Path, out: Path) -> StageOutput:
+    from rlvr.train.trainer import Trainer
+
+    trainer = Trainer.from_run_dir(out) if ckpt.latest_checkpoint(out) is not None else Trainer(load_config(path))
+    return StageOutput(model=str(out), summary=trainer.train())
+
+
+def _sample(path: Path, out: Path) -> StageOutput:
+    from rlvr.sample.runner import run_sample
+
+    summary = run_sample(load_dataclass_config(SampleConfig, path))
+    return StageOutput(dataset=str(summary["output"]), summary=summary)
+
+
+def _rm(path: Path, out: Path) -> StageOutput:
+    from rlvr.reward_models.train import train_reward_model
+
+    if ckpt.latest_checkpoint(out) is not None:  # interrupted: reward models train in minutes, start again
+        shutil.rmtree(out / "checkpoints")
+    summary = train_reward_model(load_dataclass_config(RewardModelConfig, path))
+    return StageOutput(model=str(out), summary=summary)

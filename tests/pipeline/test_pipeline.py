@@ -1,0 +1,107 @@
+"""`rlvr pipeline`: the tiny recipe end to end, the hand-over between stages, skipping finished stages."""
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rlvr.cli import main
+from rlvr.errors import UserError
+from rlvr.pipeline import runner
+from rlvr.pipeline.recipe import load_recipe
+
+RECIPES = Path(__file__).resolve().parents[2] / "recipes"
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("pipeline") / "tiny"
+    summary = runner.run_pipeline(RECIPES / "tiny.yaml", str(out), progress=False)
+    return out, summary
+
+
+def stage_config(out, name):
+    return yaml.safe_load((out / name / "stage_config.yaml").read_text())
+
+
+def test_every_stage_runs_and_hands_its_output_to_the_next(tiny_run):
+    out, summary = tiny_run
+    names = ["base", "cold_start", "reasoning", "rejection", "sft_again", "preferences", "all_scenarios"]
+    assert [row["stage"] for row in summary["stages"]] == names
+    for name in names[1:]:
+        assert (out / name / "stage.json").is_file(), name
+    # the model flows sft -> grpo -> (sample) -> sft -> grpo; the rm stage does not replace it
+    assert stage_config(out, "reasoning")["model"]["name"] == str(out / "cold_start")
+    assert stage_config(out, "rejection")["model"] == str(out / "reasoning")
+    assert stage_config(out, "sft_again")["model"] == str(out / "reasoning")
+    assert stage_config(out, "sft_again")["data"] == str(out / "rejection" / "sft.jsonl")
+    assert stage_config(out, "all_scenarios")["model"]["name"] == str(out / "sft_again")
+    rewards = stage_config(out, "all_scenarios")["rewards"]
+    assert rewards[1]["params"]["path"] == str(out / "preferences")  # "@preferences" resolved
+    kept = json.loads((out / "rejection" / "sample_summary.json").read_text())["kept"]
+    assert kept > 0 and len((out / "rejection" / "sft.jsonl").read_text().splitlines()) == kept
+
+
+def test_an_evaluation_follows_every_model_stage_and_the_report_compares_them(tiny_run):
+    out, summary = tiny_run
+    evaluated = [row["stage"] for row in summary["stages"] if "eval" in row]
+    assert evaluated == ["base", "cold_start", "reasoning", "sft_again", "all_scenarios"]
+    for name in evaluated[1:]:
+        assert json.loads((out / name / "eval" / "summary.json").read_text())["settings"]["model"] == str(out / name)
+    report = (out / "report.md").read_text()
+    assert all(f"| {name} |" in report for name in ["base", "rejection", "preferences"])
+    assert json.loads((out / "pipeline_summary.json").read_text()) == json.loads(json.dumps(summary, default=str))
+
+
+def test_a_rerun_skips_finished_stages(tiny_run, monkeypatch):
+    out, summary = tiny_run
+    monkeypatch.setattr(runner, "run_stage", lambda *a: pytest.fail("a finished stage ran again"))
+    assert runner.run_pipeline(RECIPES / "tiny.yaml", str(out), progress=False)["stages"] == summary["stages"]
+
+
+def test_an_unfinished_stage_is_the_only_one_run_again(tiny_run, monkeypatch):
+    out, _ = tiny_run
+    (out / "all_scenarios" / "stage.json").unlink()  # as if it had been interrupted
+    ran = []
+    real = runner.run_stage
+    monkeypatch.setattr(runner, "run_stage", lambda kind, config, path: ran.append(path.name) or real(kind, config, path))
+    runner.run_pipeline(RECIPES / "tiny.yaml", str(out), progress=False)
+    assert ran == ["all_scenarios"] and (out / "all_scenarios" / "stage.json").is_file()
+
+
+def test_changed_settings_of_a_finished_stage_are_refused(tiny_run, tmp_path):
+    out, _ = tiny_run
+    recipe = yaml.safe_load((RECIPES / "tiny.yaml").read_text())
+    recipe["stages"][0]["config"]["max_steps"] = 7
+    for stage in recipe["stages"]:  # keep the data paths pointing at recipes/data
+        for key, value in stage["config"].items():
+            if isinstance(value, str) and value.startswith("data/"):
+                stage["config"][key] = str(RECIPES / value)
+    stage = recipe["stages"][5]["config"]["data"]
+    stage["train"] = str(RECIPES / stage["train"])
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(yaml.safe_dump(recipe))
+    with pytest.raises(UserError, match="stage 'cold_start' already ran with other settings"):
+        runner.run_pipeline(changed, str(out), progress=False)
+
+
+@pytest.mark.parametrize("name", ["tiny", "r1", "r1_zero", "distill"])
+def test_shipped_recipes_are_valid(name):
+    recipe = load_recipe(RECIPES / f"{name}.yaml")
+    assert recipe.stages and recipe.eval
+
+
+@pytest.mark.parametrize("text, message", [
+    ("stages: [{kind: dpo}]", "kind 'dpo'; use one of sft, grpo, sample, rm"),
+    ("stages: [{kind: sft, name: a}, {kind: sft, name: a}]", "two stages are called 'a'"),
+    ("stages: [{kind: grpo, config: {rewards: [{name: reward_model, params: {path: '@rm'}}]}}]", "refers to @rm"),
+    ("stages: []", "non-empty list"),
+    ("model: tiny\nsteps: []", "unknown key 'steps'"),
+])
+def test_recipe_mistakes_are_one_line(tmp_path, capsys, text, message):
+    path = tmp_path / "r.yaml"
+    path.write_text(text)
+    assert main(["pipeline", str(path), "--output-dir", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err

@@ -202,7 +202,7 @@ class EvalConfig:
     samples: int = 16
     """n: completions sampled per problem (DeepSeek-R1 reports 64)."""
     k: list[int] | None = None
-    """k values for pass@k and maj@k; None = those of 1, 4, 16, 64 that are <= samples."""
+    """k values for pass@k and maj@k; None = those of 1, 4, 16, 64 that are <= samples, and samples itself."""
     temperature: float = 0.6
     """Sampling temperature (DeepSeek-R1's evaluation setting)."""
     top_p: float = 0.95

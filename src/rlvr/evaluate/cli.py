@@ -20,7 +20,7 @@ def add_eval_parser(subparsers: argparse._SubParsersAction) -> argparse.Argument
     p.add_argument("--data-dir", help="folder with local benchmark copies (<dir>/gsm8k/test.jsonl, ...); default: the public datasets")
     p.add_argument("--limit", type=int, help="the first N problems only")
     p.add_argument("--samples", type=int, default=_DEFAULTS.samples, help=f"completions per problem, n (default {_DEFAULTS.samples})")
-    p.add_argument("--k", type=_int_list, help="k values for pass@k and maj@k, e.g. 1,4,16,64 (default: those <= samples)")
+    p.add_argument("--k", type=_int_list, help="k values for pass@k and maj@k, e.g. 1,4,16,64 (default: those <= samples, and samples)")
     p.add_argument("--temperature", type=float, default=_DEFAULTS.temperature, help="default 0.6, as DeepSeek-R1")
     p.add_argument("--top-p", type=float, default=_DEFAULTS.top_p, help="default 0.95, as DeepSeek-R1")
     p.add_argument("--max-new-tokens", type=int, help="completion budget (default: the benchmark's)")

@@ -103,7 +103,7 @@ def eval_settings(config: EvalConfig, benchmark: Benchmark) -> dict[str, Any]:
         "temperature": config.temperature,
         "top_p": config.top_p,
         "samples": config.samples,
-        "k": list(config.k) if config.k is not None else [k for k in DEFAULT_K if k <= config.samples],
+        "k": list(config.k) if config.k is not None else sorted({k for k in DEFAULT_K if k <= config.samples} | {config.samples}),
         "greedy": config.greedy,
         "seed": config.seed,
         "difficulty": config.difficulty if benchmark.name in TASKS else None,

@@ -1,6 +1,5 @@
 """rlvr.rollout: exact agreement with HF generate, recorded log-probs, stopping, sampling filters."""
 
-import pytest
 import torch
 
 from rlvr.logprobs import completion_logprobs

@@ -6,7 +6,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlvr.reward_models.model import conversation_text
 from rlvr.reward_models.scoring import ProcessRewardScorer, RewardModelScorer, split_steps, step_prefixes
 from rlvr.train import checkpoint as ckpt
 

@@ -1,7 +1,6 @@
 """Checkpoints: a run stopped after step k and resumed ends with exactly the unbroken run's weights."""
 
 import json
-import os
 from pathlib import Path
 
 import pytest

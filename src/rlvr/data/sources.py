@@ -53,7 +53,7 @@ def load_examples(
     """
     if limit is not None and limit < 0:
         raise UserError(f"limit={limit} is negative; use a positive number, or none for every row")
-    rows = _read(source, split=split, seed=seed, difficulty=difficulty, limit=limit)
+    rows = read_located(source, split=split, seed=seed, difficulty=difficulty, limit=limit)
     if limit is not None and not shuffle:
         rows = itertools.islice(rows, limit)  # stop reading (and validating) once we have enough
     examples = [_to_example(where, row, i, prompt_field) for i, (where, row) in enumerate(rows)]
@@ -62,7 +62,7 @@ def load_examples(
     return examples if limit is None else examples[:limit]
 
 
-def _read(source: str, *, split: str, seed: int, difficulty: int, limit: int | None) -> Iterator[Located]:
+def read_located(source: str, *, split: str, seed: int, difficulty: int, limit: int | None) -> Iterator[Located]:
     """Dispatch on the kind of source; rows come back lazily with their location."""
     if source in TASKS:
         n = DEFAULT_TASK_ROWS if limit is None else limit

@@ -22,12 +22,13 @@ from types import ModuleType
 from typing import Any, ClassVar
 
 from rlvr.errors import UserError
-from rlvr.graders.result import GradeResult, columns_from_items
+from rlvr.graders.result import GradeResult
 from rlvr.graders.spec import get_choice, get_str
 from rlvr.graders.text_graders import short
 from rlvr.rewards.countdown import countdown, countdown_expression, evaluate_expression
 from rlvr.rewards.format import boxed_format, soft_think_answer_format, think_answer_format
-from rlvr.rewards.math import MODES, extract_answer, gold_answer, is_hedged, math_accuracy
+from rlvr.rewards.extraction import MODES
+from rlvr.rewards.math import extract_answer, gold_answer, is_hedged, math_accuracy
 
 FORMATS: dict[str, Callable[..., list[float]]] = {
     "boxed": boxed_format,

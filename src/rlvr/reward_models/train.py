@@ -30,18 +30,9 @@ from rlvr.reward_models.model import encode, forward_scores, load_reward_model, 
 from rlvr.reward_models.pairs import PreferencePair, load_pairs, split_pairs
 from rlvr.reward_models.stats import STATS_FILE, ScoreStats, score_stats
 from rlvr.train import checkpoint as ckpt
-from rlvr.train.loop import stop_on_ctrl_c
+from rlvr.train.loop import StopFlag, stop_on_ctrl_c
+from rlvr.train.prompts import batch_order
 from rlvr.train.metrics import MetricsWriter
-
-
-class StopFlag:
-    """Set by the first Ctrl-C (see rlvr.train.loop.stop_on_ctrl_c): finish the step, save, return."""
-
-    def __init__(self) -> None:
-        self.stop_requested = False
-
-    def request_stop(self) -> None:
-        self.stop_requested = True
 
 
 def train_reward_model(config: RewardModelConfig, on_step_end: Callable[[int, dict[str, float], StopFlag], None] | None = None) -> dict[str, Any]:
@@ -148,21 +139,7 @@ def total_steps(n_train: int, config: RewardModelConfig) -> int:
     return config.max_steps or config.epochs * -(-n_train // config.batch_size)
 
 
-def batch_order(n: int, batch_size: int, steps: int, seed: int) -> list[list[int]]:
-    """Indices of the pairs in each of `steps` batches: passes over range(n), each shuffled with
-    its own seed; the last batch of a pass may be shorter.
 
-    >>> batch_order(5, 2, 4, seed=0)
-    [[2, 1], [0, 4], [3], [2, 3]]
-    """
-    batches: list[list[int]] = []
-    epoch = 0
-    while len(batches) < steps:
-        order = list(range(n))
-        random.Random(seed * 1_000_003 + epoch).shuffle(order)
-        batches += [order[i : i + batch_size] for i in range(0, n, batch_size)]
-        epoch += 1
-    return batches[:steps]
 
 
 def check_config(config: RewardModelConfig) -> None:

@@ -38,10 +38,9 @@ import re
 from fractions import Fraction
 from typing import Any
 
-from rlvr.errors import UserError
 from rlvr.rewards import symbolic, workers
 from rlvr.rewards.symbolic import REL_TOL
-from rlvr.rewards.extraction import MODES, _check_mode, boxed_contents, extract_answer
+from rlvr.rewards.extraction import _check_mode, boxed_contents, extract_answer
 from rlvr.rewards.text import completion_text
 
 _Number = tuple[Fraction, bool]  # exact value, written with a decimal point

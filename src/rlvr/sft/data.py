@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlvr.data.sources import _read  # JSONL / parquet / hf rows, each with its "FILE:LINE"
+from rlvr.data.sources import read_located  # JSONL / parquet / hf rows, each with its "FILE:LINE"
 from rlvr.errors import UserError
 from rlvr.sft.masking import encode_segments, row_segments, trained_count
 
@@ -45,7 +45,7 @@ def read_rows(source: str) -> list[tuple[str, dict[str, Any]]]:
     """Every row of `source` with where it came from ("FILE:LINE"), each checked with `check_row`."""
     if not source.startswith("hf:") and not Path(source).is_file():
         raise UserError(f"SFT data not found: {source} (give a .jsonl file: {FORMATS})")
-    rows = [(where, check_row(where, row)) for where, row in _read(source, split="train", seed=0, difficulty=1, limit=None)]
+    rows = [(where, check_row(where, row)) for where, row in read_located(source, split="train", seed=0, difficulty=1, limit=None)]
     if not rows:
         raise UserError(f"{source} holds no rows: write {FORMATS}")
     return rows

@@ -29,7 +29,8 @@ from rlvr.config_loading import load_dataclass_config, save_config
 from rlvr.errors import UserError
 from rlvr.models import load_model
 from rlvr.optim import build_optimizer
-from rlvr.reward_models.train import StopFlag, batch_order
+from rlvr.train.loop import StopFlag
+from rlvr.train.prompts import batch_order
 from rlvr.sft.data import SFTData, SFTExample, prepare_data, read_rows
 from rlvr.sft.loss import completion_nll, held_out_loss
 from rlvr.sft.masking import trained_count

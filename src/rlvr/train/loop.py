@@ -13,7 +13,6 @@ from tqdm import tqdm
 from rlvr.config_loading import save_config
 from rlvr.errors import UserError
 from rlvr.evaluate import paired_gain_interval
-from rlvr.train import checkpoint as ckpt
 from rlvr.train.metrics import MetricsWriter
 
 if TYPE_CHECKING:
@@ -21,7 +20,7 @@ if TYPE_CHECKING:
 
 
 @contextmanager
-def stop_on_ctrl_c(trainer: "Trainer"):
+def stop_on_ctrl_c(trainer: "Trainer | StopFlag"):
     """First Ctrl-C: finish the step, save, exit cleanly. Second: abort at once (the last
     checkpoint on disk is still whole, because checkpoints are renamed into place)."""
 
@@ -137,3 +136,13 @@ def run_training(trainer: "Trainer", on_step_end: Callable[["Trainer", dict], No
     summary = _summary(trainer, before, after, time.perf_counter() - start)
     (trainer.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
+
+
+class StopFlag:
+    """Set by the first Ctrl-C (see rlvr.train.loop.stop_on_ctrl_c): finish the step, save, return."""
+
+    def __init__(self) -> None:
+        self.stop_requested = False
+
+    def request_stop(self) -> None:
+        self.stop_requested = True

@@ -1,0 +1,98 @@
+"""Generation speed: rlvr's rollout engine against HF `generate`, same model, prompts and length.
+
+    .venv/bin/python bench/generation.py [--model smollm2] [--batches 1,8,32] [--new-tokens 128] [--threads 0]
+
+Both decode greedily for exactly --new-tokens tokens (stop tokens ignored, so both produce the same
+number of tokens), from the same left-padded chat prompts (one-digit sums). Each cell is the best of
+--repeats runs after one warm-up. A last row per batch size shows rlvr's grouped mode: batch/8
+prompts × 8 completions each, the prompt prefilled once per group (what GRPO does).
+Prints a table with tokens per second and the rlvr/HF ratio; also checks that the greedy tokens agree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+
+from rlvr.data import load_examples, render_prompt
+from rlvr.models import load_model
+from rlvr.rollout import SamplingParams, generate
+
+
+def prompts(tokenizer, n: int) -> list[list[int]]:
+    rows = load_examples("arithmetic", limit=n, difficulty=2)
+    texts = [render_prompt(r.prompt, template="chat", tokenizer=tokenizer) for r in rows]
+    return [tokenizer(t, add_special_tokens=False).input_ids for t in texts]
+
+
+def hf_generate(model, tokenizer, ids: list[list[int]], new_tokens: int) -> torch.Tensor:
+    tokenizer.padding_side = "left"
+    batch = tokenizer.pad({"input_ids": ids}, return_tensors="pt")
+    out = model.generate(**batch, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
+                         pad_token_id=tokenizer.pad_token_id)
+    return out[:, batch["input_ids"].shape[1]:]
+
+
+def rlvr_generate(model, tokenizer, ids: list[list[int]], new_tokens: int, group_size: int = 1) -> torch.Tensor:
+    out = generate(model, ids, group_size, SamplingParams(new_tokens, temperature=0.0), stop_ids=[], pad_id=tokenizer.pad_token_id)
+    return out.completion_ids
+
+
+def greedy_agrees(model, tokenizer, ids: list[list[int]], new_tokens: int = 24) -> bool:
+    """Whether both engines give the same greedy completions, each up to its stop token (checked
+    without the forced length, which changes greedy choices where a completion would end)."""
+    eos = tokenizer.eos_token_id
+    tokenizer.padding_side = "left"
+    batch = tokenizer.pad({"input_ids": ids}, return_tensors="pt")
+    hf = model.generate(**batch, max_new_tokens=new_tokens, do_sample=False, eos_token_id=eos, pad_token_id=tokenizer.pad_token_id)
+    ours = generate(model, ids, 1, SamplingParams(new_tokens, temperature=0.0), stop_ids=[eos], pad_id=tokenizer.pad_token_id)
+    for row in range(len(ids)):
+        theirs = hf[row, batch["input_ids"].shape[1]:].tolist()
+        theirs = theirs[: theirs.index(eos) + 1] if eos in theirs else theirs
+        if ours.completion_ids[row][ours.completion_mask[row]].tolist() != theirs:
+            return False
+    return True
+
+
+def best_seconds(fn, repeats: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="smollm2")
+    parser.add_argument("--batches", default="1,8,32")
+    parser.add_argument("--new-tokens", type=int, default=128)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=0)
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    model, tokenizer = load_model(args.model)
+    model.eval()
+    print(f"model {args.model}, {args.new_tokens} new tokens, greedy, {torch.get_num_threads()} threads, torch {torch.__version__}")
+    print(f"{'batch':>5}  {'engine':<22} {'seconds':>8} {'tokens/s':>9} {'vs HF':>6}")
+    with torch.no_grad():
+        for b in [int(x) for x in args.batches.split(",")]:
+            ids = prompts(tokenizer, b)
+            same = greedy_agrees(model, tokenizer, ids)
+            hf = best_seconds(lambda: hf_generate(model, tokenizer, ids, args.new_tokens), args.repeats)
+            ours = best_seconds(lambda: rlvr_generate(model, tokenizer, ids, args.new_tokens), args.repeats)
+            tokens = b * args.new_tokens
+            print(f"{b:>5}  {'HF generate':<22} {hf:8.2f} {tokens / hf:9.1f} {1.0:6.2f}")
+            print(f"{b:>5}  {'rlvr':<22} {ours:8.2f} {tokens / ours:9.1f} {hf / ours:6.2f}   greedy tokens equal: {same}")
+            if b >= 8 and b % 8 == 0:
+                grouped = best_seconds(lambda: rlvr_generate(model, tokenizer, ids[: b // 8], args.new_tokens, 8), args.repeats)
+                print(f"{b:>5}  {'rlvr, ' + str(b // 8) + ' prompts x 8':<22} {grouped:8.2f} {tokens / grouped:9.1f} {hf / grouped:6.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""The same GRPO job with rlvr and with TRL's GRPOTrainer, one after the other, and a table of both.
+
+    .venv/bin/python bench/grpo_vs_trl.py [--steps 15] [--group-size 8] [--prompts-per-step 4]
+        [--max-new-tokens 128] [--temperature 1.0] [--lr 1e-5] [--beta 0.04] [--skip-trl]
+
+The job (FACTS.md's TRL measurement): SmolLM2-135M-Instruct in fp32, one-digit sums from rlvr's
+arithmetic train split as chat prompts, G completions for each of P prompts per step, the boxed-answer
+accuracy reward, β with a reference model. TRL runs from bench/.venv-trl (created on first use:
+torch==2.13.0 and trl from PyPI), each job in its own process so its peak RSS is its own.
+
+Columns: median seconds per step, completion tokens per second, peak RSS, steps per hour, the FLOPs of
+a step (10·N per prompt+completion token: generate 2N, reference 2N, policy forward 2N + backward 4N)
+and the share of this machine's fp32 matmul rate (measured here) that they represent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+TRL_VENV = HERE / ".venv-trl"
+TRL_VERSION = "1.16.0"
+
+
+def matmul_rate(size: int = 2048, repeats: int = 5) -> float:
+    """Measured fp32 FLOP/s of a large square matmul (the machine's best case)."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    a @ b
+    start = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    return 2 * size**3 * repeats / (time.perf_counter() - start)
+
+
+def write_data(path: Path, rows: int = 256) -> tuple[Path, float]:
+    """The job's prompts; returns the file and the mean prompt length in tokens under the chat template."""
+    from rlvr.data import load_examples
+    from rlvr.models import load_model
+
+    examples = load_examples("arithmetic", limit=rows)
+    path.write_text("".join(json.dumps({"prompt": e.prompt, "answer": e.columns["answer"]}) + "\n" for e in examples))
+    tokenizer = load_model("smollm2")[1]
+    texts = [tokenizer.apply_chat_template([{"role": "user", "content": e.prompt}], add_generation_prompt=True, tokenize=False) for e in examples]
+    lengths = [len(tokenizer(t, add_special_tokens=False).input_ids) for t in texts]
+    return path, sum(lengths) / len(lengths)
+
+
+def trl_python() -> Path:
+    python = TRL_VENV / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(TRL_VENV)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "torch==2.13.0", f"trl=={TRL_VERSION}"], check=True)
+    return python
+
+
+def run_job(python: Path, script: str, job: dict, out: Path) -> dict:
+    job_file, result_file = out / f"{script}.job.json", out / f"{script}.result.json"
+    job_file.write_text(json.dumps(job))
+    started = time.perf_counter()
+    subprocess.run([str(python), str(HERE / f"{script}.py"), str(job_file), str(result_file)], check=True)
+    result = json.loads(result_file.read_text())
+    result["wall_seconds"] = time.perf_counter() - started
+    return result
+
+
+def row(name: str, r: dict, job: dict, prompt_tokens: float, rate: float) -> dict:
+    completions = job["group_size"] * job["prompts_per_step"]
+    median = statistics.median(r["step_seconds"])
+    mean_len = statistics.mean(r["mean_lengths"]) if r["mean_lengths"] else float("nan")
+    flops = 10 * 134.5e6 * completions * (prompt_tokens + mean_len)
+    return {"engine": name, "s_per_step": median, "completion_tok_s": completions * mean_len / median,
+            "peak_gb": r["peak_rss_bytes"] / 1e9, "steps_per_hour": 3600 / median, "mean_len": mean_len,
+            "tflop_per_step": flops / 1e12, "matmul_share": flops / median / rate}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    for name, default, kind in [("steps", 15, int), ("group-size", 8, int), ("prompts-per-step", 4, int),
+                                ("max-new-tokens", 128, int), ("temperature", 1.0, float), ("lr", 1e-5, float),
+                                ("beta", 0.04, float), ("seed", 0, int), ("threads", 0, int)]:
+        p.add_argument(f"--{name}", type=kind, default=default)
+    p.add_argument("--skip-trl", action="store_true")
+    p.add_argument("--out", default=str(HERE / "results"))
+    args = p.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    from rlvr.models import resolve_model_path
+
+    data, prompt_tokens = write_data(out / "job_prompts.jsonl")
+    job = {"model": resolve_model_path("smollm2"), "data": str(data), "steps": args.steps, "group_size": args.group_size,
+           "prompts_per_step": args.prompts_per_step, "max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
+           "lr": args.lr, "beta": args.beta, "seed": args.seed, "threads": args.threads}
+    rate = matmul_rate()
+    rows = [row("rlvr", run_job(Path(sys.executable), "rlvr_job", {**job, "output_dir": str(out / "rlvr_run")}, out), job, prompt_tokens, rate)]
+    if not args.skip_trl:
+        rows.append(row(f"TRL {TRL_VERSION}", run_job(trl_python(), "trl_job", {**job, "output_dir": str(out / "trl_run")}, out), job, prompt_tokens, rate))
+    print(f"\n{args.steps} steps of {args.prompts_per_step} prompts x {args.group_size} completions, <= {args.max_new_tokens} tokens, "
+          f"T={args.temperature}, lr {args.lr}, beta {args.beta}; fp32 matmul rate here {rate / 1e9:.0f} GFLOP/s")
+    print(f"{'engine':<11} {'s/step':>7} {'compl tok/s':>11} {'mean len':>8} {'peak RSS':>9} {'steps/h':>8} {'TFLOP/step':>10} {'of matmul':>9}")
+    for r in rows:
+        print(f"{r['engine']:<11} {r['s_per_step']:7.1f} {r['completion_tok_s']:11.1f} {r['mean_len']:8.1f} {r['peak_gb']:7.2f}GB "
+              f"{r['steps_per_hour']:8.0f} {r['tflop_per_step']:10.2f} {100 * r['matmul_share']:8.1f}%")
+    if len(rows) == 2:
+        a, b = rows
+        print(f"{'rlvr/TRL':<11} {a['s_per_step'] / b['s_per_step']:7.2f} {a['completion_tok_s'] / b['completion_tok_s']:11.2f} "
+              f"{'':8} {a['peak_gb'] / b['peak_gb']:8.2f}x {a['steps_per_hour'] / b['steps_per_hour']:8.2f}")
+    (out / "grpo_vs_trl.json").write_text(json.dumps({"job": job, "rows": rows}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,33 @@
+"""rlvr's GRPO on the benchmark job (run by bench/grpo_vs_trl.py in its own process, for a clean peak RSS).
+
+    python bench/rlvr_job.py JOB.json RESULT.json
+"""
+
+import json
+import resource
+import sys
+
+from rlvr.config_loading import load_config
+from rlvr.train.trainer import Trainer
+
+
+def main():
+    job = json.load(open(sys.argv[1]))
+    g = job["group_size"]
+    overrides = [
+        f"model.name={job['model']}", f"data.train={job['data']}", "data.few_shot=[]", "data.template=chat",
+        "rewards=[{name: math_accuracy}]", f"sampling.group_size={g}", f"sampling.batch_size={g * job['prompts_per_step']}",
+        f"sampling.max_new_tokens={job['max_new_tokens']}", f"sampling.temperature={job['temperature']}",
+        f"optim.lr={job['lr']}", f"algorithm.beta={job['beta']}", f"seed={job['seed']}", f"threads={job['threads']}",
+        "eval_before=false", "eval_after=false", "sample_every=0", f"output_dir={job['output_dir']}",
+    ]
+    trainer = Trainer(load_config(None, overrides, max_steps=job["steps"]))
+    trainer.train()
+    metrics = [json.loads(line) for line in open(f"{job['output_dir']}/metrics.jsonl")]
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    json.dump({"step_seconds": [m["step_seconds"] for m in metrics], "mean_lengths": [m["completion_length/mean"] for m in metrics],
+               "peak_rss_bytes": peak_kb * 1024}, open(sys.argv[2], "w"))
+
+
+if __name__ == "__main__":
+    main()

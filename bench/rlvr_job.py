@@ -11,8 +11,8 @@ from rlvr.config_loading import load_config
 from rlvr.train.trainer import Trainer
 
 
-def main():
-    job = json.load(open(sys.argv[1]))
+def job_config(job: dict):
+    """The benchmark job as an rlvr TrainConfig."""
     g = job["group_size"]
     overrides = [
         f"model.name={job['model']}", f"data.train={job['data']}", "data.few_shot=[]", "data.template=chat",
@@ -20,8 +20,14 @@ def main():
         f"sampling.max_new_tokens={job['max_new_tokens']}", f"sampling.temperature={job['temperature']}",
         f"optim.lr={job['lr']}", f"algorithm.beta={job['beta']}", f"seed={job['seed']}", f"threads={job['threads']}",
         "eval_before=false", "eval_after=false", "sample_every=0", f"output_dir={job['output_dir']}",
+        *job.get("overrides", []),  # rlvr-only settings under test, e.g. optim.micro_batch_tokens=512
     ]
-    trainer = Trainer(load_config(None, overrides, max_steps=job["steps"]))
+    return load_config(None, overrides, max_steps=job["steps"])
+
+
+def main():
+    job = json.load(open(sys.argv[1]))
+    trainer = Trainer(job_config(job))
     trainer.train()
     metrics = [json.loads(line) for line in open(f"{job['output_dir']}/metrics.jsonl")]
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

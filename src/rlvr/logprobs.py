@@ -96,7 +96,7 @@ def completion_logprobs(
     if share_prompt and not getattr(backbone, "gradient_checkpointing", False):
         predicting = _hidden_shared_prompt(backbone, prompt_ids, prompt_mask, row_prompt, completion_ids, completion_mask)
     else:
-        predicting = _hidden_concatenated(backbone, prompt_ids[row_prompt], prompt_mask[row_prompt], completion_ids, completion_mask)
+        predicting = predicting_hidden(backbone, prompt_ids[row_prompt], prompt_mask[row_prompt], completion_ids, completion_mask)
     mask = completion_mask
     lp, ent = selective_logprobs(predicting[mask], model.get_output_embeddings().weight, completion_ids[mask], temperature)
     logprobs = torch.zeros(mask.shape, dtype=lp.dtype, device=device).masked_scatter(mask, lp)
@@ -104,7 +104,7 @@ def completion_logprobs(
     return TokenStats(logprobs=logprobs, entropy=entropy)
 
 
-def _hidden_concatenated(backbone, prompt_ids, prompt_mask, completion_ids, completion_mask) -> torch.Tensor:
+def predicting_hidden(backbone, prompt_ids, prompt_mask, completion_ids, completion_mask) -> torch.Tensor:
     """The plain way: one forward over prompt + completion per row -> hidden states predicting each completion token [m, Lc, H]."""
     input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
     attention = torch.cat([prompt_mask, completion_mask], dim=1)

@@ -1,0 +1,106 @@
+"""PPO: GRPO's rollout, rewards and clipped update, with a critic and GAE in place of the group baseline.
+
+    one step:  sample G completions per prompt ─▶ rewards ─▶ values V(s_t) from the critic
+               ─▶ token rewards (reward at the end, −β·KL on every token) ─▶ GAE ─▶ whitened advantages [N, Lc]
+               ─▶ the policy's clipped update (rlvr.train.step.policy_update) ─▶ the critic's clipped value update
+
+The critic is a copy of the policy's transformer with a scalar head: a second model, its gradients
+and its AdamW state — the memory GRPO saves (seed 002, seed 003). Everything else is the GRPO
+trainer's, composed rather than re-implemented (`self.grpo`).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+
+from rlvr.config import TrainConfig
+from rlvr.logprobs import predicting_hidden
+from rlvr.ppo.gae import gae, token_rewards, whiten
+from rlvr.records import Rollout
+from rlvr.train.step import make_batch, micro_batches, policy_update
+from rlvr.train.trainer import Stopwatch, Trainer
+
+
+@dataclass(frozen=True)
+class PPOSettings:
+    gamma: float = 1.0  # no discounting inside a completion
+    lam: float = 0.95  # GAE's λ
+    critic_lr: float = 1e-5
+    value_clip: float = 0.2  # the critic's update is clipped around the old values, as PPO's policy is
+
+
+class ValueModel(torch.nn.Module):
+    """V(s_t): the policy's transformer (a copy) with a linear head, read where each completion token is predicted."""
+
+    def __init__(self, policy: torch.nn.Module):
+        super().__init__()
+        self.backbone = copy.deepcopy(getattr(policy, policy.base_model_prefix))
+        self.head = torch.nn.Linear(policy.config.hidden_size, 1)
+        torch.nn.init.zeros_(self.head.weight)
+        torch.nn.init.zeros_(self.head.bias)
+
+    def forward(self, prompt_ids, prompt_mask, completion_ids, completion_mask) -> torch.Tensor:
+        hidden = predicting_hidden(self.backbone, prompt_ids, prompt_mask, completion_ids, completion_mask)
+        return self.head(hidden).squeeze(-1) * completion_mask  # [m, Lc]
+
+
+class PPOTrainer:
+    def __init__(self, config: TrainConfig, settings: PPOSettings = PPOSettings()):
+        self.grpo = Trainer(config)
+        self.settings = settings
+        self.critic = ValueModel(self.grpo.policy)
+        self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=settings.critic_lr)
+
+    def step(self) -> dict[str, float]:
+        t, c, s = self.grpo, self.grpo.config, self.settings
+        clock = Stopwatch()
+        with clock("rollout"):
+            scored = t.collect_batch()
+        rollout = scored.rollout
+        mask = rollout.completion_mask
+        with clock("logprobs"):
+            batch = make_batch(scored, torch.zeros(mask.shape[0]), policy=t.policy, reference=t.reference, algo=c.algorithm,
+                               micro_batch_tokens=c.optim.micro_batch_tokens, temperature=c.sampling.temperature)
+            values = self.values(rollout)
+        rewards = token_rewards(scored.rewards.view(-1), rollout.sampling_logprobs, batch.ref_logprobs, mask, c.algorithm.beta)
+        advantages, returns = gae(rewards, values, mask, s.gamma, s.lam)
+        batch.advantages, batch.ref_logprobs = whiten(advantages, mask), None  # the KL is in the rewards now
+        with clock("update"):
+            no_kl = dataclasses.replace(c.algorithm, beta=0.0)
+            stats = policy_update(t.policy, t.optimizer, t.scheduler, batch, algo=no_kl,
+                                  micro_batch_tokens=c.optim.micro_batch_tokens, temperature=c.sampling.temperature,
+                                  max_grad_norm=c.optim.max_grad_norm, max_new_tokens=c.sampling.max_new_tokens)
+            stats["value_loss"] = self.update_critic(rollout, values, returns)
+        t.step_count += 1
+        return {**stats, "reward/mean": float(scored.rewards.mean()), "completion_length/mean": float(rollout.lengths.float().mean()),
+                **{f"time/{k}": v for k, v in clock.seconds.items()}}
+
+    @torch.no_grad()
+    def values(self, rollout: Rollout) -> torch.Tensor:
+        out = torch.zeros(rollout.completion_ids.shape)
+        for mb in micro_batches(rollout, rollout.completion_mask, self.grpo.config.optim.micro_batch_tokens):
+            v = self.critic(mb.prompt_ids[mb.row_prompt], mb.prompt_mask[mb.row_prompt], mb.completion_ids, mb.completion_mask)
+            out[mb.rows, : v.shape[1]] = v
+        return out
+
+    def update_critic(self, rollout: Rollout, old_values: torch.Tensor, returns: torch.Tensor) -> float:
+        """One AdamW step on the clipped value loss ½·max((V − R)², (V_clip − R)²), token mean over the batch."""
+        mask = rollout.completion_mask
+        tokens = float(mask.sum().clamp(min=1))
+        clip, total = self.settings.value_clip, 0.0
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        for mb in micro_batches(rollout, mask, self.grpo.config.optim.micro_batch_tokens):
+            lc = mb.completion_ids.shape[1]
+            v = self.critic(mb.prompt_ids[mb.row_prompt], mb.prompt_mask[mb.row_prompt], mb.completion_ids, mb.completion_mask)
+            old, target = old_values[mb.rows, :lc], returns[mb.rows, :lc]
+            clipped = old + (v - old).clamp(-clip, clip)
+            loss = (0.5 * torch.maximum((v - target) ** 2, (clipped - target) ** 2) * mb.completion_mask).sum() / tokens
+            loss.backward()
+            total += float(loss.detach())
+        torch.nn.utils.clip_grad_norm_(self.critic.parameters(), 1.0)
+        self.critic_optimizer.step()
+        return total

@@ -81,23 +81,35 @@ def row(name: str, r: dict, job: dict, prompt_tokens: float, rate: float) -> dic
             "tflop_per_step": flops / 1e12, "matmul_share": flops / median / rate}
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for name, default, kind in [("steps", 15, int), ("group-size", 8, int), ("prompts-per-step", 4, int),
+def job_parser(description: str, steps: int) -> argparse.ArgumentParser:
+    """The job's settings as command-line options (shared by the benchmarks that run this job)."""
+    p = argparse.ArgumentParser(description=description)
+    for name, default, kind in [("steps", steps, int), ("group-size", 8, int), ("prompts-per-step", 4, int),
                                 ("max-new-tokens", 128, int), ("temperature", 1.0, float), ("lr", 1e-5, float),
                                 ("beta", 0.04, float), ("seed", 0, int), ("threads", 0, int)]:
         p.add_argument(f"--{name}", type=kind, default=default)
-    p.add_argument("--skip-trl", action="store_true")
     p.add_argument("--out", default=str(HERE / "results"))
-    args = p.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def make_job(args: argparse.Namespace) -> tuple[dict, Path, float]:
+    """(the job, the output folder, the mean prompt length in tokens)."""
     from rlvr.models import resolve_model_path
 
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     data, prompt_tokens = write_data(out / "job_prompts.jsonl")
     job = {"model": resolve_model_path("smollm2"), "data": str(data), "steps": args.steps, "group_size": args.group_size,
            "prompts_per_step": args.prompts_per_step, "max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
            "lr": args.lr, "beta": args.beta, "seed": args.seed, "threads": args.threads}
+    return job, out, prompt_tokens
+
+
+def main() -> None:
+    p = job_parser(__doc__.splitlines()[0], steps=15)
+    p.add_argument("--skip-trl", action="store_true")
+    args = p.parse_args()
+    job, out, prompt_tokens = make_job(args)
     rate = matmul_rate()
     rows = [row("rlvr", run_job(Path(sys.executable), "rlvr_job", {**job, "output_dir": str(out / "rlvr_run")}, out), job, prompt_tokens, rate)]
     if not args.skip_trl:

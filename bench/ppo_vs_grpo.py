@@ -10,29 +10,16 @@ Each trainer runs in its own process so that its peak RSS is its own.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
-from grpo_vs_trl import HERE, matmul_rate, row, run_job, write_data
+from grpo_vs_trl import job_parser, make_job, matmul_rate, row, run_job
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for name, default, kind in [("steps", 3, int), ("group-size", 8, int), ("prompts-per-step", 4, int), ("max-new-tokens", 128, int),
-                                ("temperature", 1.0, float), ("lr", 1e-5, float), ("beta", 0.04, float), ("seed", 0, int), ("threads", 0, int)]:
-        p.add_argument(f"--{name}", type=kind, default=default)
-    p.add_argument("--out", default=str(HERE / "results"))
-    args = p.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    from rlvr.models import resolve_model_path
-
-    data, prompt_tokens = write_data(out / "job_prompts.jsonl")
-    job = {"model": resolve_model_path("smollm2"), "data": str(data), "steps": args.steps, "group_size": args.group_size,
-           "prompts_per_step": args.prompts_per_step, "max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
-           "lr": args.lr, "beta": args.beta, "seed": args.seed, "threads": args.threads}
+    args = job_parser(__doc__.splitlines()[0], steps=3).parse_args()
+    job, out, prompt_tokens = make_job(args)
     rate = matmul_rate()
     rows = [row(name, run_job(Path(sys.executable), script, {**job, "output_dir": str(out / f"{script}_run")}, out), job, prompt_tokens, rate)
             for name, script in (("GRPO", "rlvr_job"), ("PPO", "ppo_job"))]

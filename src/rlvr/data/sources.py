@@ -141,26 +141,32 @@ def _to_example(where: str, row: Any, index: int, prompt_field: str) -> Example:
 
 def _check_prompt(where: str, field: str, prompt: Any) -> None:
     """A prompt is text or a non-empty list of {"role": str, "content": str} messages."""
-    if isinstance(prompt, str):
-        return
-    if isinstance(prompt, list) and prompt and all(_is_message(m) for m in prompt):
+    if isinstance(prompt, str) or is_messages(prompt):
         return
     raise UserError(
         f"{where}: field {field!r} must be text or a list of chat messages "
-        f'[{{"role": ..., "content": ...}}], got {_describe(prompt)}'
+        f'[{{"role": ..., "content": ...}}], got {describe_value(prompt)}'
     )
 
 
-def _is_message(message: Any) -> bool:
+def is_messages(value: Any) -> bool:
+    """Whether `value` is a non-empty list of {"role": str, "content": str} chat messages.
+
+    >>> is_messages([{"role": "user", "content": "hi"}]), is_messages([]), is_messages("hi")
+    (True, False, False)
+    """
     return (
-        isinstance(message, dict)
-        and isinstance(message.get("role"), str)
-        and isinstance(message.get("content"), str)
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in value)
     )
 
 
-def _describe(value: Any) -> str:
-    """Short description of a bad value for an error message (never the whole value)."""
+def describe_value(value: Any) -> str:
+    """Short description of a bad value for an error message (never the whole value).
+
+    >>> describe_value(7), describe_value("x" * 100)[-6:]
+    ('int 7', 'xxx...')
+    """
     text = repr(value)
     return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
-

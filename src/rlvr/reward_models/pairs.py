@@ -13,8 +13,8 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from rlvr.data.sources import describe_value, is_messages
 from rlvr.errors import UserError
 
 Messages = list[dict[str, str]]
@@ -62,19 +62,19 @@ def parse_pair(line: str, where: str) -> PreferencePair:
     except json.JSONDecodeError as error:
         raise UserError(f"{where}: not valid JSON ({error}); write one JSON object per line") from None
     if not isinstance(row, dict):
-        raise UserError(f"{where}: expected a JSON object with prompt, chosen and rejected, got {_describe(row)}")
+        raise UserError(f"{where}: expected a JSON object with prompt, chosen and rejected, got {describe_value(row)}")
     for name in FIELDS:
         if name not in row:
             have = ", ".join(repr(k) for k in row) or "none"
             raise UserError(f"{where}: no {name!r} field (fields: {have}); each row needs prompt, chosen and rejected")
-    if not (isinstance(row["prompt"], str) or _is_messages(row["prompt"])):
+    if not (isinstance(row["prompt"], str) or is_messages(row["prompt"])):
         raise UserError(
             f"{where}: field 'prompt' must be text or a list of chat messages "
-            f'[{{"role": ..., "content": ...}}], got {_describe(row["prompt"])}'
+            f'[{{"role": ..., "content": ...}}], got {describe_value(row["prompt"])}'
         )
     for name in ("chosen", "rejected"):
         if not isinstance(row[name], str):
-            raise UserError(f"{where}: field {name!r} must be the completion's text, got {_describe(row[name])}")
+            raise UserError(f"{where}: field {name!r} must be the completion's text, got {describe_value(row[name])}")
     return PreferencePair(row["prompt"], row["chosen"], row["rejected"], where)
 
 
@@ -102,17 +102,3 @@ def split_pairs(pairs: list[PreferencePair], eval_fraction: float, seed: int) ->
 def _hash(pair: PreferencePair, seed: int) -> str:
     content = json.dumps([seed, pair.prompt, pair.chosen, pair.rejected], sort_keys=True)
     return hashlib.sha256(content.encode()).hexdigest()
-
-
-def _is_messages(value: Any) -> bool:
-    return (
-        isinstance(value, list)
-        and bool(value)
-        and all(isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in value)
-    )
-
-
-def _describe(value: Any) -> str:
-    """Short description of a bad value for an error message (never the whole value)."""
-    text = repr(value)
-    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"

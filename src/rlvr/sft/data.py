@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlvr.data.sources import read_located  # JSONL / parquet / hf rows, each with its "FILE:LINE"
+from rlvr.data.sources import describe_value, is_messages, read_located  # rows with their "FILE:LINE"
 from rlvr.errors import UserError
 from rlvr.sft.masking import encode_segments, row_segments, trained_count
 
@@ -82,14 +82,14 @@ def check_row(where: str, row: Any) -> dict[str, Any]:
     rlvr.errors.UserError: d.jsonl:3: no 'completion' field (fields: 'prompt', 'answer'); write one {"prompt", "completion"} or {"messages": [...]} object per line
     """
     if not isinstance(row, dict):
-        raise UserError(f"{where}: expected a JSON object, got {_describe(row)}; write {FORMATS}")
+        raise UserError(f"{where}: expected a JSON object, got {describe_value(row)}; write {FORMATS}")
     if "messages" in row:
         if "prompt" in row or "completion" in row:
             raise UserError(f"{where}: has both 'messages' and 'prompt'/'completion'; keep one form per row")
         messages = row["messages"]
-        if not _is_messages(messages):
+        if not is_messages(messages):
             raise UserError(f'{where}: field \'messages\' must be a non-empty list of {{"role": ..., "content": ...}} '
-                            f"objects with text values, got {_describe(messages)}")
+                            f"objects with text values, got {describe_value(messages)}")
         if not any(m["role"] == "assistant" for m in messages):
             raise UserError(f"{where}: no assistant message, so nothing to train on; add the assistant's reply")
         return row
@@ -97,10 +97,10 @@ def check_row(where: str, row: Any) -> dict[str, Any]:
         if name not in row:
             have = ", ".join(repr(k) for k in row) or "none"
             raise UserError(f"{where}: no {name!r} field (fields: {have}); write {FORMATS}")
-    if not (isinstance(row["prompt"], str) or _is_messages(row["prompt"])):
-        raise UserError(f"{where}: field 'prompt' must be text or a list of chat messages, got {_describe(row['prompt'])}")
+    if not (isinstance(row["prompt"], str) or is_messages(row["prompt"])):
+        raise UserError(f"{where}: field 'prompt' must be text or a list of chat messages, got {describe_value(row['prompt'])}")
     if not isinstance(row["completion"], str):
-        raise UserError(f"{where}: field 'completion' must be the assistant's reply as text, got {_describe(row['completion'])}")
+        raise UserError(f"{where}: field 'completion' must be the assistant's reply as text, got {describe_value(row['completion'])}")
     return row
 
 
@@ -122,17 +122,3 @@ def split_rows(rows: list[tuple[str, Any]], eval_fraction: float, seed: int) -> 
 
 def _hash(row: Any, seed: int) -> str:
     return hashlib.sha256(json.dumps([seed, row], sort_keys=True, default=str).encode()).hexdigest()
-
-
-def _is_messages(value: Any) -> bool:
-    return (
-        isinstance(value, list)
-        and bool(value)
-        and all(isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in value)
-    )
-
-
-def _describe(value: Any) -> str:
-    """Short description of a bad value for an error message (never the whole value)."""
-    text = repr(value)
-    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"

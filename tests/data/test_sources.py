@@ -177,3 +177,16 @@ def test_real_gsm8k_test_file():
     examples = load_examples(str(GSM8K_TEST), prompt_field="question", limit=5)
     assert len(examples) == 5
     assert all(isinstance(e.prompt, str) and "####" in e.columns["answer"] for e in examples)
+
+
+def test_a_hub_dataset_that_cannot_be_loaded_is_one_line(monkeypatch):
+    fake = types.ModuleType("datasets")
+
+    def load_dataset(*args, **kwargs):
+        raise ConnectionError("Couldn't reach 'openai/gsm8k' on the Hub (LocalEntryNotFoundError)\nmore detail")
+
+    fake.load_dataset = load_dataset
+    monkeypatch.setitem(sys.modules, "datasets", fake)
+    with pytest.raises(UserError, match=r"could not load 'openai/gsm8k' \(split 'test'\).*ConnectionError: Couldn't reach.*network") as info:
+        load_examples("hf:openai/gsm8k:main", split="test")
+    assert "\n" not in str(info.value)

@@ -120,7 +120,12 @@ def _read_hf(source: str, split: str) -> Iterator[Located]:
             f"data source {source!r} needs the `datasets` package: pip install datasets, "
             "or save the data as a local .jsonl or .parquet file"
         ) from None
-    rows = datasets.load_dataset(name, config or None, split=split)
+    try:
+        rows = datasets.load_dataset(name, config or None, split=split)
+    except Exception as error:  # offline, unknown name, missing split: one line, not the library's traceback
+        first = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
+        raise UserError(f"could not load {name!r} (split {split!r}) from the Hugging Face Hub: {type(error).__name__}: {first}; "
+                        "check the name and the network, or use a local .jsonl/.parquet copy") from None
     return ((f"{source} ({split}) row {i}", row) for i, row in enumerate(rows))
 
 

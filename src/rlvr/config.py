@@ -14,6 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+# Counted by the reflection_rate metric (rlvr/evaluate/emergence.py): words of self-checking.
+DEFAULT_REFLECTION_PHRASES = ("wait", "let me reconsider", "let me verify", "let me check", "actually", "hmm")
+
 
 @dataclass
 class ModelConfig:
@@ -185,6 +188,8 @@ class TrainConfig:
     """Completion budget at evaluation; None = sampling.max_new_tokens."""
     threads: int = 0
     """CPU threads for torch (0 = all cores)."""
+    reflection_phrases: list[str] = field(default_factory=lambda: list(DEFAULT_REFLECTION_PHRASES))
+    """Phrases counted as reflection in the `reflection_rate` metric (whole words, any case)."""
 
 
 @dataclass

@@ -68,8 +68,10 @@ def markdown(summary: dict[str, Any], records: list[ProblemRecord], has_plot: bo
              "| metric | strict | lenient |", "|---|---|---|"]
     lines += [f"| {m} | {a} | {b} |" for m, a, b in headline(summary)]
     c = summary["completions"]
-    lines += ["", f"Completions: {c['count']}, mean {c['mean_tokens'] or 0:.1f} tokens, {pct(c['truncated'])} cut at "
-              f"{s['max_new_tokens']} tokens. Unjudged (sandbox failures, counted wrong): "
+    t = c["tokens"]
+    lines += ["", f"Completions: {c['count']}, mean {c['mean_tokens'] or 0:.1f} tokens (10th/50th/90th percentiles "
+              f"{t['p10']:.0f}/{t['p50']:.0f}/{t['p90']:.0f}), {pct(c['truncated'])} cut at {s['max_new_tokens']} tokens, "
+              f"{pct(c['reflection_rate'])} with a reflection phrase. Unjudged (sandbox failures, counted wrong): "
               f"{summary['strict']['unjudged_samples']}.", ""]
     lines += ["## Test-time compute", ""]
     if has_plot:

@@ -21,6 +21,7 @@ from dataclasses import asdict
 from typing import Any
 
 from rlvr.evaluate.accuracy import mean_interval, wilson_interval
+from rlvr.evaluate.emergence import length_quantiles, reflection_rate
 from rlvr.evaluate.metrics import best_of_n, maj_at_k, pass_at_k
 from rlvr.evaluate.records import MODES, ProblemRecord, SampleRecord
 
@@ -71,7 +72,9 @@ def summarise(records: list[ProblemRecord], settings: dict[str, Any]) -> dict[st
     summary["completions"] = {
         "count": len(samples),
         "mean_tokens": _mean([s.tokens for s in samples]),
+        "tokens": length_quantiles([s.tokens for s in samples]),
         "truncated": _mean([float(s.truncated) for s in samples]),
+        "reflection_rate": reflection_rate([s.text for s in samples]),  # DeepSeek-R1's "wait, ..." (emergence.py)
     }
     return summary
 

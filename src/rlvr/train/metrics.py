@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from rlvr.advantages import zero_variance_groups
-from rlvr.records import TrainBatch
+from rlvr.evaluate.emergence import length_quantiles, reflection_rate, reward_spread
+from rlvr.records import ScoredRollout, TrainBatch
 
 
 def _nan_stats(values: torch.Tensor) -> tuple[float, float]:
@@ -19,6 +21,16 @@ def _nan_stats(values: torch.Tensor) -> tuple[float, float]:
     if v.numel() == 0:
         return math.nan, math.nan
     return float(v.mean()), float(v.std(correction=0))
+
+
+def emergence_metrics(scored: ScoredRollout, phrases: list[str], format_check: Callable[..., list]) -> dict[str, float]:
+    """Length distribution, reflection rate, share in the expected format, per-group reward spread (evaluate/emergence.py)."""
+    r = scored.rollout
+    m = {f"completion_length/{k}": v for k, v in length_quantiles(r.lengths.tolist()).items()}
+    m["reflection_rate"] = reflection_rate(r.completions, phrases)
+    m["format_share"] = sum(v == 1.0 for v in format_check(r.completions)) / max(1, len(r.completions))
+    m.update({f"groups/reward_{k}": v for k, v in reward_spread(scored.rewards).items()})
+    return m
 
 
 def step_metrics(batch: TrainBatch, updates: list[dict[str, float]], seconds: dict[str, float]) -> dict[str, float]:

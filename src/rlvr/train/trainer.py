@@ -22,10 +22,11 @@ from rlvr.errors import UserError
 from rlvr.evaluate import EvalResult, evaluate_accuracy
 from rlvr.optim import build_optimizer
 from rlvr.records import Rollout, ScoredRollout, TrainBatch
+from rlvr.rewards import load_reward_function
 from rlvr.rewards import workers as reward_workers
 from rlvr.rollout import SamplingParams, rollout
 from rlvr.train import checkpoint as ckpt
-from rlvr.train.metrics import step_metrics
+from rlvr.train.metrics import emergence_metrics, step_metrics
 from rlvr.train.curriculum import CurriculumStream
 from rlvr.train.dynamic import FillStats, fill_informative
 from rlvr.train.process import process_batch_advantages
@@ -72,6 +73,7 @@ class Trainer:
         self.prompts = stream(size, s.batch_size // s.group_size, config.seed)
         self.fill_stats: FillStats | None = None
         self.process_scorer = _process_scorer(config.algorithm.process_reward_model)
+        self.format_check = load_reward_function("think_answer_format" if config.data.template == "r1_zero" else "boxed_format")
         self.optimizer, self.scheduler = build_optimizer(self.policy, config.optim, config.max_steps)
         self.step_count = 0
         if state:
@@ -108,6 +110,7 @@ class Trainer:
         self.refresh_reference()
         self.last_batch = batch
         metrics = step_metrics(batch, updates, clock.seconds)
+        metrics.update(emergence_metrics(scored, self.config.reflection_phrases, self.format_check))
         verifier = reward_workers.stats()  # cumulative: a rising count means answers that hit the time bound
         metrics["verifier/timeouts"], metrics["verifier/failures"] = verifier.timeouts, verifier.failures
         if self.fill_stats is not None:

@@ -1,0 +1,40 @@
+"""AdamW on SmolLM2's parameters: seconds per step and the peak memory the step adds, per implementation.
+
+    .venv/bin/python bench/optimizer.py          # runs foreach, fused and single-tensor, each in its own process
+
+Gradients are random; three steps after loading the model, best-effort peak RSS from getrusage.
+"""
+
+import resource
+import subprocess
+import sys
+import time
+
+KINDS = ("foreach", "fused", "single")
+
+
+def measure(kind: str) -> None:
+    import torch
+
+    from rlvr.models import load_model
+
+    model, _ = load_model("smollm2")
+    for p in model.parameters():
+        p.grad = torch.randn_like(p) * 1e-3
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    options = {"fused": True} if kind == "fused" else {"foreach": kind == "foreach"}
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, **options)
+    start = time.perf_counter()
+    for _ in range(3):
+        optimizer.step()
+    seconds = (time.perf_counter() - start) / 3
+    added = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1e6
+    print(f"{kind:<8} {seconds:6.2f} s/step   +{added:.2f} GB peak during the steps")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1:
+        measure(sys.argv[1])
+    else:
+        for kind in KINDS:
+            subprocess.run([sys.executable, __file__, kind], check=True)

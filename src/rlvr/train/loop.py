@@ -66,7 +66,23 @@ def _periodic_eval(trainer: "Trainer") -> dict[str, float]:
     return {"eval/strict": result.strict.mean, "eval/lenient": result.lenient.mean}
 
 
+def _record_groups(trainer: "Trainer", step: int, groups: int = 2) -> None:
+    """Append the first groups of the step to samples.jsonl: prompt, completions, rewards, advantages."""
+    batch, r = trainer.last_batch, trainer.last_batch.rollout
+    g = r.group_size
+    with (trainer.run_dir / "samples.jsonl").open("a", encoding="utf-8") as f:
+        for p in range(min(groups, r.num_prompts)):
+            rows = range(p * g, (p + 1) * g)
+            f.write(json.dumps({
+                "step": step, "prompt": r.examples[p].prompt, "completions": [r.completions[i] for i in rows],
+                "rewards": batch.scored.rewards[p].tolist(),
+                "advantages": [float(batch.advantages[i].flatten()[0]) for i in rows],  # per token: the first token's
+                "tokens": r.lengths[p * g:(p + 1) * g].tolist(),
+            }, ensure_ascii=False) + "\n")
+
+
 def _show_samples(trainer: "Trainer", step: int, k: int = 4) -> None:
+    _record_groups(trainer, step)
     batch = trainer.last_batch
     r = batch.rollout
     tqdm.write(f"── samples at step {step}: prompt {r.examples[0].prompt!r:.120}")

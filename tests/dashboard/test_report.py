@@ -1,0 +1,59 @@
+"""`rlvr report`: a self-contained HTML file that holds the run's numbers and shows completions as text."""
+
+import json
+import re
+
+import pytest
+
+from rlvr.cli import main
+from rlvr.dashboard.report import write_report
+from rlvr.train.trainer import Trainer
+
+from ..train.test_step import DIGITS, tiny_config
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("report")
+    Trainer(tiny_config(tmp, DIGITS, "sample_every=1", steps=3)).train()
+    return tmp / "run"
+
+
+def chart_values(html, series):
+    found = re.search(rf'data-series="{re.escape(series)}" data-values="([^"]*)"', html)
+    return [float(v) for v in found.group(1).split()]
+
+
+def test_the_charts_hold_the_runs_numbers(run_dir):
+    html = write_report(run_dir).read_text()
+    metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    for key in ("reward/mean", "kl", "entropy", "completion_length/p50", "step_seconds", "reflection_rate"):
+        assert chart_values(html, key) == pytest.approx([m[key] for m in metrics]), key
+
+
+def test_it_is_self_contained_and_completions_are_text(run_dir):
+    with (run_dir / "samples.jsonl").open("a") as f:
+        f.write(json.dumps({"step": 9, "prompt": "<b>hi</b>", "completions": ["<script>alert(1)</script>"],
+                            "rewards": [1.0], "advantages": [0.5]}) + "\n")
+    html = write_report(run_dir, run_dir / "shared.html").read_text()
+    assert "<script" not in html.lower() and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "&lt;b&gt;hi&lt;/b&gt;" in html
+    assert not re.search(r'\b(src|href)\s*=', html)  # nothing fetched when opened
+    groups = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
+    assert groups[0]["step"] == 1 and len(groups[0]["completions"]) == len(groups[0]["rewards"])
+
+
+def test_half_written_or_missing_files_are_messages(tmp_path):
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "reward/mean": 0.5}\n{"step": 2, "rew')
+    html = write_report(tmp_path).read_text()
+    assert "metrics.jsonl line 2 is not complete JSON" in html and chart_values(html, "reward/mean") == [0.5]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert "no metrics.jsonl yet" in write_report(empty).read_text()
+
+
+def test_cli(run_dir, tmp_path, capsys):
+    assert main(["report", str(run_dir), "--output", str(tmp_path / "r.html")]) == 0
+    assert (tmp_path / "r.html").is_file()
+    assert main(["report", str(tmp_path / "nope")]) == 2
+    assert "is not a directory" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""`rlvr report RUN_DIR [--output FILE]`"""
+"""`rlvr report RUN_DIR [--output FILE]`, `rlvr dashboard RUN_DIR [RUN_DIR ...] [--host] [--port] [--allow-remote]`"""
 
 from __future__ import annotations
 
@@ -18,4 +18,20 @@ def run_report(args: argparse.Namespace) -> int:
 
     path = write_report(Path(args.run_dir), Path(args.output) if args.output else None)
     print(f"report: {path}")
+    return 0
+
+
+def add_dashboard_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("dashboard", help="a local page that follows runs live (metrics overlaid, samples by step)")
+    p.add_argument("run_dirs", nargs="+", help="run directories made by rlvr train")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--allow-remote", action="store_true", help="allow binding to an address other machines can reach")
+    return p
+
+
+def run_dashboard(args: argparse.Namespace) -> int:
+    from rlvr.dashboard.server import serve
+
+    serve([Path(r) for r in args.run_dirs], args.host, args.port, args.allow_remote)
     return 0

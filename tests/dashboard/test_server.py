@@ -1,0 +1,68 @@
+"""`rlvr dashboard`: the live pages, the Host check, loopback by default, nothing else served."""
+
+import http.client
+import json
+import re
+
+import pytest
+
+from rlvr.dashboard.server import make_server, start_in_background
+from rlvr.errors import UserError
+from rlvr.train.trainer import Trainer
+
+from ..train.test_step import DIGITS, tiny_config
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    dirs = []
+    for name in ("a", "b"):
+        tmp = tmp_path_factory.mktemp(name)
+        Trainer(tiny_config(tmp, DIGITS, "sample_every=1", f"seed={len(dirs)}", steps=2)).train()
+        dirs.append(tmp / "run")
+    return dirs
+
+
+@pytest.fixture(scope="module")
+def server(runs):
+    server = make_server(runs, port=0)
+    start_in_background(server)
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def get(server, path, host=None):
+    port = server.server_address[1]
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("GET", path, headers={"Host": host or f"127.0.0.1:{port}"})
+    response = conn.getresponse()
+    return response.status, response.read().decode()
+
+
+def test_the_overview_overlays_every_run(server, runs):
+    status, html = get(server, "/")
+    assert status == 200 and 'http-equiv="refresh"' in html
+    for i, run in enumerate(runs):
+        metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+        found = re.search(rf'data-series="{i}: run" data-values="([^"]*)"', html.partition("reward and accuracy: reward/mean")[2])
+        assert [float(v) for v in found.group(1).split()] == pytest.approx([m["reward/mean"] for m in metrics])
+
+
+def test_a_run_page_filters_groups_by_step(server):
+    status, html = get(server, "/run/1?step=2")
+    assert status == 200 and "<h3>step 2</h3>" in html and "<h3>step 1</h3>" not in html
+
+
+def test_foreign_hosts_and_other_paths_are_refused(server):
+    assert get(server, "/", host="evil.example:80")[0] == 403  # DNS rebinding
+    assert get(server, "/", host=f"localhost:{server.server_address[1]}")[0] == 200
+    for path in ("/run/7", "/../../etc/passwd", "/run/0/../../x", "/api"):
+        assert get(server, path)[0] == 404
+
+
+def test_binding_beyond_loopback_needs_the_explicit_flag(runs):
+    with pytest.raises(UserError, match="--allow-remote"):
+        make_server(runs, host="0.0.0.0", port=0)
+    with pytest.raises(UserError, match="not a directory"):
+        make_server([runs[0].parent / "missing"], port=0)

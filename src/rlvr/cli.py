@@ -1,4 +1,4 @@
-"""Command line: `rlvr train | eval | grade | rm | sft | sample | pipeline | report | dashboard …`. User mistakes print one line and exit 2; bugs keep their traceback."""
+"""Command line: `rlvr train | eval | grade | rm | sft | sample | pipeline | report | dashboard | explore …`. User mistakes print one line and exit 2; bugs keep their traceback."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     from rlvr.evaluate.cli import add_eval_parser, run_eval_command
     from rlvr.graders.cli import add_grade_parser, run_grade
     from rlvr.reward_models.cli import add_rm_parser, run_rm
-    from rlvr.dashboard.cli import add_dashboard_parser, add_report_parser, run_dashboard, run_report
+    from rlvr.dashboard.cli import add_dashboard_parser, add_explore_parser, add_report_parser, run_dashboard, run_explore, run_report
     from rlvr.pipeline.cli import add_pipeline_parser, run_pipeline_command
     from rlvr.sample.cli import add_sample_parser, run_sample_command
     from rlvr.sft.cli import add_sft_parser, run_sft
@@ -83,9 +83,10 @@ def main(argv: list[str] | None = None) -> int:
     add_pipeline_parser(sub)
     add_report_parser(sub)
     add_dashboard_parser(sub)
+    add_explore_parser(sub)
     args = parser.parse_args(argv)
     try:
-        return {"train": train, "grade": run_grade, "eval": run_eval_command, "rm": run_rm, "sample": run_sample_command, "sft": run_sft, "pipeline": run_pipeline_command, "report": run_report, "dashboard": run_dashboard}[args.command](args)
+        return {"train": train, "grade": run_grade, "eval": run_eval_command, "rm": run_rm, "sample": run_sample_command, "sft": run_sft, "pipeline": run_pipeline_command, "report": run_report, "dashboard": run_dashboard, "explore": run_explore}[args.command](args)
     except UserError as e:
         print(f"rlvr: error: {e}", file=sys.stderr)
         return 2

@@ -66,3 +66,31 @@ def test_binding_beyond_loopback_needs_the_explicit_flag(runs):
         make_server(runs, host="0.0.0.0", port=0)
     with pytest.raises(UserError, match="not a directory"):
         make_server([runs[0].parent / "missing"], port=0)
+
+
+def test_the_explorer_shows_the_trainers_own_advantages(server):
+    import random
+    from urllib.parse import urlencode
+
+    import torch
+
+    from rlvr.advantages import group_advantages
+
+    status, html = get(server, "/explore")  # seed 000's 23 x 17 group
+    assert status == 200 and "0.625" in html and "+0.77" in html and "-1.29" in html and "23 × 17 = 381" in html
+    rng = random.Random(0)
+    for _ in range(5):
+        g = rng.randint(2, 12)
+        rewards = [round(rng.uniform(-1, 2), 3) for _ in range(g)]
+        options = {"baseline": rng.choice(["group_mean", "leave_one_out"]), "scale": rng.choice(["group_std", "none"]),
+                   "std_estimator": rng.choice(["population", "unbiased"])}
+        query = urlencode({"g": g, **{f"r{i}": r for i, r in enumerate(rewards)}, **options})
+        status, html = get(server, f"/explore?{query}")
+        shown = [float(v) for v in re.findall(r'<td class="adv" data-index="\d+">([^<]*)</td>', html)]
+        expected = group_advantages(torch.tensor([rewards]), **options)[0].tolist()
+        assert shown == pytest.approx(expected, abs=0.006)  # shown to two decimals
+
+
+def test_malformed_explorer_input_falls_back_to_the_example(server):
+    status, html = get(server, "/explore?g=3&r0=nan&r1=x&scale=<script>")
+    assert status == 200 and "<script>" not in html and "0.625" in html

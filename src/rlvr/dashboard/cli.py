@@ -35,3 +35,18 @@ def run_dashboard(args: argparse.Namespace) -> int:
 
     serve([Path(r) for r in args.run_dirs], args.host, args.port, args.allow_remote)
     return 0
+
+
+def add_explore_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("explore", help="the GRPO explorer: edit a group's rewards, see the advantages (local page)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--allow-remote", action="store_true")
+    return p
+
+
+def run_explore(args: argparse.Namespace) -> int:
+    from rlvr.dashboard.server import serve
+
+    serve([], args.host, args.port, args.allow_remote, page="/explore")
+    return 0

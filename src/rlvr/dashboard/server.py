@@ -4,6 +4,7 @@ The pages are rendered on the server from the run directories at every request (
 HTML as `rlvr report`) and reload themselves every few seconds, so there is no script at all:
     /              every run's metrics overlaid, one chart per metric
     /run/<i>       run i's full report; ?step=N shows only the groups recorded at step N
+    /explore       the GRPO explorer (dashboard/explorer.py)
 Security: bound to 127.0.0.1 unless --allow-remote; requests whose Host header is not this
 server's own name are refused (DNS rebinding); nothing outside those two pages is served.
 """
@@ -18,6 +19,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from rlvr.dashboard.charts import line_chart
+from rlvr.dashboard.explorer import explorer_page
 from rlvr.dashboard.report import CHARTS, render
 from rlvr.dashboard.run_data import read_run
 from rlvr.errors import UserError
@@ -36,7 +38,8 @@ def overview(runs: list[Path]) -> str:
             steps = sorted({s for values in series.values() for s in values if isinstance(s, (int, float))})
             if any(key in m for d in data for m in d.metrics):
                 charts.append(line_chart(f"{title}: {key}", steps, {n: [_num(v.get(s)) for s in steps] for n, v in series.items()}))
-    return _page("rlvr dashboard", f"<h1>rlvr dashboard</h1><ul>{links}</ul><div class=\"charts\">{''.join(charts)}</div>")
+    return _page("rlvr dashboard", f"<h1>rlvr dashboard</h1><p><a href=\"/explore\">GRPO explorer</a></p>"
+                                   f"<ul>{links}</ul><div class=\"charts\">{''.join(charts)}</div>")
 
 
 def run_page(path: Path, step: int | None) -> str:
@@ -68,9 +71,9 @@ def make_server(runs: list[Path], host: str = "127.0.0.1", port: int = 8765, all
     return server
 
 
-def serve(runs: list[Path], host: str, port: int, allow_remote: bool) -> None:
+def serve(runs: list[Path], host: str, port: int, allow_remote: bool, page: str = "/") -> None:
     server = make_server(runs, host, port, allow_remote)
-    print(f"rlvr dashboard on http://{host}:{server.server_address[1]}/ (Ctrl-C to stop)")
+    print(f"rlvr dashboard on http://{host}:{server.server_address[1]}{page} (Ctrl-C to stop)")
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -93,6 +96,8 @@ def _handler(runs: list[Path]) -> type[BaseHTTPRequestHandler]:
             url = urlsplit(self.path)
             if url.path == "/":
                 return self._send(200, overview(runs))
+            if url.path == "/explore":
+                return self._send(200, explorer_page(parse_qs(url.query)))
             parts = url.path.strip("/").split("/")
             if len(parts) == 2 and parts[0] == "run" and parts[1].isdigit() and int(parts[1]) < len(runs):
                 step = parse_qs(url.query).get("step", [""])[0]

@@ -59,15 +59,21 @@ def explore(rewards: list[float], *, baseline: str = "group_mean", scale: str = 
 
 
 def parse(query: dict[str, list[str]]) -> tuple[list[float], dict[str, str]]:
-    """Rewards and options from the form's query string; anything malformed falls back to the example."""
+    """Rewards and options from the form's query string; anything malformed falls back to the example.
+
+    >>> parse({"g": ["3"], "r0": ["1"]})[0], parse({"g": ["2"], "r0": ["x"]})[0][:2]
+    ([1.0, 0.0, 0.0], [1.0, 1.0])
+    """
     options = {
         "baseline": _choice(query, "baseline", get_args(Baseline)),
         "scale": _choice(query, "scale", get_args(Scale)),
         "std_estimator": _choice(query, "std_estimator", get_args(StdEstimator)),
     }
+    if "g" not in query:
+        return list(SEED_000.values()), options
     try:
-        g = min(16, max(2, int(query.get("g", ["8"])[0])))
-        rewards = [float(query.get(f"r{i}", [""])[0]) for i in range(g)]
+        g = min(16, max(2, int(query["g"][0])))
+        rewards = [float(query.get(f"r{i}", ["0"])[0]) for i in range(g)]  # a larger G starts its new rewards at 0
         if not all(math.isfinite(x) for x in rewards):
             raise ValueError
     except ValueError:

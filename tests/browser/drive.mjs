@@ -18,14 +18,26 @@ out.rows = await page.$$eval('tr', (rows) => rows.map((r) => Array.from(r.queryS
 out.scripts = await page.$$eval('script', (els) => els.length);
 out.pwned = await page.evaluate(() => window.__pwned === true);
 
+// The explorer is driven the way a person uses it: no Update button, every edit resubmits the form.
+async function edit(selector, action) {
+  await Promise.all([page.waitForNavigation(), action(selector)]);
+}
 for (const c of spec.explorer || []) {
-  await page.goto(base + '/explore');
-  await page.fill('input[name=g]', String(c.rewards.length));
-  await page.click('button[type=submit]');
-  for (const [i, r] of c.rewards.entries()) await page.fill(`input[name=r${i}]`, String(r));
-  for (const name of ['baseline', 'scale', 'std_estimator']) await page.selectOption(`select[name=${name}]`, c[name]);
-  await page.click('button[type=submit]');
-  out.explorer.push(await page.$$eval('td.adv', (els) => els.map((e) => Number(e.textContent))));
+  await page.goto(base + `/explore?g=${c.rewards.length}`);
+  for (const [i, r] of c.rewards.entries()) {
+    await page.fill(`input[name=r${i}]`, String(r));
+    await edit(`input[name=r${i}]`, (s) => page.press(s, 'Tab'));
+  }
+  for (const name of ['baseline', 'scale', 'std_estimator']) {
+    const selector = `select[name=${name}]`;
+    if ((await page.$eval(selector, (e) => e.value)) !== c[name]) await edit(selector, (s) => page.selectOption(s, c[name]));
+  }
+  await page.fill('input[name=clip]', String(c.clip));
+  await edit('input[name=clip]', (s) => page.press(s, 'Tab'));
+  out.explorer.push({
+    advantages: await page.$$eval('td.adv', (els) => els.map((e) => Number(e.textContent))),
+    text: await page.textContent('body'),
+  });
 }
 await browser.close();
 console.log(JSON.stringify(out));

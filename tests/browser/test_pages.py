@@ -38,7 +38,7 @@ def seen(tmp_path_factory):
     rng = random.Random(0)
     cases = [{"rewards": [round(rng.uniform(-1, 2), 2) for _ in range(rng.randint(2, 10))],
               "baseline": rng.choice(["group_mean", "leave_one_out"]), "scale": rng.choice(["group_std", "none"]),
-              "std_estimator": rng.choice(["population", "unbiased"])} for _ in range(4)]
+              "std_estimator": rng.choice(["population", "unbiased"]), "clip": rng.choice([0.1, 0.28])} for _ in range(3)]
     server = make_server([run], port=0)
     start_in_background(server)
     try:
@@ -73,9 +73,11 @@ def test_a_script_in_a_completion_is_shown_as_text_and_never_runs(seen):
     assert page["scripts"] == 0 and page["pwned"] is False and page["dialogs"] == 0
 
 
-def test_the_explorer_shows_group_advantages_for_what_was_typed(seen):
+def test_the_explorer_follows_every_edit_with_group_advantages(seen):
+    """Each typed reward and chosen option updates the page by itself (no Update button pressed)."""
     page, _, cases = seen
     for case, shown in zip(cases, page["explorer"], strict=True):
         options = {k: case[k] for k in ("baseline", "scale", "std_estimator")}
         expected = group_advantages(torch.tensor([case["rewards"]]), **options)[0].tolist()
-        assert shown == pytest.approx(expected, abs=0.006)
+        assert shown["advantages"] == pytest.approx(expected, abs=0.006)
+        assert f"at most {1 + case['clip']:.2f}×" in shown["text"]

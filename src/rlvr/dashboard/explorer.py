@@ -1,8 +1,8 @@
 """The GRPO explorer (seed 000): pick G, edit each completion's reward, see μ, σ, every advantage and
 which way each completion's probability moves.
 
-The page is a form; every number on it comes from `rlvr.advantages` on the server — the trainer's
-own functions, not a second implementation in the browser. Preloaded: seed 000's "What is 23 × 17?"
+The page is a form that resubmits itself on every edit; every number on it comes from
+`rlvr.advantages` on the server — the trainer's own functions, not a second implementation in the browser. Preloaded: seed 000's "What is 23 × 17?"
 group (five right, three wrong).
 """
 
@@ -58,7 +58,7 @@ def explore(rewards: list[float], *, baseline: str = "group_mean", scale: str = 
                        advantages=advantages, before=[1 / g] * g, after=[w / total for w in weights], clip=clip)
 
 
-def parse(query: dict[str, list[str]]) -> tuple[list[float], dict[str, str]]:
+def parse(query: dict[str, list[str]]) -> tuple[list[float], dict]:
     """Rewards and options from the form's query string; anything malformed falls back to the example.
 
     >>> parse({"g": ["3"], "r0": ["1"]})[0], parse({"g": ["2"], "r0": ["x"]})[0][:2]
@@ -69,6 +69,11 @@ def parse(query: dict[str, list[str]]) -> tuple[list[float], dict[str, str]]:
         "scale": _choice(query, "scale", get_args(Scale)),
         "std_estimator": _choice(query, "std_estimator", get_args(StdEstimator)),
     }
+    try:
+        clip = float(query.get("clip", ["0.2"])[0])
+    except ValueError:
+        clip = 0.2
+    options["clip"] = min(0.99, max(0.0, clip)) if math.isfinite(clip) else 0.2
     if "g" not in query:
         return list(SEED_000.values()), options
     try:
@@ -83,7 +88,7 @@ def parse(query: dict[str, list[str]]) -> tuple[list[float], dict[str, str]]:
 
 def explorer_page(query: dict[str, list[str]]) -> str:
     rewards, options = parse(query)
-    e = explore(rewards, **options)
+    e = explore(rewards, **options)  # every number on the page
     texts = list(SEED_000)
     rows = "".join(
         f'<tr><td>#{i + 1}</td><td><input name="r{i}" value="{r:g}" size="4"></td>'
@@ -99,12 +104,13 @@ def explorer_page(query: dict[str, list[str]]) -> str:
         "<style>body{font-family:sans-serif;max-width:1000px;margin:auto} td{padding:2px 6px}</style></head><body>"
         "<h1>GRPO explorer</h1><p>What is 23 × 17? (correct: 391). Edit the rewards, change G or the options, press Update.</p>"
         f'<form method="get" action="/explore">G <input name="g" value="{len(rewards)}" size="3"> {selects}'
+        f'clip ε <input name="clip" value="{e.clip:g}" size="4"> '
         f'<table><tr><th></th><th>reward</th><th>completion</th><th>advantage</th><th></th><th>probability (illustrative step)</th></tr>{rows}</table>'
-        '<button type="submit">Update</button></form>'
+        '<button type="submit">Update</button></form><script src="/explore.js"></script>'
         f'<p>μ = <span id="mean">{e.mean:.3f}</span>, σ = <span id="std">{e.std:.3f}</span>; baseline {escape(options["baseline"])}: '
         f"{float(group_baseline(torch.tensor([rewards]), options['baseline'])[0, 0]):.3f} for #1. "
-        f"Â_i = (r_i − baseline) / (σ + ε). With clipping ε = {e.clip}, one update moves each completion's probability ratio "
-        f"to at most {1 + e.clip:.1f}× (Â &gt; 0) or at least {1 - e.clip:.1f}× (Â &lt; 0).</p></body></html>"
+        f"Â_i = (r_i − baseline) / (σ + ε). With clipping ε = {e.clip:g}, one update moves each completion's probability ratio "
+        f"to at most {1 + e.clip:.2f}× (Â &gt; 0) or at least {1 - e.clip:.2f}× (Â &lt; 0).</p></body></html>"
     )
 
 

@@ -1,7 +1,8 @@
 """`rlvr dashboard RUN_DIR [RUN_DIR ...]`: a local page that follows runs while they train.
 
 The pages are rendered on the server from the run directories at every request (the same escaped
-HTML as `rlvr report`) and reload themselves every few seconds, so there is no script at all:
+HTML as `rlvr report`) and reload themselves every few seconds; the only script is the explorer's,
+which resubmits its form on every change (the numbers themselves come from the server):
     /              every run's metrics overlaid, one chart per metric
     /run/<i>       run i's full report; ?step=N shows only the groups recorded at step N
     /explore       the GRPO explorer (dashboard/explorer.py)
@@ -25,6 +26,8 @@ from rlvr.dashboard.run_data import read_run
 from rlvr.errors import UserError
 
 REFRESH_SECONDS = 5
+# No maths here: the server computes every number; this only asks for the page again after each edit.
+EXPLORE_JS = "document.querySelectorAll('form input, form select').forEach(e => e.addEventListener('change', () => e.form.submit()));\n"
 
 
 def overview(runs: list[Path]) -> str:
@@ -98,18 +101,21 @@ def _handler(runs: list[Path]) -> type[BaseHTTPRequestHandler]:
                 return self._send(200, overview(runs))
             if url.path == "/explore":
                 return self._send(200, explorer_page(parse_qs(url.query)))
+            if url.path == "/explore.js":  # the explorer's only script: resubmit the form on every change
+                return self._send(200, EXPLORE_JS, "text/javascript")
             parts = url.path.strip("/").split("/")
             if len(parts) == 2 and parts[0] == "run" and parts[1].isdigit() and int(parts[1]) < len(runs):
                 step = parse_qs(url.query).get("step", [""])[0]
                 return self._send(200, run_page(runs[int(parts[1])], int(step) if step.isdigit() else None))
             return self._send(404, _page("not found", "<p>Not found.</p>"))
 
-        def _send(self, status: int, html: str) -> None:
-            body = html.encode("utf-8")
+        def _send(self, status: int, text: str, kind: str = "text/html") -> None:
+            body = text.encode("utf-8")
             self.send_response(status)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Type", f"{kind}; charset=utf-8")
             self.send_header("Content-Length", str(len(body)))
-            self.send_header("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:")
+            # the only script a page may load is /explore.js; nothing inline, nothing from elsewhere
+            self.send_header("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; form-action 'self'")
             self.end_headers()
             self.wfile.write(body)
 

@@ -71,7 +71,7 @@ def markdown(summary: dict[str, Any], records: list[ProblemRecord], has_plot: bo
     t = c["tokens"]
     lines += ["", f"Completions: {c['count']}, mean {c['mean_tokens'] or 0:.1f} tokens (10th/50th/90th percentiles "
               f"{t['p10']:.0f}/{t['p50']:.0f}/{t['p90']:.0f}), {pct(c['truncated'])} cut at {s['max_new_tokens']} tokens, "
-              f"{pct(c['reflection_rate'])} with a reflection phrase. Unjudged (sandbox failures, counted wrong): "
+              f"{pct(c['reflection_rate'])} with a reflection phrase, {pct(c['format_share'])} in the expected format. Unjudged (sandbox failures, counted wrong): "
               f"{summary['strict']['unjudged_samples']}.", ""]
     lines += ["## Test-time compute", ""]
     if has_plot:

@@ -24,6 +24,7 @@ from rlvr.evaluate.accuracy import mean_interval, wilson_interval
 from rlvr.evaluate.emergence import length_quantiles, reflection_rate
 from rlvr.evaluate.metrics import best_of_n, maj_at_k, pass_at_k
 from rlvr.evaluate.records import MODES, ProblemRecord, SampleRecord
+from rlvr.rewards.format import boxed_format, think_answer_format
 
 
 def curve_points(n: int) -> list[int]:
@@ -75,8 +76,14 @@ def summarise(records: list[ProblemRecord], settings: dict[str, Any]) -> dict[st
         "tokens": length_quantiles([s.tokens for s in samples]),
         "truncated": _mean([float(s.truncated) for s in samples]),
         "reflection_rate": reflection_rate([s.text for s in samples]),  # DeepSeek-R1's "wait, ..." (emergence.py)
+        "format_share": _mean(_formatted([s.text for s in samples], settings["template"])),
     }
     return summary
+
+
+def _formatted(texts: list[str], template: str) -> list[float]:
+    """1.0 per completion in the expected format: <think>/<answer> under r1_zero, else one boxed answer."""
+    return think_answer_format(texts) if template == "r1_zero" else boxed_format(texts)
 
 
 def _ok(sample: SampleRecord, mode: str) -> float:

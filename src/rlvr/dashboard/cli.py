@@ -24,10 +24,14 @@ def run_report(args: argparse.Namespace) -> int:
 def add_dashboard_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser("dashboard", help="a local page that follows runs live (metrics overlaid, samples by step)")
     p.add_argument("run_dirs", nargs="+", help="run directories made by rlvr train")
+    _bind_options(p)
+    return p
+
+
+def _bind_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8765)
     p.add_argument("--allow-remote", action="store_true", help="allow binding to an address other machines can reach")
-    return p
 
 
 def run_dashboard(args: argparse.Namespace) -> int:
@@ -39,9 +43,7 @@ def run_dashboard(args: argparse.Namespace) -> int:
 
 def add_explore_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser("explore", help="the GRPO explorer: edit a group's rewards, see the advantages (local page)")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8765)
-    p.add_argument("--allow-remote", action="store_true")
+    _bind_options(p)
     return p
 
 

@@ -39,13 +39,9 @@ def _pct(i: dict, signed: bool = False) -> str:
 
 def train(args: argparse.Namespace) -> int:
     # heavy imports only once the arguments are known to be sound
-    import transformers
-
     from rlvr.config_loading import load_config
     from rlvr.train.trainer import Trainer
 
-    transformers.utils.logging.disable_progress_bar()
-    transformers.utils.logging.set_verbosity_error()
     cli = {"max_steps": args.max_steps}
     if args.resume:
         if args.config:
@@ -61,6 +57,17 @@ def train(args: argparse.Namespace) -> int:
     summary["run_dir"] = str(trainer.run_dir)
     _print_summary(summary)
     return 0
+
+
+MODEL_COMMANDS = ("train", "eval", "rm", "sample", "sft", "pipeline")  # the commands that load models
+
+
+def _quiet_transformers() -> None:
+    """No per-file download bars or library warnings: the commands print their own progress."""
+    import transformers
+
+    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     add_dashboard_parser(sub)
     add_explore_parser(sub)
     args = parser.parse_args(argv)
+    if args.command in MODEL_COMMANDS:
+        _quiet_transformers()
     try:
         return {"train": train, "grade": run_grade, "eval": run_eval_command, "rm": run_rm, "sample": run_sample_command, "sft": run_sft, "pipeline": run_pipeline_command, "report": run_report, "dashboard": run_dashboard, "explore": run_explore}[args.command](args)
     except UserError as e:

@@ -58,7 +58,7 @@ def _charts(metrics: list[dict[str, Any]]) -> list[str]:
     for title, keys in CHARTS.items():
         present = [k for k in keys if any(k in m for m in metrics)]
         if present:
-            charts.append(line_chart(title, steps, {k: [_number(m.get(k)) for m in metrics] for k in present}))
+            charts.append(line_chart(title, steps, {k: [number(m.get(k)) for m in metrics] for k in present}))
     return charts
 
 
@@ -92,7 +92,8 @@ def _interval(block: Any) -> str:
     return escape(f"{100 * block['mean']:.1f}% [{100 * block.get('low', float('nan')):.1f}, {100 * block.get('high', float('nan')):.1f}]")
 
 
-def _number(value: Any) -> float | None:
+def number(value: Any) -> float | None:
+    """A metric value as a float, or None (a gap in the chart) when it is not a number."""
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 

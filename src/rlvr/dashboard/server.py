@@ -21,7 +21,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from rlvr.dashboard.charts import line_chart
 from rlvr.dashboard.explorer import explorer_page
-from rlvr.dashboard.report import CHARTS, render
+from rlvr.dashboard.report import CHARTS, number, render
 from rlvr.dashboard.run_data import read_run
 from rlvr.errors import UserError
 
@@ -40,7 +40,7 @@ def overview(runs: list[Path]) -> str:
             series = {f"{i}: {d.path.name}": {m.get("step"): m.get(key) for m in d.metrics} for i, d in enumerate(data)}
             steps = sorted({s for values in series.values() for s in values if isinstance(s, (int, float))})
             if any(key in m for d in data for m in d.metrics):
-                charts.append(line_chart(f"{title}: {key}", steps, {n: [_num(v.get(s)) for s in steps] for n, v in series.items()}))
+                charts.append(line_chart(f"{title}: {key}", steps, {n: [number(v.get(s)) for s in steps] for n, v in series.items()}))
     return _page("rlvr dashboard", f"<h1>rlvr dashboard</h1><p><a href=\"/explore\">GRPO explorer</a></p>"
                                    f"<ul>{links}</ul><div class=\"charts\">{''.join(charts)}</div>")
 
@@ -142,7 +142,3 @@ def _loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
-
-
-def _num(value) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

@@ -49,13 +49,9 @@ def _int_list(text: str) -> list[int]:
 
 
 def run_eval_command(args: argparse.Namespace) -> int:
-    import transformers
-
     from rlvr.evaluate.report import headline
     from rlvr.evaluate.runner import run_eval
 
-    transformers.utils.logging.disable_progress_bar()
-    transformers.utils.logging.set_verbosity_error()
     fields = {f.name for f in dataclasses.fields(EvalConfig)}
     config = EvalConfig(**{k: v for k, v in vars(args).items() if k in fields})
     try:

@@ -13,12 +13,8 @@ def add_pipeline_parser(subparsers: argparse._SubParsersAction) -> argparse.Argu
 
 
 def run_pipeline_command(args: argparse.Namespace) -> int:
-    import transformers
-
     from rlvr.pipeline.runner import run_pipeline
 
-    transformers.utils.logging.disable_progress_bar()
-    transformers.utils.logging.set_verbosity_error()
     summary = run_pipeline(args.recipe, args.output_dir)
     print(f"\npipeline {summary['recipe']}: report in {summary['output_dir']}/report.md")
     for row in summary["stages"]:

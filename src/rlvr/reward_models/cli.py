@@ -20,8 +20,6 @@ def add_rm_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPa
 
 def run_rm(args: argparse.Namespace) -> int:
     # heavy imports only once the arguments are known to be sound
-    import transformers
-
     from rlvr.config import RewardModelConfig
     from rlvr.config_loading import load_dataclass_config
     from rlvr.reward_models.train import train_reward_model
@@ -30,8 +28,6 @@ def run_rm(args: argparse.Namespace) -> int:
         RewardModelConfig, args.config, args.overrides,
         data=args.data, model=args.model, output_dir=args.output_dir, max_steps=args.max_steps,
     )
-    transformers.utils.logging.disable_progress_bar()
-    transformers.utils.logging.set_verbosity_error()
     summary = train_reward_model(config)
     print(f"\nrun directory: {summary['run_dir']}   ({summary['steps']} steps, {summary['train_pairs']} training pairs)")
     for block in ("before", "after"):

@@ -38,8 +38,6 @@ def add_sample_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
 
 def run_sample_command(args: argparse.Namespace) -> int:
     # heavy imports only once the arguments are known to be sound
-    import transformers
-
     from rlvr.config_loading import load_dataclass_config
     from rlvr.errors import UserError
     from rlvr.sample.runner import run_sample
@@ -50,8 +48,6 @@ def run_sample_command(args: argparse.Namespace) -> int:
         format=args.format, min_tokens=args.min_tokens, max_tokens=args.max_tokens, max_per_prompt=args.max_per_prompt,
         output=args.output, output_dir=args.output_dir, seed=args.seed, threads=args.threads,
     )
-    transformers.utils.logging.disable_progress_bar()
-    transformers.utils.logging.set_verbosity_error()
     try:
         summary = run_sample(config)
     except KeyboardInterrupt:

@@ -24,8 +24,6 @@ def add_sft_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
 
 def run_sft(args: argparse.Namespace) -> int:
     # heavy imports only once the arguments are known to be sound
-    import transformers
-
     from rlvr.config import SFTConfig
     from rlvr.config_loading import load_dataclass_config
     from rlvr.sft.train import resume_config, train_sft
@@ -37,8 +35,6 @@ def run_sft(args: argparse.Namespace) -> int:
         config = resume_config(Path(args.resume), args.overrides, **cli)
     else:
         config = load_dataclass_config(SFTConfig, args.config, args.overrides, output_dir=args.output_dir, **cli)
-    transformers.utils.logging.disable_progress_bar()
-    transformers.utils.logging.set_verbosity_error()
     summary = train_sft(config, resume=bool(args.resume))
     print(f"\nrun directory: {summary['run_dir']}   ({summary['steps']} steps, {summary['train_examples']} training examples"
           f", {summary['dropped_too_long']} dropped as too long)")

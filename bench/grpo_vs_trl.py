@@ -1,7 +1,7 @@
 """The same GRPO job with rlvr and with TRL's GRPOTrainer, one after the other, and a table of both.
 
     .venv/bin/python bench/grpo_vs_trl.py [--steps 15] [--group-size 8] [--prompts-per-step 4]
-        [--max-new-tokens 128] [--temperature 1.0] [--lr 1e-5] [--beta 0.04] [--skip-trl]
+        [--max-new-tokens 128] [--temperature 1.0] [--lr 1e-5] [--beta 0.04] [--skip-trl] [--rlvr-set KEY=VALUE]
 
 The job (FACTS.md's TRL measurement): SmolLM2-135M-Instruct in fp32, one-digit sums from rlvr's
 arithmetic train split as chat prompts, G completions for each of P prompts per step, the boxed-answer
@@ -108,10 +108,12 @@ def make_job(args: argparse.Namespace) -> tuple[dict, Path, float]:
 def main() -> None:
     p = job_parser(__doc__.splitlines()[0], steps=15)
     p.add_argument("--skip-trl", action="store_true")
+    p.add_argument("--rlvr-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="an rlvr-only setting under test, e.g. optim.micro_batch_tokens=512 (repeatable)")
     args = p.parse_args()
     job, out, prompt_tokens = make_job(args)
     rate = matmul_rate()
-    rows = [row("rlvr", run_job(Path(sys.executable), "rlvr_job", {**job, "output_dir": str(out / "rlvr_run")}, out), job, prompt_tokens, rate)]
+    rows = [row("rlvr", run_job(Path(sys.executable), "rlvr_job", {**job, "overrides": args.rlvr_set, "output_dir": str(out / "rlvr_run")}, out), job, prompt_tokens, rate)]
     if not args.skip_trl:
         rows.append(row(f"TRL {TRL_VERSION}", run_job(trl_python(), "trl_job", {**job, "output_dir": str(out / "trl_run")}, out), job, prompt_tokens, rate))
     print(f"\n{args.steps} steps of {args.prompts_per_step} prompts x {args.group_size} completions, <= {args.max_new_tokens} tokens, "

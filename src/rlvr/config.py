@@ -27,6 +27,13 @@ class ModelConfig:
     """Where GGUF files are converted (once) into safetensors checkpoints."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass: less memory, ~30% more compute."""
+    device: str = "auto"
+    """`auto` (a CUDA GPU when torch sees one, else the CPU), `cpu`, `cuda` or `cuda:N`."""
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    """Precision of the forward passes: `auto` is bf16 autocast on a GPU that supports it and fp32
+    elsewhere. Weights, gradients and optimizer state stay fp32; the reference is stored in it."""
+    attn_implementation: Literal["sdpa", "eager", "flash_attention_2"] = "sdpa"
+    """Attention kernel for the update and reference passes (`flash_attention_2` needs the flash-attn package and a GPU)."""
 
 
 @dataclass

@@ -34,11 +34,14 @@ _CHATML = (
 )
 
 
-def load_model(name: str, cache_dir: str = "~/.cache/rlvr", seed: int = 0) -> tuple[torch.nn.Module, PreTrainedTokenizerFast]:
+def load_model(
+    name: str, cache_dir: str = "~/.cache/rlvr", seed: int = 0, attn_implementation: str | None = None
+) -> tuple[torch.nn.Module, PreTrainedTokenizerFast]:
     """Resolve `name` to (model in fp32, tokenizer). See the module docstring for accepted names."""
     if name == "tiny":
         return build_tiny_model(seed)
-    return load_pretrained(resolve_model_path(name, cache_dir))
+    kwargs = {"attn_implementation": attn_implementation} if attn_implementation else {}
+    return load_pretrained(resolve_model_path(name, cache_dir), **kwargs)
 
 
 def resolve_model_path(name: str, cache_dir: str = "~/.cache/rlvr") -> str:

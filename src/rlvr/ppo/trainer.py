@@ -44,15 +44,18 @@ class ValueModel(torch.nn.Module):
         torch.nn.init.zeros_(self.head.bias)
 
     def forward(self, prompt_ids, prompt_mask, completion_ids, completion_mask) -> torch.Tensor:
-        hidden = predicting_hidden(self.backbone, prompt_ids, prompt_mask, completion_ids, completion_mask)
-        return self.head(hidden).squeeze(-1) * completion_mask  # [m, Lc]
+        """Values [m, Lc] on the CPU, whatever device the critic is on."""
+        device = self.head.weight.device
+        args = [t.to(device) for t in (prompt_ids, prompt_mask, completion_ids, completion_mask)]
+        hidden = predicting_hidden(self.backbone, *args)
+        return (self.head(hidden).squeeze(-1) * args[3]).float().cpu()  # [m, Lc]
 
 
 class PPOTrainer:
     def __init__(self, config: TrainConfig, settings: PPOSettings = PPOSettings()):
         self.grpo = Trainer(config)
         self.settings = settings
-        self.critic = ValueModel(self.grpo.policy)
+        self.critic = ValueModel(self.grpo.policy).to(self.grpo.parts.device)
         self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=settings.critic_lr)
 
     def step(self) -> dict[str, float]:

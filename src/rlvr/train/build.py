@@ -9,6 +9,7 @@ import torch
 
 from rlvr.config import TrainConfig
 from rlvr.data import TASKS, load_examples, render_prompt
+from rlvr.devices import compute_dtype, resolve_device
 from rlvr.errors import UserError
 from rlvr.models import frozen_copy, load_model
 from rlvr.records import Example
@@ -45,6 +46,8 @@ class Prompts:
 
 @dataclass
 class RunParts:
+    device: torch.device
+    dtype: torch.dtype  # of the forward passes (rlvr/devices.py)
     policy: torch.nn.Module
     tokenizer: object
     reference: torch.nn.Module | None
@@ -57,15 +60,21 @@ class RunParts:
 
 def build_parts(config: TrainConfig, policy_path: Path | None = None, reference_path: Path | None = None) -> RunParts:
     """Load the policy (from `policy_path` when resuming), the reference when β > 0, data and rewards."""
-    policy, tokenizer = load_model(str(policy_path) if policy_path else config.model.name, config.model.cache_dir, config.seed)
+    m = config.model
+    device = resolve_device(m.device)
+    dtype = compute_dtype(m.dtype, device)
+    load = lambda name: load_model(name, m.cache_dir, config.seed, m.attn_implementation)  # noqa: E731
+    policy, tokenizer = load(str(policy_path) if policy_path else m.name)
+    policy.to(device)
     reference = None
     if config.algorithm.beta > 0:
         if reference_path is not None:
-            reference = frozen_copy(load_model(str(reference_path), config.model.cache_dir, config.seed)[0])
+            reference = frozen_copy(load(str(reference_path))[0])
         elif policy_path is not None:
-            reference = frozen_copy(load_model(config.model.name, config.model.cache_dir, config.seed)[0])
+            reference = frozen_copy(load(m.name)[0])
         else:
             reference = frozen_copy(policy)
+        reference.to(device, dtype=dtype)
     if config.model.gradient_checkpointing:
         policy.gradient_checkpointing_enable()
     policy.train()
@@ -100,6 +109,8 @@ def build_parts(config: TrainConfig, policy_path: Path | None = None, reference_
         for ex in exs
     ])
     return RunParts(
+        device=device,
+        dtype=dtype,
         policy=policy,
         tokenizer=tokenizer,
         reference=reference,

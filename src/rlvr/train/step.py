@@ -9,6 +9,7 @@ import math
 import queue
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -188,15 +189,18 @@ def policy_update(
     temperature: float,
     max_grad_norm: float,
     max_new_tokens: int,
+    autocast: Callable[[], AbstractContextManager] = nullcontext,
 ) -> dict[str, float]:
-    """One optimizer step on the whole batch: clipped surrogate + β·KL, gradients accumulated over micro-batches."""
+    """One optimizer step on the whole batch: clipped surrogate + β·KL, gradients accumulated over
+    micro-batches. `autocast` wraps each forward pass (reduced precision on a GPU, rlvr/devices.py)."""
     rollout = batch.rollout
     num_sequences = int((batch.loss_mask.sum(-1) > 0).sum().clamp(min=1))
     num_tokens = int(batch.loss_mask.sum().clamp(min=1))
     totals = {"loss": 0.0, "kl": 0.0, "clip_low_fraction": 0.0, "clip_high_fraction": 0.0, "entropy": 0.0}
     optimizer.zero_grad(set_to_none=True)
     for mb in micro_batches(rollout, batch.loss_mask, micro_batch_tokens):
-        stats = forward(policy, mb, temperature)
+        with autocast():
+            stats = forward(policy, mb, temperature)
         lc = mb.completion_ids.shape[1]
         logprobs, mask = stats.logprobs, mb.loss_mask.to(stats.logprobs.device)
         old = logprobs.detach() if batch.old_logprobs is None else batch.old_logprobs[mb.rows, :lc].to(logprobs)

@@ -18,6 +18,7 @@ import torch
 
 from rlvr.config import TrainConfig
 from rlvr.config_loading import load_config
+from rlvr.devices import autocast, peak_memory_gb
 from rlvr.errors import UserError
 from rlvr.evaluate import EvalResult, evaluate_accuracy
 from rlvr.optim import build_optimizer
@@ -99,10 +100,10 @@ class Trainer:
     def step(self) -> dict[str, float]:
         """One GRPO iteration: the five steps of seed 000."""
         clock = Stopwatch()
-        with clock("rollout"):  # 1. sample G completions per prompt, 2. verifiable rewards (overlapped)
+        with clock("rollout"), self.autocast():  # 1. sample G completions per prompt, 2. verifiable rewards (overlapped)
             scored = self.collect_batch()
         advantages = self.advantages(scored)  # 3. group-relative advantages
-        with clock("logprobs"):
+        with clock("logprobs"), self.autocast():
             batch = self.attach_logprobs(scored, advantages)  # 4. log π_old (μ > 1), log π_ref (β > 0)
         with clock("update"):
             updates = [self.update(batch) for _ in range(self.config.algorithm.updates_per_batch)]  # 5. clip + KL
@@ -110,6 +111,7 @@ class Trainer:
         self.refresh_reference()
         self.last_batch = batch
         metrics = step_metrics(batch, updates, clock.seconds)
+        metrics["memory/peak_gb"] = peak_memory_gb(self.parts.device)
         metrics.update(emergence_metrics(scored, self.config.reflection_phrases, self.format_check))
         verifier = reward_workers.stats()  # cumulative: a rising count means answers that hit the time bound
         metrics["verifier/timeouts"], metrics["verifier/failures"] = verifier.timeouts, verifier.failures
@@ -164,7 +166,12 @@ class Trainer:
             self.policy, self.optimizer, self.scheduler, batch, algo=c.algorithm,
             micro_batch_tokens=c.optim.micro_batch_tokens, temperature=c.sampling.temperature,
             max_grad_norm=c.optim.max_grad_norm, max_new_tokens=c.sampling.max_new_tokens,
+            autocast=self.autocast,
         )
+
+    def autocast(self):
+        """The forward passes' precision context (rlvr/devices.py): nothing in fp32."""
+        return autocast(self.parts.device, self.parts.dtype)
 
     def refresh_reference(self) -> None:
         """Iterative GRPO (seed 004, Algorithm 1 step 3): π_ref ← π_θ every K steps, when asked for."""
@@ -190,11 +197,12 @@ class Trainer:
         if self.parts.eval is None:
             return None
         strict, lenient = self.parts.accuracy_fns
-        return evaluate_accuracy(
-            self.policy, self.tokenizer, self.parts.eval.examples, self.parts.eval.texts, strict=strict, lenient=lenient,
-            max_new_tokens=self.config.eval_max_new_tokens or self.config.sampling.max_new_tokens,
-            add_special_tokens=self.parts.add_special_tokens,
-        )
+        with self.autocast():
+            return evaluate_accuracy(
+                self.policy, self.tokenizer, self.parts.eval.examples, self.parts.eval.texts, strict=strict, lenient=lenient,
+                max_new_tokens=self.config.eval_max_new_tokens or self.config.sampling.max_new_tokens,
+                add_special_tokens=self.parts.add_special_tokens,
+            )
 
     def save(self) -> Path:
         state = {

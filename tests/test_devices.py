@@ -1,0 +1,53 @@
+"""rlvr.devices and the model.device / model.dtype settings, on the CPU (the GPU side: tests/gpu)."""
+
+import pytest
+import torch
+
+from rlvr.devices import autocast, compute_dtype, peak_memory_gb, resolve_device
+from rlvr.errors import UserError
+from rlvr.train.trainer import Trainer
+
+from .train.test_step import DIGITS, tiny_config
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message seen without a GPU")
+def test_asking_for_a_missing_gpu_is_a_one_line_error():
+    with pytest.raises(UserError, match="no CUDA GPU.*model.device=auto or cpu"):
+        resolve_device("cuda")
+    assert resolve_device("auto") == torch.device("cpu")
+
+
+def test_unknown_devices_are_refused():
+    for name in ("gpu0", "mps:3", "tpu"):
+        with pytest.raises(UserError, match="model.device"):
+            resolve_device(name)
+
+
+def test_dtype_choice():
+    cpu = torch.device("cpu")
+    assert compute_dtype("auto", cpu) == torch.float32
+    assert compute_dtype("bfloat16", cpu) == torch.bfloat16
+    with autocast(cpu, torch.float32):
+        assert not torch.is_autocast_enabled("cpu")
+    with autocast(cpu, torch.bfloat16):
+        assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.bfloat16
+
+
+def test_bf16_autocast_steps_keep_fp32_master_weights(tmp_path):
+    """model.dtype=bfloat16 (what `auto` picks on a GPU), exercised on the CPU: the forward passes
+    run in bf16, the reference is stored in bf16, weights and optimizer state stay fp32."""
+    trainer = Trainer(tiny_config(tmp_path, DIGITS, "model.dtype=bfloat16", "model.device=cpu"))
+    assert {p.dtype for p in trainer.reference.parameters()} == {torch.bfloat16}
+    before = {n: p.detach().clone() for n, p in trainer.policy.named_parameters()}
+    metrics = [trainer.step(), trainer.step()]
+    assert {p.dtype for p in trainer.policy.parameters()} == {torch.float32}
+    assert all(s.dtype == torch.float32 for state in trainer.optimizer.state.values() for s in state.values() if s.dim() > 0)
+    assert all(not torch.equal(before[n], p) for n, p in trainer.policy.named_parameters())
+    assert all(torch.isfinite(torch.tensor(m["loss"])) for m in metrics)
+    assert metrics[1]["kl"] > 0
+
+
+def test_peak_memory_is_reported(tmp_path):
+    trainer = Trainer(tiny_config(tmp_path, DIGITS))
+    metrics = trainer.step()
+    assert 0.05 < metrics["memory/peak_gb"] == pytest.approx(peak_memory_gb(torch.device("cpu")), rel=0.5)

@@ -6,7 +6,8 @@ Two savings over the obvious `model(prompt + completion).logits`:
   and reused by every completion of the group; in training, the gradient reaching the prompt
   is the sum over all the completions that attended to it — the same as G separate copies.
 - **No [tokens × vocabulary] tensor.** Only completion positions go through the output layer,
-  in chunks; in training each chunk is checkpointed, so backward recomputes its logits.
+  in chunks, and backward recomputes a chunk's logits instead of keeping them
+  (`_SelectiveLogSoftmax`, a hand-written gradient: onehot − softmax).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch.utils.checkpoint import checkpoint
 from transformers import DynamicCache
 
 from rlvr.rollout import positions
@@ -28,27 +28,57 @@ class TokenStats:
     entropy: torch.Tensor  # [m, Lc] entropy of π at each position (detached), 0 at padding
 
 
-def _chunk_stats(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """hidden [T, H], weight [V, H], targets [T] -> (log-prob [T], entropy [T])."""
-    logits = (hidden @ weight.T).float() / temperature
-    lse = torch.logsumexp(logits, dim=-1)
-    logprobs = logits.gather(-1, targets[:, None]).squeeze(-1) - lse
-    with torch.no_grad():
-        entropy = lse - (torch.softmax(logits, dim=-1) * logits).sum(-1)
-    return logprobs, entropy
+def _wide(x: torch.Tensor) -> torch.Tensor:
+    """At least fp32 (bf16/fp16 are widened; fp64 stays)."""
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+
+
+def _logits(hidden: torch.Tensor, weight: torch.Tensor, temperature: float) -> torch.Tensor:
+    logits = _wide(hidden @ weight.T)
+    return logits if temperature == 1.0 else logits.div_(temperature)
+
+
+class _SelectiveLogSoftmax(torch.autograd.Function):
+    """(log-prob of the target [T], entropy [T]) from hidden [T, H] and the output layer [V, H].
+
+    Saves only the inputs and the log-normaliser; backward recomputes the chunk's logits and
+    forms d log p / d logits = onehot(target) − softmax in place, so a chunk costs two [T, V]
+    buffers at most, in either direction. The entropy is a statistic: no gradient flows from it.
+    """
+
+    @staticmethod
+    def forward(ctx, hidden, weight, targets, temperature):
+        logits = _logits(hidden, weight, temperature)
+        lse = torch.logsumexp(logits, dim=-1)
+        target_logit = logits.gather(-1, targets[:, None]).squeeze(-1)
+        probs = (logits - lse[:, None]).exp_()
+        entropy = lse - torch.linalg.vecdot(probs, logits)
+        ctx.save_for_backward(hidden, weight, targets, lse)
+        ctx.temperature = temperature
+        ctx.mark_non_differentiable(entropy)
+        return target_logit - lse, entropy
+
+    @staticmethod
+    def backward(ctx, grad_logprob, _grad_entropy):
+        hidden, weight, targets, lse = ctx.saved_tensors
+        t = ctx.temperature
+        hidden_w, weight_w = _wide(hidden), _wide(weight).to(_wide(hidden).dtype)
+        grad = _logits(hidden_w, weight_w, t).sub_(lse[:, None]).exp_().mul_(-grad_logprob[:, None])
+        grad.scatter_add_(-1, targets[:, None], grad_logprob[:, None].to(grad.dtype))
+        if t != 1.0:
+            grad.div_(t)
+        grad_hidden = (grad @ weight_w).to(hidden.dtype) if ctx.needs_input_grad[0] else None
+        grad_weight = (grad.T @ hidden_w).to(weight.dtype) if ctx.needs_input_grad[1] else None
+        return grad_hidden, grad_weight, None, None
 
 
 def selective_logprobs(
     hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0, chunk: int = CHUNK_TOKENS
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """log softmax(hidden·Wᵀ / T)[target] and the entropy, chunk by chunk. [T, H] -> ([T], [T])."""
-    out_lp, out_ent = [hidden.new_zeros(0)], [hidden.new_zeros(0)]
+    out_lp, out_ent = [hidden.new_zeros(0, dtype=torch.float32)], [hidden.new_zeros(0, dtype=torch.float32)]
     for start in range(0, hidden.shape[0], chunk):
-        args = (hidden[start : start + chunk], weight, targets[start : start + chunk], temperature)
-        if torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad):
-            lp, ent = checkpoint(_chunk_stats, *args, use_reentrant=False)
-        else:
-            lp, ent = _chunk_stats(*args)
+        lp, ent = _SelectiveLogSoftmax.apply(hidden[start : start + chunk], weight, targets[start : start + chunk], temperature)
         out_lp.append(lp)
         out_ent.append(ent)
     return torch.cat(out_lp), torch.cat(out_ent)

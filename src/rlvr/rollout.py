@@ -19,7 +19,6 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache
 
-from rlvr.decoder import LlamaDecoder, fast_decoder, positions
 from rlvr.records import Example, Rollout
 
 
@@ -60,6 +59,11 @@ def left_pad(sequences: list[list[int]], pad_id: int) -> tuple[torch.Tensor, tor
     return ids, mask
 
 
+def positions(mask: torch.Tensor) -> torch.Tensor:
+    """Position ids that ignore left padding: [B, L] bool -> [B, L] long."""
+    return (mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
 def sample_next(
     logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -95,26 +99,19 @@ def generate(
     pad_id: int,
     generator: torch.Generator | None = None,
     on_group_done: Callable[[int, torch.Tensor, torch.Tensor], None] | None = None,
-    decoder: LlamaDecoder | None | str = "auto",
 ) -> Completions:
     """Sample `group_size` completions for each prompt (token ids in, token ids out).
 
     `on_group_done(p, ids [G, max_new_tokens], lengths [G])` is called as soon as every completion
     of prompt p has finished, while the other groups are still decoding (so their rewards can be
     computed meanwhile); groups cut at max_new_tokens are reported at the end.
-
-    `decoder`: "auto" decodes with `rlvr.decoder` where the architecture allows and with HF's
-    forward otherwise; None forces HF's forward; or a ready `LlamaDecoder` (e.g. an int8 one).
     """
     device = next(model.parameters()).device
     if generator is not None and generator.device != device:
         # sampling happens where the logits are: a generator there, seeded from the one given
         generator = torch.Generator(device).manual_seed(int(torch.randint(0, 2**62, (1,), generator=generator)))
-    if decoder == "auto":
-        decoder = fast_decoder(model)
     prompt_ids, prompt_mask = left_pad(prompts, pad_id)
-    step = _prefill(model, decoder, prompt_ids.to(device), prompt_mask.to(device), group_size)
-    logits = step.logits
+    cache, logits, attention, next_pos = _prefill(model, prompt_ids.to(device), prompt_mask.to(device), group_size)
     n = len(prompts) * group_size
     completion_ids = torch.full((n, params.max_new_tokens), pad_id, dtype=torch.long)
     logprobs = torch.zeros((n, params.max_new_tokens))
@@ -136,9 +133,12 @@ def generate(
         if bool(done.any()):
             # finished completions leave the batch: nothing more is computed for them
             keep = (~done).nonzero().squeeze(-1)
-            step.keep(keep)
-            active, token = active[keep.cpu()], token[keep]
-        logits = step(token)
+            cache.batch_select_indices(keep)
+            active, token, attention, next_pos = active[keep.cpu()], token[keep], attention[keep], next_pos[keep]
+        attention = torch.cat([attention, attention.new_ones(len(active), 1)], dim=-1)
+        out = model(input_ids=token[:, None], attention_mask=attention, position_ids=next_pos[:, None], past_key_values=cache, use_cache=True)
+        logits = out.logits[:, -1]
+        next_pos = next_pos + 1
 
     groups.report_the_rest()
     width = int(lengths.max()) if n else 0
@@ -153,51 +153,14 @@ def generate(
     )
 
 
-def _prefill(model: torch.nn.Module, decoder: LlamaDecoder | None, ids: torch.Tensor, mask: torch.Tensor, group_size: int):
-    """Run the P prompts once; the G completions of a group then share that cache."""
-    next_pos = mask.long().sum(-1).repeat_interleave(group_size, 0)
-    if decoder is not None:
-        state, logits = decoder.prefill(ids, mask, group_size)
-        return _FastSteps(decoder, state, next_pos, logits.repeat_interleave(group_size, 0))
+def _prefill(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, group_size: int):
+    """Run the P prompts once, then repeat their cache G times: (cache, logits [N, V], attention [N, Lp], next position [N])."""
     out = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), past_key_values=DynamicCache(),
                 use_cache=True, logits_to_keep=1)
     cache = out.past_key_values
     cache.batch_repeat_interleave(group_size)
-    return _HFSteps(model, cache, mask.repeat_interleave(group_size, 0), next_pos, out.logits[:, -1].repeat_interleave(group_size, 0))
-
-
-class _FastSteps:
-    """Decoding with rlvr.decoder: the prompt cache is held once per group."""
-
-    def __init__(self, decoder: LlamaDecoder, state, next_pos: torch.Tensor, logits: torch.Tensor) -> None:
-        self.decoder, self.state, self.next_pos, self.logits = decoder, state, next_pos, logits
-
-    def keep(self, rows: torch.Tensor) -> None:
-        self.state.keep(rows)
-        self.next_pos = self.next_pos[rows]
-
-    def __call__(self, token: torch.Tensor) -> torch.Tensor:
-        logits = self.decoder.step(self.state, token, self.next_pos)
-        self.next_pos = self.next_pos + 1
-        return logits
-
-
-class _HFSteps:
-    """Decoding with HF's forward and a DynamicCache holding G copies of each prompt."""
-
-    def __init__(self, model, cache, attention: torch.Tensor, next_pos: torch.Tensor, logits: torch.Tensor) -> None:
-        self.model, self.cache, self.attention, self.next_pos, self.logits = model, cache, attention, next_pos, logits
-
-    def keep(self, rows: torch.Tensor) -> None:
-        self.cache.batch_select_indices(rows)
-        self.attention, self.next_pos = self.attention[rows], self.next_pos[rows]
-
-    def __call__(self, token: torch.Tensor) -> torch.Tensor:
-        self.attention = torch.cat([self.attention, self.attention.new_ones(len(token), 1)], dim=-1)
-        out = self.model(input_ids=token[:, None], attention_mask=self.attention, position_ids=self.next_pos[:, None],
-                         past_key_values=self.cache, use_cache=True)
-        self.next_pos = self.next_pos + 1
-        return out.logits[:, -1]
+    logits = out.logits[:, -1].repeat_interleave(group_size, 0)
+    return cache, logits, mask.repeat_interleave(group_size, 0), mask.long().sum(-1).repeat_interleave(group_size, 0)
 
 
 class _GroupTracker:

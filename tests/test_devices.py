@@ -51,3 +51,20 @@ def test_peak_memory_is_reported(tmp_path):
     trainer = Trainer(tiny_config(tmp_path, DIGITS))
     metrics = trainer.step()
     assert 0.05 < metrics["memory/peak_gb"] == pytest.approx(peak_memory_gb(torch.device("cpu")), rel=0.5)
+
+
+def test_bf16_reaches_the_rollout_thread(tmp_path):
+    """Sampling runs on a worker thread (rewards overlap with decoding) and autocast is per thread:
+    the rollout's own log-probs must come from the bf16 forward, not an fp32 one."""
+    from rlvr.logprobs import completion_logprobs
+
+    gaps = {}
+    for dtype in ("float32", "bfloat16"):
+        trainer = Trainer(tiny_config(tmp_path / dtype, DIGITS, f"model.dtype={dtype}"))
+        scored = trainer.collect_batch()
+        r = scored.rollout
+        rows = torch.arange(r.completion_ids.shape[0]) // r.group_size
+        with torch.no_grad():
+            fp32 = completion_logprobs(trainer.policy, r.prompt_ids, r.prompt_mask, rows, r.completion_ids, r.completion_mask).logprobs
+        gaps[dtype] = float((fp32 - r.sampling_logprobs).abs().max())
+    assert gaps["float32"] < 1e-4 < 1e-2 < gaps["bfloat16"]

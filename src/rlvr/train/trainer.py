@@ -100,7 +100,7 @@ class Trainer:
     def step(self) -> dict[str, float]:
         """One GRPO iteration: the five steps of seed 000."""
         clock = Stopwatch()
-        with clock("rollout"), self.autocast():  # 1. sample G completions per prompt, 2. verifiable rewards (overlapped)
+        with clock("rollout"):  # 1. sample G completions per prompt, 2. verifiable rewards (overlapped)
             scored = self.collect_batch()
         advantages = self.advantages(scored)  # 3. group-relative advantages
         with clock("logprobs"), self.autocast():
@@ -184,11 +184,12 @@ class Trainer:
         s, train = self.config.sampling, self.parts.train
         generator = torch.Generator().manual_seed(self.config.seed * 1_000_003 + self.step_count + (round_ << 32))
         self.policy.eval()  # no dropout while sampling; the update runs in train mode
-        out = rollout(
-            self.policy, self.tokenizer, [train.examples[i] for i in positions], [train.texts[i] for i in positions], s.group_size,
-            SamplingParams(s.max_new_tokens, s.temperature, s.top_p, s.top_k),
-            generator=generator, add_special_tokens=self.parts.add_special_tokens, on_group_done=on_group_done,
-        )
+        with self.autocast():  # entered here: sampling may run on a worker thread, and autocast is per thread
+            out = rollout(
+                self.policy, self.tokenizer, [train.examples[i] for i in positions], [train.texts[i] for i in positions], s.group_size,
+                SamplingParams(s.max_new_tokens, s.temperature, s.top_p, s.top_k),
+                generator=generator, add_special_tokens=self.parts.add_special_tokens, on_group_done=on_group_done,
+            )
         self.policy.train()
         return out
 

@@ -67,6 +67,8 @@ def test_rewards_list(tmp_path):
         (["sampling=3"], "must be a mapping"),
         (["no_equals_sign"], "KEY=VALUE"),
         (["eval_before=yes please"], "'eval_before' must be bool"),
+        (["model.device=gpu0"], "model.device='gpu0' is not a device: use auto, cpu, cuda or cuda:N"),
+        (["model.dtype=fp16"], "must be one of ['auto', 'float32', 'bfloat16']"),
     ],
 )
 def test_bad_configs_are_one_line_errors(overrides, message):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import types
 import typing
 from pathlib import Path
@@ -223,6 +224,8 @@ def validate(config: TrainConfig) -> None:
         (config.rewards is None or len(config.rewards) > 0, "rewards must list at least one reward (or be null for the task's defaults)"),
         (config.save_every >= 0 and config.sample_every >= 0, "save_every and sample_every must be >= 0"),
         (config.eval_every >= 0, "eval_every must be >= 0"),
+        (re.fullmatch(r"auto|cpu|cuda(:\d+)?", config.model.device) is not None,
+         f"model.device={config.model.device!r} is not a device: use auto, cpu, cuda or cuda:N"),
     ]
     for ok, message in checks:
         if not ok:

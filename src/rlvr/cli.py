@@ -7,16 +7,13 @@ import sys
 from pathlib import Path
 
 from rlvr.errors import UserError
+from rlvr.run_options import add_run_options
 
 
 def _train_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="run GRPO (no arguments: SmolLM2-135M-Instruct on 1-digit arithmetic, CPU)")
-    p.add_argument("--config", help="YAML config file (see configs/)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override one setting, e.g. --set sampling.temperature=0.7 (repeatable)")
-    p.add_argument("--output-dir", help="run directory (default: runs/latest)")
-    p.add_argument("--max-steps", type=int, help="number of training steps")
-    p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its latest checkpoint")
+    add_run_options(p, config_help="YAML config file (see configs/)", set_example="sampling.temperature=0.7",
+                    default_dir="runs/latest", steps_help="number of training steps")
 
 
 def _print_summary(summary: dict) -> None:

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import argparse
 
+from rlvr.run_options import add_run_options
+
 
 def add_rm_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add ``rm`` to the ``rlvr`` command's subparsers; run it with `run_rm`."""
     p = subparsers.add_parser("rm", help="train a Bradley–Terry reward model on preference pairs (prompt, chosen, rejected)")
     p.add_argument("--data", help="a .jsonl file, one {\"prompt\", \"chosen\", \"rejected\"} object per line")
     p.add_argument("--model", help="backbone: tiny, smollm2, a .gguf file or a checkpoint directory (default: smollm2)")
-    p.add_argument("--config", help="YAML file of RewardModelConfig settings")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override one setting, e.g. --set lr=1e-4 (repeatable)")
-    p.add_argument("--output-dir", help="run directory (default: runs/reward_model)")
-    p.add_argument("--max-steps", type=int, help="optimizer steps (default: one epoch)")
+    add_run_options(p, config_help="YAML file of RewardModelConfig settings", set_example="lr=1e-4",
+                    default_dir="runs/reward_model", steps_help="optimizer steps (default: one epoch)", resume=False)
     return p
 
 

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from rlvr.errors import UserError
+from rlvr.run_options import add_run_options
 
 
 def add_sft_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -13,12 +14,8 @@ def add_sft_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
     p = subparsers.add_parser("sft", help="supervised fine-tuning on prompt/completion or chat rows (loss on completions only)")
     p.add_argument("--data", help='a .jsonl file: one {"prompt", "completion"} or {"messages": [...]} object per line')
     p.add_argument("--model", help="model to fine-tune: tiny, smollm2, a .gguf file, a model or run directory (default: smollm2)")
-    p.add_argument("--config", help="YAML file of SFTConfig settings")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override one setting, e.g. --set optim.lr=1e-4 (repeatable)")
-    p.add_argument("--output-dir", help="run directory (default: runs/sft)")
-    p.add_argument("--max-steps", type=int, help="optimizer steps (default: one epoch)")
-    p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its latest checkpoint")
+    add_run_options(p, config_help="YAML file of SFTConfig settings", set_example="optim.lr=1e-4",
+                    default_dir="runs/sft", steps_help="optimizer steps (default: one epoch)")
     return p
 
 

@@ -5,6 +5,7 @@
 
 import json
 import resource
+import shutil
 import sys
 
 from rlvr.config_loading import load_config
@@ -27,6 +28,7 @@ def job_config(job: dict):
 
 def main():
     job = json.load(open(sys.argv[1]))
+    shutil.rmtree(job["output_dir"], ignore_errors=True)  # metrics.jsonl must hold this run's steps only
     trainer = Trainer(job_config(job))
     trainer.train()
     metrics = [json.loads(line) for line in open(f"{job['output_dir']}/metrics.jsonl")]

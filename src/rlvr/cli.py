@@ -45,11 +45,7 @@ def train(args: argparse.Namespace) -> int:
             raise UserError("--resume continues a run with its own config.yaml: drop --config (use --set to change a setting)")
         trainer = Trainer.from_run_dir(Path(args.resume), args.overrides, **cli)
     else:
-        config = load_config(args.config, args.overrides, output_dir=args.output_dir, **cli)
-        run_dir = Path(config.output_dir)
-        if (run_dir / "checkpoints").is_dir() and any((run_dir / "checkpoints").iterdir()):
-            raise UserError(f"{run_dir} already holds a run: continue it with --resume {run_dir}, or pick another --output-dir")
-        trainer = Trainer(config)
+        trainer = Trainer(load_config(args.config, args.overrides, output_dir=args.output_dir, **cli))
     summary = trainer.train()
     summary["run_dir"] = str(trainer.run_dir)
     _print_summary(summary)

@@ -1,6 +1,7 @@
 """Checkpoints: a run stopped after step k and resumed ends with exactly the unbroken run's weights."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,18 @@ def test_a_throwing_reward_stops_with_one_line_and_keeps_progress(tmp_path):
         trainer.train(on_step_end=break_reward)
     assert "'my_rewards:explode' raised RuntimeError" in str(e.value) and "\n" not in str(e.value)
     assert ckpt.latest_checkpoint(tmp_path / "run").name == "step-000001"  # the finished step was saved
+
+
+def test_a_fresh_run_never_mixes_with_an_old_one(tmp_path):
+    """Over a checkpointed run a fresh Trainer refuses (its checkpoints would be skipped at the old
+    run's steps); over a run that died before its first checkpoint it starts clean."""
+    config = tiny_config(tmp_path, DIGITS, "eval_before=false", "eval_after=false", steps=1)
+    Trainer(config).train()
+    with pytest.raises(UserError, match="already holds a run: continue it with --resume"):
+        Trainer(config)
+    run = Path(config.output_dir)
+    shutil.rmtree(run / "checkpoints")
+    (run / "samples.jsonl").write_text('{"stale": true}\n')
+    Trainer(config).train()
+    assert [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()] == [1]
+    assert not (run / "samples.jsonl").exists()  # removed, and not rewritten (sample_every=0)

@@ -111,6 +111,9 @@ def _summary(trainer: "Trainer", before: dict | None, after: dict | None, second
 def run_training(trainer: "Trainer", on_step_end: Callable[["Trainer", dict], None] | None = None) -> dict:
     c = trainer.config
     trainer.run_dir.mkdir(parents=True, exist_ok=True)
+    if trainer.step_count == 0:  # a fresh run (Trainer refuses one over a checkpointed run): nothing stale is appended to
+        for name in ("metrics.jsonl", "samples.jsonl", "eval_before.json"):
+            (trainer.run_dir / name).unlink(missing_ok=True)
     save_config(c, trainer.run_dir / "config.yaml")
     # a resumed run reuses the "before" measured when it started; it cannot measure it again
     measured = (trainer.run_dir / "eval_before.json").is_file()

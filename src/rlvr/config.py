@@ -14,6 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+# What model.device accepts; checked when a config is loaded and again by rlvr.devices.resolve_device.
+DEVICE_PATTERN = r"auto|cpu|cuda(:\d+)?"
+BAD_DEVICE = "model.device={!r} is not a device: use auto, cpu, cuda or cuda:N"
+
 # Counted by the reflection_rate metric (rlvr/evaluate/emergence.py): words of self-checking.
 DEFAULT_REFLECTION_PHRASES = ("wait", "let me reconsider", "let me verify", "let me check", "actually", "hmm")
 
@@ -28,7 +32,7 @@ class ModelConfig:
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass: less memory, ~30% more compute."""
     device: str = "auto"
-    """`auto` (a CUDA GPU when torch sees one, else the CPU), `cpu`, `cuda` or `cuda:N`."""
+    """`auto` (a CUDA GPU when torch sees one, else the CPU), `cpu`, `cuda` or `cuda:N` (DEVICE_PATTERN)."""
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     """Precision of the forward passes: `auto` is bf16 autocast on a GPU that supports it and fp32
     elsewhere. Weights, gradients and optimizer state stay fp32; the reference is stored in it."""

@@ -16,7 +16,7 @@ from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 import yaml
 
-from rlvr.config import PRESETS, TrainConfig
+from rlvr.config import BAD_DEVICE, DEVICE_PATTERN, PRESETS, TrainConfig
 from rlvr.errors import UserError
 
 C = TypeVar("C")  # a config dataclass
@@ -224,8 +224,7 @@ def validate(config: TrainConfig) -> None:
         (config.rewards is None or len(config.rewards) > 0, "rewards must list at least one reward (or be null for the task's defaults)"),
         (config.save_every >= 0 and config.sample_every >= 0, "save_every and sample_every must be >= 0"),
         (config.eval_every >= 0, "eval_every must be >= 0"),
-        (re.fullmatch(r"auto|cpu|cuda(:\d+)?", config.model.device) is not None,
-         f"model.device={config.model.device!r} is not a device: use auto, cpu, cuda or cuda:N"),
+        (re.fullmatch(DEVICE_PATTERN, config.model.device) is not None, BAD_DEVICE.format(config.model.device)),
     ]
     for ok, message in checks:
         if not ok:

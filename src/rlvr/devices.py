@@ -7,12 +7,14 @@ bf16. `auto` picks CUDA when there is one and bf16 on a GPU that supports it.
 
 from __future__ import annotations
 
+import re
 import resource
 import sys
 from contextlib import nullcontext
 
 import torch
 
+from rlvr.config import BAD_DEVICE, DEVICE_PATTERN
 from rlvr.errors import UserError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -24,19 +26,16 @@ def resolve_device(name: str) -> torch.device:
     >>> resolve_device("cpu")
     device(type='cpu')
     """
+    if re.fullmatch(DEVICE_PATTERN, name) is None:
+        raise UserError(BAD_DEVICE.format(name))
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise UserError(f"model.device={name!r} is not a device: use auto, cpu, cuda or cuda:N") from None
+    device = torch.device(name)
     if device.type == "cuda":
         if not torch.cuda.is_available():
             raise UserError(f"model.device={name} but torch sees no CUDA GPU here: use model.device=auto or cpu (or install a CUDA build of torch)")
         if device.index is not None and device.index >= torch.cuda.device_count():
             raise UserError(f"model.device={name} but only {torch.cuda.device_count()} CUDA device(s) exist")
-    elif device.type != "cpu":
-        raise UserError(f"model.device={name!r} is not supported: use auto, cpu, cuda or cuda:N")
     return device
 
 

@@ -62,7 +62,8 @@ class _SelectiveLogSoftmax(torch.autograd.Function):
     def backward(ctx, grad_logprob, _grad_entropy):
         hidden, weight, targets, lse = ctx.saved_tensors
         t = ctx.temperature
-        hidden_w, weight_w = _wide(hidden), _wide(weight).to(_wide(hidden).dtype)
+        hidden_w = _wide(hidden)
+        weight_w = weight.to(hidden_w.dtype)
         grad = _logits(hidden_w, weight_w, t).sub_(lse[:, None]).exp_().mul_(-grad_logprob[:, None])
         grad.scatter_add_(-1, targets[:, None], grad_logprob[:, None].to(grad.dtype))
         if t != 1.0:

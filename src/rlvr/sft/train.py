@@ -104,8 +104,8 @@ def start_run(config: SFTConfig, resume: bool) -> SFTRun:
     latest = ckpt.latest_checkpoint(run_dir)
     if resume and latest is None:
         raise UserError(f"cannot resume: {run_dir} has no complete checkpoint (start it again without --resume)")
-    if not resume and latest is not None:
-        raise UserError(f"{run_dir} already holds a run: continue it with --resume {run_dir}, or pick another --output-dir")
+    if not resume:
+        ckpt.refuse_existing_run(run_dir)
     rows = read_rows(config.data)  # before the model: a bad row fails in a second
     model, tokenizer = load_model(str(latest / "model") if resume else config.model, config.cache_dir, config.seed)
     data = prepare_data(rows, tokenizer, template=config.template, system_prompt=config.system_prompt,

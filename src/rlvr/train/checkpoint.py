@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from rlvr.config_loading import save_config
+from rlvr.errors import UserError
 
 PREFIX = "step-"
 
@@ -31,6 +32,13 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
         return None
     done = [p for p in root.iterdir() if p.is_dir() and p.name.startswith(PREFIX) and p.name[len(PREFIX) :].isdigit()]
     return max(done, key=lambda p: int(p.name[len(PREFIX) :]), default=None)
+
+
+def refuse_existing_run(run_dir: Path) -> None:
+    """A fresh run must not start over a checkpointed one: it would append to the old metrics and
+    skip saving at the steps the old run already saved."""
+    if latest_checkpoint(run_dir) is not None:
+        raise UserError(f"{run_dir} already holds a run: continue it with --resume {run_dir}, or pick another --output-dir")
 
 
 def rng_state() -> dict[str, Any]:

@@ -65,9 +65,8 @@ class Trainer:
         torch.set_num_threads(config.threads or torch.get_num_threads())
         torch.manual_seed(config.seed)
         self.run_dir = Path(config.output_dir)
-        if resume_from is None and ckpt.latest_checkpoint(self.run_dir) is not None:
-            # a fresh run here would append to the old metrics and skip saving at the old run's steps
-            raise UserError(f"{self.run_dir} already holds a run: continue it with --resume {self.run_dir}, or pick another --output-dir")
+        if resume_from is None:
+            ckpt.refuse_existing_run(self.run_dir)
         state = ckpt.load_trainer_state(resume_from) if resume_from else None
         reference_path = resume_from / "reference" if resume_from and (resume_from / "reference").is_dir() else None
         self.parts = build_parts(config, resume_from / "model" if resume_from else None, reference_path)

@@ -58,8 +58,8 @@ class RunParts:
     add_special_tokens: bool
 
 
-def build_parts(config: TrainConfig, policy_path: Path | None = None, reference_path: Path | None = None) -> RunParts:
-    """Load the policy (from `policy_path` when resuming), the reference when β > 0, data and rewards."""
+def load_models(config: TrainConfig, policy_path: Path | None, reference_path: Path | None):
+    """(device, forward dtype, policy in train mode, tokenizer, frozen reference or None when β = 0)."""
     m = config.model
     device = resolve_device(m.device)
     dtype = compute_dtype(m.dtype, device)
@@ -75,9 +75,15 @@ def build_parts(config: TrainConfig, policy_path: Path | None = None, reference_
         else:
             reference = frozen_copy(policy)
         reference.to(device, dtype=dtype)
-    if config.model.gradient_checkpointing:
+    if m.gradient_checkpointing:
         policy.gradient_checkpointing_enable()
     policy.train()
+    return device, dtype, policy, tokenizer, reference
+
+
+def build_parts(config: TrainConfig, policy_path: Path | None = None, reference_path: Path | None = None) -> RunParts:
+    """Load the policy (from `policy_path` when resuming), the reference when β > 0, data and rewards."""
+    device, dtype, policy, tokenizer, reference = load_models(config, policy_path, reference_path)
     task = TASKS.get(config.data.train)
     train_examples = load_examples(
         config.data.train, split="train", prompt_field=config.data.prompt_field,

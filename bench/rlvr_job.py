@@ -8,7 +8,7 @@ import resource
 import shutil
 import sys
 
-from rlvr.config_loading import load_config
+from rlvr.config import load_config
 from rlvr.train.trainer import Trainer
 
 
@@ -18,7 +18,7 @@ def job_config(job: dict):
     overrides = [
         f"model.name={job['model']}", f"data.train={job['data']}", "data.few_shot=[]", "data.template=chat",
         "rewards=[{name: math_accuracy}]", f"sampling.group_size={g}", f"sampling.batch_size={g * job['prompts_per_step']}",
-        f"sampling.max_new_tokens={job['max_new_tokens']}", f"sampling.temperature={job['temperature']}",
+        f"generation.max_new_tokens={job['max_new_tokens']}", f"generation.temperature={job['temperature']}",
         f"optim.lr={job['lr']}", f"algorithm.beta={job['beta']}", f"seed={job['seed']}", f"threads={job['threads']}",
         "eval_before=false", "eval_after=false", "sample_every=0", f"output_dir={job['output_dir']}",
         *job.get("overrides", []),  # rlvr-only settings under test, e.g. optim.micro_batch_tokens=512

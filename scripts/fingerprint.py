@@ -42,7 +42,7 @@ JOBS: dict[str, list[str]] = {
 PPO = f"""
 import json, sys
 from pathlib import Path
-from rlvr.config_loading import load_config
+from rlvr.config import load_config
 from rlvr.ppo.trainer import PPOTrainer
 run = Path(sys.argv[1])
 config = load_config("{ROOT / 'configs' / 'tiny.yaml'}", [{DIGITS!r}, "threads=1", "algorithm.beta=0.04", f"output_dir={{run}}"], max_steps=3)

@@ -1,16 +1,27 @@
-"""rlvr.config / rlvr.config_loading: presets, file + overrides, and one-line errors."""
+"""rlvr.config / rlvr.config: presets, file + overrides, and one-line errors."""
 
 import pytest
 import yaml
 
-from rlvr.config import PRESETS, TrainConfig
-from rlvr.config_loading import config_to_yaml, load_config
+from rlvr.config import (
+    PRESETS,
+    EvalConfig,
+    RewardModelConfig,
+    SampleConfig,
+    SFTConfig,
+    TrainConfig,
+    config_from_dict,
+    config_to_yaml,
+    load_command_config,
+    load_config,
+)
 from rlvr.errors import UserError
 
 
-def test_defaults_are_the_seed_preset():
+def test_defaults_are_the_deepseekmath_preset_also_called_seed():
     c = load_config()
-    assert c.preset == "seed"
+    assert c.preset == "deepseekmath"
+    assert load_config(None, ["preset=seed"]) == c  # the name of earlier versions
     a = c.algorithm
     assert (a.std_estimator, a.loss_aggregation, a.beta, a.clip_low, a.clip_high, a.advantage_scale) == (
         "population", "sequence_mean", 0.04, 0.2, 0.2, "group_std")
@@ -28,16 +39,16 @@ def test_presets_are_independent_settings():
 
 def test_precedence_defaults_preset_file_overrides(tmp_path):
     f = tmp_path / "c.yaml"
-    f.write_text("preset: dapo\nalgorithm:\n  clip_high: 0.3\nsampling:\n  temperature: 0.9\n")
-    c = load_config(f, ["sampling.temperature=0.5"], max_steps=7)
+    f.write_text("preset: dapo\nalgorithm:\n  clip_high: 0.3\ngeneration:\n  temperature: 0.9\n")
+    c = load_config(f, ["generation.temperature=0.5"], max_steps=7)
     assert c.algorithm.clip_high == 0.3  # file beats preset
     assert c.algorithm.loss_aggregation == "token_mean"  # preset beats default
-    assert c.sampling.temperature == 0.5  # override beats file
+    assert c.generation.temperature == 0.5  # override beats file
     assert c.max_steps == 7
 
 
 def test_effective_config_round_trips(tmp_path):
-    c = load_config(None, ["sampling.top_k=5", "optim.lr=3e-6"])
+    c = load_config(None, ["generation.top_k=5", "optim.lr=3e-6"])
     f = tmp_path / "config.yaml"
     f.write_text(config_to_yaml(c))
     assert load_config(f) == c
@@ -61,7 +72,8 @@ def test_rewards_list(tmp_path):
         (["max_steps=2.5"], "'max_steps' must be int"),
         (["algorithm.kl_estimator=k4"], "must be one of ['k1', 'k2', 'k3']"),
         (["preset=drgrpo"], "did you mean 'dr_grpo'?"),
-        (["sampling.temperature=0"], "temperature must be > 0"),
+        (["generation.temperature=0"], "generation.temperature=0.0 must be > 0"),
+        (["sampling.temperature=0"], "generation.temperature=0.0 must be > 0"),
         (["sampling.group_size=1", "sampling.batch_size=8"], "at least 2 completions"),
         (["algorithm.ref_refresh_steps=5", "algorithm.beta=0"], "needs beta > 0"),
         (["sampling=3"], "must be a mapping"),
@@ -92,19 +104,21 @@ def test_bad_files(tmp_path):
 
 
 def test_every_field_has_a_docstring():
-    """One config, documented once: each field carries the string literal under it."""
+    """One config, documented once: each field carries the string literal under it (a section is
+    documented field by field in its own class)."""
     import ast
     import inspect
 
-    import rlvr.config as module
+    from rlvr.config import commands, sections, train
 
-    tree = ast.parse(inspect.getsource(module))
-    for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
-        body = cls.body
-        for i, node in enumerate(body):
-            if isinstance(node, ast.AnnAssign) and cls.name != "TrainConfig" or (
-                isinstance(node, ast.AnnAssign) and node.annotation and "Config" not in ast.unparse(node.annotation)
-            ):
+    for module in (commands, sections, train):
+        tree = ast.parse(inspect.getsource(module))
+        for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+            body = cls.body
+            for i, node in enumerate(body):
+                annotation = ast.unparse(node.annotation) if isinstance(node, ast.AnnAssign) else ""
+                if not annotation or annotation.startswith("ClassVar") or annotation.endswith("Config"):
+                    continue
                 nxt = body[i + 1] if i + 1 < len(body) else None
                 assert isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant), f"{cls.name}.{ast.unparse(node.target)} has no docstring"
     assert TrainConfig().model.name == "smollm2"
@@ -121,3 +135,37 @@ def test_reward_params_and_few_shot_parse(tmp_path):
     assert c.data.few_shot[0].completion == "\\boxed{2}"
     with pytest.raises(UserError, match="mapping"):
         load_config(None, ["rewards=[{name: x, params: [1, 2]}]"])
+
+
+def test_files_of_earlier_versions_load_and_mean_the_same(tmp_path):
+    """Generation settings once lived under `sampling`, `model` was a string in four commands, and the
+    reward model's optimizer settings were top-level: such files still load into the same config."""
+    old, new = tmp_path / "old.yaml", tmp_path / "new.yaml"
+    old.write_text("preset: seed\nmodel: {name: tiny}\nsampling: {group_size: 4, batch_size: 8, max_new_tokens: 12, temperature: 1.0, top_k: 3}\n")
+    new.write_text("model: tiny\nsampling: {group_size: 4, batch_size: 8}\ngeneration: {max_new_tokens: 12, temperature: 1.0, top_k: 3}\n")
+    assert load_config(old) == load_config(new)
+    assert load_config(old).generation.top_p == 1.0  # untouched fields keep their defaults
+
+    sft = load_command_config(SFTConfig, None, ["model=tiny", "cache_dir=/tmp/c", "data=rows.jsonl"])
+    assert (sft.model.name, sft.model.cache_dir, sft.model.device) == ("tiny", "/tmp/c", "auto")
+    rm = config_from_dict(RewardModelConfig, {"model": "tiny", "data": "p.jsonl", "lr": 1e-3, "max_grad_norm": 0.5})
+    assert (rm.optim.lr, rm.optim.max_grad_norm, rm.optim.betas) == (1e-3, 0.5, (0.9, 0.999))
+    flat = {"model": "tiny", "data": "arithmetic", "limit": 3, "template": "plain", "temperature": 0.9, "max_new_tokens": 8,
+            "data_dir": "d", "difficulty": 2, "system_prompt": "s", "top_p": 0.5}
+    for cls in (EvalConfig, SampleConfig):
+        c = config_from_dict(cls, flat)
+        assert (c.data.name, c.data.limit, c.data.template, c.data.dir, c.data.difficulty, c.data.system_prompt) == (
+            "arithmetic", 3, "plain", "d", 2, "s")
+        assert (c.generation.temperature, c.generation.max_new_tokens, c.generation.top_p) == (0.9, 8, 0.5)
+
+
+def test_a_key_given_twice_under_two_names_is_refused():
+    with pytest.raises(UserError, match="'sampling.temperature' and 'generation.temperature' set the same thing"):
+        load_config(None, ["sampling.temperature=0.5", "generation.temperature=0.9"])
+
+
+@pytest.mark.parametrize("cls", [EvalConfig, SampleConfig, SFTConfig, RewardModelConfig])
+def test_every_command_shares_the_model_section(cls):
+    with pytest.raises(UserError, match="model.device='gpu' is not a device"):
+        load_command_config(cls, None, ["model.device=gpu", "data=x.jsonl"])
+    assert load_command_config(cls, None, ["model=tiny", "data=x.jsonl"]).model.name == "tiny"

@@ -13,17 +13,9 @@ All functions are pure: rewards [P, G] in, advantages [P, G] out.
 
 from __future__ import annotations
 
-from typing import Literal
-
 import torch
 
-Baseline = Literal["group_mean", "leave_one_out"]
-Scale = Literal["group_std", "batch_std", "none"]
-StdEstimator = Literal["population", "unbiased"]
-
-BASELINES: tuple[str, ...] = ("group_mean", "leave_one_out")
-SCALES: tuple[str, ...] = ("group_std", "batch_std", "none")
-STD_ESTIMATORS: tuple[str, ...] = ("population", "unbiased")
+from rlvr.config.choices import BASELINES, SCALES, STD_ESTIMATORS, Baseline, Scale, StdEstimator
 
 
 def zero_variance_groups(rewards: torch.Tensor) -> torch.Tensor:

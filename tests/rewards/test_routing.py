@@ -2,7 +2,7 @@
 
 import pytest
 
-from rlvr.config_loading import load_config
+from rlvr.config import load_config
 from rlvr.errors import UserError
 from rlvr.rewards import RewardSpec, compute_rewards, load_reward_function
 from rlvr.rewards.routing import only_where

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from rlvr.config import SampleConfig
+from rlvr.config import SampleConfig, config_from_dict
 from rlvr.data.sources import load_examples
 from rlvr.errors import UserError
 from rlvr.evaluate.benchmarks import load_benchmark
@@ -17,7 +17,7 @@ def config(data, out, **kw):
     # 8 samples of 5 problems, 2 problems per chunk; 12 tokens cut "  \boxed{3.0}" and "   \boxed{3}" short
     base = dict(model="scripted", data=data, samples=8, temperature=1.0, top_p=1.0, max_new_tokens=12,
                 batch_size=16, output_dir=str(out), threads=1)
-    return SampleConfig(**{**base, **kw})
+    return config_from_dict(SampleConfig, {**base, **kw})
 
 
 def reference(records, c):

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from rlvr.config import OptimConfig, SFTConfig
+from rlvr.config import SFTConfig, config_from_dict
 
 
 def write_rows(path, rows):
@@ -22,10 +22,10 @@ def echo_rows(n=40, seed=0):
 
 def tiny_sft_config(data, output_dir, **changes):
     # one thread: two OpenMP threads on a busy 2-core machine make each step ~100x slower
-    optim = OptimConfig(**{"lr": 3e-3, "schedule": "constant", **changes.pop("optim", {})})
+    optim = {"lr": 3e-3, "schedule": "constant", **changes.pop("optim", {})}
     settings = dict(model="tiny", data=str(data), eval_fraction=0.25, batch_size=8, max_steps=6, output_dir=str(output_dir),
                     threads=1, tensorboard=False, optim=optim)
-    return SFTConfig(**{**settings, **changes})
+    return config_from_dict(SFTConfig, {**settings, **changes})
 
 
 @pytest.fixture(scope="session")

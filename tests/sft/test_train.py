@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 
 from rlvr.errors import UserError
 from rlvr.models import load_model, resolve_model_path
-from rlvr.sft.train import check_config, resume_config, train_sft
+from rlvr.sft.train import resume_config, train_sft
 from rlvr.train import checkpoint as ckpt
 
 from .conftest import echo_rows, tiny_sft_config, write_rows
@@ -51,7 +51,7 @@ def test_run_directory(trained):
     assert metrics[-1]["eval_loss"] == pytest.approx(summary["after"]["loss"])
     assert metrics[-1]["loss"] < metrics[0]["loss"]
     assert json.loads((run / "summary.json").read_text()) == json.loads(json.dumps(summary))
-    assert "model: tiny" in (run / "config.yaml").read_text()
+    assert "model:\n  name: tiny\n" in (run / "config.yaml").read_text()
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-000020", "step-000030"]
 
 
@@ -135,5 +135,5 @@ def test_resume_with_other_data_is_refused(trained, tmp_path):
 )
 def test_bad_settings_are_one_line_errors(make_config, changes, message):
     with pytest.raises(UserError, match=message) as error:
-        check_config(make_config(**changes))
+        make_config(**changes).validate()  # checked as it is built, and again here
     assert "\n" not in str(error.value)

@@ -16,13 +16,14 @@ from .test_step import DIGITS, _batch, tiny_config
 
 @pytest.fixture(scope="module")
 def prm_dir(tmp_path_factory):
-    from rlvr.config import RewardModelConfig
+    from rlvr.config import RewardModelConfig, config_from_dict
     from rlvr.reward_models.train import train_reward_model
 
     tmp = tmp_path_factory.mktemp("prm")
     pairs = tmp / "pairs.jsonl"
     pairs.write_text("".join(json.dumps({"prompt": f"q{i}", "chosen": f"{i}\n\nok", "rejected": "x"}) + "\n" for i in range(16)))
-    train_reward_model(RewardModelConfig(model="tiny", data=str(pairs), max_steps=2, batch_size=8, output_dir=str(tmp / "run"), threads=1))
+    train_reward_model(config_from_dict(RewardModelConfig, dict(model="tiny", data=str(pairs), max_steps=2, batch_size=8,
+                                                             output_dir=str(tmp / "run"), threads=1)))
     return tmp / "run"
 
 

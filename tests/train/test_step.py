@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlvr.config_loading import load_config
+from rlvr.config import load_config
 from rlvr.errors import UserError
 from rlvr.optim import build_optimizer
 from rlvr.train.step import compute_advantages, make_batch, micro_batches, policy_update, score_rollout

@@ -8,7 +8,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-MODES = ("strict", "lenient")
 
 
 @dataclass

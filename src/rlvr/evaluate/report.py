@@ -6,7 +6,8 @@ import io
 import json
 from typing import Any
 
-from rlvr.evaluate.records import MODES, ProblemRecord
+from rlvr.config.choices import MODES
+from rlvr.evaluate.records import ProblemRecord
 from rlvr.evaluate.store import EvalStore
 
 SHOWN_PROBLEMS = 3

@@ -37,13 +37,13 @@ def run_eval(config: EvalConfig, scorer: Scorer | None = None, progress: bool = 
 
     `scorer` overrides the one the config names (for programmatic use and tests).
     """
-    check(config)
+    config.validate()
     if config.threads > 0:
         torch.set_num_threads(config.threads)
-    benchmark = load_benchmark(config.data, data_dir=config.data_dir, limit=config.limit,
-                               seed=config.seed, difficulty=config.difficulty)
+    d = config.data
+    benchmark = load_benchmark(d.name, data_dir=d.dir, limit=d.limit, seed=config.seed, difficulty=d.difficulty)
     if not benchmark.examples:
-        raise UserError(f"{config.data} has no problems to evaluate (check --limit and the data file)")
+        raise UserError(f"{d.name} has no problems to evaluate (check --limit and the data file)")
     settings = eval_settings(config, benchmark)
     store = EvalStore(Path(config.output_dir))
     records = sample_into_store(config, benchmark, settings, store, scorer, progress)
@@ -67,46 +67,28 @@ def sample_into_store(config: EvalConfig, benchmark: Benchmark, settings: dict[s
     return [finished[i] for i in ids]
 
 
-def check(config: EvalConfig) -> None:
-    """One-line errors for settings that cannot work."""
-    if config.samples < 1:
-        raise UserError(f"samples={config.samples}: sample at least one completion per problem")
-    if config.temperature <= 0:
-        raise UserError("temperature must be > 0 for sampling (greedy pass@1 is reported separately; see greedy)")
-    if not 0 < config.top_p <= 1:
-        raise UserError(f"top_p={config.top_p} must be in (0, 1]")
-    if config.k is not None:
-        too_big = [k for k in config.k if not 1 <= k <= config.samples]
-        if too_big:
-            raise UserError(f"k={too_big[0]} needs 1 <= k <= samples ({config.samples}): raise --samples or drop it from --k")
-    if config.limit is not None and config.limit < 1:
-        raise UserError(f"limit={config.limit}: evaluate at least one problem")
-    if config.reward_model and config.process_reward_model:
-        raise UserError("give either reward_model or process_reward_model for best-of-N, not both")
-    if config.max_new_tokens is not None and config.max_new_tokens < 1:
-        raise UserError(f"max_new_tokens={config.max_new_tokens} must be at least 1")
-
-
 def eval_settings(config: EvalConfig, benchmark: Benchmark) -> dict[str, Any]:
     """Everything that decides the numbers, recorded with them (template and extraction move scores by tens of points)."""
-    max_tokens = config.max_new_tokens or benchmark.max_new_tokens
+    d, gen = config.data, config.generation
+    max_tokens = gen.max_new_tokens or benchmark.max_new_tokens
     halvings = [max_tokens >> i for i in range(6)]  # default: the budget and five halvings of it
     budgets = sorted({b for b in (config.budgets or halvings) if 0 < b <= max_tokens} | {max_tokens})
     return {
-        "model": config.model,
+        "model": config.model.name,
         **describe(benchmark),
-        "limit": config.limit,
-        "template": config.template or benchmark.template,
-        "system_prompt": config.system_prompt,
+        "limit": d.limit,
+        "template": d.template or benchmark.template,
+        "system_prompt": d.system_prompt,
         "few_shot": [list(shot) for shot in _few_shot(benchmark)],
         "max_new_tokens": max_tokens,
-        "temperature": config.temperature,
-        "top_p": config.top_p,
+        "temperature": gen.temperature,
+        "top_p": gen.top_p,
+        **({"top_k": gen.top_k} if gen.top_k else {}),  # recorded only when set: older results lack the key
         "samples": config.samples,
         "k": list(config.k) if config.k is not None else sorted({k for k in DEFAULT_K if k <= config.samples} | {config.samples}),
         "greedy": config.greedy,
         "seed": config.seed,
-        "difficulty": config.difficulty if benchmark.name in TASKS else None,
+        "difficulty": d.difficulty if benchmark.name in TASKS else None,
         "batch_size": config.batch_size,
         "budgets": budgets,
         "voting": benchmark.vote_key is not None,
@@ -132,16 +114,16 @@ def _few_shot(benchmark: Benchmark) -> tuple[tuple[str, str], ...]:
 
 def _sample_missing(config: EvalConfig, benchmark: Benchmark, settings: dict[str, Any], store: EvalStore,
                     done: dict[str, ProblemRecord], ids: list[str], scorer: Scorer | None, progress: bool) -> None:
-    model, tokenizer = load_model(config.model, config.cache_dir, config.seed)
+    model, tokenizer = load_model(config.model.name, config.model.cache_dir, config.seed)
     model.eval()
     scorer = scorer or _configured_scorer(config)
     shots = list(_few_shot(benchmark))
     texts = [render_prompt(with_few_shot(ex.prompt, shots), template=settings["template"], tokenizer=tokenizer,
-                           system_prompt=config.system_prompt) for ex in benchmark.examples]
+                           system_prompt=config.data.system_prompt) for ex in benchmark.examples]
     plan = Plan(samples=config.samples, greedy=config.greedy, budgets=tuple(settings["budgets"]),
                 add_special_tokens=settings["template"] != "chat",
-                params=SamplingParams(max_new_tokens=settings["max_new_tokens"], temperature=config.temperature,
-                                      top_p=config.top_p))
+                params=SamplingParams(max_new_tokens=settings["max_new_tokens"], temperature=config.generation.temperature,
+                                      top_p=config.generation.top_p, top_k=config.generation.top_k))
     per_chunk = max(1, config.batch_size // config.samples)
     bar = tqdm(total=len(ids), initial=sum(i in done for i in ids), desc=f"sample {benchmark.name}",
                unit="problem", disable=not progress, dynamic_ncols=True)

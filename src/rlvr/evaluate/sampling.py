@@ -14,7 +14,8 @@ from typing import Any, Protocol
 import torch
 
 from rlvr.evaluate.benchmarks import Benchmark
-from rlvr.evaluate.records import MODES, ProblemRecord, SampleRecord
+from rlvr.config.choices import MODES
+from rlvr.evaluate.records import ProblemRecord, SampleRecord
 from rlvr.records import Example, Rollout
 from rlvr.rewards import RewardSpec, compute_rewards, load_reward_function
 from rlvr.rewards.math import gold_answer

@@ -23,7 +23,8 @@ from typing import Any
 from rlvr.evaluate.accuracy import mean_interval, wilson_interval
 from rlvr.evaluate.emergence import length_quantiles, reflection_rate
 from rlvr.evaluate.metrics import best_of_n, maj_at_k, pass_at_k
-from rlvr.evaluate.records import MODES, ProblemRecord, SampleRecord
+from rlvr.config.choices import MODES
+from rlvr.evaluate.records import ProblemRecord, SampleRecord
 from rlvr.rewards.format import boxed_format, think_answer_format
 
 

@@ -26,16 +26,9 @@ from rlvr.graders.result import GradeResult
 from rlvr.graders.spec import get_choice, get_str
 from rlvr.graders.text_graders import short
 from rlvr.rewards.countdown import countdown, countdown_expression, evaluate_expression
-from rlvr.rewards.format import boxed_format, soft_think_answer_format, think_answer_format
+from rlvr.rewards.format import FORMATS
 from rlvr.rewards.extraction import MODES
 from rlvr.rewards.math import extract_answer, gold_answer, is_hedged, math_accuracy
-
-FORMATS: dict[str, Callable[..., list[float]]] = {
-    "boxed": boxed_format,
-    "think_answer": think_answer_format,
-    "soft_think_answer": soft_think_answer_format,
-}
-
 
 def _missing(item: Mapping[str, Any], columns: tuple[str, ...]) -> GradeResult | None:
     """None-reward result naming the first absent (or null) column, or None when all are there."""

@@ -77,12 +77,12 @@ def _evaluate(recipe: Recipe, model: str | None, out: Path, progress: bool) -> d
     """rlvr eval of `model` with the recipe's evaluation settings (resumable, so re-runs are free)."""
     if recipe.eval is None or model is None:
         return None
-    from rlvr.config import EvalConfig
+    from rlvr.config import EvalConfig, config_from_dict
     from rlvr.evaluate.runner import run_eval
 
     try:
-        config = EvalConfig(**{**recipe.eval, "model": model, "output_dir": str(out)})
-    except TypeError as e:
+        config = config_from_dict(EvalConfig, {**recipe.eval, "model": model, "output_dir": str(out)})
+    except UserError as e:
         raise UserError(f"the recipe's eval settings: {e} (use the fields of rlvr eval's config)") from None
     return run_eval(config, progress=progress)
 

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from rlvr.config import RewardModelConfig, SampleConfig, SFTConfig
-from rlvr.config_loading import load_config, load_dataclass_config
+from rlvr.config import load_config, load_command_config
 from rlvr.train import checkpoint as ckpt
 
 
@@ -35,10 +35,11 @@ class StageOutput:
 def stage_config(kind: str, config: dict[str, Any], *, model: str, dataset: str | None, out: Path) -> dict[str, Any]:
     """The stage's full settings: its own, then what the pipeline fills in (model, data, output folder)."""
     c = dict(config)
-    if kind == "grpo":
-        c["model"] = {"name": model, **c.get("model", {})}
-    else:
-        c.setdefault("model", model)
+    own = c.get("model")  # the stage's own model setting: a name, a section, or nothing
+    if isinstance(own, dict) or (own is None and kind == "grpo"):  # grpo as a section: the form earlier
+        c["model"] = {"name": model, **(own or {})}                # pipelines recorded (stage.json digests)
+    elif own is None:
+        c["model"] = model
     if kind == "sft" and "data" not in c:
         if dataset is None:
             raise ValueError("no data")
@@ -58,7 +59,7 @@ def run_stage(kind: str, config: dict[str, Any], out: Path) -> StageOutput:
 def _sft(path: Path, out: Path) -> StageOutput:
     from rlvr.sft.train import train_sft
 
-    summary = train_sft(load_dataclass_config(SFTConfig, path), resume=ckpt.latest_checkpoint(out) is not None)
+    summary = train_sft(load_command_config(SFTConfig, path), resume=ckpt.latest_checkpoint(out) is not None)
     return StageOutput(model=str(out), summary=summary)
 
 
@@ -72,7 +73,7 @@ def _grpo(path: Path, out: Path) -> StageOutput:
 def _sample(path: Path, out: Path) -> StageOutput:
     from rlvr.sample.runner import run_sample
 
-    summary = run_sample(load_dataclass_config(SampleConfig, path))
+    summary = run_sample(load_command_config(SampleConfig, path))
     return StageOutput(dataset=str(summary["output"]), summary=summary)
 
 
@@ -81,5 +82,5 @@ def _rm(path: Path, out: Path) -> StageOutput:
 
     if ckpt.latest_checkpoint(out) is not None:  # interrupted: reward models train in minutes, start again
         shutil.rmtree(out / "checkpoints")
-    summary = train_reward_model(load_dataclass_config(RewardModelConfig, path))
+    summary = train_reward_model(load_command_config(RewardModelConfig, path))
     return StageOutput(model=str(out), summary=summary)

@@ -67,7 +67,7 @@ class PPOTrainer:
         mask = rollout.completion_mask
         with clock("logprobs"):
             batch = make_batch(scored, torch.zeros(mask.shape[0]), policy=t.policy, reference=t.reference, algo=c.algorithm,
-                               micro_batch_tokens=c.optim.micro_batch_tokens, temperature=c.sampling.temperature)
+                               micro_batch_tokens=c.optim.micro_batch_tokens, temperature=c.generation.temperature)
             values = self.values(rollout)
         rewards = token_rewards(scored.rewards.view(-1), rollout.sampling_logprobs, batch.ref_logprobs, mask, c.algorithm.beta)
         advantages, returns = gae(rewards, values, mask, s.gamma, s.lam)
@@ -75,8 +75,8 @@ class PPOTrainer:
         with clock("update"):
             no_kl = dataclasses.replace(c.algorithm, beta=0.0)
             stats = policy_update(t.policy, t.optimizer, t.scheduler, batch, algo=no_kl,
-                                  micro_batch_tokens=c.optim.micro_batch_tokens, temperature=c.sampling.temperature,
-                                  max_grad_norm=c.optim.max_grad_norm, max_new_tokens=c.sampling.max_new_tokens)
+                                  micro_batch_tokens=c.optim.micro_batch_tokens, temperature=c.generation.temperature,
+                                  max_grad_norm=c.optim.max_grad_norm, max_new_tokens=c.generation.max_new_tokens)
             stats["value_loss"] = self.update_critic(rollout, values, returns)
         t.step_count += 1
         return {**stats, "reward/mean": float(scored.rewards.mean()), "completion_length/mean": float(rollout.lengths.float().mean()),

@@ -20,12 +20,12 @@ def add_rm_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPa
 def run_rm(args: argparse.Namespace) -> int:
     # heavy imports only once the arguments are known to be sound
     from rlvr.config import RewardModelConfig
-    from rlvr.config_loading import load_dataclass_config
+    from rlvr.config import load_command_config
     from rlvr.reward_models.train import train_reward_model
 
-    config = load_dataclass_config(
+    config = load_command_config(
         RewardModelConfig, args.config, args.overrides,
-        data=args.data, model=args.model, output_dir=args.output_dir, max_steps=args.max_steps,
+        **{"data": args.data, "model.name": args.model, "output_dir": args.output_dir, "max_steps": args.max_steps},
     )
     summary = train_reward_model(config)
     print(f"\nrun directory: {summary['run_dir']}   ({summary['steps']} steps, {summary['train_pairs']} training pairs)")

@@ -22,7 +22,7 @@ import torch
 from tqdm import tqdm
 
 from rlvr.config import RewardModelConfig
-from rlvr.config_loading import save_config
+from rlvr.config import save_config
 from rlvr.errors import UserError
 from rlvr.evaluate.accuracy import wilson_interval
 from rlvr.reward_models.bradley_terry import bradley_terry_loss, pairwise_accuracy, pairwise_wins
@@ -37,18 +37,18 @@ from rlvr.train.metrics import MetricsWriter
 
 def train_reward_model(config: RewardModelConfig, on_step_end: Callable[[int, dict[str, float], StopFlag], None] | None = None) -> dict[str, Any]:
     """Train, checkpoint and evaluate a reward model as `config` says; return (and write) the summary."""
-    check_config(config)
+    config.validate()
     torch.set_num_threads(config.threads or torch.get_num_threads())
     torch.manual_seed(config.seed)
     run_dir = Path(config.output_dir)
     if ckpt.latest_checkpoint(run_dir) is not None:
         raise UserError(f"{run_dir} already holds a reward model run: pick another --output-dir (or delete it)")
     train, held_out = split_pairs(load_pairs(config.data), config.eval_fraction, config.seed)
-    model, tokenizer = load_reward_model(config.model, config.cache_dir, config.seed)
+    model, tokenizer = load_reward_model(config.model.name, config.model.cache_dir, config.seed)
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(config, run_dir / "config.yaml")
     before = held_out_accuracy(model, tokenizer, held_out, config)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.optim.lr, weight_decay=config.optim.weight_decay)
     batches = batch_order(len(train), config.batch_size, total_steps(len(train), config), config.seed)
     flag, writer, step, start = StopFlag(), MetricsWriter(run_dir, tensorboard=False), 0, time.perf_counter()
     bar = tqdm(total=len(batches), desc="reward model", unit="step", dynamic_ncols=True)
@@ -72,7 +72,7 @@ def train_reward_model(config: RewardModelConfig, on_step_end: Callable[[int, di
     stats, path = save(run_dir, step, model, tokenizer, train, config)
     summary = {
         "steps": step, "stopped_early": step < len(batches), "train_seconds": round(time.perf_counter() - start, 1),
-        "model": config.model, "data": config.data, "train_pairs": len(train), "held_out_pairs": len(held_out),
+        "model": config.model.name, "data": config.data, "train_pairs": len(train), "held_out_pairs": len(held_out),
         "seed": config.seed, "before": before, "after": held_out_accuracy(model, tokenizer, held_out, config),
         "score_stats": asdict(stats), "checkpoint": str(path), "run_dir": str(run_dir),
     }
@@ -90,7 +90,7 @@ def train_step(model: torch.nn.Module, tokenizer: Any, optimizer: torch.optim.Op
     loss = bradley_terry_loss(chosen, rejected)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
-    clip = config.max_grad_norm if config.max_grad_norm > 0 else float("inf")
+    clip = config.optim.max_grad_norm if config.optim.max_grad_norm > 0 else float("inf")
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
     optimizer.step()
     chosen, rejected = chosen.detach(), rejected.detach()
@@ -137,25 +137,3 @@ def save(run_dir: Path, step: int, model: torch.nn.Module, tokenizer: Any, train
 def total_steps(n_train: int, config: RewardModelConfig) -> int:
     """max_steps, or the steps `epochs` passes over n_train pairs take."""
     return config.max_steps or config.epochs * -(-n_train // config.batch_size)
-
-
-
-
-
-def check_config(config: RewardModelConfig) -> None:
-    """Reject settings that cannot work, with the fix in the message."""
-    checks: list[tuple[bool, str]] = [
-        (bool(config.data), "no preference data: give --data pairs.jsonl (one {\"prompt\", \"chosen\", \"rejected\"} object per line)"),
-        (0 <= config.eval_fraction < 1, f"eval_fraction={config.eval_fraction} must be in [0, 1)"),
-        (config.max_length >= 1, "max_length must be >= 1"),
-        (config.batch_size >= 1, "batch_size must be >= 1"),
-        (config.epochs >= 1, "epochs must be >= 1"),
-        (config.max_steps >= 0, "max_steps must be >= 0 (0 = as many as epochs take)"),
-        (config.lr > 0, "lr must be positive"),
-        (config.weight_decay >= 0 and config.max_grad_norm >= 0, "weight_decay and max_grad_norm must be >= 0"),
-        (config.stats_completions >= 0, "stats_completions must be >= 0 (0 = all)"),
-        (config.save_every >= 0 and config.threads >= 0, "save_every and threads must be >= 0"),
-    ]
-    for ok, message in checks:
-        if not ok:
-            raise UserError(message)

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import re
 
+from rlvr.config.choices import MODES
 from rlvr.errors import UserError
-
-MODES = ("strict", "lenient")
 
 _BOX = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)

@@ -8,6 +8,7 @@ an accuracy reward, e.g. DeepSeek-R1-Zero's ``<think>…</think> <answer>…</an
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from rlvr.rewards.math import boxed_contents
@@ -77,3 +78,11 @@ def _soft_score(text: str) -> float:
             score += 0.25
             position = found + len(tag)
     return score
+
+
+# The format checks by the name a grader spec (`type: format`) or `rlvr sample --format` uses.
+FORMATS: dict[str, Callable[..., list[float]]] = {
+    "boxed": boxed_format,
+    "think_answer": think_answer_format,
+    "soft_think_answer": soft_think_answer_format,
+}

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import typing
 
-from rlvr.config import SampleConfig
-
-_CHOICES = {name: list(typing.get_args(tp)) for name, tp in typing.get_type_hints(SampleConfig).items()}
+from rlvr.config.choices import MODES
 
 
 def add_sample_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -24,8 +21,8 @@ def add_sample_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
     p.add_argument("--samples", type=int, help="completions sampled per prompt (default 8)")
     p.add_argument("--temperature", type=float, help="default 0.6, as DeepSeek-R1")
     p.add_argument("--max-new-tokens", type=int, help="completion budget (default: the data's)")
-    p.add_argument("--verdict", choices=_CHOICES["verdict"], help="the verifier that must accept a completion (default strict)")
-    p.add_argument("--format", choices=_CHOICES["format"], help="also require this format (default none)")
+    p.add_argument("--verdict", choices=MODES, help="the verifier that must accept a completion (default strict)")
+    p.add_argument("--format", help="also require this format reward: none (default), boxed, think_answer or soft_think_answer")
     p.add_argument("--min-tokens", type=int, help="drop completions shorter than this")
     p.add_argument("--max-tokens", type=int, help="drop completions longer than this")
     p.add_argument("--max-per-prompt", type=int, help="keep at most K completions per prompt, first sampled first (default 4)")
@@ -38,12 +35,12 @@ def add_sample_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
 
 def run_sample_command(args: argparse.Namespace) -> int:
     # heavy imports only once the arguments are known to be sound
-    from rlvr.config_loading import load_dataclass_config
+    from rlvr.config import SampleConfig, load_command_config
     from rlvr.errors import UserError
     from rlvr.sample.runner import run_sample
 
-    config = load_dataclass_config(
-        SampleConfig, args.config, args.overrides, model=args.model, data=args.data, limit=args.limit,
+    config = load_command_config(
+        SampleConfig, args.config, args.overrides, **{"model.name": args.model, "data.name": args.data, "data.limit": args.limit},
         samples=args.samples, temperature=args.temperature, max_new_tokens=args.max_new_tokens, verdict=args.verdict,
         format=args.format, min_tokens=args.min_tokens, max_tokens=args.max_tokens, max_per_prompt=args.max_per_prompt,
         output=args.output, output_dir=args.output_dir, seed=args.seed, threads=args.threads,
@@ -52,7 +49,7 @@ def run_sample_command(args: argparse.Namespace) -> int:
         summary = run_sample(config)
     except KeyboardInterrupt:
         raise UserError(f"interrupted; finished prompts are saved in {config.output_dir}: run the same command to resume") from None
-    print(f"\n{config.model} on {config.data}: {summary['samples']} completions of {summary['problems']} prompts, "
+    print(f"\n{config.model.name} on {config.data.name}: {summary['samples']} completions of {summary['problems']} prompts, "
           f"{100 * summary['pass_rate']:.1f}% verified ({config.verdict})")
     print(f"  kept {summary['kept']} from {summary['problems_with_kept']} prompts; dropped: "
           + ", ".join(f"{name} {n}" for name, n in summary["dropped"].items()))

@@ -20,10 +20,10 @@ from collections.abc import Callable
 
 from rlvr.config import SampleConfig
 from rlvr.evaluate.records import SampleRecord
-from rlvr.rewards.format import boxed_format, think_answer_format
+from rlvr.rewards.format import FORMATS as FORMAT_REWARDS
 
 FILTERS = ("truncated", "incorrect", "length", "format", "duplicate", "max_per_prompt")
-FORMATS: dict[str, Callable[..., list[float]] | None] = {"none": None, "boxed": boxed_format, "think_answer": think_answer_format}
+FORMATS: dict[str, Callable[..., list[float]] | None] = {"none": None, **FORMAT_REWARDS}
 
 
 def is_verified(sample: SampleRecord, verdict: str) -> bool:

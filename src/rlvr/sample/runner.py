@@ -22,7 +22,6 @@ from rlvr.config import EvalConfig, SampleConfig
 from rlvr.errors import UserError
 from rlvr.evaluate import runner as evaluation
 from rlvr.evaluate.benchmarks import MATH_BENCHMARKS, Benchmark, load_benchmark
-from rlvr.evaluate.records import MODES
 from rlvr.evaluate.store import EvalStore
 from rlvr.sample.dataset import sft_row, summarise, write_jsonl
 from rlvr.sample.filters import FORMATS, filter_samples
@@ -36,11 +35,11 @@ def run_sample(config: SampleConfig, progress: bool = True) -> dict[str, Any]:
     check(config)
     if config.threads > 0:
         torch.set_num_threads(config.threads)
-    benchmark = load_benchmark(config.data, limit=config.limit, seed=config.seed, difficulty=config.difficulty, split="train")
+    d = config.data
+    benchmark = load_benchmark(d.name, limit=d.limit, seed=config.seed, difficulty=d.difficulty, split="train")
     if not benchmark.examples:
-        raise UserError(f"{config.data} has no prompts to sample (check --limit and the data file)")
+        raise UserError(f"{d.name} has no prompts to sample (check --limit and the data file)")
     eval_config = as_eval_config(config, benchmark)
-    evaluation.check(eval_config)
     settings = evaluation.eval_settings(eval_config, benchmark)
     store = EvalStore(Path(config.output_dir))
     records = evaluation.sample_into_store(eval_config, benchmark, settings, store, progress=progress)
@@ -51,7 +50,7 @@ def run_sample(config: SampleConfig, progress: bool = True) -> dict[str, Any]:
     dropped: Counter[str] = Counter()
     for record in records:
         indices, drops = filter_samples(record.samples, config)
-        rows += [sft_row(prompts[record.id], record.id, record.samples[i], config.verdict, config.model) for i in indices]
+        rows += [sft_row(prompts[record.id], record.id, record.samples[i], config.verdict, config.model.name) for i in indices]
         kept[record.id] = len(indices)
         dropped += drops
     output = Path(config.output) if config.output else Path(config.output_dir) / "sft.jsonl"
@@ -62,31 +61,20 @@ def run_sample(config: SampleConfig, progress: bool = True) -> dict[str, Any]:
 
 
 def check(config: SampleConfig) -> None:
-    """One-line errors for settings that cannot work (the sampling ones are rlvr eval's checks)."""
-    if config.data in HELD_OUT:
-        raise UserError(f"{config.data} is an evaluation benchmark (a test set): training on its samples would inflate "
+    """One-line errors for settings that cannot work: the config's own checks, then the data's."""
+    config.validate()
+    if config.data.name in HELD_OUT:
+        raise UserError(f"{config.data.name} is an evaluation benchmark (a test set): training on its samples would inflate "
                         "rlvr eval's numbers; give a training .jsonl/.parquet file or a built-in task")
-    if config.verdict not in MODES:
-        raise UserError(f"verdict={config.verdict!r} must be one of {list(MODES)}")
     if config.format not in FORMATS:
         raise UserError(f"format={config.format!r} must be one of {list(FORMATS)}")
-    if config.temperature <= 0:
-        raise UserError(f"temperature={config.temperature} must be > 0: rejection sampling needs different completions")
-    if config.min_tokens < 0:
-        raise UserError(f"min_tokens={config.min_tokens} must be >= 0")
-    if config.max_tokens is not None and config.max_tokens < max(1, config.min_tokens):
-        raise UserError(f"max_tokens={config.max_tokens} must be >= 1 and >= min_tokens ({config.min_tokens})")
-    if config.max_per_prompt is not None and config.max_per_prompt < 1:
-        raise UserError(f"max_per_prompt={config.max_per_prompt} must be >= 1 (or null for no cap)")
 
 
 def as_eval_config(config: SampleConfig, benchmark: Benchmark) -> EvalConfig:
     """The evaluation that samples what `config` asks for: no greedy completion, no reward model, and a
     single token budget (the full one), so no completion is judged again cut short."""
     return EvalConfig(
-        model=config.model, data=config.data, limit=config.limit, samples=config.samples,
-        temperature=config.temperature, top_p=config.top_p, max_new_tokens=config.max_new_tokens,
-        template=config.template, system_prompt=config.system_prompt, greedy=False,
-        budgets=[config.max_new_tokens or benchmark.max_new_tokens], batch_size=config.batch_size, seed=config.seed,
-        difficulty=config.difficulty, output_dir=config.output_dir, cache_dir=config.cache_dir, threads=config.threads,
+        model=config.model, data=config.data, generation=config.generation, samples=config.samples, greedy=False,
+        budgets=[config.generation.max_new_tokens or benchmark.max_new_tokens], batch_size=config.batch_size,
+        seed=config.seed, output_dir=config.output_dir, threads=config.threads,
     )

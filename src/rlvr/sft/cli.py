@@ -22,16 +22,16 @@ def add_sft_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
 def run_sft(args: argparse.Namespace) -> int:
     # heavy imports only once the arguments are known to be sound
     from rlvr.config import SFTConfig
-    from rlvr.config_loading import load_dataclass_config
+    from rlvr.config import load_command_config
     from rlvr.sft.train import resume_config, train_sft
 
-    cli = {"data": args.data, "model": args.model, "max_steps": args.max_steps}
+    cli = {"data": args.data, "model.name": args.model, "max_steps": args.max_steps}
     if args.resume:
         if args.config or args.output_dir:
             raise UserError("--resume continues a run with its own config and directory: drop --config/--output-dir (use --set to change a setting)")
         config = resume_config(Path(args.resume), args.overrides, **cli)
     else:
-        config = load_dataclass_config(SFTConfig, args.config, args.overrides, output_dir=args.output_dir, **cli)
+        config = load_command_config(SFTConfig, args.config, args.overrides, output_dir=args.output_dir, **cli)
     summary = train_sft(config, resume=bool(args.resume))
     print(f"\nrun directory: {summary['run_dir']}   ({summary['steps']} steps, {summary['train_examples']} training examples"
           f", {summary['dropped_too_long']} dropped as too long)")

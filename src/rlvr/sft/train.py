@@ -25,7 +25,7 @@ import torch
 from tqdm import tqdm
 
 from rlvr.config import SFTConfig
-from rlvr.config_loading import load_dataclass_config, save_config
+from rlvr.config import load_command_config, save_config
 from rlvr.errors import UserError
 from rlvr.models import load_model
 from rlvr.optim import build_optimizer
@@ -60,7 +60,7 @@ def train_sft(config: SFTConfig, on_step_end: Callable[[int, dict[str, float], S
               resume: bool = False) -> dict[str, Any]:
     """Fine-tune, checkpoint and evaluate as `config` says (`resume`: continue the run in
     config.output_dir from its latest checkpoint); return (and write) the summary."""
-    check_config(config)
+    config.validate()
     run = start_run(config, resume)
     flag, writer, start = StopFlag(), MetricsWriter(run.run_dir, tensorboard=config.tensorboard), time.perf_counter()
     first = run.step
@@ -87,7 +87,7 @@ def train_sft(config: SFTConfig, on_step_end: Callable[[int, dict[str, float], S
     d = run.data
     summary = {
         "steps": run.step, "stopped_early": run.step < len(run.plan), "train_seconds": round(time.perf_counter() - start, 1),
-        "resumed_from_step": first if resume else None, "model": config.model, "data": config.data,
+        "resumed_from_step": first if resume else None, "model": config.model.name, "data": config.data,
         "train_examples": len(d.train), "held_out_examples": len(d.held_out), "dropped_too_long": d.dropped,
         "truncated": d.truncated, "packing": config.packing, "seed": config.seed,
         "before": run.before, "after": evaluate(run), "checkpoint": str(path), "run_dir": str(run.run_dir),
@@ -107,7 +107,7 @@ def start_run(config: SFTConfig, resume: bool) -> SFTRun:
     if not resume:
         ckpt.refuse_existing_run(run_dir)
     rows = read_rows(config.data)  # before the model: a bad row fails in a second
-    model, tokenizer = load_model(str(latest / "model") if resume else config.model, config.cache_dir, config.seed)
+    model, tokenizer = load_model(str(latest / "model") if resume else config.model.name, config.model.cache_dir, config.seed)
     data = prepare_data(rows, tokenizer, template=config.template, system_prompt=config.system_prompt,
                         max_length=config.max_length, eval_fraction=config.eval_fraction, seed=config.seed)
     steps = config.max_steps or config.epochs * -(-len(data.train) // config.batch_size)
@@ -183,26 +183,4 @@ def resume_config(run_dir: Path, overrides: list[str] = (), **cli: Any) -> SFTCo
     latest = ckpt.latest_checkpoint(run_dir)
     if latest is None or not (latest / "config.yaml").is_file():
         raise UserError(f"cannot resume: {run_dir} has no complete checkpoint (is it a run directory made by `rlvr sft`?)")
-    return load_dataclass_config(SFTConfig, latest / "config.yaml", list(overrides), **{**cli, "output_dir": str(run_dir)})
-
-
-def check_config(config: SFTConfig) -> None:
-    """Reject settings that cannot work, with the fix in the message."""
-    o = config.optim
-    checks: list[tuple[bool, str]] = [
-        (bool(config.data), 'no SFT data: give --data train.jsonl (one {"prompt", "completion"} or {"messages": [...]} object per line)'),
-        (0 <= config.eval_fraction < 1, f"eval_fraction={config.eval_fraction} must be in [0, 1)"),
-        (config.max_length >= 2, "max_length must be >= 2 (a prompt token and a completion token)"),
-        (config.batch_size >= 1, "batch_size must be >= 1"),
-        (config.epochs >= 1, "epochs must be >= 1"),
-        (config.max_steps >= 0, "max_steps must be >= 0 (0 = as many as epochs take)"),
-        (o.lr > 0, "optim.lr must be positive"),
-        (o.micro_batch_tokens >= 1, "optim.micro_batch_tokens must be >= 1"),
-        (o.warmup_steps >= 0 and o.max_grad_norm >= 0 and o.weight_decay >= 0,
-         "optim.warmup_steps, optim.max_grad_norm and optim.weight_decay must be >= 0"),
-        (0 <= o.min_lr_ratio <= 1, "optim.min_lr_ratio must be in [0, 1]"),
-        (config.save_every >= 0 and config.eval_every >= 0 and config.threads >= 0, "save_every, eval_every and threads must be >= 0"),
-    ]
-    for ok, message in checks:
-        if not ok:
-            raise UserError(message)
+    return load_command_config(SFTConfig, latest / "config.yaml", list(overrides), **{**cli, "output_dir": str(run_dir)})

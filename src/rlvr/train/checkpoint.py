@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from rlvr.config_loading import save_config
+from rlvr.config import save_config
 from rlvr.errors import UserError
 
 PREFIX = "step-"

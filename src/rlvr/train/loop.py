@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Callable
 
 from tqdm import tqdm
 
-from rlvr.config_loading import save_config
+from rlvr.config import save_config
 from rlvr.errors import UserError
 from rlvr.evaluate import paired_gain_interval
 from rlvr.train.metrics import MetricsWriter
@@ -95,7 +95,7 @@ def _summary(trainer: "Trainer", before: dict | None, after: dict | None, second
     c = trainer.config
     summary = {
         "steps": trainer.step_count, "train_seconds": round(seconds, 1), "model": c.model.name, "task": c.data.train,
-        "template": c.data.template, "max_new_tokens": c.eval_max_new_tokens or c.sampling.max_new_tokens,
+        "template": c.data.template, "max_new_tokens": c.eval_max_new_tokens or c.generation.max_new_tokens,
         "eval_decoding": "greedy", "seed": c.seed, "before": before, "after": after,
     }
     if before and after:

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from rlvr.config import TrainConfig
-from rlvr.config_loading import load_config
+from rlvr.config import load_config
 from rlvr.devices import autocast, peak_memory_gb
 from rlvr.errors import UserError
 from rlvr.evaluate import EvalResult, evaluate_accuracy
@@ -158,7 +158,7 @@ class Trainer:
         c = self.config
         return make_batch(
             scored, advantages, policy=self.policy, reference=self.reference, algo=c.algorithm,
-            micro_batch_tokens=c.optim.micro_batch_tokens, temperature=c.sampling.temperature,
+            micro_batch_tokens=c.optim.micro_batch_tokens, temperature=c.generation.temperature,
         )
 
     def update(self, batch: TrainBatch) -> dict[str, float]:
@@ -166,8 +166,8 @@ class Trainer:
         c = self.config
         return policy_update(
             self.policy, self.optimizer, self.scheduler, batch, algo=c.algorithm,
-            micro_batch_tokens=c.optim.micro_batch_tokens, temperature=c.sampling.temperature,
-            max_grad_norm=c.optim.max_grad_norm, max_new_tokens=c.sampling.max_new_tokens,
+            micro_batch_tokens=c.optim.micro_batch_tokens, temperature=c.generation.temperature,
+            max_grad_norm=c.optim.max_grad_norm, max_new_tokens=c.generation.max_new_tokens,
             autocast=self.autocast,
         )
 
@@ -183,13 +183,13 @@ class Trainer:
 
     def sample(self, positions: list[int], on_group_done=None, round_: int = 0) -> Rollout:
         """G completions for each training prompt at `positions`, seeded by (seed, step, sampling round)."""
-        s, train = self.config.sampling, self.parts.train
+        s, gen, train = self.config.sampling, self.config.generation, self.parts.train
         generator = torch.Generator().manual_seed(self.config.seed * 1_000_003 + self.step_count + (round_ << 32))
         self.policy.eval()  # no dropout while sampling; the update runs in train mode
         with self.autocast():  # entered here: sampling may run on a worker thread, and autocast is per thread
             out = rollout(
                 self.policy, self.tokenizer, [train.examples[i] for i in positions], [train.texts[i] for i in positions], s.group_size,
-                SamplingParams(s.max_new_tokens, s.temperature, s.top_p, s.top_k),
+                SamplingParams(gen.max_new_tokens, gen.temperature, gen.top_p, gen.top_k),
                 generator=generator, add_special_tokens=self.parts.add_special_tokens, on_group_done=on_group_done,
             )
         self.policy.train()
@@ -203,7 +203,7 @@ class Trainer:
         with self.autocast():
             return evaluate_accuracy(
                 self.policy, self.tokenizer, self.parts.eval.examples, self.parts.eval.texts, strict=strict, lenient=lenient,
-                max_new_tokens=self.config.eval_max_new_tokens or self.config.sampling.max_new_tokens,
+                max_new_tokens=self.config.eval_max_new_tokens or self.config.generation.max_new_tokens,
                 add_special_tokens=self.parts.add_special_tokens,
             )
 

@@ -1,50 +1,72 @@
-"""Build a TrainConfig from defaults, a preset, a YAML file and `--set KEY=VALUE` overrides.
+"""Build a config from defaults, a preset (training), a YAML file and `--set KEY=VALUE` overrides.
 
 Every mistake is a one-line UserError naming the key: unknown keys (with the nearest valid one),
-wrong types, and settings that cannot work together.
+wrong types, and settings that cannot work together (each config's `validate()`).
+
+Each layer is first put in canonical form: keys of earlier versions move to their place (a config
+class's ALIASES), and a section given as a string sets its SHORTHAND field (`model: tiny`).
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
-import re
 import types
 import typing
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 import yaml
 
-from rlvr.config import BAD_DEVICE, DEVICE_PATTERN, PRESETS, TrainConfig
+from rlvr.config.train import PRESET_ALIASES, PRESETS, TrainConfig
 from rlvr.errors import UserError
 
 C = TypeVar("C")  # a config dataclass
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] = (), **cli: Any) -> TrainConfig:
-    """The effective config: defaults ← preset ← file ← overrides ← cli (`max_steps=…` etc.)."""
-    file_values, override_values = _layers(path, overrides, cli)
+def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), **cli: Any) -> TrainConfig:
+    """The effective training config: defaults ← preset ← file ← overrides ← cli (`max_steps=…` etc.)."""
+    file_values, override_values = _layers(TrainConfig, path, overrides, cli)
+    for layer in (file_values, override_values):
+        if "preset" in layer:
+            layer["preset"] = PRESET_ALIASES.get(layer["preset"], layer["preset"])
     preset = override_values.get("preset", file_values.get("preset", TrainConfig.preset))
     if preset not in PRESETS:
         raise UserError(f"unknown preset {preset!r}: choose from {sorted(PRESETS)}{_suggest(str(preset), PRESETS)}")
     merged = dataclasses.asdict(TrainConfig())
     for layer in (PRESETS[preset], file_values, override_values):
         merged = _deep_merge(merged, layer)
-    config = from_dict(TrainConfig, merged)
-    validate(config)
+    return _checked(TrainConfig, merged)
+
+
+def load_command_config(cls: type[C], path: str | Path | None = None, overrides: Sequence[str] = (), **cli: Any) -> C:
+    """A command's config (no presets): defaults ← file ← overrides ← cli, every key, type and
+    setting checked as for TrainConfig."""
+    file_values, override_values = _layers(cls, path, overrides, cli)
+    return _checked(cls, _deep_merge(_deep_merge(dataclasses.asdict(cls()), file_values), override_values))
+
+
+def config_from_dict(cls: type[C], values: dict[str, Any]) -> C:
+    """`cls` from a mapping in any accepted form (aliases, shorthands, omitted fields), checked.
+
+    >>> from rlvr.config.commands import EvalConfig
+    >>> c = config_from_dict(EvalConfig, {"model": "tiny", "temperature": 0.9, "limit": 3})
+    >>> c.model.name, c.generation.temperature, c.data.limit, c.data.name
+    ('tiny', 0.9, 3, 'gsm8k')
+    """
+    return _checked(cls, _deep_merge(dataclasses.asdict(cls()), canonical(cls, values)))
+
+
+def _checked(cls: type[C], values: dict[str, Any]) -> C:
+    config = from_dict(cls, values)
+    config.validate()  # type: ignore[attr-defined]  # every config class has one
     return config
 
 
-def load_dataclass_config(cls: type[C], path: str | Path | None = None, overrides: list[str] = (), **cli: Any) -> C:
-    """A config of another dataclass (no presets): defaults ← file ← overrides ← cli, every key and
-    type checked as for TrainConfig; checks across fields are the caller's."""
-    file_values, override_values = _layers(path, overrides, cli)
-    return from_dict(cls, _deep_merge(_deep_merge(dataclasses.asdict(cls()), file_values), override_values))
-
-
-def _layers(path: str | Path | None, overrides: list[str], cli: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(the YAML file's values, the --set overrides merged with the cli's non-None values)."""
+def _layers(cls: type, path: str | Path | None, overrides: Sequence[str], cli: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the YAML file's values, the --set overrides merged with the cli's non-None values), each canonical."""
     file_values: dict[str, Any] = _read_yaml(Path(path)) if path else {}
     override_values: dict[str, Any] = {}
     for item in overrides:
@@ -53,7 +75,63 @@ def _layers(path: str | Path | None, overrides: list[str], cli: dict[str, Any]) 
     for key, value in cli.items():
         if value is not None:
             _set_nested(override_values, key.split("."), value)
-    return file_values, override_values
+    return canonical(cls, file_values), canonical(cls, override_values)
+
+
+def canonical(cls: type, values: dict[str, Any]) -> dict[str, Any]:
+    """`values` with aliased keys moved to their current place and string shorthands of sections expanded.
+
+    >>> from rlvr.config.train import TrainConfig
+    >>> canonical(TrainConfig, {"model": "tiny", "sampling": {"temperature": 0.9, "group_size": 4}})
+    {'model': {'name': 'tiny'}, 'sampling': {'group_size': 4}, 'generation': {'temperature': 0.9}}
+    """
+    out = copy.deepcopy(values)
+    hints = typing.get_type_hints(cls)
+    sections = {f.name: s for f in dataclasses.fields(cls) if (s := _section_type(hints[f.name])) is not None}
+    for name, section in sections.items():
+        shorthand = getattr(section, "SHORTHAND", None)
+        if isinstance(out.get(name), str) and shorthand:
+            out[name] = {shorthand: out[name]}
+    for old, new in getattr(cls, "ALIASES", {}).items():
+        found, value = _pop_nested(out, old.split("."))
+        if not found:
+            continue
+        if _has_nested(out, new.split(".")):
+            raise UserError(f"config keys {old!r} and {new!r} set the same thing: keep only {new!r}")
+        _set_nested(out, new.split("."), value)
+    for name, section in sections.items():
+        if isinstance(out.get(name), dict):
+            out[name] = canonical(section, out[name])
+    return out
+
+
+def _section_type(tp: Any) -> type | None:
+    """The dataclass a field holds (also inside `X | None`), or None."""
+    if get_origin(tp) in (Union, types.UnionType):
+        inner = [a for a in get_args(tp) if a is not type(None)]
+        tp = inner[0] if len(inner) == 1 else None
+    return tp if isinstance(tp, type) and dataclasses.is_dataclass(tp) else None
+
+
+def _has_nested(target: dict[str, Any], keys: list[str]) -> bool:
+    for key in keys:
+        if not isinstance(target, dict) or key not in target:
+            return False
+        target = target[key]
+    return True
+
+
+def _pop_nested(target: dict[str, Any], keys: list[str]) -> tuple[bool, Any]:
+    """(whether `keys` named a value in `target`, that value), removing it and any section it leaves empty."""
+    parent = target
+    for key in keys[:-1]:
+        parent = parent.get(key) if isinstance(parent, dict) else None
+    if not isinstance(parent, dict) or keys[-1] not in parent:
+        return False, None
+    value = parent.pop(keys[-1])
+    if len(keys) > 1 and parent == {}:
+        _pop_nested(target, keys[:-1])
+    return True, value
 
 
 def parse_override(item: str) -> tuple[list[str], Any]:
@@ -75,7 +153,7 @@ def parse_override(item: str) -> tuple[list[str], Any]:
 
 
 def config_to_yaml(config: Any) -> str:
-    """A config dataclass as YAML, loadable again with `load_config` (or `load_dataclass_config`)."""
+    """A config dataclass as YAML, loadable again with `load_config` (or `load_command_config`)."""
     return yaml.safe_dump(_plain(dataclasses.asdict(config)), sort_keys=False)
 
 
@@ -191,41 +269,3 @@ def _scalar(tp: Any, value: Any, key: str) -> Any:
     if not ok:
         raise UserError(f"config key {key!r} must be {tp.__name__}, got {value!r} ({type(value).__name__})")
     return float(value) if tp is float else value
-
-
-def validate(config: TrainConfig) -> None:
-    """Reject settings that cannot work together, with the fix in the message."""
-    s, a, o = config.sampling, config.algorithm, config.optim
-    checks: list[tuple[bool, str]] = [
-        (s.group_size >= 2, f"sampling.group_size={s.group_size}: a group needs at least 2 completions to have a baseline"),
-        (s.batch_size % s.group_size == 0 if s.group_size > 0 else False,
-         f"sampling.batch_size={s.batch_size} is not divisible by sampling.group_size={s.group_size}: "
-         f"use a multiple such as {max(1, s.batch_size // max(s.group_size, 1)) * max(s.group_size, 1)}"),
-        (s.batch_size > 0, "sampling.batch_size must be positive"),
-        (s.max_new_tokens > 0, "sampling.max_new_tokens must be positive"),
-        (s.temperature > 0, "sampling.temperature must be > 0 for training (greedy completions have no spread to learn from)"),
-        (0 < s.top_p <= 1, f"sampling.top_p={s.top_p} must be in (0, 1]"),
-        (s.top_k >= 0, "sampling.top_k must be >= 0 (0 = off)"),
-        (s.max_sampling_rounds >= 1, "sampling.max_sampling_rounds must be >= 1 (1 = sample once, as without dynamic_sampling)"),
-        (0 <= a.clip_low < 1, f"algorithm.clip_low={a.clip_low} must be in [0, 1)"),
-        (a.clip_high >= 0, "algorithm.clip_high must be >= 0"),
-        (a.beta >= 0, "algorithm.beta must be >= 0"),
-        (a.advantage_eps >= 0, "algorithm.advantage_eps must be >= 0"),
-        (a.updates_per_batch >= 1, "algorithm.updates_per_batch must be >= 1"),
-        (a.loss_constant is None or a.loss_constant > 0, "algorithm.loss_constant must be positive (or null = max_new_tokens)"),
-        (a.ref_refresh_steps >= 0, "algorithm.ref_refresh_steps must be >= 0"),
-        (not (a.ref_refresh_steps and a.beta == 0), "algorithm.ref_refresh_steps needs beta > 0 (there is no reference model at beta 0)"),
-        (o.lr > 0, "optim.lr must be positive"),
-        (o.micro_batch_tokens >= 1, "optim.micro_batch_tokens must be >= 1"),
-        (o.warmup_steps >= 0 and o.max_grad_norm >= 0, "optim.warmup_steps and optim.max_grad_norm must be >= 0"),
-        (0 <= o.min_lr_ratio <= 1, "optim.min_lr_ratio must be in [0, 1]"),
-        (config.max_steps >= 1, "max_steps must be >= 1"),
-        (config.data.train_size >= 1 and config.data.eval_size >= 1, "data.train_size and data.eval_size must be >= 1"),
-        (config.rewards is None or len(config.rewards) > 0, "rewards must list at least one reward (or be null for the task's defaults)"),
-        (config.save_every >= 0 and config.sample_every >= 0, "save_every and sample_every must be >= 0"),
-        (config.eval_every >= 0, "eval_every must be >= 0"),
-        (re.fullmatch(DEVICE_PATTERN, config.model.device) is not None, BAD_DEVICE.format(config.model.device)),
-    ]
-    for ok, message in checks:
-        if not ok:
-            raise UserError(message)

@@ -1,0 +1,57 @@
+"""The one typed configuration of every command, documented field by field.
+
+    sections.py   model, generation, optim: the sections every command shares
+    train.py      TrainConfig (`rlvr train`) and its presets
+    commands.py   EvalConfig, SampleConfig, SFTConfig, RewardModelConfig
+    loading.py    YAML + --set overrides -> a checked config; aliases of earlier keys
+"""
+
+from rlvr.config.commands import EvalConfig, ProblemsConfig, RewardModelConfig, SampleConfig, SFTConfig
+from rlvr.config.loading import (
+    config_from_dict,
+    config_to_yaml,
+    from_dict,
+    load_command_config,
+    load_config,
+    parse_override,
+    save_config,
+)
+from rlvr.config.sections import BAD_DEVICE, DEVICE_PATTERN, GenerationConfig, ModelConfig, OptimConfig
+from rlvr.config.train import (
+    DEFAULT_REFLECTION_PHRASES,
+    PRESETS,
+    AlgorithmConfig,
+    DataConfig,
+    FewShotTurn,
+    RewardConfig,
+    SamplingConfig,
+    TrainConfig,
+)
+
+__all__ = [
+    "BAD_DEVICE",
+    "DEFAULT_REFLECTION_PHRASES",
+    "DEVICE_PATTERN",
+    "PRESETS",
+    "AlgorithmConfig",
+    "DataConfig",
+    "EvalConfig",
+    "FewShotTurn",
+    "GenerationConfig",
+    "ModelConfig",
+    "OptimConfig",
+    "ProblemsConfig",
+    "RewardConfig",
+    "RewardModelConfig",
+    "SFTConfig",
+    "SampleConfig",
+    "SamplingConfig",
+    "TrainConfig",
+    "config_from_dict",
+    "config_to_yaml",
+    "from_dict",
+    "load_command_config",
+    "load_config",
+    "parse_override",
+    "save_config",
+]

@@ -1,0 +1,25 @@
+"""The names a setting can take, defined once: config fields are typed with them and the functions
+that act on them (rlvr.advantages, rlvr.kl, rlvr.losses, rlvr.rewards) accept exactly them.
+
+Kept free of heavy imports, so `rlvr --help` and the light commands start without torch.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+Baseline = Literal["group_mean", "leave_one_out"]
+Scale = Literal["group_std", "batch_std", "none"]
+StdEstimator = Literal["population", "unbiased"]
+KLEstimator = Literal["k1", "k2", "k3"]
+Aggregation = Literal["sequence_mean", "token_mean", "constant"]
+# How a verifier reads a completion's final answer: strict = only in the requested format (a \boxed{}
+# or <answer>), lenient = anywhere it can be found (rlvr.rewards.extraction).
+ExtractionMode = Literal["strict", "lenient"]
+
+BASELINES: tuple[Baseline, ...] = get_args(Baseline)
+SCALES: tuple[Scale, ...] = get_args(Scale)
+STD_ESTIMATORS: tuple[StdEstimator, ...] = get_args(StdEstimator)
+KL_ESTIMATORS: tuple[KLEstimator, ...] = get_args(KLEstimator)
+AGGREGATIONS: tuple[Aggregation, ...] = get_args(Aggregation)
+MODES: tuple[ExtractionMode, ...] = get_args(ExtractionMode)

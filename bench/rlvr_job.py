@@ -9,7 +9,7 @@ import shutil
 import sys
 
 from rlvr.config import load_config
-from rlvr.train.trainer import Trainer
+from rlvr.train.trainer import train_grpo
 
 
 def job_config(job: dict):
@@ -29,8 +29,7 @@ def job_config(job: dict):
 def main():
     job = json.load(open(sys.argv[1]))
     shutil.rmtree(job["output_dir"], ignore_errors=True)  # metrics.jsonl must hold this run's steps only
-    trainer = Trainer(job_config(job))
-    trainer.train()
+    train_grpo(job_config(job))
     metrics = [json.loads(line) for line in open(f"{job['output_dir']}/metrics.jsonl")]
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     json.dump({"step_seconds": [m["step_seconds"] for m in metrics], "mean_lengths": [m["completion_length/mean"] for m in metrics],

@@ -159,9 +159,14 @@ def test_files_of_earlier_versions_load_and_mean_the_same(tmp_path):
         assert (c.generation.temperature, c.generation.max_new_tokens, c.generation.top_p) == (0.9, 8, 0.5)
 
 
-def test_a_key_given_twice_under_two_names_is_refused():
+def test_a_key_given_twice_under_two_names(tmp_path):
+    """In one file that is a contradiction; on the command line the later --set wins, whichever name it uses."""
+    f = tmp_path / "c.yaml"
+    f.write_text("sampling: {temperature: 0.5}\ngeneration: {temperature: 0.9}\n")
     with pytest.raises(UserError, match="'sampling.temperature' and 'generation.temperature' set the same thing"):
-        load_config(None, ["sampling.temperature=0.5", "generation.temperature=0.9"])
+        load_config(f)
+    assert load_config(None, ["sampling.temperature=0.5", "generation.temperature=0.9"]).generation.temperature == 0.9
+    assert load_config(None, ["generation.temperature=0.9", "sampling.temperature=0.5"]).generation.temperature == 0.5
 
 
 @pytest.mark.parametrize("cls", [EvalConfig, SampleConfig, SFTConfig, RewardModelConfig])

@@ -1,9 +1,9 @@
-"""rlvr.devices and the model.device / model.dtype settings, on the CPU (the GPU side: tests/gpu)."""
+"""rlvr.models.devices and the model.device / model.dtype settings, on the CPU (the GPU side: tests/gpu)."""
 
 import pytest
 import torch
 
-from rlvr.devices import autocast, compute_dtype, peak_memory_gb, resolve_device
+from rlvr.models.devices import autocast, compute_dtype, peak_memory_gb, resolve_device
 from rlvr.errors import UserError
 from rlvr.train.trainer import Trainer
 
@@ -39,7 +39,7 @@ def test_bf16_autocast_steps_keep_fp32_master_weights(tmp_path):
     trainer = Trainer(tiny_config(tmp_path, DIGITS, "model.dtype=bfloat16", "model.device=cpu"))
     assert {p.dtype for p in trainer.reference.parameters()} == {torch.bfloat16}
     before = {n: p.detach().clone() for n, p in trainer.policy.named_parameters()}
-    metrics = [trainer.step(), trainer.step()]
+    metrics = [trainer.step().metrics, trainer.step().metrics]
     assert {p.dtype for p in trainer.policy.parameters()} == {torch.float32}
     assert all(s.dtype == torch.float32 for state in trainer.optimizer.state.values() for s in state.values() if s.dim() > 0)
     assert all(not torch.equal(before[n], p) for n, p in trainer.policy.named_parameters())
@@ -49,7 +49,7 @@ def test_bf16_autocast_steps_keep_fp32_master_weights(tmp_path):
 
 def test_peak_memory_is_reported(tmp_path):
     trainer = Trainer(tiny_config(tmp_path, DIGITS))
-    metrics = trainer.step()
+    metrics = trainer.step().metrics
     assert 0.05 < metrics["memory/peak_gb"] == pytest.approx(peak_memory_gb(torch.device("cpu")), rel=0.5)
 
 
@@ -61,7 +61,7 @@ def test_bf16_reaches_the_rollout_thread(tmp_path):
     gaps = {}
     for dtype in ("float32", "bfloat16"):
         trainer = Trainer(tiny_config(tmp_path / dtype, DIGITS, f"model.dtype={dtype}"))
-        scored = trainer.collect_batch()
+        scored, _ = trainer.sample_and_score()
         r = scored.rollout
         rows = torch.arange(r.completion_ids.shape[0]) // r.group_size
         with torch.no_grad():

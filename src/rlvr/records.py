@@ -10,11 +10,24 @@ Lp = longest prompt, Lc = longest completion.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:  # tensors appear in annotations only: reading the records' types costs no torch import
+    import torch
 
 Messages = list[dict[str, str]]
+Prompt = str | Messages  # a prompt as the data gives it: text, or chat messages
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """How a kind of row is scored: the rewards that train on it when the config names none, and the
+    two verifiers that measure its accuracy (names of rlvr.rewards built-ins)."""
+
+    rewards: tuple[tuple[str, float], ...]  # (reward, weight): r = Σ weight · reward
+    strict: str  # accuracy, the answer read only where the prompt asked for it
+    lenient: str  # accuracy, the answer read wherever it can be found
+    extraction: tuple[str, str]  # the strict and the lenient rule in words, recorded with evaluation results
 
 
 @dataclass(frozen=True)
@@ -30,7 +43,7 @@ class Example:
     index: int = 0  # position in its source, for resumable data order
 
 
-@dataclass
+@dataclass(frozen=True)
 class Rollout:
     """G completions for each of P prompts, sampled from the policy (rollout.py).
 
@@ -57,7 +70,7 @@ class Rollout:
         return self.completion_mask.sum(-1)
 
 
-@dataclass
+@dataclass(frozen=True)
 class ScoredRollout:
     """A rollout with its rewards (rewards/).
 
@@ -70,12 +83,12 @@ class ScoredRollout:
     reward_seconds: dict[str, float]  # name -> wall time spent in that reward function
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainBatch:
-    """Everything the policy update needs (train/step.py)."""
+    """Everything the policy update needs (train/update.py)."""
 
     scored: ScoredRollout
-    advantages: torch.Tensor  # [N] per completion (outcome) or [N, Lc] per token (process)
+    advantages: torch.Tensor  # [N, Lc] per token: constant along a completion under outcome supervision
     old_logprobs: torch.Tensor | None  # [N, Lc] log π_old; None when μ = 1 (π_old = π_θ, detached)
     ref_logprobs: torch.Tensor | None  # [N, Lc] log π_ref, None when β = 0
     loss_mask: torch.Tensor  # [N, Lc] bool, completion_mask minus masked (e.g. truncated) rows

@@ -14,7 +14,7 @@ import torch
 
 from rlvr.advantages import group_advantages
 from rlvr.dashboard.server import make_server, start_in_background
-from rlvr.train.trainer import Trainer
+from rlvr.train.trainer import train_grpo
 
 from ..train.test_step import DIGITS, tiny_config
 
@@ -30,7 +30,7 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def seen(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("browser")
-    Trainer(tiny_config(tmp, DIGITS, "sample_every=1", steps=2)).train()
+    train_grpo(tiny_config(tmp, DIGITS, "sample_every=1", steps=2))
     run = tmp / "run"
     with (run / "samples.jsonl").open("a") as f:  # an untrusted completion that tries to run code
         f.write(json.dumps({"step": 3, "prompt": "p", "completions": ["<script>window.__pwned = true; alert(1)</script>"],

@@ -7,7 +7,7 @@ import pytest
 
 from rlvr.cli import main
 from rlvr.dashboard.report import write_report
-from rlvr.train.trainer import Trainer
+from rlvr.train.trainer import train_grpo
 
 from ..train.test_step import DIGITS, tiny_config
 
@@ -15,7 +15,7 @@ from ..train.test_step import DIGITS, tiny_config
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("report")
-    Trainer(tiny_config(tmp, DIGITS, "sample_every=1", steps=3)).train()
+    train_grpo(tiny_config(tmp, DIGITS, "sample_every=1", steps=3))
     return tmp / "run"
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from rlvr.dashboard.server import make_server, start_in_background
 from rlvr.errors import UserError
-from rlvr.train.trainer import Trainer
+from rlvr.train.trainer import train_grpo
 
 from ..train.test_step import DIGITS, tiny_config
 
@@ -18,7 +18,7 @@ def runs(tmp_path_factory):
     dirs = []
     for name in ("a", "b"):
         tmp = tmp_path_factory.mktemp(name)
-        Trainer(tiny_config(tmp, DIGITS, "sample_every=1", f"seed={len(dirs)}", steps=2)).train()
+        train_grpo(tiny_config(tmp, DIGITS, "sample_every=1", f"seed={len(dirs)}", steps=2))
         dirs.append(tmp / "run")
     return dirs
 

@@ -20,9 +20,9 @@ def test_local_benchmarks_load_with_the_instruction(name, count, first_gold):
     assert len(bench.examples) == count
     first = bench.examples[0]
     assert first.prompt.endswith(R1_INSTRUCTION) and "answer" in first.columns
-    assert bench.strict == "math_accuracy" and bench.lenient == "math_accuracy_lenient"
+    assert bench.scoring.strict == "math_accuracy" and bench.scoring.lenient == "math_accuracy_lenient"
     if first_gold:
-        strict = load_reward_function(bench.strict)
+        strict = load_reward_function(bench.scoring.strict)
         assert strict([f"so \\boxed{{{first_gold}}}"], answer=[first.columns["answer"]]) == [1.0]
     assert len(load_benchmark(name, data_dir=str(DATA), limit=3).examples) == 3
 
@@ -50,10 +50,10 @@ def test_a_local_file_is_maths_with_answer_and_code_with_tests(tmp_path):
     maths = tmp_path / "m.jsonl"
     maths.write_text(json.dumps({"question": "1+1?", "answer": "2"}) + "\n")
     bench = load_benchmark(str(maths))
-    assert bench.strict == "math_accuracy" and bench.examples[0].prompt.startswith("1+1?")
+    assert bench.scoring.strict == "math_accuracy" and bench.examples[0].prompt.startswith("1+1?")
     code = tmp_path / "c.jsonl"
     code.write_text(json.dumps({"prompt": "double it", "tests": [{"input": "2", "output": "4"}]}) + "\n")
-    assert load_benchmark(str(code)).strict == "code_tests_all" and load_benchmark(str(code)).vote_key is None
+    assert load_benchmark(str(code)).scoring.strict == "code_tests_all" and load_benchmark(str(code)).vote_key is None
     bad = tmp_path / "b.jsonl"
     bad.write_text(json.dumps({"prompt": "hi"}) + "\n")
     with pytest.raises(UserError, match="`answer` column"):
@@ -62,7 +62,7 @@ def test_a_local_file_is_maths_with_answer_and_code_with_tests(tmp_path):
 
 def test_tasks_use_their_test_split_and_verifiers():
     bench = load_benchmark("countdown", limit=5, seed=1)
-    assert len(bench.examples) == 5 and bench.strict == "countdown"
+    assert len(bench.examples) == 5 and bench.scoring.strict == "countdown"
     assert bench.vote_key("<answer>1 + 2</answer>", "strict") == "1+2"
 
 
@@ -84,7 +84,7 @@ def test_humaneval_problems_pass_with_their_canonical_solution_and_fail_without(
     body = problems["HumanEval/0"]["canonical_solution"]
     whole = f"```python\n{ex.columns['code_prefix']}{body}```"
     columns = {k: [ex.columns[k]] * 3 for k in ("test", "entry_point", "code_prefix")}
-    strict, lenient = load_reward_function(bench.strict), load_reward_function(bench.lenient)
+    strict, lenient = load_reward_function(bench.scoring.strict), load_reward_function(bench.scoring.lenient)
     # strict reads the code block; lenient also takes a bare continuation of the prompt
     assert strict([whole, body, "```python\ndef has_close_elements(a, b):\n    return True\n```"], **columns) == [1.0, 0.0, 0.0]
     assert lenient([whole, body, "no code"], **columns)[:2] == [1.0, 1.0]

@@ -6,7 +6,7 @@ import torch
 from rlvr.evaluate.emergence import length_quantiles, reflection_rate, reflects, reward_spread
 from rlvr.train.trainer import Trainer
 
-from ..train.test_step import DIGITS, tiny_config
+from ..train.test_step import DIGITS, step_with_batch, tiny_config
 
 
 def test_reflection_phrases_match_whole_words_in_any_case():
@@ -23,10 +23,10 @@ def test_length_quantiles_and_reward_spread_by_hand():
     assert spread == {"std_mean": pytest.approx(0.25), "range_mean": 0.5, "range_max": 1.0}
 
 
-def test_training_logs_them_with_a_configurable_phrase_list(tmp_path):
+def test_training_logs_them_with_a_configurable_phrase_list(tmp_path, monkeypatch):
     trainer = Trainer(tiny_config(tmp_path, DIGITS, "reflection_phrases=[a, e]"))
-    metrics = trainer.step()
-    texts = trainer.last_batch.rollout.completions
+    metrics, batch = step_with_batch(trainer, monkeypatch)
+    texts = batch.rollout.completions
     assert metrics["reflection_rate"] == reflection_rate(texts, ["a", "e"])
     for key in ("completion_length/p10", "completion_length/p50", "completion_length/p90", "format_share",
                 "groups/reward_std_mean", "groups/reward_range_mean", "groups/reward_range_max"):

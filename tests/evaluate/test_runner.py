@@ -130,7 +130,7 @@ def _train_tiny_reward_model(tmp_path):
 
 @pytest.mark.parametrize("kind", ["reward_model", "process_reward_model"])
 def test_best_of_n_by_a_trained_reward_model_uses_its_scores(maths_file, tmp_path, kind):
-    from rlvr.reward_models.scoring import ProcessRewardScorer, RewardModelScorer
+    from rlvr.rewards.reward_model import ProcessRewardScorer, RewardModelScorer
 
     run = _train_tiny_reward_model(tmp_path)
     summary = run_eval(config(maths_file, tmp_path / "e", limit=2, **{kind: str(run)}), progress=False)

@@ -53,7 +53,7 @@ def test_bf16_grpo_steps_on_cuda(tmp_path):
     assert trainer.parts.device.type == "cuda" and trainer.parts.dtype == torch.bfloat16
     assert next(trainer.policy.parameters()).is_cuda
     before = {n: p.detach().clone() for n, p in trainer.policy.named_parameters()}
-    metrics = [trainer.step(), trainer.step()]
+    metrics = [trainer.step().metrics, trainer.step().metrics]
     assert all(not torch.equal(before[n], p) for n, p in trainer.policy.named_parameters())
     assert metrics[1]["kl"] > 0 and 0 < metrics[1]["memory/peak_gb"] < 1
     trainer.save()

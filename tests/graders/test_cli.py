@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from rlvr.errors import UserError
-from rlvr.graders.cli import add_grade_parser, run_grade
+from rlvr.rewards.cli import add_grade_parser, run_grade
 
 
 def grade(tmp_path, grader, lines, capsys):
@@ -147,7 +147,7 @@ def test_output_must_not_be_the_input(tmp_path):
 
 
 def test_user_error_is_one_line_from_the_command_line(tmp_path):
-    command = [sys.executable, "-m", "rlvr.graders.cli", "grade", "--grader", "math",
+    command = [sys.executable, "-m", "rlvr", "grade", "--grader", "math",
                "--input", str(tmp_path / "nope.jsonl"), "--output", str(tmp_path / "out.jsonl")]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2

@@ -11,7 +11,7 @@ def test_a_ppo_step_updates_policy_and_critic(tmp_path):
     ppo = PPOTrainer(tiny_config(tmp_path, DIGITS, "algorithm.beta=0.04"))
     policy_before = [p.detach().clone() for p in ppo.grpo.policy.parameters()]
     head_before = ppo.critic.head.weight.detach().clone()
-    stats = ppo.step()
+    stats = ppo.step().metrics
     assert ppo.grpo.step_count == 1 and stats["value_loss"] > 0
     assert any(not torch.equal(a, b) for a, b in zip(policy_before, ppo.grpo.policy.parameters()))
     assert not torch.equal(head_before, ppo.critic.head.weight)
@@ -21,10 +21,32 @@ def test_the_critic_fits_the_returns_of_a_fixed_batch(tmp_path):
     ppo = PPOTrainer(tiny_config(tmp_path, DIGITS))
     for group in ppo.critic_optimizer.param_groups:
         group["lr"] = 1e-3
-    rollout = ppo.grpo.collect_batch().rollout
+    rollout = ppo.grpo.sample_and_score()[0].rollout
     returns = torch.linspace(0, 1, rollout.completion_ids.numel()).view(rollout.completion_ids.shape) * rollout.completion_mask
     losses = []
     for _ in range(30):
         old = ppo.values(rollout)
         losses.append(ppo.update_critic(rollout, old, returns))
     assert losses[-1] < 0.2 * losses[0]
+
+
+def test_a_resumed_ppo_run_equals_an_unbroken_one(tmp_path):
+    """PPO runs on the run core like every recipe: the critic and its optimizer travel in the checkpoint."""
+    from safetensors.torch import load_file
+
+    from rlvr import paths
+    from rlvr.config import TrainConfig
+    from rlvr.ppo.trainer import train_ppo
+    from rlvr.run import resume_config
+    from rlvr.run.checkpoint import load_state
+
+    quiet = ["eval_before=false", "eval_after=false", "algorithm.beta=0.04"]
+    train_ppo(tiny_config(tmp_path / "a", DIGITS, *quiet, steps=3))
+    config = tiny_config(tmp_path / "b", DIGITS, *quiet, steps=3)
+    assert train_ppo(config, on_step_end=lambda step, m, stop: stop.request_stop() if step == 1 else None)["stopped_at"] == 1
+    train_ppo(resume_config(TrainConfig, tmp_path / "b" / "run"), resume=True)
+    runs = [paths.latest_checkpoint(tmp_path / name / "run") for name in ("a", "b")]
+    policies = [load_file(run / "model" / "model.safetensors") for run in runs]
+    assert all(torch.equal(policies[0][name], policies[1][name]) for name in policies[0])
+    critics = [load_state(run)["critic"] for run in runs]
+    assert all(torch.equal(critics[0][name], critics[1][name]) for name in critics[0])

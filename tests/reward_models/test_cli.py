@@ -5,7 +5,7 @@ import json
 import pytest
 
 from rlvr.cli import main
-from rlvr.reward_models.stats import STATS_FILE
+from rlvr.models.reward_model import STATS_FILE
 
 
 def test_rm_end_to_end(tmp_path, pairs_file, capsys):

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from rlvr.reward_models.model import build_tiny_reward_model, conversation_text, encode, load_reward_model, score_texts
+from rlvr.models.reward_model import build_tiny_reward_model, conversation_text, encode, load_reward_model, score_texts
 
 
 @pytest.fixture(scope="module")

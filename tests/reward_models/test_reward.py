@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from rlvr.errors import UserError
-from rlvr.reward_models import reward as reward_module
+from rlvr.rewards import reward_model as reward_module
 from rlvr.reward_models.pairs import load_pairs, split_pairs
 from rlvr.rewards import RewardSpec, compute_rewards
 from rlvr.rewards.loading import BUILTIN_REWARDS, load_reward_function

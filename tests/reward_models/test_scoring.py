@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlvr.reward_models.scoring import ProcessRewardScorer, RewardModelScorer, split_steps, step_prefixes
-from rlvr.train import checkpoint as ckpt
+from rlvr.rewards.reward_model import ProcessRewardScorer, RewardModelScorer, split_steps, step_prefixes
+from rlvr import paths
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ COMPLETIONS = ["hello!", "hello", [{"role": "assistant", "content": "bag!"}], ""
 
 def test_from_path_takes_run_checkpoint_or_model_folder(trained, scorer):
     config, _ = trained
-    latest = ckpt.latest_checkpoint(Path(config.output_dir))
+    latest = paths.latest_checkpoint(Path(config.output_dir))
     assert latest.name == "step-000015"
     for path in (latest, latest / "model"):
         assert RewardModelScorer.from_path(path, device="cpu").score(PROMPTS[:2], COMPLETIONS[:2]) == scorer.score(PROMPTS[:2], COMPLETIONS[:2])

@@ -3,7 +3,7 @@
 import pytest
 
 from rlvr.errors import UserError
-from rlvr.reward_models.stats import STATS_FILE, ScoreStats, find_reward_model, normalise, read_stats, score_stats
+from rlvr.models.reward_model import STATS_FILE, ScoreStats, find_reward_model, normalise, read_stats, score_stats
 
 
 def test_stats_by_hand():

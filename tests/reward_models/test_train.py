@@ -5,12 +5,17 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
+from rlvr import paths
+from rlvr.config import RewardModelConfig
 from rlvr.errors import UserError
-from rlvr.reward_models.scoring import RewardModelScorer
-from rlvr.reward_models.stats import STATS_FILE
+from rlvr.models.reward_model import STATS_FILE
 from rlvr.reward_models.train import train_reward_model
-from rlvr.train import checkpoint as ckpt
+from rlvr.rewards.reward_model import RewardModelScorer
+from rlvr.run import resume_config
+
+from .conftest import tiny_rm_config
 
 
 def test_held_out_pairwise_accuracy_rises_well_above_chance(trained):
@@ -40,9 +45,9 @@ def test_run_directory(trained):
 
 def test_checkpoint_round_trip_gives_identical_scores(trained, tmp_path):
     config, _ = trained
-    from rlvr.reward_models.model import load_reward_model
+    from rlvr.models.reward_model import load_reward_model
 
-    path = ckpt.latest_checkpoint(Path(config.output_dir)) / "model"
+    path = paths.latest_checkpoint(Path(config.output_dir)) / "model"
     scorer = RewardModelScorer.from_path(path, device="cpu")
     prompts, completions = ["say abc", "say abc"], ["hello!", "hello"]
     model, tokenizer = load_reward_model(str(path))  # the same files through the training loader
@@ -57,9 +62,24 @@ def test_checkpoint_round_trip_gives_identical_scores(trained, tmp_path):
 def test_stop_request_finishes_the_step_and_saves(make_config):
     config = make_config(max_steps=6)
     summary = train_reward_model(config, on_step_end=lambda step, metrics, flag: flag.request_stop() if step == 2 else None)
-    assert summary["steps"] == 2 and summary["stopped_early"]
-    assert ckpt.latest_checkpoint(Path(config.output_dir)).name == "step-000002"
-    assert summary["after"] is not None
+    assert summary["stopped_at"] == 2
+    assert paths.latest_checkpoint(Path(config.output_dir)).name == "step-000002"
+
+
+def test_resumed_run_ends_with_the_same_weights_as_an_unbroken_one(pairs_file, tmp_path):
+    """Reward-model training resumes like every recipe: same batches, optimizer state and RNG, so the same weights."""
+    changes = dict(max_steps=6, optim={"warmup_steps": 2, "schedule": "cosine"})
+    unbroken = train_reward_model(tiny_rm_config(pairs_file, tmp_path / "unbroken", **changes))
+    config = tiny_rm_config(pairs_file, tmp_path / "broken", **changes)
+    assert train_reward_model(config, on_step_end=lambda step, m, flag: flag.request_stop() if step == 3 else None)["stopped_at"] == 3
+    resumed = train_reward_model(resume_config(RewardModelConfig, Path(config.output_dir)), resume=True)
+    assert resumed["steps"] == 6 and resumed["before"] == unbroken["before"]
+    a, b = (load_file(paths.latest_checkpoint(Path(d)) / "model" / "model.safetensors") for d in (unbroken["run_dir"], config.output_dir))
+    assert all(torch.equal(a[name], b[name]) for name in a)
+    losses = [[json.loads(line)["loss"] for line in (Path(d) / "metrics.jsonl").read_text().splitlines()]
+              for d in (unbroken["run_dir"], config.output_dir)]
+    assert losses[0] == losses[1] and len(losses[0]) == 6
+    assert resumed["score_stats"] == unbroken["score_stats"]
 
 
 def test_interrupt_while_saving_keeps_the_last_checkpoint_whole(make_config, monkeypatch):
@@ -77,14 +97,14 @@ def test_interrupt_while_saving_keeps_the_last_checkpoint_whole(make_config, mon
         train_reward_model(config)
     run = Path(config.output_dir)
     assert [p.name for p in (run / "checkpoints").iterdir() if not p.name.startswith(".")] == ["step-000002"]
-    assert ckpt.latest_checkpoint(run).name == "step-000002"
+    assert paths.latest_checkpoint(run).name == "step-000002"
     monkeypatch.undo()
     assert len(RewardModelScorer.from_path(run).score(["say a"], ["b!"])) == 1  # loads whole
 
 
 def test_existing_run_is_not_overwritten(trained):
     config, _ = trained
-    with pytest.raises(UserError, match="already holds a reward model run"):
+    with pytest.raises(UserError, match="already holds a run: continue it with --resume"):
         train_reward_model(config)
 
 

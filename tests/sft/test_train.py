@@ -9,10 +9,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from rlvr import paths
+from rlvr.config import SFTConfig
 from rlvr.errors import UserError
 from rlvr.models import load_model, resolve_model_path
-from rlvr.sft.train import resume_config, train_sft
-from rlvr.train import checkpoint as ckpt
+from rlvr.run import resume_config
+from rlvr.sft.train import train_sft
 
 from .conftest import echo_rows, tiny_sft_config, write_rows
 
@@ -29,7 +31,7 @@ def metrics_of(run_dir):
 
 
 def weights(run_dir):
-    return load_file(ckpt.latest_checkpoint(Path(run_dir)) / "model" / "model.safetensors")
+    return load_file(paths.latest_checkpoint(Path(run_dir)) / "model" / "model.safetensors")
 
 
 def test_sft_lowers_the_held_out_loss_markedly(trained):
@@ -72,9 +74,9 @@ def test_resumed_run_ends_with_the_same_weights_as_an_unbroken_one(make_config):
     unbroken = train_sft(make_config("unbroken", **changes))
     config = make_config("broken", **changes)
     stopped = train_sft(config, on_step_end=lambda step, metrics, flag: flag.request_stop() if step == 3 else None)
-    assert stopped["steps"] == 3 and stopped["stopped_early"]
-    resumed = train_sft(resume_config(Path(config.output_dir)), resume=True)
-    assert resumed["steps"] == 6 and resumed["resumed_from_step"] == 3 and not resumed["stopped_early"]
+    assert stopped["stopped_at"] == 3 and not (Path(config.output_dir) / "summary.json").exists()  # unfinished: no summary yet
+    resumed = train_sft(resume_config(SFTConfig, Path(config.output_dir)), resume=True)
+    assert resumed["steps"] == 6 and resumed["resumed_from_step"] == 3
     a, b = weights(unbroken["run_dir"]), weights(config.output_dir)
     assert all(torch.equal(a[name], b[name]) for name in a)  # bitwise: same batches, same optimizer state, same order of sums
     assert [m["loss"] for m in metrics_of(config.output_dir)] == [m["loss"] for m in metrics_of(unbroken["run_dir"])]
@@ -84,8 +86,8 @@ def test_resumed_run_ends_with_the_same_weights_as_an_unbroken_one(make_config):
 def test_ctrl_c_finishes_the_step_saves_and_returns(make_config):
     config = make_config(max_steps=5)
     summary = train_sft(config, on_step_end=lambda step, metrics, flag: os.kill(os.getpid(), signal.SIGINT) if step == 2 else None)
-    assert summary["steps"] == 2 and summary["stopped_early"] and summary["after"] is not None
-    assert ckpt.latest_checkpoint(Path(config.output_dir)).name == "step-000002"
+    assert summary["stopped_at"] == 2
+    assert paths.latest_checkpoint(Path(config.output_dir)).name == "step-000002"
 
 
 def test_interrupt_keeps_the_last_checkpoint_loadable_and_resumable(make_config):
@@ -98,11 +100,11 @@ def test_interrupt_keeps_the_last_checkpoint_loadable_and_resumable(make_config)
     with pytest.raises(KeyboardInterrupt):
         train_sft(config, on_step_end=abort_at_step_3)
     run = Path(config.output_dir)
-    assert ckpt.latest_checkpoint(run).name == "step-000002"
+    assert paths.latest_checkpoint(run).name == "step-000002"
     assert not (run / "summary.json").exists()
     model, _ = load_model(str(run))
     assert all(torch.equal(weights(run)[n], t) for n, t in model.state_dict().items() if n in weights(run))
-    summary = train_sft(resume_config(run), resume=True)
+    summary = train_sft(resume_config(SFTConfig, run), resume=True)
     assert summary["steps"] == 6
     assert [m["step"] for m in metrics_of(run)] == [1, 2, 3, 4, 5, 6]  # step 3 of the aborted session is not kept twice
 
@@ -112,14 +114,14 @@ def test_existing_run_is_not_overwritten_and_resume_needs_a_checkpoint(trained, 
     with pytest.raises(UserError, match="already holds a run: continue it with --resume"):
         train_sft(config)
     with pytest.raises(UserError, match="no complete checkpoint"):
-        resume_config(Path(make_config().output_dir))
+        resume_config(SFTConfig, Path(make_config().output_dir))
 
 
 def test_resume_with_other_data_is_refused(trained, tmp_path):
     config, _ = trained
     other = write_rows(tmp_path / "other.jsonl", echo_rows(n=20, seed=1))
     with pytest.raises(UserError, match="resume with the same data"):
-        train_sft(resume_config(Path(config.output_dir), [f"data={other}", "max_steps=40"]), resume=True)
+        train_sft(resume_config(SFTConfig, Path(config.output_dir), [f"data={other}", "max_steps=40"]), resume=True)
 
 
 @pytest.mark.parametrize(

@@ -8,10 +8,11 @@ import torch
 from rlvr.advantages import process_advantages
 from rlvr.optim import build_optimizer
 from rlvr.train.process import process_batch_advantages, step_end_chars
-from rlvr.train.step import compute_advantages, make_batch, policy_update
+from rlvr.train.batch import make_batch, outcome_advantages
+from rlvr.train.update import policy_update
 from rlvr.train.trainer import Trainer
 
-from .test_step import DIGITS, _batch, tiny_config
+from .test_step import DIGITS, _batch, step_with_batch, tiny_config
 
 
 @pytest.fixture(scope="module")
@@ -58,13 +59,21 @@ def test_per_token_advantages_follow_the_steps_in_tokens(tmp_path):
         assert torch.allclose(advantages[p * g:(p + 1) * g], expected)
 
 
-def test_constant_per_token_advantages_give_the_outcome_gradient(tmp_path):
+def test_one_step_per_completion_gives_the_outcome_gradient(tmp_path):
+    """Process supervision where each completion is a single step scored with its outcome reward is
+    outcome supervision: the per-token returns equal the group-normalised reward on every sampled token."""
     trainer = Trainer(tiny_config(tmp_path, DIGITS))
     scored = _batch(trainer)
     algo = trainer.config.algorithm
-    outcome = compute_advantages(scored.rewards, algo)
+    r, g = scored.rollout, scored.rollout.group_size
+    lengths = r.lengths.tolist()
+    one_step = torch.cat([
+        process_advantages([[float(x)] for x in scored.rewards[p]], [[max(1, n)] for n in lengths[p * g:(p + 1) * g]],
+                           r.completion_ids.shape[1])
+        for p in range(r.num_prompts)
+    ])
     grads = []
-    for advantages in (outcome, outcome[:, None].expand_as(scored.rollout.completion_ids).clone()):
+    for advantages in (outcome_advantages(scored, algo), one_step):
         batch = make_batch(scored, advantages, policy=trainer.policy, reference=trainer.reference, algo=algo,
                            micro_batch_tokens=30, temperature=1.0)
         optimizer, scheduler = build_optimizer(trainer.policy, trainer.config.optim, 10)
@@ -76,12 +85,11 @@ def test_constant_per_token_advantages_give_the_outcome_gradient(tmp_path):
         assert torch.allclose(a, b, atol=1e-6)
 
 
-def test_a_training_step_under_process_supervision(tmp_path, prm_dir):
-    from rlvr.reward_models.scoring import ProcessRewardScorer
+def test_a_training_step_under_process_supervision(tmp_path, prm_dir, monkeypatch):
+    from rlvr.rewards.reward_model import ProcessRewardScorer
 
     trainer = Trainer(tiny_config(tmp_path, DIGITS, f"algorithm.process_reward_model={prm_dir}"))
-    metrics = trainer.step()
-    batch = trainer.last_batch
+    metrics, batch = step_with_batch(trainer, monkeypatch)
     assert batch.advantages.shape == batch.rollout.completion_ids.shape
     expected = process_batch_advantages(batch.scored, ProcessRewardScorer(prm_dir), trainer.tokenizer, "\n\n")
     assert torch.allclose(batch.advantages, expected, atol=1e-5)

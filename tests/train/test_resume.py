@@ -6,10 +6,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
+from rlvr import paths
+from rlvr.config import TrainConfig
 from rlvr.errors import UserError
-from rlvr.train import checkpoint as ckpt
-from rlvr.train.trainer import Trainer
+from rlvr.run import resume_config, run_training
+from rlvr.train.trainer import Trainer, train_grpo
 
 from .test_step import DIGITS, tiny_config
 
@@ -22,21 +25,18 @@ CURRICULUM = [COARSE, "data.curriculum=true", "sampling.dynamic_sampling=true", 
 
 @pytest.mark.parametrize("extra", [[DIGITS], CURRICULUM], ids=["shuffled", "curriculum+dynamic"])
 def test_resumed_run_equals_unbroken_run(tmp_path, extra):
-    unbroken = Trainer(tiny_config(tmp_path / "a", *extra, *STEPS, steps=4))
-    unbroken.train()
-
-    first = Trainer(tiny_config(tmp_path / "b", *extra, *STEPS, steps=4))
-    result = first.train(on_step_end=lambda t, m: t.request_stop() if t.step_count == 2 else None)  # = Ctrl-C at step 2
+    train_grpo(tiny_config(tmp_path / "a", *extra, *STEPS, steps=4))
+    config = tiny_config(tmp_path / "b", *extra, *STEPS, steps=4)
+    result = train_grpo(config, on_step_end=lambda step, m, stop: stop.request_stop() if step == 2 else None)  # = Ctrl-C at step 2
     assert result["stopped_at"] == 2
     run_b = tmp_path / "b" / "run"
-    assert ckpt.latest_checkpoint(run_b).name == "step-000002"
-    del first
+    assert paths.latest_checkpoint(run_b).name == "step-000002"
 
-    resumed = Trainer.from_run_dir(run_b)
-    assert resumed.step_count == 2
-    resumed.train()
-    for (name, p), q in zip(unbroken.policy.named_parameters(), resumed.policy.parameters()):
-        assert torch.equal(p, q), name
+    train_grpo(resume_config(TrainConfig, run_b), resume=True)
+    unbroken, resumed = (load_file(paths.latest_checkpoint(run) / "model" / "model.safetensors") for run in (tmp_path / "a" / "run", run_b))
+    assert paths.latest_checkpoint(run_b).name == "step-000004"
+    for name, p in unbroken.items():
+        assert torch.equal(p, resumed[name]), name
     metrics_a = [json.loads(x) for x in (tmp_path / "a" / "run" / "metrics.jsonl").read_text().splitlines()]
     metrics_b = [json.loads(x) for x in (run_b / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics_b] == [1, 2, 3, 4]
@@ -49,9 +49,10 @@ def test_resumed_run_equals_unbroken_run(tmp_path, extra):
 def test_checkpoint_is_loadable_by_transformers(tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    trainer = Trainer(tiny_config(tmp_path, "eval_before=false", "eval_after=false", steps=1))
-    trainer.train()
-    path = ckpt.latest_checkpoint(tmp_path / "run")
+    config = tiny_config(tmp_path, "eval_before=false", "eval_after=false", steps=1)
+    trainer = Trainer(config)
+    run_training(trainer)
+    path = paths.latest_checkpoint(tmp_path / "run")
     model = AutoModelForCausalLM.from_pretrained(path / "model")
     tokenizer = AutoTokenizer.from_pretrained(path / "model")
     for p, q in zip(trainer.policy.parameters(), model.parameters()):
@@ -61,21 +62,20 @@ def test_checkpoint_is_loadable_by_transformers(tmp_path):
 
 
 def test_half_written_checkpoints_are_ignored(tmp_path):
-    trainer = Trainer(tiny_config(tmp_path, "eval_before=false", "eval_after=false", steps=1))
-    trainer.train()
+    train_grpo(tiny_config(tmp_path, "eval_before=false", "eval_after=false", steps=1))
     root = tmp_path / "run" / "checkpoints"
     # a crash mid-write leaves only a temporary directory, never a step-N one
     (root / ".step-000009.tmp-123").mkdir()
     (root / ".step-000009.tmp-123" / "trainer.pt").write_bytes(b"partial")
-    assert ckpt.latest_checkpoint(tmp_path / "run").name == "step-000001"
+    assert paths.latest_checkpoint(tmp_path / "run").name == "step-000001"
 
 
 def test_resume_errors_are_clear(tmp_path):
     with pytest.raises(UserError, match="no config.yaml"):
-        Trainer.from_run_dir(tmp_path)
+        resume_config(TrainConfig, tmp_path)
     (tmp_path / "config.yaml").write_text("max_steps: 1\n")
     with pytest.raises(UserError, match="no complete checkpoint"):
-        Trainer.from_run_dir(tmp_path)
+        resume_config(TrainConfig, tmp_path)
 
 
 def test_a_throwing_reward_stops_with_one_line_and_keeps_progress(tmp_path):
@@ -83,27 +83,28 @@ def test_a_throwing_reward_stops_with_one_line_and_keeps_progress(tmp_path):
 
     from .reward_fns import explode
 
-    def break_reward(trainer, metrics):
-        if trainer.step_count == 1:
+    trainer = Trainer(tiny_config(tmp_path, DIGITS, "eval_before=false", steps=3))
+
+    def break_reward(step, metrics, stop):
+        if step == 1:
             trainer.parts.rewards[0] = RewardSpec("my_rewards:explode", explode)
 
-    trainer = Trainer(tiny_config(tmp_path, DIGITS, "eval_before=false", steps=3))
     with pytest.raises(UserError) as e:
-        trainer.train(on_step_end=break_reward)
+        run_training(trainer, on_step_end=break_reward)
     assert "'my_rewards:explode' raised RuntimeError" in str(e.value) and "\n" not in str(e.value)
-    assert ckpt.latest_checkpoint(tmp_path / "run").name == "step-000001"  # the finished step was saved
+    assert paths.latest_checkpoint(tmp_path / "run").name == "step-000001"  # the finished step was saved
 
 
 def test_a_fresh_run_never_mixes_with_an_old_one(tmp_path):
     """Over a checkpointed run a fresh Trainer refuses (its checkpoints would be skipped at the old
     run's steps); over a run that died before its first checkpoint it starts clean."""
     config = tiny_config(tmp_path, DIGITS, "eval_before=false", "eval_after=false", steps=1)
-    Trainer(config).train()
+    train_grpo(config)
     with pytest.raises(UserError, match="already holds a run: continue it with --resume"):
-        Trainer(config)
+        train_grpo(config)
     run = Path(config.output_dir)
     shutil.rmtree(run / "checkpoints")
     (run / "samples.jsonl").write_text('{"stale": true}\n')
-    Trainer(config).train()
+    train_grpo(config)
     assert [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()] == [1]
     assert not (run / "samples.jsonl").exists()  # removed, and not rewritten (sample_every=0)

@@ -1,5 +1,6 @@
-"""rlvr.train.step and Trainer.step on the tiny model: micro-batching is exact, steps learn."""
+"""The GRPO step (rlvr.train.batch, update, trainer) on the tiny model: micro-batching is exact, steps learn."""
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -10,11 +11,14 @@ import torch
 from rlvr.config import load_config
 from rlvr.errors import UserError
 from rlvr.optim import build_optimizer
-from rlvr.train.step import compute_advantages, make_batch, micro_batches, policy_update, score_rollout
-from rlvr.train.trainer import Trainer
+from rlvr.rewards.batch import score_rollout
+from rlvr.train.batch import make_batch, micro_batches, outcome_advantages
+from rlvr.train.metrics import step_metrics
+from rlvr.train.trainer import Trainer, train_grpo
+from rlvr.train.update import policy_update
 
 TINY = ["model.name=tiny", "data.train_size=32", "data.eval_size=4", "sampling.group_size=4", "sampling.batch_size=8",
-        "sampling.max_new_tokens=12", "sampling.temperature=1.0", "optim.lr=1e-3", "sample_every=0"]
+        "generation.max_new_tokens=12", "generation.temperature=1.0", "optim.lr=1e-3", "sample_every=0"]
 
 
 REWARD_FNS = Path(__file__).with_name("reward_fns.py")
@@ -25,10 +29,20 @@ def tiny_config(tmp_path, *extra, steps=2):
     return load_config(None, [*TINY, f"output_dir={tmp_path / 'run'}", *extra], max_steps=steps)
 
 
+def step_with_batch(trainer, monkeypatch):
+    """(metrics, the TrainBatch they were computed from) of one Trainer.step()."""
+    import rlvr.train.trainer as module
+
+    seen = []
+    monkeypatch.setattr(module, "step_metrics", lambda batch, *args: seen.append(batch) or real(batch, *args))
+    real = step_metrics
+    return trainer.step().metrics, seen[0]
+
+
 def test_two_grpo_steps_change_the_policy_and_log_metrics(tmp_path):
     trainer = Trainer(tiny_config(tmp_path, DIGITS))
     before = {n: p.detach().clone() for n, p in trainer.policy.named_parameters()}
-    metrics = [trainer.step(), trainer.step()]
+    metrics = [trainer.step().metrics, trainer.step().metrics]
     changed = sum(not torch.equal(before[n], p) for n, p in trainer.policy.named_parameters())
     assert changed == len(before)
     for key in ("reward/mean", "reward/std", "accuracy", "zero_variance_fraction", "kl", "clip_low_fraction",
@@ -43,8 +57,7 @@ def test_two_grpo_steps_change_the_policy_and_log_metrics(tmp_path):
 def _batch(trainer):
     scored = score_rollout(trainer.sample(trainer.prompts.next_batch()), trainer.parts.rewards)
     # rewards of a random model are all zero: give the batch a signal to push on
-    scored.rewards = torch.randn(scored.rewards.shape, generator=torch.Generator().manual_seed(0))
-    return scored
+    return dataclasses.replace(scored, rewards=torch.randn(scored.rewards.shape, generator=torch.Generator().manual_seed(0)))
 
 
 @pytest.mark.filterwarnings("ignore:Seems like:UserWarning")
@@ -53,7 +66,7 @@ def test_micro_batches_accumulate_to_the_full_batch_gradient(tmp_path, aggregati
     trainer = Trainer(tiny_config(tmp_path, f"algorithm.loss_aggregation={aggregation}", "algorithm.beta=0.1"))
     scored = _batch(trainer)
     algo = trainer.config.algorithm
-    batch = make_batch(scored, compute_advantages(scored.rewards, algo), policy=trainer.policy, reference=trainer.reference,
+    batch = make_batch(scored, outcome_advantages(scored, algo), policy=trainer.policy, reference=trainer.reference,
                        algo=algo, micro_batch_tokens=10_000, temperature=1.0)
     assert len(micro_batches(batch.rollout, batch.loss_mask, 10_000)) == 1
     assert len(micro_batches(batch.rollout, batch.loss_mask, 20)) > 2
@@ -74,7 +87,7 @@ def test_mask_truncated_removes_rows_from_the_loss(tmp_path):
     trainer = Trainer(tiny_config(tmp_path, "algorithm.mask_truncated=true", "sampling.max_new_tokens=3"))
     scored = _batch(trainer)
     algo = trainer.config.algorithm
-    batch = make_batch(scored, compute_advantages(scored.rewards, algo), policy=trainer.policy, reference=None,
+    batch = make_batch(scored, outcome_advantages(scored, algo), policy=trainer.policy, reference=None,
                        algo=algo, micro_batch_tokens=1000, temperature=1.0)
     truncated = batch.rollout.truncated
     assert truncated.any()
@@ -89,11 +102,14 @@ def test_no_reference_model_when_beta_is_zero(tmp_path):
 
 def test_mu_updates_reuse_old_logprobs(tmp_path):
     trainer = Trainer(tiny_config(tmp_path, DIGITS, "algorithm.updates_per_batch=3", "algorithm.beta=0"))
-    before = {n: p.detach().clone() for n, p in trainer.policy.named_parameters()}
-    m = trainer.step()
-    batch = trainer.last_batch
+    scored, _ = trainer.sample_and_score()
+    algo = trainer.config.algorithm
+    batch = make_batch(scored, outcome_advantages(scored, algo), policy=trainer.policy, reference=None, algo=algo,
+                       micro_batch_tokens=2048, temperature=1.0)
     # log π_old is the policy that sampled the batch, stored once and reused by all three updates
     assert torch.allclose(batch.old_logprobs, batch.rollout.sampling_logprobs, atol=1e-5)
+    before = {n: p.detach().clone() for n, p in trainer.policy.named_parameters()}
+    m = trainer.step().metrics
     assert math.isfinite(m["loss"]) and m["grad_norm"] > 0
     assert any(not torch.equal(before[n], p) for n, p in trainer.policy.named_parameters())
 
@@ -106,8 +122,7 @@ def test_reference_refresh(tmp_path):
 
 
 def test_train_writes_the_run_directory(tmp_path):
-    trainer = Trainer(tiny_config(tmp_path, "save_every=1"))
-    summary = trainer.train()
+    summary = train_grpo(tiny_config(tmp_path, "save_every=1"))
     run = tmp_path / "run"
     assert (run / "config.yaml").is_file() and (run / "summary.json").is_file()
     lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
@@ -130,9 +145,8 @@ def test_few_shot_turns_come_before_every_prompt(tmp_path):
 
 def test_reward_params_reach_the_function(tmp_path):
     trainer = Trainer(tiny_config(tmp_path, "rewards=[{name: overlong_penalty, params: {max_tokens: 12, cache_tokens: 4}}]"))
-    trainer.step()
-    scored = trainer.last_batch.scored
-    lengths = trainer.last_batch.rollout.lengths.view(scored.rewards.shape).float()
+    scored, _ = trainer.sample_and_score()
+    lengths = scored.rollout.lengths.view(scored.rewards.shape).float()
     expected = (-(lengths - 8).clamp(min=0) / 4).clamp(min=-1)
     assert torch.allclose(scored.reward_components["overlong_penalty"], expected)
     with pytest.raises(UserError):
@@ -151,9 +165,9 @@ def test_overlapped_scoring_equals_scoring_after_decoding(tmp_path):
     results = {}
     for overlap in (True, False):
         trainer = Trainer(tiny_config(tmp_path, f"sampling.overlap_rewards={str(overlap).lower()}", "sampling.batch_size=16"))
-        trainer.parts.rewards = [RewardSpec("counting", counting)]
+        trainer.parts.rewards, trainer.parts.correctness = [RewardSpec("counting", counting)], "counting"
         calls.clear()
-        scored = trainer.sample_and_score(trainer.prompts.next_batch())
+        scored = trainer.score_round(0)
         results[overlap] = (scored.rewards, scored.rollout.completion_ids, list(calls))
     assert torch.equal(results[True][0], results[False][0])
     assert torch.equal(results[True][1], results[False][1])
@@ -177,8 +191,7 @@ def test_generate_reports_every_group_once():
 
 
 def test_eval_every_logs_held_out_accuracy(tmp_path):
-    trainer = Trainer(tiny_config(tmp_path, "eval_every=2", "eval_before=false", "eval_after=false", steps=4))
-    trainer.train()
+    train_grpo(tiny_config(tmp_path, "eval_every=2", "eval_before=false", "eval_after=false", steps=4))
     lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert ["eval/strict" in x for x in lines] == [False, True, False, True]
     assert 0.0 <= lines[1]["eval/strict"] <= lines[1]["eval/lenient"] <= 1.0

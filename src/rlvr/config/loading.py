@@ -69,13 +69,12 @@ def _layers(cls: type, path: str | Path | None, overrides: Sequence[str], cli: d
     """(the YAML file's values, the --set overrides merged with the cli's non-None values), each canonical."""
     file_values: dict[str, Any] = _read_yaml(Path(path)) if path else {}
     override_values: dict[str, Any] = {}
-    for item in overrides:
-        keys, value = parse_override(item)
-        _set_nested(override_values, keys, value)
-    for key, value in cli.items():
-        if value is not None:
-            _set_nested(override_values, key.split("."), value)
-    return canonical(cls, file_values), canonical(cls, override_values)
+    settings = [parse_override(item) for item in overrides] + [(k.split("."), v) for k, v in cli.items() if v is not None]
+    for keys, value in settings:  # one at a time, so a later setting wins whichever name it uses
+        single: dict[str, Any] = {}
+        _set_nested(single, keys, value)
+        override_values = _deep_merge(override_values, canonical(cls, single))
+    return canonical(cls, file_values), override_values
 
 
 def canonical(cls: type, values: dict[str, Any]) -> dict[str, Any]:

@@ -7,6 +7,6 @@
 
 from rlvr.data.sources import load_examples
 from rlvr.data.tasks import TASKS, Task, get_task
-from rlvr.data.templates import TEMPLATES, render_prompt
+from rlvr.data.templates import TEMPLATES, expected_format, render_prompt, with_few_shot
 
-__all__ = ["TASKS", "TEMPLATES", "Task", "get_task", "load_examples", "render_prompt"]
+__all__ = ["TASKS", "TEMPLATES", "Task", "expected_format", "get_task", "load_examples", "render_prompt", "with_few_shot"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlvr.errors import UserError
+from rlvr.records import Messages
 
 TEMPLATES = ("chat", "plain", "r1_zero")
 
@@ -26,7 +27,27 @@ R1_ZERO = (
     "process here </think> <answer> answer here </answer>. User: {prompt}. Assistant:"
 )
 
-Messages = list[dict[str, str]]
+
+def with_few_shot(prompt: str | Messages, shots: list[tuple[str, str]]) -> str | Messages:
+    r"""The prompt as chat messages preceded by the example exchanges (unchanged when there are none).
+
+    >>> with_few_shot("What is 1 + 2?", [("What is 10 + 10?", "\\boxed{20}")])[1]
+    {'role': 'assistant', 'content': '\\boxed{20}'}
+    """
+    if not shots:
+        return prompt
+    turns = [m for q, a in shots for m in ({"role": "user", "content": q}, {"role": "assistant", "content": a})]
+    return turns + ([{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt))
+
+
+def expected_format(template: str) -> str:
+    """The format reward (rlvr.rewards) checking the layout a template asks for: R1-Zero's
+    <think>…</think><answer>…</answer>, or the \\boxed{} answer every other prompt asks for.
+
+    >>> expected_format("r1_zero"), expected_format("chat")
+    ('think_answer_format', 'boxed_format')
+    """
+    return "think_answer_format" if template == "r1_zero" else "boxed_format"
 
 
 def render_prompt(

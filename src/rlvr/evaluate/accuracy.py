@@ -10,8 +10,8 @@ import torch
 
 from rlvr.records import Example
 from rlvr.rewards import RewardSpec
+from rlvr.rewards.batch import score_rollout
 from rlvr.rollout import SamplingParams, rollout
-from rlvr.train.step import score_rollout
 
 Z95 = 1.959963984540054
 

@@ -23,24 +23,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rlvr.config.choices import MODES
 from rlvr.data import TASKS, load_examples
+from rlvr.data.scoring import CODE, MATH, scoring_for_columns
 from rlvr.errors import UserError
-from rlvr.records import Example
+from rlvr.records import Example, Scoring
 from rlvr.rewards.countdown import countdown_expression
 from rlvr.rewards.extraction import extract_answer
 from rlvr.rewards.math import _compact, _clean, exact_number, is_hedged
 
 R1_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 CODE_INSTRUCTION = "Complete the following Python function. Give the whole function in one ```python code block."
-
-MATH_EXTRACTION = {
-    "strict": "the last \\boxed{} (else the last <answer>); several different boxed answers score 0",
-    "lenient": "strict, else GSM8K's '#### N', else 'the answer is X', else the last number",
-}
-CODE_EXTRACTION = {
-    "strict": "the last ```python block, run after the prompt's code; every test must pass",
-    "lenient": "the last ```python block, else the whole completion as the function's continuation",
-}
 
 
 @dataclass(frozen=True)
@@ -50,15 +43,22 @@ class Benchmark:
     name: str
     examples: list[Example]  # prompt = the question as the model sees it (instruction included)
     origin: str  # where the rows came from (file path, dataset name, package)
-    strict: str  # reward function names (rlvr.rewards) giving 1/0 per completion
-    lenient: str
-    extraction: dict[str, str]  # mode -> the extraction rule in words, recorded with every result
-    vote_key: Callable[[str, str], str | None] | None  # (completion, mode) -> answer; None = no voting
+    scoring: Scoring  # its strict and lenient verifiers (rlvr.rewards names giving 1/0 per completion)
     template: str = "chat"
     max_new_tokens: int = 1024
 
     def problem_id(self, example: Example) -> str:
         return str(example.columns.get("task_id", f"{self.name}/{example.index}"))
+
+    @property
+    def extraction(self) -> dict[str, str]:
+        """mode -> the extraction rule in words, recorded with every result."""
+        return dict(zip(MODES, self.scoring.extraction))
+
+    @property
+    def vote_key(self) -> Callable[[str, str], str | None] | None:
+        """(completion, mode) -> the answer it votes for in majority voting; None = no voting (code)."""
+        return VOTE_KEYS.get(self.scoring.strict)
 
 
 def load_benchmark(name: str, *, data_dir: str | None = None, limit: int | None = None,
@@ -101,11 +101,8 @@ def _math_benchmark(name: str, data_dir: str | None, limit: int | None) -> Bench
     else:
         source = public
     rows = load_examples(source, split=split, prompt_field=field, limit=limit)
-    return Benchmark(
-        name=name, examples=[_with_instruction(ex, R1_INSTRUCTION) for ex in rows], origin=source,
-        strict="math_accuracy", lenient="math_accuracy_lenient", extraction=MATH_EXTRACTION,
-        vote_key=math_vote_key, max_new_tokens=MAX_TOKENS[name],
-    )
+    return Benchmark(name=name, examples=[_with_instruction(ex, R1_INSTRUCTION) for ex in rows], origin=source,
+                     scoring=MATH, max_new_tokens=MAX_TOKENS[name])
 
 
 def _humaneval(limit: int | None) -> Benchmark:
@@ -123,33 +120,22 @@ def _humaneval(limit: int | None) -> Benchmark:
                 index=i)
         for i, row in enumerate(rows[:limit] if limit is not None else rows)
     ]
-    return Benchmark(
-        name="humaneval", examples=examples, origin=str(HUMAN_EVAL), strict="code_tests_all",
-        lenient="code_continuation_all", extraction=CODE_EXTRACTION, vote_key=None, max_new_tokens=512,
-    )
+    return Benchmark(name="humaneval", examples=examples, origin=str(HUMAN_EVAL), scoring=CODE, max_new_tokens=512)
 
 
 def _task(name: str, limit: int | None, seed: int, difficulty: int, split: str) -> Benchmark:
-    task = TASKS[name]
     rows = load_examples(name, split=split, limit=100 if limit is None else limit, seed=seed, difficulty=difficulty)
-    strict, lenient = task.accuracy_rewards
-    key = math_vote_key if strict.startswith("math") else countdown_vote_key if strict == "countdown" else grid_vote_key
-    extraction = MATH_EXTRACTION if strict.startswith("math") else {"strict": task.description, "lenient": task.description}
     return Benchmark(name=name, examples=rows, origin=f"built-in task {name} ({split} split, seed {seed}, difficulty {difficulty})",
-                     strict=strict, lenient=lenient, extraction=extraction, vote_key=key, max_new_tokens=256)
+                     scoring=TASKS[name].scoring, max_new_tokens=256)
 
 
 def _file(path: str, limit: int | None) -> Benchmark:
     first = load_examples(path, prompt_field=_prompt_field(path), limit=limit)
-    columns = set(first[0].columns) if first else set()
-    if "tests" in columns or "test" in columns:
-        return Benchmark(name=Path(path).stem, examples=first, origin=path, strict="code_tests_all",
-                         lenient="code_continuation_all", extraction=CODE_EXTRACTION, vote_key=None, max_new_tokens=512)
-    if "answer" not in columns:
-        raise UserError(f"{path}: rows need an `answer` column (maths) or `tests` / `test` + `entry_point` (code) to be scored")
+    scoring = scoring_for_columns(set(first[0].columns) if first else set(), path)
+    if scoring is CODE:
+        return Benchmark(name=Path(path).stem, examples=first, origin=path, scoring=CODE, max_new_tokens=512)
     return Benchmark(name=Path(path).stem, examples=[_with_instruction(ex, R1_INSTRUCTION) for ex in first], origin=path,
-                     strict="math_accuracy", lenient="math_accuracy_lenient", extraction=MATH_EXTRACTION,
-                     vote_key=math_vote_key)
+                     scoring=MATH)
 
 
 def _prompt_field(path: str) -> str:
@@ -214,4 +200,11 @@ def grid_vote_key(text: str, mode: str) -> str | None:
 def describe(benchmark: Benchmark) -> dict[str, Any]:
     """The benchmark's side of the recorded settings."""
     return {"benchmark": benchmark.name, "origin": benchmark.origin, "problems": len(benchmark.examples),
-            "verifiers": {"strict": benchmark.strict, "lenient": benchmark.lenient}, "extraction": benchmark.extraction}
+            "verifiers": {"strict": benchmark.scoring.strict, "lenient": benchmark.scoring.lenient},
+            "extraction": benchmark.extraction}
+
+
+# The answer each accuracy check votes with, by the check's name (code has no vote: its tests are the answer).
+VOTE_KEYS: dict[str, Callable[[str, str], str | None]] = {
+    "math_accuracy": math_vote_key, "countdown": countdown_vote_key, "sudoku": grid_vote_key,
+}

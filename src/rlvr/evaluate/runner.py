@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 import rlvr
 from rlvr.config import EvalConfig
-from rlvr.data import TASKS, render_prompt
+from rlvr.data import TASKS, render_prompt, with_few_shot
 from rlvr.errors import UserError
 from rlvr.evaluate.benchmarks import Benchmark, describe, load_benchmark
 from rlvr.evaluate.records import ProblemRecord
@@ -27,7 +27,6 @@ from rlvr.evaluate.store import EvalStore
 from rlvr.evaluate.summary import summarise
 from rlvr.models import load_model
 from rlvr.rollout import SamplingParams
-from rlvr.train.build import with_few_shot
 
 DEFAULT_K = (1, 4, 16, 64)
 
@@ -145,7 +144,7 @@ def _configured_scorer(config: EvalConfig) -> Scorer | None:
     """The reward or process-reward model named by the config, if any."""
     if not (config.reward_model or config.process_reward_model):
         return None
-    from rlvr.reward_models.scoring import ProcessRewardScorer, RewardModelScorer
+    from rlvr.rewards.reward_model import ProcessRewardScorer, RewardModelScorer
 
     if config.reward_model:
         return RewardModelScorer.from_path(config.reward_model)

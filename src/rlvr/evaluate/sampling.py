@@ -18,9 +18,9 @@ from rlvr.config.choices import MODES
 from rlvr.evaluate.records import ProblemRecord, SampleRecord
 from rlvr.records import Example, Rollout
 from rlvr.rewards import RewardSpec, compute_rewards, load_reward_function
+from rlvr.rewards.batch import reward_inputs
 from rlvr.rewards.math import gold_answer
 from rlvr.rollout import SamplingParams, rollout
-from rlvr.train.step import reward_inputs
 
 
 class Scorer(Protocol):
@@ -52,7 +52,7 @@ def sample_problems(
     scorer: Scorer | None = None,
 ) -> list[ProblemRecord]:
     """The records of `examples`: sampled with `generator`, judged, and scored by `scorer`."""
-    verifiers = [RewardSpec(mode, load_reward_function(name)) for mode, name in zip(MODES, (benchmark.strict, benchmark.lenient))]
+    verifiers = [RewardSpec(mode, load_reward_function(name)) for mode, name in zip(MODES, (benchmark.scoring.strict, benchmark.scoring.lenient))]
     greedy: list[SampleRecord | None] = [None] * len(examples)
     if plan.greedy:
         params = SamplingParams(max_new_tokens=plan.params.max_new_tokens, temperature=0.0)

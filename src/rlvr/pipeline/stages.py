@@ -1,23 +1,20 @@
 """Running one stage of a recipe: its command's config, resumed when it was interrupted.
 
 Every stage writes into its own folder and reports what it made (`StageOutput`). A stage whose
-folder holds checkpoints but no completion mark was interrupted: `sft` and `grpo` continue from
-their latest checkpoint, `sample` skips the prompts already sampled, and `rm` (short, no resume)
-starts again.
+folder holds checkpoints but no completion mark was interrupted: `sft`, `grpo` and `rm` continue
+from their latest checkpoint (the run core's resume), `sample` skips the prompts already sampled.
 """
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from rlvr.config import RewardModelConfig, SampleConfig, SFTConfig
-from rlvr.config import load_config, load_command_config
-from rlvr.train import checkpoint as ckpt
+from rlvr import paths
+from rlvr.config import RewardModelConfig, SampleConfig, SFTConfig, load_command_config, load_config
 
 
 @dataclass(frozen=True)
@@ -59,15 +56,15 @@ def run_stage(kind: str, config: dict[str, Any], out: Path) -> StageOutput:
 def _sft(path: Path, out: Path) -> StageOutput:
     from rlvr.sft.train import train_sft
 
-    summary = train_sft(load_command_config(SFTConfig, path), resume=ckpt.latest_checkpoint(out) is not None)
+    summary = train_sft(load_command_config(SFTConfig, path), resume=paths.latest_checkpoint(out) is not None)
     return StageOutput(model=str(out), summary=summary)
 
 
 def _grpo(path: Path, out: Path) -> StageOutput:
-    from rlvr.train.trainer import Trainer
+    from rlvr.train.trainer import train_grpo
 
-    trainer = Trainer.from_run_dir(out) if ckpt.latest_checkpoint(out) is not None else Trainer(load_config(path))
-    return StageOutput(model=str(out), summary=trainer.train())
+    summary = train_grpo(load_config(path), resume=paths.latest_checkpoint(out) is not None)
+    return StageOutput(model=str(out), summary=summary)
 
 
 def _sample(path: Path, out: Path) -> StageOutput:
@@ -80,7 +77,5 @@ def _sample(path: Path, out: Path) -> StageOutput:
 def _rm(path: Path, out: Path) -> StageOutput:
     from rlvr.reward_models.train import train_reward_model
 
-    if ckpt.latest_checkpoint(out) is not None:  # interrupted: reward models train in minutes, start again
-        shutil.rmtree(out / "checkpoints")
-    summary = train_reward_model(load_command_config(RewardModelConfig, path))
+    summary = train_reward_model(load_command_config(RewardModelConfig, path), resume=paths.latest_checkpoint(out) is not None)
     return StageOutput(model=str(out), summary=summary)

@@ -2,11 +2,11 @@
 
     one step:  sample G completions per prompt ─▶ rewards ─▶ values V(s_t) from the critic
                ─▶ token rewards (reward at the end, −β·KL on every token) ─▶ GAE ─▶ whitened advantages [N, Lc]
-               ─▶ the policy's clipped update (rlvr.train.step.policy_update) ─▶ the critic's clipped value update
+               ─▶ the policy's clipped update (rlvr.train.update.policy_update) ─▶ the critic's clipped value update
 
 The critic is a copy of the policy's transformer with a scalar head: a second model, its gradients
-and its AdamW state — the memory GRPO saves (seed 002, seed 003). Everything else is the GRPO
-trainer's, composed rather than re-implemented (`self.grpo`).
+and its AdamW state — the memory GRPO saves (DeepSeekMath §4.1). Everything else is the GRPO
+trainer's, composed rather than re-implemented (`self.grpo`); the run core runs it like any recipe.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -21,8 +23,11 @@ from rlvr.config import TrainConfig
 from rlvr.logprobs import predicting_hidden
 from rlvr.ppo.gae import gae, token_rewards, whiten
 from rlvr.records import Rollout
-from rlvr.train.step import make_batch, micro_batches, policy_update
-from rlvr.train.trainer import Stopwatch, Trainer
+from rlvr.run import StepResult, Stopwatch, launch
+from rlvr.run.loop import OnStepEnd
+from rlvr.train.batch import make_batch, micro_batches
+from rlvr.train.trainer import Trainer
+from rlvr.train.update import policy_update
 
 
 @dataclass(frozen=True)
@@ -31,6 +36,12 @@ class PPOSettings:
     lam: float = 0.95  # GAE's λ
     critic_lr: float = 1e-5
     value_clip: float = 0.2  # the critic's update is clipped around the old values, as PPO's policy is
+
+
+def train_ppo(config: TrainConfig, settings: PPOSettings = PPOSettings(), *, resume: bool = False,
+              on_step_end: OnStepEnd | None = None) -> dict[str, Any]:
+    """Run PPO on the job `config` describes (`resume`: continue the run in config.output_dir); return its summary."""
+    return launch(lambda c, checkpoint: PPOTrainer(c, settings, checkpoint), config, resume=resume, on_step_end=on_step_end)
 
 
 class ValueModel(torch.nn.Module):
@@ -52,26 +63,35 @@ class ValueModel(torch.nn.Module):
 
 
 class PPOTrainer:
-    def __init__(self, config: TrainConfig, settings: PPOSettings = PPOSettings()):
-        self.grpo = Trainer(config)
-        self.settings = settings
+    command, label = "train", "PPO"
+
+    def __init__(self, config: TrainConfig, settings: PPOSettings = PPOSettings(), checkpoint: Path | None = None):
+        self.grpo = Trainer(config, checkpoint)
+        self.config, self.schedule, self.settings = config, self.grpo.schedule, settings
         self.critic = ValueModel(self.grpo.policy).to(self.grpo.parts.device)
         self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=settings.critic_lr)
+        # what the run core asks of a recipe and PPO does as GRPO does
+        self.evaluate, self.eval_metrics, self.describe = self.grpo.evaluate, self.grpo.eval_metrics, self.grpo.describe
+        self.write_checkpoint, self.summary = self.grpo.write_checkpoint, self.grpo.summary
 
-    def step(self) -> dict[str, float]:
-        t, c, s = self.grpo, self.grpo.config, self.settings
+    @property
+    def step_count(self) -> int:
+        return self.grpo.step_count
+
+    def step(self) -> StepResult:
+        t, c, s = self.grpo, self.config, self.settings
         clock = Stopwatch()
         with clock("rollout"):
-            scored = t.collect_batch()
+            scored, _ = t.sample_and_score()
         rollout = scored.rollout
         mask = rollout.completion_mask
         with clock("logprobs"):
-            batch = make_batch(scored, torch.zeros(mask.shape[0]), policy=t.policy, reference=t.reference, algo=c.algorithm,
+            batch = make_batch(scored, torch.zeros(mask.shape), policy=t.policy, reference=t.reference, algo=c.algorithm,
                                micro_batch_tokens=c.optim.micro_batch_tokens, temperature=c.generation.temperature)
             values = self.values(rollout)
         rewards = token_rewards(scored.rewards.view(-1), rollout.sampling_logprobs, batch.ref_logprobs, mask, c.algorithm.beta)
         advantages, returns = gae(rewards, values, mask, s.gamma, s.lam)
-        batch.advantages, batch.ref_logprobs = whiten(advantages, mask), None  # the KL is in the rewards now
+        batch = dataclasses.replace(batch, advantages=whiten(advantages, mask), ref_logprobs=None)  # the KL is in the rewards now
         with clock("update"):
             no_kl = dataclasses.replace(c.algorithm, beta=0.0)
             stats = policy_update(t.policy, t.optimizer, t.scheduler, batch, algo=no_kl,
@@ -79,13 +99,13 @@ class PPOTrainer:
                                   max_grad_norm=c.optim.max_grad_norm, max_new_tokens=c.generation.max_new_tokens)
             stats["value_loss"] = self.update_critic(rollout, values, returns)
         t.step_count += 1
-        return {**stats, "reward/mean": float(scored.rewards.mean()), "completion_length/mean": float(rollout.lengths.float().mean()),
-                **{f"time/{k}": v for k, v in clock.seconds.items()}}
+        return StepResult({**stats, "reward/mean": float(scored.rewards.mean()), "completion_length/mean": float(rollout.lengths.float().mean()),
+                           **{f"time/{k}": v for k, v in clock.seconds.items()}, "step_seconds": sum(clock.seconds.values())})
 
     @torch.no_grad()
     def values(self, rollout: Rollout) -> torch.Tensor:
         out = torch.zeros(rollout.completion_ids.shape)
-        for mb in micro_batches(rollout, rollout.completion_mask, self.grpo.config.optim.micro_batch_tokens):
+        for mb in micro_batches(rollout, rollout.completion_mask, self.config.optim.micro_batch_tokens):
             v = self.critic(mb.prompt_ids[mb.row_prompt], mb.prompt_mask[mb.row_prompt], mb.completion_ids, mb.completion_mask)
             out[mb.rows, : v.shape[1]] = v
         return out
@@ -96,7 +116,7 @@ class PPOTrainer:
         tokens = float(mask.sum().clamp(min=1))
         clip, total = self.settings.value_clip, 0.0
         self.critic_optimizer.zero_grad(set_to_none=True)
-        for mb in micro_batches(rollout, mask, self.grpo.config.optim.micro_batch_tokens):
+        for mb in micro_batches(rollout, mask, self.config.optim.micro_batch_tokens):
             lc = mb.completion_ids.shape[1]
             v = self.critic(mb.prompt_ids[mb.row_prompt], mb.prompt_mask[mb.row_prompt], mb.completion_ids, mb.completion_mask)
             old, target = old_values[mb.rows, :lc], returns[mb.rows, :lc]
@@ -107,3 +127,15 @@ class PPOTrainer:
         torch.nn.utils.clip_grad_norm_(self.critic.parameters(), 1.0)
         self.critic_optimizer.step()
         return total
+
+    def progress(self, metrics: dict[str, float]) -> dict[str, str]:
+        return {"reward": f"{metrics['reward/mean']:.2f}", "value_loss": f"{metrics['value_loss']:.3f}"}
+
+    def state_dict(self) -> dict[str, Any]:
+        """GRPO's state plus the critic's weights and optimizer (the critic is not a transformers model of its own)."""
+        return {**self.grpo.state_dict(), "critic": self.critic.state_dict(), "critic_optimizer": self.critic_optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.grpo.load_state_dict(state)
+        self.critic.load_state_dict(state["critic"])
+        self.critic_optimizer.load_state_dict(state["critic_optimizer"])

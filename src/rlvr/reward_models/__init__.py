@@ -8,12 +8,10 @@ trained on preference pairs so that the chosen completion scores above the rejec
 
 - pairs.py: `load_pairs` from JSONL (prompt, chosen, rejected) and the seeded held-out split
 - bradley_terry.py: `bradley_terry_loss`, `pairwise_accuracy` (pure tensor maths)
-- model.py: loading a one-output classifier (`tiny`, `smollm2`, a directory), rendering and scoring text
-- stats.py: the mean and std of training scores saved with each checkpoint, for normalisation
-- train.py: `train_reward_model(config)`, the loop, checkpoints and summary.json
-- scoring.py: `RewardModelScorer` (outcome scores) and `ProcessRewardScorer` (product of step probabilities)
-- reward.py: the built-in GRPO reward `reward_model` (normalised scores, one model per path)
+- train.py: `RewardModelTrainer`, a recipe of the run core, and `train_reward_model(config, resume=...)`
 - cli.py: ``rlvr rm``
 
+The model itself (loading a one-output classifier, scoring text, the score statistics) is
+rlvr.models.reward_model; using it as a reward or a best-of-N scorer is rlvr.rewards.reward_model.
 Nothing heavy is imported here, so ``rlvr`` starts fast whichever command it runs.
 """

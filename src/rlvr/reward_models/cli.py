@@ -1,10 +1,11 @@
-"""``rlvr rm --data pairs.jsonl [--model tiny|smollm2|DIR] [--config FILE] [--set KEY=VALUE] [--output-dir DIR]``."""
+"""``rlvr rm --data pairs.jsonl [--model tiny|smollm2|DIR] [--config FILE] [--set KEY=VALUE] [--output-dir DIR] [--resume RUN_DIR]``."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
-from rlvr.run_options import add_run_options
+from rlvr.run.options import add_run_options, check_resume_options
 
 
 def add_rm_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -12,22 +13,26 @@ def add_rm_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPa
     p = subparsers.add_parser("rm", help="train a Bradley–Terry reward model on preference pairs (prompt, chosen, rejected)")
     p.add_argument("--data", help="a .jsonl file, one {\"prompt\", \"chosen\", \"rejected\"} object per line")
     p.add_argument("--model", help="backbone: tiny, smollm2, a .gguf file or a checkpoint directory (default: smollm2)")
-    add_run_options(p, config_help="YAML file of RewardModelConfig settings", set_example="lr=1e-4",
-                    default_dir="runs/reward_model", steps_help="optimizer steps (default: one epoch)", resume=False)
+    add_run_options(p, config_help="YAML file of RewardModelConfig settings", set_example="optim.lr=1e-4",
+                    default_dir="runs/reward_model", steps_help="optimizer steps (default: one epoch)")
     return p
 
 
 def run_rm(args: argparse.Namespace) -> int:
     # heavy imports only once the arguments are known to be sound
-    from rlvr.config import RewardModelConfig
-    from rlvr.config import load_command_config
+    from rlvr.config import RewardModelConfig, load_command_config
     from rlvr.reward_models.train import train_reward_model
+    from rlvr.run import resume_config
 
-    config = load_command_config(
-        RewardModelConfig, args.config, args.overrides,
-        **{"data": args.data, "model.name": args.model, "output_dir": args.output_dir, "max_steps": args.max_steps},
-    )
-    summary = train_reward_model(config)
+    check_resume_options(args)
+    cli = {"data": args.data, "model.name": args.model, "max_steps": args.max_steps}
+    if args.resume:
+        config = resume_config(RewardModelConfig, Path(args.resume), args.overrides, **cli)
+    else:
+        config = load_command_config(RewardModelConfig, args.config, args.overrides, output_dir=args.output_dir, **cli)
+    summary = train_reward_model(config, resume=bool(args.resume))
+    if "stopped_at" in summary:
+        return 0
     print(f"\nrun directory: {summary['run_dir']}   ({summary['steps']} steps, {summary['train_pairs']} training pairs)")
     for block in ("before", "after"):
         if summary[block]:

@@ -16,9 +16,8 @@ from pathlib import Path
 
 from rlvr.data.sources import describe_value, is_messages
 from rlvr.errors import UserError
+from rlvr.records import Prompt
 
-Messages = list[dict[str, str]]
-Prompt = str | Messages
 FIELDS = ("prompt", "chosen", "rejected")
 
 

@@ -1,11 +1,11 @@
-"""Train a Bradley–Terry reward model on preference pairs: `train_reward_model(config)`.
+"""Train a Bradley–Terry reward model on preference pairs, as a recipe of the run core: `train_reward_model(config)`.
 
     pairs ─▶ held-out split ─▶ batches of pairs ─▶ scores r_c, r_r ─▶ −log σ(r_c − r_r) ─▶ AdamW step
 
-The run directory mirrors `rlvr train`'s: config.yaml, metrics.jsonl (loss and pairwise accuracy
-per step), checkpoints/step-N/ (renamed into place, so Ctrl-C never leaves a half-written one;
-model/ holds the weights, the tokenizer and the score statistics used for normalisation) and
-summary.json (held-out pairwise accuracy before and after training, with 95% Wilson intervals).
+The run directory is `rlvr train`'s (rlvr.paths): config.yaml, metrics.jsonl (loss and pairwise
+accuracy per step), tensorboard/, checkpoints/step-N/ (model/ holds the weights, the tokenizer and
+the score statistics used for normalisation) and summary.json (held-out pairwise accuracy before and
+after training, with 95% Wilson intervals). `--resume` continues a run exactly, as for every recipe.
 """
 
 from __future__ import annotations
@@ -13,127 +13,129 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm import tqdm
 
 from rlvr.config import RewardModelConfig
-from rlvr.config import save_config
 from rlvr.errors import UserError
 from rlvr.evaluate.accuracy import wilson_interval
+from rlvr.models.devices import autocast, compute_dtype, resolve_device
+from rlvr.models.reward_model import STATS_FILE, ScoreStats, encode, forward_scores, load_reward_model, score_stats, score_texts
+from rlvr.optim import build_optimizer
 from rlvr.reward_models.bradley_terry import bradley_terry_loss, pairwise_accuracy, pairwise_wins
-from rlvr.reward_models.model import encode, forward_scores, load_reward_model, score_texts
 from rlvr.reward_models.pairs import PreferencePair, load_pairs, split_pairs
-from rlvr.reward_models.stats import STATS_FILE, ScoreStats, score_stats
-from rlvr.train import checkpoint as ckpt
-from rlvr.train.loop import StopFlag, stop_on_ctrl_c
-from rlvr.train.prompts import batch_order
-from rlvr.train.metrics import MetricsWriter
+from rlvr.run import Schedule, StepResult, batch_order, launch, save_pretrained
+from rlvr.run.loop import OnStepEnd
 
 
-def train_reward_model(config: RewardModelConfig, on_step_end: Callable[[int, dict[str, float], StopFlag], None] | None = None) -> dict[str, Any]:
-    """Train, checkpoint and evaluate a reward model as `config` says; return (and write) the summary."""
-    config.validate()
-    torch.set_num_threads(config.threads or torch.get_num_threads())
-    torch.manual_seed(config.seed)
-    run_dir = Path(config.output_dir)
-    if ckpt.latest_checkpoint(run_dir) is not None:
-        raise UserError(f"{run_dir} already holds a reward model run: pick another --output-dir (or delete it)")
-    train, held_out = split_pairs(load_pairs(config.data), config.eval_fraction, config.seed)
-    model, tokenizer = load_reward_model(config.model.name, config.model.cache_dir, config.seed)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    save_config(config, run_dir / "config.yaml")
-    before = held_out_accuracy(model, tokenizer, held_out, config)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.optim.lr, weight_decay=config.optim.weight_decay)
-    batches = batch_order(len(train), config.batch_size, total_steps(len(train), config), config.seed)
-    flag, writer, step, start = StopFlag(), MetricsWriter(run_dir, tensorboard=False), 0, time.perf_counter()
-    bar = tqdm(total=len(batches), desc="reward model", unit="step", dynamic_ncols=True)
-    model.train()
-    try:
-        with stop_on_ctrl_c(flag):
-            for step, indices in enumerate(batches, start=1):
-                metrics = train_step(model, tokenizer, optimizer, [train[i] for i in indices], config)
-                writer.write(step, metrics)
-                bar.update(1)
-                bar.set_postfix(loss=f"{metrics['loss']:.3f}", acc=f"{metrics['accuracy']:.2f}")
-                if on_step_end is not None:
-                    on_step_end(step, metrics, flag)
-                if flag.stop_requested:
-                    break
-                if config.save_every and step % config.save_every == 0 and step < len(batches):
-                    save(run_dir, step, model, tokenizer, train, config)
-    finally:
-        bar.close()
-        writer.close()
-    stats, path = save(run_dir, step, model, tokenizer, train, config)
-    summary = {
-        "steps": step, "stopped_early": step < len(batches), "train_seconds": round(time.perf_counter() - start, 1),
-        "model": config.model.name, "data": config.data, "train_pairs": len(train), "held_out_pairs": len(held_out),
-        "seed": config.seed, "before": before, "after": held_out_accuracy(model, tokenizer, held_out, config),
-        "score_stats": asdict(stats), "checkpoint": str(path), "run_dir": str(run_dir),
-    }
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-    return summary
+def train_reward_model(config: RewardModelConfig, *, resume: bool = False, on_step_end: OnStepEnd | None = None) -> dict[str, Any]:
+    """Train a reward model as `config` says (`resume`: continue the run in config.output_dir); return its summary."""
+    return launch(RewardModelTrainer, config, resume=resume, on_step_end=on_step_end)
 
 
-def train_step(model: torch.nn.Module, tokenizer: Any, optimizer: torch.optim.Optimizer, pairs: list[PreferencePair], config: RewardModelConfig) -> dict[str, float]:
-    """One AdamW step on the Bradley–Terry loss of `pairs`; chosen and rejected share one forward."""
-    started = time.perf_counter()
-    n = len(pairs)
-    ids, mask = encode(tokenizer, [p.prompt for p in pairs] * 2, [p.chosen for p in pairs] + [p.rejected for p in pairs], config.max_length)
-    scores = forward_scores(model, ids, mask)  # [2n]: n chosen, then n rejected
-    chosen, rejected = scores[:n], scores[n:]
-    loss = bradley_terry_loss(chosen, rejected)
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    clip = config.optim.max_grad_norm if config.optim.max_grad_norm > 0 else float("inf")
-    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-    optimizer.step()
-    chosen, rejected = chosen.detach(), rejected.detach()
-    return {
-        "loss": float(loss.detach()), "accuracy": pairwise_accuracy(chosen, rejected), "margin": float((chosen - rejected).mean()),
-        "grad_norm": float(grad_norm), "tokens": int(mask.sum()), "step_seconds": time.perf_counter() - started,
-    }
+class RewardModelTrainer:
+    command, label = "rm", "reward model"
 
+    def __init__(self, config: RewardModelConfig, checkpoint: Path | None = None):
+        """The pairs (read before the model: a bad row fails in a second), the model and the plan of steps."""
+        self.config, c = config, config
+        self.train, self.held_out = split_pairs(load_pairs(c.data), c.eval_fraction, c.seed)
+        self.device = resolve_device(c.model.device)
+        self.dtype = compute_dtype(c.model.dtype, self.device)
+        self.model, self.tokenizer = load_reward_model(str(checkpoint / "model") if checkpoint else c.model.name, c.model.cache_dir, c.seed)
+        self.model.to(self.device).train()
+        steps = c.max_steps or c.epochs * -(-len(self.train) // c.batch_size)
+        self.optimizer, self.scheduler = build_optimizer(self.model, c.optim, steps)
+        self.plan = batch_order(len(self.train), c.batch_size, steps, c.seed)  # each step's pairs
+        self.step_count = 0
+        self.schedule = Schedule(steps, save_every=c.save_every)
 
-def held_out_accuracy(model: torch.nn.Module, tokenizer: Any, pairs: list[PreferencePair], config: RewardModelConfig) -> dict[str, Any] | None:
-    """Pairwise accuracy on `pairs` with its 95% Wilson interval (ties count half); None if there are none."""
-    if not pairs:
-        return None
-    prompts = [p.prompt for p in pairs]
-    kw = {"max_length": config.max_length, "batch_size": 2 * config.batch_size}
-    chosen = torch.tensor(score_texts(model, tokenizer, prompts, [p.chosen for p in pairs], **kw))
-    rejected = torch.tensor(score_texts(model, tokenizer, prompts, [p.rejected for p in pairs], **kw))
-    wins = float(pairwise_wins(chosen, rejected).sum())
-    return {"n": len(pairs), "pairwise_accuracy": asdict(wilson_interval(wins, len(pairs))), "margin": float((chosen - rejected).mean())}
+    def step(self) -> StepResult:
+        """One AdamW step on the Bradley–Terry loss of the step's pairs; chosen and rejected share one forward."""
+        started, c = time.perf_counter(), self.config
+        pairs: list[PreferencePair] = [self.train[i] for i in self.plan[self.step_count]]
+        n = len(pairs)
+        ids, mask = encode(self.tokenizer, [p.prompt for p in pairs] * 2, [p.chosen for p in pairs] + [p.rejected for p in pairs],
+                           c.max_length)
+        with autocast(self.device, self.dtype):
+            scores = forward_scores(self.model, ids, mask).float()  # [2n]: n chosen, then n rejected
+        chosen, rejected = scores[:n], scores[n:]
+        loss = bradley_terry_loss(chosen, rejected)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, c.optim.max_grad_norm if c.optim.max_grad_norm > 0 else float("inf"))
+        self.optimizer.step()
+        self.scheduler.step()
+        self.step_count += 1
+        chosen, rejected = chosen.detach(), rejected.detach()
+        return StepResult({
+            "loss": float(loss.detach()), "accuracy": pairwise_accuracy(chosen, rejected), "margin": float((chosen - rejected).mean()),
+            "grad_norm": float(grad_norm), "tokens": int(mask.sum()), "step_seconds": time.perf_counter() - started,
+        })
 
+    def evaluate(self) -> dict[str, Any] | None:
+        """Pairwise accuracy on the held-out pairs with its 95% Wilson interval (ties count half); None if there are none."""
+        if not self.held_out:
+            return None
+        prompts = [p.prompt for p in self.held_out]
+        chosen = torch.tensor(self.scores(prompts, [p.chosen for p in self.held_out]))
+        rejected = torch.tensor(self.scores(prompts, [p.rejected for p in self.held_out]))
+        wins = float(pairwise_wins(chosen, rejected).sum())
+        return {"n": len(self.held_out), "pairwise_accuracy": asdict(wilson_interval(wins, len(self.held_out))),
+                "margin": float((chosen - rejected).mean())}
 
-def measure_stats(model: torch.nn.Module, tokenizer: Any, pairs: list[PreferencePair], config: RewardModelConfig) -> ScoreStats:
-    """Mean and std of the scores of the training completions, chosen and rejected (a seeded
-    sample of `config.stats_completions` of them, or all when 0)."""
-    items = [(p.prompt, c) for p in pairs for c in (p.chosen, p.rejected)]
-    if config.stats_completions and len(items) > config.stats_completions:
-        items = random.Random(config.seed).sample(items, config.stats_completions)
-    scores = score_texts(
-        model, tokenizer, [p for p, _ in items], [c for _, c in items], max_length=config.max_length, batch_size=2 * config.batch_size
-    )
-    return score_stats(scores, config.max_length)
+    def scores(self, prompts: list[Any], completions: list[str]) -> list[float]:
+        with autocast(self.device, self.dtype):
+            return score_texts(self.model, self.tokenizer, prompts, completions, max_length=self.config.max_length,
+                               batch_size=2 * self.config.batch_size)
 
+    def measure_stats(self) -> ScoreStats:
+        """Mean and std of the scores of the training completions, chosen and rejected (a seeded
+        sample of `stats_completions` of them, or all when 0)."""
+        c = self.config
+        items = [(p.prompt, completion) for p in self.train for completion in (p.chosen, p.rejected)]
+        if c.stats_completions and len(items) > c.stats_completions:
+            items = random.Random(c.seed).sample(items, c.stats_completions)
+        return score_stats(self.scores([p for p, _ in items], [x for _, x in items]), c.max_length)
 
-def save(run_dir: Path, step: int, model: torch.nn.Module, tokenizer: Any, train: list[PreferencePair], config: RewardModelConfig) -> tuple[ScoreStats, Path]:
-    """Checkpoint step `step` atomically, its score statistics inside model/."""
-    stats = measure_stats(model, tokenizer, train, config)
-    path = ckpt.save_checkpoint(
-        run_dir, step, policy=model, tokenizer=tokenizer, trainer_state={"step": step}, config=config,
-        extra_files={f"model/{STATS_FILE}": stats.to_json()},
-    )
-    return stats, path
+    def eval_metrics(self, evaluation: dict[str, Any]) -> dict[str, float]:
+        return {"eval/pairwise_accuracy": evaluation["pairwise_accuracy"]["mean"]}
 
+    def describe(self, evaluation: dict[str, Any]) -> str:
+        a = evaluation["pairwise_accuracy"]
+        return f"held-out pairwise accuracy {100 * a['mean']:.1f}% [{100 * a['low']:.1f}, {100 * a['high']:.1f}] (n={evaluation['n']})"
 
-def total_steps(n_train: int, config: RewardModelConfig) -> int:
-    """max_steps, or the steps `epochs` passes over n_train pairs take."""
-    return config.max_steps or config.epochs * -(-n_train // config.batch_size)
+    def progress(self, metrics: dict[str, float]) -> dict[str, str]:
+        return {"loss": f"{metrics['loss']:.3f}", "acc": f"{metrics['accuracy']:.2f}"}
+
+    def write_checkpoint(self, folder: Path) -> None:
+        """model/: weights, tokenizer and the score statistics that normalise the reward (measured now)."""
+        save_pretrained(folder / "model", self.model, self.tokenizer)
+        (folder / "model" / STATS_FILE).write_text(self.measure_stats().to_json())
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(), "train_pairs": len(self.train)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if "optimizer" not in state:
+            raise UserError("cannot resume: this checkpoint was written by an rlvr that did not save the reward model's "
+                            "optimizer; train it again (its model/ folder still works as a reward)")
+        if state["train_pairs"] != len(self.train):
+            raise UserError(f"cannot resume: the run trained on {state['train_pairs']} pairs and the data now gives "
+                            f"{len(self.train)}; resume with the same data and eval_fraction")
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.step_count = state["step"]
+
+    def summary(self, before: dict[str, Any] | None, after: dict[str, Any] | None, seconds: float, checkpoint: Path) -> dict[str, Any]:
+        c = self.config
+        stats = json.loads((checkpoint / "model" / STATS_FILE).read_text())
+        return {
+            "steps": self.step_count, "train_seconds": round(seconds, 1), "model": c.model.name, "data": c.data,
+            "train_pairs": len(self.train), "held_out_pairs": len(self.held_out), "seed": c.seed, "before": before,
+            "after": after, "score_stats": stats, "checkpoint": str(checkpoint), "run_dir": c.output_dir,
+        }

@@ -27,7 +27,7 @@ from types import ModuleType
 from typing import Any
 
 from rlvr.errors import UserError
-from rlvr.reward_models.reward import reward_model
+from rlvr.rewards.reward_model import reward_model
 from rlvr.rewards.code import code_continuation_all, code_tests, code_tests_all
 from rlvr.rewards.countdown import countdown
 from rlvr.rewards.format import boxed_format, soft_think_answer_format, think_answer_format

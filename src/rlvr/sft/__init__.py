@@ -4,11 +4,8 @@
     masking.py   which tokens are trained: completions / assistant turns and their end-of-turn token
     packing.py   a step's examples -> micro-batches, optionally packed with block-diagonal attention
     loss.py      Σ NLL of the trained tokens; held-out loss
-    train.py     train_sft(config): the loop, checkpoints, resume, summary
+    train.py     SFTTrainer, a recipe of the run core, and train_sft(config, resume=...)
+    cli.py       `rlvr sft`
+
+Nothing is imported here, so `rlvr` starts fast whichever command it runs.
 """
-
-from rlvr.sft.data import SFTData, SFTExample, prepare_data, read_rows
-from rlvr.sft.masking import IGNORE
-from rlvr.sft.train import resume_config, train_sft
-
-__all__ = ["IGNORE", "SFTData", "SFTExample", "prepare_data", "read_rows", "resume_config", "train_sft"]

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rlvr.errors import UserError
-from rlvr.run_options import add_run_options
+from rlvr.run.options import add_run_options, check_resume_options
 
 
 def add_sft_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -21,18 +20,19 @@ def add_sft_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
 
 def run_sft(args: argparse.Namespace) -> int:
     # heavy imports only once the arguments are known to be sound
-    from rlvr.config import SFTConfig
-    from rlvr.config import load_command_config
-    from rlvr.sft.train import resume_config, train_sft
+    from rlvr.config import SFTConfig, load_command_config
+    from rlvr.run import resume_config
+    from rlvr.sft.train import train_sft
 
+    check_resume_options(args)
     cli = {"data": args.data, "model.name": args.model, "max_steps": args.max_steps}
     if args.resume:
-        if args.config or args.output_dir:
-            raise UserError("--resume continues a run with its own config and directory: drop --config/--output-dir (use --set to change a setting)")
-        config = resume_config(Path(args.resume), args.overrides, **cli)
+        config = resume_config(SFTConfig, Path(args.resume), args.overrides, **cli)
     else:
         config = load_command_config(SFTConfig, args.config, args.overrides, output_dir=args.output_dir, **cli)
     summary = train_sft(config, resume=bool(args.resume))
+    if "stopped_at" in summary:
+        return 0
     print(f"\nrun directory: {summary['run_dir']}   ({summary['steps']} steps, {summary['train_examples']} training examples"
           f", {summary['dropped_too_long']} dropped as too long)")
     for block in ("before", "after"):
@@ -41,7 +41,5 @@ def run_sft(args: argparse.Namespace) -> int:
             print(f"  {block:6s} held-out loss {b['loss']:.4f}   perplexity {b['perplexity']:.2f}   ({b['tokens']} completion tokens)")
     if not summary["before"]:
         print("  no held-out rows (eval_fraction = 0): loss not measured")
-    if summary["stopped_early"]:
-        print(f"  stopped early; continue with: rlvr sft --resume {summary['run_dir']}")
     print(f"  use it: rlvr train --set model.name={summary['run_dir']}   or   rlvr eval --model {summary['run_dir']}")
     return 0

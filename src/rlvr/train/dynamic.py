@@ -11,7 +11,7 @@ rounds; if the cap is reached, the batch is topped up with set-aside groups so i
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -41,8 +41,8 @@ def fill_informative(first: ScoredRollout, sample_more: Callable[[int], ScoredRo
         sampled.append(sample_more(len(sampled)))
     short = want - sum(k.rollout.num_prompts for k in kept)
     parts = kept + ([take_groups(concat_scored(spare), list(range(short)))] if short else [])
-    batch = concat_scored([p for p in parts if p.rollout.num_prompts])
-    batch.reward_seconds = concat_scored(sampled).reward_seconds  # every round's scoring time
+    batch = replace(concat_scored([p for p in parts if p.rollout.num_prompts]),
+                    reward_seconds=concat_scored(sampled).reward_seconds)  # every round's scoring time
     dropped = sum(s.rollout.num_prompts for s in spare)
     return batch, FillStats(rounds=len(sampled), dropped_groups=dropped, padded_groups=short)
 

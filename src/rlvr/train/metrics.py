@@ -1,29 +1,65 @@
-"""Per-step training metrics: computed from the step's records, written to metrics.jsonl and TensorBoard."""
+"""What a GRPO step reports, computed from its records in one call, and the groups it records.
+
+    TrainBatch + update statistics + phase times ─step_metrics─▶ {name: number} ─▶ metrics.jsonl / TensorBoard
+"""
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from rlvr.advantages import zero_variance_groups
 from rlvr.evaluate.emergence import length_quantiles, reflection_rate, reward_spread
+from rlvr.models.devices import peak_memory_gb
 from rlvr.records import ScoredRollout, TrainBatch
+from rlvr.rewards import workers
+from rlvr.train.dynamic import FillStats
 
 
-def _nan_stats(values: torch.Tensor) -> tuple[float, float]:
-    """Mean and population std over the non-NaN entries (NaN = reward not applicable)."""
-    v = values[~torch.isnan(values)]
-    if v.numel() == 0:
-        return math.nan, math.nan
-    return float(v.mean()), float(v.std(correction=0))
+@dataclass(frozen=True)
+class MetricSources:
+    """What the step's records do not hold: names and checks fixed for the run."""
+
+    correctness: str  # the reward whose mean is logged as `accuracy`
+    reflection_phrases: list[str]
+    format_check: Callable[..., list[Any]]  # the format reward the template asks for (boxed or think/answer)
+    device: torch.device
 
 
-def emergence_metrics(scored: ScoredRollout, phrases: list[str], format_check: Callable[..., list]) -> dict[str, float]:
+def step_metrics(batch: TrainBatch, updates: list[dict[str, float]], seconds: dict[str, float], fill: FillStats | None,
+                 sources: MetricSources) -> dict[str, float]:
+    """Everything worth plotting about one step. `updates` holds one entry per policy update (μ)."""
+    scored, rollout = batch.scored, batch.rollout
+    lengths = rollout.lengths.float()
+    m: dict[str, float] = {"reward/mean": float(scored.rewards.mean()), "reward/std": float(scored.rewards.std(correction=0))}
+    for name, values in scored.reward_components.items():
+        m[f"reward/{name}/mean"], m[f"reward/{name}/std"] = _nan_stats(values)
+        m[f"reward/{name}/seconds"] = scored.reward_seconds.get(name, 0.0)
+    m["accuracy"] = m[f"reward/{sources.correctness}/mean"]
+    m["zero_variance_fraction"] = float(zero_variance_groups(scored.rewards).float().mean())
+    m["advantage/abs_mean"] = float(completion_advantages(batch).abs().mean())
+    m["completion_length/mean"], m["completion_length/max"] = float(lengths.mean()), float(lengths.max())
+    m["truncation_rate"] = float(rollout.truncated.float().mean())
+    m["entropy"], m["lr"] = updates[0]["entropy"], updates[0]["lr"]  # the step's first update; the rest average over μ
+    for key in ("loss", "kl", "clip_low_fraction", "clip_high_fraction", "grad_norm"):
+        m[key] = sum(u[key] for u in updates) / len(updates)
+    m.update({f"time/{key}": value for key, value in seconds.items()})
+    m["step_seconds"] = sum(seconds.values())
+    m["tokens_per_second"] = float(lengths.sum()) / max(m["step_seconds"], 1e-9)
+    m["memory/peak_gb"] = peak_memory_gb(sources.device)
+    m.update(emergence_metrics(scored, sources.reflection_phrases, sources.format_check))
+    verifier = workers.stats()  # cumulative: a rising count means answers that hit the time bound
+    m["verifier/timeouts"], m["verifier/failures"] = verifier.timeouts, verifier.failures
+    if fill is not None:
+        m["sampling/rounds"], m["sampling/dropped_groups"], m["sampling/padded_groups"] = fill.rounds, fill.dropped_groups, fill.padded_groups
+    return m
+
+
+def emergence_metrics(scored: ScoredRollout, phrases: list[str], format_check: Callable[..., list[Any]]) -> dict[str, float]:
     """Length distribution, reflection rate, share in the expected format, per-group reward spread (evaluate/emergence.py)."""
     r = scored.rollout
     m = {f"completion_length/{k}": v for k, v in length_quantiles(r.lengths.tolist()).items()}
@@ -33,59 +69,24 @@ def emergence_metrics(scored: ScoredRollout, phrases: list[str], format_check: C
     return m
 
 
-def step_metrics(batch: TrainBatch, updates: list[dict[str, float]], seconds: dict[str, float]) -> dict[str, float]:
-    """Everything worth plotting about one step. `updates` holds one entry per policy update (μ)."""
-    scored, rollout = batch.scored, batch.rollout
-    lengths = rollout.lengths.float()
-    m: dict[str, float] = {}
-    m["reward/mean"], m["reward/std"] = float(scored.rewards.mean()), float(scored.rewards.std(correction=0))
-    for i, (name, values) in enumerate(scored.reward_components.items()):
-        m[f"reward/{name}/mean"], m[f"reward/{name}/std"] = _nan_stats(values)
-        m[f"reward/{name}/seconds"] = scored.reward_seconds.get(name, 0.0)
-        if i == 0:  # the first reward in the config is the task's correctness check
-            m["accuracy"] = m[f"reward/{name}/mean"]
-    m["zero_variance_fraction"] = float(zero_variance_groups(scored.rewards).float().mean())
-    m["advantage/abs_mean"] = float(batch.advantages.abs().mean())
-    m["completion_length/mean"], m["completion_length/max"] = float(lengths.mean()), float(lengths.max())
-    m["truncation_rate"] = float(rollout.truncated.float().mean())
-    first = updates[0]
-    m["entropy"] = first["entropy"]
-    m["lr"] = first["lr"]  # the rate of the step's first update; the others are averaged over the μ updates
-    for key in ("loss", "kl", "clip_low_fraction", "clip_high_fraction", "grad_norm"):
-        m[key] = sum(u[key] for u in updates) / len(updates)
-    for key, value in seconds.items():
-        m[f"time/{key}"] = value
-    m["step_seconds"] = sum(seconds.values())
-    m["tokens_per_second"] = float(lengths.sum()) / max(m["step_seconds"], 1e-9)
-    return m
+def completion_advantages(batch: TrainBatch) -> torch.Tensor:
+    """[N] one advantage per completion: its first token's (all of them under outcome supervision)."""
+    return batch.advantages[:, 0]
 
 
-class MetricsWriter:
-    """Appends one JSON object per step to metrics.jsonl (flushed at once) and mirrors it to TensorBoard."""
+def sample_groups(batch: TrainBatch, groups: int = 2) -> list[dict[str, Any]]:
+    """The first groups of the step as samples.jsonl rows: prompt, completions, rewards, advantages, tokens."""
+    r, g, advantages = batch.rollout, batch.rollout.group_size, completion_advantages(batch)
+    return [{
+        "prompt": r.examples[p].prompt, "completions": r.completions[p * g:(p + 1) * g],
+        "rewards": batch.scored.rewards[p].tolist(), "advantages": advantages[p * g:(p + 1) * g].tolist(),
+        "tokens": r.lengths[p * g:(p + 1) * g].tolist(),
+    } for p in range(min(groups, r.num_prompts))]
 
-    def __init__(self, run_dir: Path, tensorboard: bool = True):
-        self.path = run_dir / "metrics.jsonl"
-        self._file = self.path.open("a")
-        self._tb = None
-        if tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError:  # tensorboard is a declared dependency; a stripped install only loses the mirror
-                SummaryWriter = None
-            if SummaryWriter is not None:
-                self._tb = SummaryWriter(str(run_dir / "tensorboard"))
 
-    def write(self, step: int, metrics: dict[str, Any]) -> None:
-        record = {"step": step, **{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in metrics.items()}}
-        self._file.write(json.dumps(record) + "\n")
-        self._file.flush()
-        if self._tb is not None:
-            for key, value in metrics.items():
-                if isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value)):
-                    self._tb.add_scalar(key, value, step)
-            self._tb.flush()
-
-    def close(self) -> None:
-        self._file.close()
-        if self._tb is not None:
-            self._tb.close()
+def _nan_stats(values: torch.Tensor) -> tuple[float, float]:
+    """Mean and population std over the non-NaN entries (NaN = reward not applicable)."""
+    v = values[~torch.isnan(values)]
+    if v.numel() == 0:
+        return math.nan, math.nan
+    return float(v.mean()), float(v.std(correction=0))

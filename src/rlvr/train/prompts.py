@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import random
-
 import torch
 
 
@@ -34,26 +32,12 @@ class PromptStream:
             self.position += 1
         return batch
 
+    def observe(self, positions: list[int], accuracies: list[float]) -> None:
+        """Shuffled epochs do not depend on how the model fares (CurriculumStream's do)."""
+
     def state_dict(self) -> dict[str, int]:
         return {"epoch": self.epoch, "position": self.position}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         self.epoch, self.position = state["epoch"], state["position"]
         self._order = self._permutation()
-
-
-def batch_order(n: int, batch_size: int, steps: int, seed: int) -> list[list[int]]:
-    """Indices of the pairs in each of `steps` batches: passes over range(n), each shuffled with
-    its own seed; the last batch of a pass may be shorter.
-
-    >>> batch_order(5, 2, 4, seed=0)
-    [[2, 1], [0, 4], [3], [2, 3]]
-    """
-    batches: list[list[int]] = []
-    epoch = 0
-    while len(batches) < steps:
-        order = list(range(n))
-        random.Random(seed * 1_000_003 + epoch).shuffle(order)
-        batches += [order[i : i + batch_size] for i in range(0, n, batch_size)]
-        epoch += 1
-    return batches[:steps]

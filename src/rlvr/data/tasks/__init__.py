@@ -6,7 +6,7 @@ reach the task's default reward functions as keyword arguments.
 
 >>> sorted(TASKS)
 ['arithmetic', 'countdown', 'game24', 'sudoku']
->>> get_task("arithmetic").default_rewards
+>>> get_task("arithmetic").scoring.rewards
 (('math_accuracy', 1.0), ('boxed_format', 0.1))
 """
 
@@ -16,29 +16,38 @@ import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from rlvr.data.scoring import MATH
 from rlvr.data.tasks import arithmetic, countdown, game24, sudoku
 from rlvr.errors import UserError
+from rlvr.records import Scoring
 
 
 @dataclass(frozen=True)
 class Task:
-    """A built-in task: its generator and the rewards that score it unless the config says otherwise."""
+    """A built-in task: its generator and how its rows are scored (unless the config says otherwise)."""
 
     name: str
     generate: Callable[..., list[dict]]  # (n, *, split="train", seed=0, difficulty=1) -> rows
-    default_rewards: tuple[tuple[str, float], ...]  # (reward function name, weight); names from rlvr.rewards
+    scoring: Scoring
     description: str
-    accuracy_rewards: tuple[str, str]  # (strict, lenient) correctness checks used for held-out evaluation
     few_shot: tuple[tuple[str, str], ...] = ()  # (prompt, completion) example exchanges shown before each prompt
 
+
+def puzzle(check: str, description: str) -> Scoring:
+    """A puzzle has one way to read an answer: its check is both the strict and the lenient one."""
+    return Scoring(rewards=((check, 1.0), ("boxed_format", 0.1)), strict=check, lenient=check, extraction=(description,) * 2)
+
+
+COUNTDOWN = "reach a target with 3-5 numbers, each used once, and + - * /; difficulty 1-3"
+GAME24 = "make 24 from four numbers 1-13, each used once; difficulty 1-3: many, few, fractions only"
+SUDOKU = "fill a mini Sudoku with one solution; difficulty 1-4: 4x4, 6 or 10 blanks; 6x6, 14 or 22"
 
 TASKS: dict[str, Task] = {
     "arithmetic": Task(
         name="arithmetic",
         generate=arithmetic.generate,
-        default_rewards=(("math_accuracy", 1.0), ("boxed_format", 0.1)),
+        scoring=MATH,
         description="integer arithmetic, difficulty 1-4: one-digit sums up to three-term + - * expressions",
-        accuracy_rewards=("math_accuracy", "math_accuracy_lenient"),
         # One exchange that shows the answer format and nothing else: a bare \boxed{N}, no working.
         # 10 + 10 lies outside every difficulty-1 problem, so it leaks no held-out answer.
         few_shot=(("What is 10 + 10? Put your final answer in \\boxed{}.", "\\boxed{20}"),),
@@ -46,23 +55,20 @@ TASKS: dict[str, Task] = {
     "countdown": Task(
         name="countdown",
         generate=countdown.generate,
-        default_rewards=(("countdown", 1.0), ("boxed_format", 0.1)),
-        description="reach a target with 3-5 numbers, each used once, and + - * /; difficulty 1-3",
-        accuracy_rewards=("countdown", "countdown"),
+        scoring=puzzle("countdown", COUNTDOWN),
+        description=COUNTDOWN,
     ),
     "game24": Task(
         name="game24",
         generate=game24.generate,
-        default_rewards=(("countdown", 1.0), ("boxed_format", 0.1)),
-        description="make 24 from four numbers 1-13, each used once; difficulty 1-3: many, few, fractions only",
-        accuracy_rewards=("countdown", "countdown"),
+        scoring=puzzle("countdown", GAME24),
+        description=GAME24,
     ),
     "sudoku": Task(
         name="sudoku",
         generate=sudoku.generate,
-        default_rewards=(("sudoku", 1.0), ("boxed_format", 0.1)),
-        description="fill a mini Sudoku with one solution; difficulty 1-4: 4x4, 6 or 10 blanks; 6x6, 14 or 22",
-        accuracy_rewards=("sudoku", "sudoku"),
+        scoring=puzzle("sudoku", SUDOKU),
+        description=SUDOKU,
     ),
 }
 

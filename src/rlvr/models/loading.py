@@ -23,7 +23,10 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
+from rlvr import paths
+from rlvr.config import ModelConfig
 from rlvr.errors import UserError
+from rlvr.models.devices import compute_dtype, resolve_device
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -44,6 +47,22 @@ def load_model(
     return load_pretrained(resolve_model_path(name, cache_dir), **kwargs)
 
 
+def load_configured(m: ModelConfig, seed: int = 0, name: str | None = None) -> tuple[torch.nn.Module, Any, torch.device, torch.dtype]:
+    """(model on its device in train mode, tokenizer, device, forward dtype) as a `model:` config section
+    says; `name` (a checkpoint, when resuming) replaces m.name.
+
+    >>> model, tokenizer, device, dtype = load_configured(ModelConfig(name="tiny", device="cpu"))
+    >>> device, dtype, model.training
+    (device(type='cpu'), torch.float32, True)
+    """
+    device = resolve_device(m.device)
+    model, tokenizer = load_model(name or m.name, m.cache_dir, seed, m.attn_implementation)
+    model.to(device)
+    if m.gradient_checkpointing:
+        set_checkpointing(model, True)
+    return model.train(), tokenizer, device, compute_dtype(m.dtype, device)
+
+
 def resolve_model_path(name: str, cache_dir: str = "~/.cache/rlvr") -> str:
     """The checkpoint directory or hub id that `name` loads from (`smollm2` and `.gguf` files are converted once)."""
     if name == "smollm2":
@@ -57,18 +76,26 @@ def resolve_model_path(name: str, cache_dir: str = "~/.cache/rlvr") -> str:
 def find_model_dir(path: Path, marker: str = "config.json") -> Path | None:
     """The folder holding `marker` given it, a checkpoint (its model/ folder) or a run directory
     (its latest checkpoint); None when there is none, so `path` is used as given."""
-    from rlvr.train.checkpoint import latest_checkpoint
-
-    latest = latest_checkpoint(path) if path.is_dir() else None
-    for candidate in (path, path / "model", *([latest / "model"] if latest is not None else [])):
+    latest = paths.latest_checkpoint(path) if path.is_dir() else None
+    for candidate in (path, path / paths.MODEL, *([latest / paths.MODEL] if latest is not None else [])):
         if (candidate / marker).is_file():
             return candidate
     return None
 
 
+def set_checkpointing(model: torch.nn.Module, on: bool) -> None:
+    """Recompute activations in backward (or stop): transformers' activation checkpointing, under its
+    newer name where the installed version has it."""
+    verb = "enable" if on else "disable"
+    switch = getattr(model, f"activation_checkpointing_{verb}", None) or getattr(model, f"gradient_checkpointing_{verb}")
+    switch()
+
+
 def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
-    """A frozen, eval-mode copy (the reference model π_ref)."""
+    """A frozen, eval-mode copy (the reference model π_ref), without gradient checkpointing (it never runs backward)."""
     ref = copy.deepcopy(model).eval()
+    if any(getattr(module, "gradient_checkpointing", False) for module in ref.modules()):
+        set_checkpointing(ref, False)
     for p in ref.parameters():
         p.requires_grad_(False)
     return ref

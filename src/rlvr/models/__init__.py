@@ -1,0 +1,31 @@
+"""Models: loading the policy and its tokenizer (`tiny`, `smollm2`, a .gguf file, a checkpoint or run
+directory, a hub id), where and in what precision they compute, and reward models (a one-output head).
+
+    loading.py       load_model, build_tiny_model, resolve_model_path, frozen_copy
+    devices.py       model.device / model.dtype: the GPU path, autocast, peak memory
+    reward_model.py  a Bradley–Terry scorer: load, tokenise, score texts
+"""
+
+from rlvr.models.loading import (
+    build_tiny_model,
+    build_tiny_tokenizer,
+    convert_gguf,
+    find_model_dir,
+    frozen_copy,
+    load_configured,
+    load_model,
+    load_pretrained,
+    resolve_model_path,
+)
+
+__all__ = [
+    "build_tiny_model",
+    "build_tiny_tokenizer",
+    "convert_gguf",
+    "find_model_dir",
+    "frozen_copy",
+    "load_configured",
+    "load_model",
+    "load_pretrained",
+    "resolve_model_path",
+]

@@ -1,0 +1,43 @@
+"""The layout of a run directory, named in one place.
+
+    RUN_DIR/config.yaml            the effective config of the latest session
+    RUN_DIR/metrics.jsonl          one JSON object per step (and tensorboard/, its mirror)
+    RUN_DIR/samples.jsonl          groups of completions recorded every `sample_every` steps (GRPO)
+    RUN_DIR/summary.json           written when the run finishes
+    RUN_DIR/checkpoints/step-000010/{model/, trainer.pt, config.yaml, ...}
+
+A checkpoint directory is renamed into place only once complete (rlvr.run.checkpoint), so a
+directory named step-N is always whole; `latest_checkpoint` ignores anything else.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+CONFIG = "config.yaml"
+METRICS = "metrics.jsonl"
+SAMPLES = "samples.jsonl"
+SUMMARY = "summary.json"
+TENSORBOARD = "tensorboard"
+CHECKPOINTS = "checkpoints"
+STEP_PREFIX = "step-"
+MODEL = "model"  # inside a checkpoint: save_pretrained weights and tokenizer, loadable by transformers
+TRAINER_STATE = "trainer.pt"  # inside a checkpoint: optimizer, scheduler, data order, RNG, step
+
+
+def checkpoint_dir(run_dir: Path) -> Path:
+    return run_dir / CHECKPOINTS
+
+
+def step_dir(run_dir: Path, step: int) -> Path:
+    """checkpoints/step-000010 for step 10."""
+    return checkpoint_dir(run_dir) / f"{STEP_PREFIX}{step:06d}"
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    """The complete checkpoint with the highest step, or None."""
+    root = checkpoint_dir(run_dir)
+    if not root.is_dir():
+        return None
+    done = [p for p in root.iterdir() if p.is_dir() and p.name.startswith(STEP_PREFIX) and p.name[len(STEP_PREFIX):].isdigit()]
+    return max(done, key=lambda p: int(p.name[len(STEP_PREFIX):]), default=None)

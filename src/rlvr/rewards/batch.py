@@ -1,0 +1,57 @@
+"""The rewards stage of a step: every reward function on every completion of a Rollout.
+
+    Rollout ─score_rollout─▶ ScoredRollout      rewards [P, G] and each function's own values
+
+Reward functions are called the way TRL calls them (rlvr.rewards.combine), with the rows' columns as
+keywords; a chat prompt's completions are handed over as assistant messages, as TRL does.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from rlvr.records import Example, Rollout, ScoredRollout
+from rlvr.rewards.combine import RewardResult, RewardSpec, compute_rewards
+
+
+def reward_inputs(examples: list[Example], group_size: int, texts: list[str], ids: list[list[int]]) -> dict[str, Any]:
+    """TRL's keyword arguments for the completions of `examples` (G consecutive ones per example)."""
+    prompts = [ex.prompt for ex in examples for _ in range(group_size)]
+    completions: list[Any] = [
+        [{"role": "assistant", "content": text}] if isinstance(prompt, list) else text
+        for prompt, text in zip(prompts, texts)
+    ]
+    keys = sorted({k for ex in examples for k in ex.columns})
+    columns = {k: [ex.columns.get(k) for ex in examples for _ in range(group_size)] for k in keys}
+    return {"prompts": prompts, "completions": completions, "completion_ids": ids, "columns": columns}
+
+
+def completion_token_ids(rollout: Rollout) -> list[list[int]]:
+    """Each completion's sampled token ids (padding removed)."""
+    return [row[mask].tolist() for row, mask in zip(rollout.completion_ids, rollout.completion_mask)]
+
+
+def score_rollout(rollout: Rollout, specs: list[RewardSpec]) -> ScoredRollout:
+    """Run every reward function on every completion, in one call per function."""
+    inputs = reward_inputs(rollout.examples, rollout.group_size, rollout.completions, completion_token_ids(rollout))
+    return scored_rollout(rollout, [compute_rewards(specs, **inputs)])
+
+
+def scored_rollout(rollout: Rollout, parts: list[RewardResult]) -> ScoredRollout:
+    """Assemble per-group (or whole-batch) reward results, in row order, into a ScoredRollout."""
+    shape = (rollout.num_prompts, rollout.group_size)
+    total = [t for part in parts for t in part.total]
+    names = list(parts[0].components)
+    components = {
+        name: torch.tensor([math.nan if v is None else v for part in parts for v in part.components[name]], dtype=torch.float32).view(shape)
+        for name in names
+    }
+    return ScoredRollout(
+        rollout=rollout,
+        rewards=torch.tensor(total, dtype=torch.float32).view(shape),
+        reward_components=components,
+        reward_seconds={name: sum(part.seconds[name] for part in parts) for name in names},
+    )

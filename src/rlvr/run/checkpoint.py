@@ -1,0 +1,73 @@
+"""Checkpoints that a crash or Ctrl-C cannot corrupt.
+
+Layout (rlvr.paths): RUN_DIR/checkpoints/step-000010/{model/, ..., trainer.pt, config.yaml}. A
+checkpoint is written into a temporary sibling directory and renamed into place, so a directory
+named step-N is always complete; half-written ones are ignored and cleaned up.
+
+What goes in is the loop's business: `write(folder)` saves its models (model/ with the tokenizer,
+and whatever else it needs: a refreshed reference, a critic), `state` is everything else resume
+needs (optimizer, scheduler, data order, step, the "before" evaluation), saved with the RNG state.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rlvr import paths
+from rlvr.config import save_config
+
+
+def save_checkpoint(run_dir: Path, step: int, *, write: Callable[[Path], None], state: dict[str, Any], config: Any,
+                    keep: int = 2) -> Path:
+    """Write step `step` atomically; keep only the newest `keep` checkpoints (0 = all)."""
+    final = paths.step_dir(run_dir, step)
+    if final.exists():
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    write(tmp)
+    torch.save({**state, "rng": rng_state()}, tmp / paths.TRAINER_STATE)
+    save_config(config, tmp / paths.CONFIG)
+    os.replace(tmp, final)
+    _prune(final.parent, keep)
+    return final
+
+
+def load_state(checkpoint: Path) -> dict[str, Any]:
+    """The trainer state saved with a checkpoint (RNG state included, under "rng")."""
+    return torch.load(checkpoint / paths.TRAINER_STATE, weights_only=False)
+
+
+def save_pretrained(folder: Path, model: Any, tokenizer: Any = None) -> None:
+    """A transformers model (and its tokenizer) in `folder`, loadable with from_pretrained."""
+    model.save_pretrained(folder)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(folder)
+
+
+def rng_state() -> dict[str, Any]:
+    return {"torch": torch.get_rng_state(), "python": random.getstate()}
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+
+
+def _prune(root: Path, keep: int) -> None:
+    for stale in root.glob(f".{paths.STEP_PREFIX}*.tmp-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    if keep <= 0:
+        return
+    done = sorted((p for p in root.iterdir() if p.name.startswith(paths.STEP_PREFIX)), key=lambda p: p.name)
+    for old in done[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,56 @@
+"""The rules of a run directory: a fresh run never mixes with an old one, and `--resume` continues one.
+
+    fresh   refused over a directory that holds a checkpointed run (it would append to the old
+            metrics and skip saving at the old run's steps); the files of a run that died before
+            its first checkpoint are removed, so nothing stale is appended to
+    resume  the latest complete checkpoint, with the config it was saved with (plus overrides)
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from rlvr import paths
+from rlvr.config import TrainConfig, load_command_config, load_config
+from rlvr.errors import UserError
+
+C = TypeVar("C")
+# What a run writes outside checkpoints/: cleared when a run that never checkpointed starts again.
+RUN_FILES = (paths.METRICS, paths.SAMPLES, paths.SUMMARY, paths.TENSORBOARD, "eval_before.json", "eval_after.json")
+
+
+def start_fresh(run_dir: Path) -> None:
+    """Make `run_dir` ready for a new run, or refuse with the fix when it holds one."""
+    if paths.latest_checkpoint(run_dir) is not None:
+        raise UserError(f"{run_dir} already holds a run: continue it with --resume {run_dir}, or pick another --output-dir")
+    for name in RUN_FILES:
+        path = run_dir / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def resume_point(run_dir: Path) -> Path:
+    """The latest complete checkpoint of the run in `run_dir`."""
+    if not run_dir.is_dir():
+        raise UserError(f"cannot resume: {run_dir} has no complete checkpoint: the directory does not exist")
+    if not (run_dir / paths.CONFIG).is_file():
+        raise UserError(f"cannot resume: {run_dir} has no config.yaml (is it a run directory made by `rlvr train`, `sft` or `rm`?)")
+    latest = paths.latest_checkpoint(run_dir)
+    if latest is None:
+        raise UserError(f"cannot resume: {run_dir} has no complete checkpoint yet (start it again without --resume)")
+    return latest
+
+
+def resume_config(cls: type[C], run_dir: Path, overrides: Sequence[str] = (), **cli: Any) -> C:
+    """The config the latest checkpoint of `run_dir` was saved with, `overrides` (e.g. max_steps=80)
+    applied, and output_dir set to `run_dir` (wherever the run was first written)."""
+    saved = resume_point(run_dir) / paths.CONFIG
+    cli = {**cli, "output_dir": str(run_dir)}
+    if cls is TrainConfig:
+        return load_config(saved, overrides, **cli)  # type: ignore[return-value]
+    return load_command_config(cls, saved, overrides, **cli)

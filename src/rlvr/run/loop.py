@@ -1,0 +1,183 @@
+"""The loop every training recipe runs in: GRPO, PPO, SFT and reward-model training.
+
+    start fresh or resume ─▶ evaluate before ─▶ [ step ─▶ log ─▶ evaluate? ─▶ record samples? ─▶ save? ]*
+                          ─▶ save ─▶ evaluate after ─▶ summary.json
+
+A recipe supplies the step and what is specific to it (its models, its state, its evaluation); the run
+core supplies everything around it, the same for all: the directory rules, seeding, metrics.jsonl and
+TensorBoard, Ctrl-C, atomic checkpoints, and one resume semantics (`--resume RUN_DIR` continues
+exactly: the weights, optimizer, schedule, data order and RNG of the checkpoint, and the "before"
+evaluation measured when the run started).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from tqdm import tqdm
+
+from rlvr import paths
+from rlvr.config import save_config
+from rlvr.errors import UserError
+from rlvr.run.checkpoint import load_state, save_checkpoint, set_rng_state
+from rlvr.run.directory import resume_point, start_fresh
+from rlvr.run.metrics import MetricsWriter, truncate_jsonl
+from rlvr.run.process import configure_process
+from rlvr.run.stop import StopFlag, stop_on_ctrl_c
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """When the loop does what, in steps."""
+
+    total_steps: int
+    save_every: int = 0  # 0 = only at the end (or when stopped)
+    eval_every: int = 0  # 0 = only before and after
+    sample_every: int = 0  # record the step's sample groups every N steps (0 = never)
+    eval_before: bool = True
+    eval_after: bool = True
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one step reports: its metrics, and groups of completions worth recording (samples.jsonl)."""
+
+    metrics: dict[str, float]
+    samples: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Recipe(Protocol):
+    """A training loop's own part; see the module docstring for the rest."""
+
+    command: str  # the `rlvr` command that runs it, for the resume hint
+    label: str  # the progress bar's name
+    config: Any  # its config dataclass (has output_dir, threads, seed)
+    schedule: Schedule
+    step_count: int
+
+    def step(self) -> StepResult: ...
+    def evaluate(self) -> dict[str, Any] | None: ...  # held-out measurement; None = nothing to measure
+    def eval_metrics(self, evaluation: dict[str, Any]) -> dict[str, float]: ...  # logged every eval_every steps
+    def describe(self, evaluation: dict[str, Any]) -> str: ...  # one line for the console
+    def progress(self, metrics: dict[str, float]) -> dict[str, str]: ...  # the progress bar's postfix
+    def write_checkpoint(self, folder: Path) -> None: ...  # models (model/ loads with transformers), extra files
+    def state_dict(self) -> dict[str, Any]: ...  # optimizer, scheduler, data order, ... (not the step, not the RNG)
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...  # sets step_count from state["step"] too
+    def summary(self, before: dict[str, Any] | None, after: dict[str, Any] | None, seconds: float,
+                checkpoint: Path) -> dict[str, Any]: ...
+
+
+OnStepEnd = Callable[[int, dict[str, float], StopFlag], None]
+
+
+def launch(build: Callable[[Any, Path | None], Recipe], config: Any, *, resume: bool = False,
+           on_step_end: OnStepEnd | None = None) -> dict[str, Any]:
+    """Run `build(config, checkpoint)` to its end in config.output_dir: fresh, or resumed from the
+    latest checkpoint (`build` loads that checkpoint's weights; the rest of its state is restored here)."""
+    run_dir = Path(config.output_dir)
+    checkpoint = resume_point(run_dir) if resume else None
+    if checkpoint is None:
+        start_fresh(run_dir)
+    configure_process(config.threads, config.seed)
+    recipe = build(config, checkpoint)
+    before = None
+    if checkpoint is not None:
+        state = load_state(checkpoint)
+        recipe.load_state_dict(state)
+        set_rng_state(state["rng"])
+        before = state["before"] if "before" in state else _legacy_before(run_dir)
+    return run_training(recipe, before=before, resumed=checkpoint is not None, on_step_end=on_step_end)
+
+
+def run_training(recipe: Recipe, *, before: dict[str, Any] | None = None, resumed: bool = False,
+                 on_step_end: OnStepEnd | None = None) -> dict[str, Any]:
+    """The loop itself, for a recipe built and (when `resumed`) restored already."""
+    run_dir, schedule = Path(recipe.config.output_dir), recipe.schedule
+    run_dir.mkdir(parents=True, exist_ok=True)
+    save_config(recipe.config, run_dir / paths.CONFIG)
+    if resumed:
+        truncate_jsonl(run_dir / paths.SAMPLES, recipe.step_count)
+    elif schedule.eval_before:
+        before = _evaluate(recipe, "before")
+    save = lambda: save_checkpoint(run_dir, recipe.step_count, write=recipe.write_checkpoint, config=recipe.config,  # noqa: E731
+                                   state={**recipe.state_dict(), "step": recipe.step_count, "before": before})
+    stop, start = StopFlag(), time.perf_counter()
+    _loop(recipe, save, stop, on_step_end, resumed)
+    path = save()
+    if stop.stop_requested and recipe.step_count < schedule.total_steps:
+        tqdm.write(f"stopped at step {recipe.step_count}; checkpoint {path}; "
+                   f"continue with: rlvr {recipe.command} --resume {run_dir}")
+        return {"stopped_at": recipe.step_count, "checkpoint": str(path), "run_dir": str(run_dir)}
+    after = _evaluate(recipe, "after") if schedule.eval_after else None
+    summary = recipe.summary(before, after, time.perf_counter() - start, path)
+    (run_dir / paths.SUMMARY).write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+def _loop(recipe: Recipe, save: Callable[[], Path], stop: StopFlag, on_step_end: OnStepEnd | None, resumed: bool) -> None:
+    schedule, run_dir = recipe.schedule, Path(recipe.config.output_dir)
+    writer = MetricsWriter(run_dir, tensorboard=getattr(recipe.config, "tensorboard", True),
+                           resume_step=recipe.step_count if resumed else None)
+    bar = tqdm(total=schedule.total_steps, initial=recipe.step_count, desc=recipe.label, unit="step", dynamic_ncols=True)
+    try:
+        with stop_on_ctrl_c(stop):
+            while recipe.step_count < schedule.total_steps and not stop.stop_requested:
+                result = _step(recipe, save)
+                step, metrics = recipe.step_count, dict(result.metrics)
+                if schedule.eval_every and step % schedule.eval_every == 0:
+                    evaluation = _evaluate(recipe, f"step {step}")
+                    metrics.update(recipe.eval_metrics(evaluation) if evaluation is not None else {})
+                writer.write(step, metrics)
+                bar.update(1)
+                bar.set_postfix(recipe.progress(metrics))
+                if schedule.sample_every and step % schedule.sample_every == 0 and result.samples:
+                    record_samples(run_dir, step, result.samples)
+                if on_step_end is not None:
+                    on_step_end(step, metrics, stop)
+                if schedule.save_every and step % schedule.save_every == 0 and step < schedule.total_steps and not stop.stop_requested:
+                    save()
+    finally:
+        bar.close()
+        writer.close()
+
+
+def _step(recipe: Recipe, save: Callable[[], Path]) -> StepResult:
+    """One step; a user mistake met inside it (a reward that throws) keeps the finished steps' work."""
+    done = recipe.step_count
+    try:
+        return recipe.step()
+    except UserError:
+        if recipe.step_count == done and done > 0:
+            path = save()  # the weights are those of the last finished step
+            tqdm.write(f"progress saved to {path}; fix the problem and continue with "
+                       f"rlvr {recipe.command} --resume {recipe.config.output_dir}")
+        raise
+
+
+def _evaluate(recipe: Recipe, when: str) -> dict[str, Any] | None:
+    evaluation = recipe.evaluate()
+    if evaluation is not None:
+        tqdm.write(f"  {when}: {recipe.describe(evaluation)}")
+    return evaluation
+
+
+def record_samples(run_dir: Path, step: int, groups: list[dict[str, Any]], shown: int = 4) -> None:
+    """Append the step's groups to samples.jsonl and print the first completions of the first group."""
+    with (run_dir / paths.SAMPLES).open("a", encoding="utf-8") as f:
+        for group in groups:
+            f.write(json.dumps({"step": step, **group}, ensure_ascii=False) + "\n")
+    first = groups[0]
+    tqdm.write(f"── samples at step {step}: prompt {first['prompt']!r:.120}")
+    for text, reward, advantage in list(zip(first["completions"], first["rewards"], first["advantages"]))[:shown]:
+        tqdm.write(f"  reward {reward:+.2f}  advantage {advantage:+.2f}  {text.replace(chr(10), '⏎')[:160]!r}")
+
+
+def _legacy_before(run_dir: Path) -> dict[str, Any] | None:
+    """The "before" evaluation of a run checkpointed by rlvr 0.1, which kept it beside the checkpoints."""
+    path = run_dir / "eval_before.json"
+    return json.loads(path.read_text()) if path.is_file() else None

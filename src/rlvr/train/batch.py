@@ -1,0 +1,122 @@
+"""From scored completions to a TrainBatch: advantages, and the log-probabilities the loss compares against.
+
+    ScoredRollout ─outcome_advantages─▶ [N, Lc] ─make_batch─▶ TrainBatch (+ log π_old when μ > 1, log π_ref when β > 0)
+
+Every forward pass goes through token-budgeted micro-batches of consecutive rows (a group's
+completions stay together, so each prompt is computed once per micro-batch; rlvr.logprobs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from rlvr.advantages import group_advantages
+from rlvr.config import AlgorithmConfig
+from rlvr.logprobs import TokenStats, completion_logprobs
+from rlvr.records import Rollout, ScoredRollout, TrainBatch
+
+
+def outcome_advantages(scored: ScoredRollout, algo: AlgorithmConfig) -> torch.Tensor:
+    """[P, G] rewards -> [N, Lc] advantages: each completion's group-relative advantage on every one of
+    its tokens (outcome supervision, DeepSeekMath §4.1.2)."""
+    per_completion = group_advantages(
+        scored.rewards,
+        baseline=algo.advantage_baseline,
+        scale=algo.advantage_scale,
+        std_estimator=algo.std_estimator,
+        eps=algo.advantage_eps,
+    ).reshape(-1)
+    return per_completion[:, None].expand(-1, scored.rollout.completion_ids.shape[1])
+
+
+@dataclass(frozen=True)
+class MicroBatch:
+    """Consecutive completions of a TrainBatch with the prompts they continue, trimmed to their
+    own longest prompt and completion."""
+
+    rows: torch.Tensor  # [m] indices into the batch
+    prompt_ids: torch.Tensor  # [k, lp] the k prompts these rows continue
+    prompt_mask: torch.Tensor  # [k, lp]
+    row_prompt: torch.Tensor  # [m] which of the k prompts each row continues
+    completion_ids: torch.Tensor  # [m, lc]
+    completion_mask: torch.Tensor  # [m, lc]
+    loss_mask: torch.Tensor  # [m, lc]
+
+
+def micro_batches(rollout: Rollout, loss_mask: torch.Tensor, max_tokens: int) -> list[MicroBatch]:
+    """Split the N completions into runs of consecutive rows holding at most `max_tokens` real
+    tokens (each prompt counted once, since it is computed once per micro-batch; see rlvr.logprobs).
+    Consecutive rows keep a group's completions together; a row longer than the budget goes alone."""
+    g, n = rollout.group_size, rollout.completion_ids.shape[0]
+    prompt_len, lengths = rollout.prompt_mask.sum(-1).tolist(), rollout.lengths.tolist()
+    runs: list[list[int]] = [[]]
+    tokens = 0
+    for row in range(n):
+        cost = lengths[row] + (prompt_len[row // g] if not runs[-1] or runs[-1][-1] // g != row // g else 0)
+        if runs[-1] and tokens + cost > max_tokens:
+            runs.append([])
+            cost, tokens = lengths[row] + prompt_len[row // g], 0
+        runs[-1].append(row)
+        tokens += cost
+    return [_micro_batch(rollout, loss_mask, torch.tensor(run)) for run in runs if run]
+
+
+def _micro_batch(rollout: Rollout, loss_mask: torch.Tensor, rows: torch.Tensor) -> MicroBatch:
+    g = rollout.group_size
+    first, last = int(rows[0]) // g, int(rows[-1]) // g
+    prompts = torch.arange(first, last + 1)
+    lp = int(rollout.prompt_mask[prompts].sum(-1).max())
+    lc = max(1, int(rollout.lengths[rows].max()))
+    return MicroBatch(
+        rows=rows,
+        prompt_ids=rollout.prompt_ids[prompts, -lp:],
+        prompt_mask=rollout.prompt_mask[prompts, -lp:],
+        row_prompt=rows // g - first,
+        completion_ids=rollout.completion_ids[rows, :lc],
+        completion_mask=rollout.completion_mask[rows, :lc],
+        loss_mask=loss_mask[rows, :lc],
+    )
+
+
+def forward(model: torch.nn.Module, mb: MicroBatch, temperature: float) -> TokenStats:
+    """Log-probabilities (and entropies) of the micro-batch's completion tokens under `model`."""
+    return completion_logprobs(
+        model, mb.prompt_ids, mb.prompt_mask, mb.row_prompt, mb.completion_ids, mb.completion_mask, temperature
+    )
+
+
+@torch.no_grad()
+def batch_logprobs(model: torch.nn.Module, rollout: Rollout, size: int, temperature: float) -> torch.Tensor:
+    """[N, Lc] log-probabilities of every completion token under `model`, without gradients."""
+    out = torch.zeros(rollout.completion_ids.shape)
+    for mb in micro_batches(rollout, rollout.completion_mask, size):
+        lp = forward(model, mb, temperature).logprobs.cpu()
+        out[mb.rows, : lp.shape[1]] = lp
+    return out
+
+
+def make_batch(
+    scored: ScoredRollout,
+    advantages: torch.Tensor,
+    *,
+    policy: torch.nn.Module,
+    reference: torch.nn.Module | None,
+    algo: AlgorithmConfig,
+    micro_batch_tokens: int,
+    temperature: float,
+) -> TrainBatch:
+    """Attach what the ratio and the KL need: log π_old (only when μ > 1) and log π_ref (only when β > 0).
+
+    With μ = 1, π_old is the policy of the same forward pass (DeepSeekMath's Algorithm 1 takes one
+    update per batch): the loss uses its detached log-probs, the ratio is exactly 1, and no extra pass
+    is spent. `loss_mask` is the completion mask without truncated rows under `mask_truncated` (DAPO).
+    """
+    rollout = scored.rollout
+    loss_mask = rollout.completion_mask.clone()
+    if algo.mask_truncated:
+        loss_mask[rollout.truncated] = False
+    old = batch_logprobs(policy, rollout, micro_batch_tokens, temperature) if algo.updates_per_batch > 1 else None
+    ref = batch_logprobs(reference, rollout, micro_batch_tokens, temperature) if reference is not None and algo.beta > 0 else None
+    return TrainBatch(scored=scored, advantages=advantages, old_logprobs=old, ref_logprobs=ref, loss_mask=loss_mask)

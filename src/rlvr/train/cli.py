@@ -1,0 +1,54 @@
+"""``rlvr train [--config Y] [--set k=v] [--output-dir D] [--max-steps N] [--resume RUN_DIR]``: GRPO."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from rlvr.run.options import add_run_options, check_resume_options
+
+
+def add_train_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add ``train`` to the ``rlvr`` command's subparsers; run it with `run_train`."""
+    p = subparsers.add_parser("train", help="run GRPO (no arguments: SmolLM2-135M-Instruct on 1-digit arithmetic, CPU)")
+    add_run_options(p, config_help="YAML config file (see configs/)", set_example="generation.temperature=0.7",
+                    default_dir="runs/latest", steps_help="number of training steps")
+    return p
+
+
+def run_train(args: argparse.Namespace) -> int:
+    # heavy imports only once the arguments are known to be sound
+    from rlvr.config import TrainConfig, load_config
+    from rlvr.run import resume_config
+    from rlvr.train.trainer import train_grpo
+
+    check_resume_options(args)
+    if args.resume:
+        config = resume_config(TrainConfig, Path(args.resume), args.overrides, max_steps=args.max_steps)
+    else:
+        config = load_config(args.config, args.overrides, output_dir=args.output_dir, max_steps=args.max_steps)
+    summary = train_grpo(config, resume=bool(args.resume))
+    _print_summary(summary, config.output_dir)
+    return 0
+
+
+def _print_summary(summary: dict[str, Any], run_dir: str) -> None:
+    if "stopped_at" in summary:
+        return
+    print(f"\nrun directory: {run_dir}")
+    for block in ("before", "after"):
+        if summary.get(block):
+            b = summary[block]
+            print(f"  {block:6s} strict {_pct(b['strict'])}   lenient {_pct(b['lenient'])}   (n={b['n']}, 95% intervals)")
+    if summary.get("gain"):
+        g = summary["gain"]
+        print(f"  gain   strict {_pts(g['strict'])}   lenient {_pts(g['lenient'])}   (points, paired)")
+
+
+def _pct(i: dict[str, float]) -> str:
+    return f"{100 * i['mean']:.1f}% [{100 * i['low']:.1f}, {100 * i['high']:.1f}]"
+
+
+def _pts(i: dict[str, float]) -> str:
+    return f"{100 * i['mean']:+.1f} [{100 * i['low']:+.1f}, {100 * i['high']:+.1f}]"

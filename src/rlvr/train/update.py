@@ -1,0 +1,87 @@
+"""The policy update: the clipped surrogate plus β·KL (DeepSeekMath Eq. 3), one optimizer step per call.
+
+    TrainBatch ─micro-batches─▶ log π_θ ─grpo_loss─▶ backward (accumulated) ─▶ clip grad norm ─▶ AdamW step
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+
+import torch
+
+from rlvr.config import AlgorithmConfig
+from rlvr.kl import kl_estimate
+from rlvr.losses import aggregate_loss, clip_fractions, clipped_policy_loss
+from rlvr.records import TrainBatch
+from rlvr.train.batch import forward, micro_batches
+
+
+def grpo_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    ref_logprobs: torch.Tensor | None,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    algo: AlgorithmConfig,
+    *,
+    num_sequences: int,
+    num_tokens: int,
+    constant: float,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(scalar loss, per-token KL or None) of rows [m, T]: per token −min(ρÂ, clip(ρ, 1−ε_low, 1+ε_high)Â)
+    + β·KL(π_θ‖π_ref), aggregated with the whole batch's counts so that micro-batch losses add up to
+    the batch's loss (rlvr.losses)."""
+    per_token = clipped_policy_loss(logprobs, old_logprobs, advantages, algo.clip_low, algo.clip_high)
+    kl = None
+    if ref_logprobs is not None:
+        kl = kl_estimate(logprobs, ref_logprobs, algo.kl_estimator)
+        per_token = per_token + algo.beta * kl
+    loss = aggregate_loss(per_token, mask, algo.loss_aggregation, num_sequences=num_sequences, num_tokens=num_tokens,
+                          constant=constant)
+    return loss, kl
+
+
+def policy_update(
+    policy: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    batch: TrainBatch,
+    *,
+    algo: AlgorithmConfig,
+    micro_batch_tokens: int,
+    temperature: float,
+    max_grad_norm: float,
+    max_new_tokens: int,
+    autocast: Callable[[], AbstractContextManager] = nullcontext,
+) -> dict[str, float]:
+    """One optimizer step on the whole batch, gradients accumulated over micro-batches; returns its
+    statistics. `autocast` wraps each forward pass (reduced precision on a GPU, rlvr.models.devices)."""
+    num_sequences = int((batch.loss_mask.sum(-1) > 0).sum().clamp(min=1))
+    num_tokens = int(batch.loss_mask.sum().clamp(min=1))
+    totals = {"loss": 0.0, "kl": 0.0, "clip_low_fraction": 0.0, "clip_high_fraction": 0.0, "entropy": 0.0}
+    optimizer.zero_grad(set_to_none=True)
+    for mb in micro_batches(batch.rollout, batch.loss_mask, micro_batch_tokens):
+        with autocast():
+            stats = forward(policy, mb, temperature)
+        lc = mb.completion_ids.shape[1]
+        logprobs, mask = stats.logprobs, mb.loss_mask.to(stats.logprobs.device)
+        old = logprobs.detach() if batch.old_logprobs is None else batch.old_logprobs[mb.rows, :lc].to(logprobs)
+        ref = None if batch.ref_logprobs is None else batch.ref_logprobs[mb.rows, :lc].to(logprobs)
+        advantages = batch.advantages[mb.rows, :lc].to(logprobs)
+        loss, kl = grpo_loss(logprobs, old, ref, advantages, mask, algo, num_sequences=num_sequences,
+                             num_tokens=num_tokens, constant=algo.loss_constant or max_new_tokens)
+        loss.backward()
+        low, high = clip_fractions(logprobs, old, advantages, mask, algo.clip_low, algo.clip_high)
+        share = float(mask.sum()) / num_tokens
+        totals["loss"] += float(loss.detach())
+        totals["kl"] += float((kl.detach() * mask).sum()) / num_tokens if kl is not None else 0.0
+        totals["clip_low_fraction"] += low * share
+        totals["clip_high_fraction"] += high * share
+        totals["entropy"] += float((stats.entropy * mask).sum()) / num_tokens
+    params = [p for p in policy.parameters() if p.requires_grad]
+    totals["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm if max_grad_norm > 0 else float("inf")))
+    totals["lr"] = optimizer.param_groups[0]["lr"]
+    optimizer.step()
+    scheduler.step()
+    return totals

@@ -84,7 +84,7 @@ def test_a_finished_evaluation_is_not_sampled_again(maths_file, tmp_path, monkey
     first = run_eval(config(maths_file, tmp_path / "e"), progress=False)
     import rlvr.evaluate.runner as runner
 
-    monkeypatch.setattr(runner, "load_model", lambda *a, **k: pytest.fail("a finished evaluation loaded the model"))
+    monkeypatch.setattr(runner, "load_configured", lambda *a, **k: pytest.fail("a finished evaluation loaded the model"))
     assert run_eval(config(maths_file, tmp_path / "e"), progress=False) == first
 
 

@@ -49,7 +49,8 @@ def scripted(monkeypatch):
     import rlvr.evaluate.runner as runner
 
     tokenizer = build_tiny_tokenizer()
-    monkeypatch.setattr(runner, "load_model", lambda *a, **k: (ScriptedModel(tokenizer), tokenizer))
+    monkeypatch.setattr(runner, "load_configured",
+                        lambda *a, **k: (ScriptedModel(tokenizer), tokenizer, torch.device("cpu"), torch.float32))
 
 
 @pytest.fixture

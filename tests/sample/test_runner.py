@@ -60,7 +60,7 @@ def test_kept_rows_are_the_verified_filtered_samples_and_refiltering_reuses_them
 
     import rlvr.evaluate.runner as runner
 
-    monkeypatch.setattr(runner, "load_model", lambda *a, **k: pytest.fail("re-filtering loaded the model"))
+    monkeypatch.setattr(runner, "load_configured", lambda *a, **k: pytest.fail("re-filtering loaded the model"))
     totals = {name: 0 for name in first["dropped"]}
     for filters in FILTERS:
         c = config(maths_file, out, **filters)

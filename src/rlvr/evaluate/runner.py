@@ -25,7 +25,8 @@ from rlvr.evaluate.report import write_report
 from rlvr.evaluate.sampling import Plan, Scorer, sample_problems
 from rlvr.evaluate.store import EvalStore
 from rlvr.evaluate.summary import summarise
-from rlvr.models import load_model
+from rlvr.models import load_configured
+from rlvr.models.devices import autocast
 from rlvr.rollout import SamplingParams
 
 DEFAULT_K = (1, 4, 16, 64)
@@ -113,7 +114,7 @@ def _few_shot(benchmark: Benchmark) -> tuple[tuple[str, str], ...]:
 
 def _sample_missing(config: EvalConfig, benchmark: Benchmark, settings: dict[str, Any], store: EvalStore,
                     done: dict[str, ProblemRecord], ids: list[str], scorer: Scorer | None, progress: bool) -> None:
-    model, tokenizer = load_model(config.model.name, config.model.cache_dir, config.seed)
+    model, tokenizer, device, dtype = load_configured(config.model, config.seed)
     model.eval()
     scorer = scorer or _configured_scorer(config)
     shots = list(_few_shot(benchmark))
@@ -132,7 +133,8 @@ def _sample_missing(config: EvalConfig, benchmark: Benchmark, settings: dict[str
         if all(i in done for i in ids[chunk]):
             continue
         generator = torch.Generator(device=next(model.parameters()).device).manual_seed(config.seed * 1_000_003 + c)
-        records = sample_problems(model, tokenizer, benchmark, benchmark.examples[chunk], texts[chunk], plan, generator, scorer)
+        with autocast(device, dtype):
+            records = sample_problems(model, tokenizer, benchmark, benchmark.examples[chunk], texts[chunk], plan, generator, scorer)
         store.append([r for r in records if r.id not in done])
         bar.update(sum(r.id not in done for r in records))
     bar.close()

@@ -8,7 +8,8 @@ import pytest
 from rlvr.data.tasks import sudoku
 from rlvr.data.tasks.sudoku import count_solutions, full_grid, generate
 from rlvr.errors import UserError
-from rlvr.rewards.puzzles import parse_grid, violations
+from rlvr.data.tasks.grids import parse_grid
+from rlvr.rewards.puzzles import violations
 from rlvr.rewards.puzzles import sudoku as sudoku_reward
 
 

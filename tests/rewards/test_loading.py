@@ -157,3 +157,21 @@ def test_trl_arguments_cannot_be_bound():
 
 def test_new_rewards_are_builtins():
     assert {"sudoku", "language_consistency", "overlong_penalty"} <= set(BUILTIN_REWARDS)
+
+
+def test_grader_specs_load_through_the_same_registry(tmp_path):
+    """A config can name a grader type with its fields as params, or a grader spec file; the built-in
+    of the same name (countdown) is still the built-in."""
+    from rlvr.rewards import RewardSpec, compute_rewards
+
+    spec = tmp_path / "exact.yaml"
+    spec.write_text("type: string_check\nname: exact\nreference: '{{ item.answer }}'\noperation: eq\n")
+    by_file = load_reward_function(str(spec))
+    by_type = load_reward_function("string_check", reference="{{ item.answer }}", operation="eq")
+    result = compute_rewards([RewardSpec("file", by_file), RewardSpec("type", by_type, 0.5)], prompts=["q", "q"],
+                             completions=["4", "5"], completion_ids=[[], []], columns={"answer": ["4", "4"]})
+    assert result.components == {"file": [1.0, 0.0], "type": [1.0, 0.0]} and result.total == [1.5, 0.0]
+    assert result.reasons["file"] == ["input equals '4'", "input does not equal '4'"]
+    assert load_reward_function("countdown") is BUILTIN_REWARDS["countdown"]
+    with pytest.raises(UserError, match="grader spec file: give its settings in the file"):
+        load_reward_function(str(spec), operation="ne")

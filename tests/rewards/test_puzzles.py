@@ -3,7 +3,8 @@
 import pytest
 
 from rlvr.errors import UserError
-from rlvr.rewards.puzzles import answer_grid, grid_text, parse_grid, sudoku, violations
+from rlvr.data.tasks.grids import grid_text, parse_grid
+from rlvr.rewards.puzzles import answer_grid, sudoku, violations
 
 PUZZLE_4 = "12.4/34../.1../4.2."
 SOLUTION_4 = "1234/3412/2143/4321"

@@ -11,7 +11,7 @@ import warnings
 
 import pytest
 
-from rlvr.rewards import workers
+from rlvr.rewards import math, workers
 from rlvr.rewards.workers import PoolUnavailable, WorkerPool
 
 BOUND_S = 1.0  # per item in these tests (the default is 2 s)
@@ -88,17 +88,17 @@ def test_shared_pool_falls_back_in_process_with_one_warning(monkeypatch):
     monkeypatch.setattr(workers, "_shared_failed", False)
     monkeypatch.setattr(workers, "_fallback_stats", workers.PoolStats())
     with pytest.warns(RuntimeWarning, match="without a hard time bound.*no processes here"):
-        assert workers.match_many([("0.5", r"\frac{1}{2}"), ("x = 2", "y = 3")]) == [True, False]
+        assert math.match_many([("0.5", r"\frac{1}{2}"), ("x = 2", "y = 3")]) == [True, False]
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # warned once, not on every call
-        assert workers.parses_many([r"\frac{"]) == [False]
+        assert math.parses_many([r"\frac{"]) == [False]
     assert workers.stats().in_process == 3
 
 
 def test_shared_match_many_bounds_a_slow_pair():
     before = workers.stats().timeouts
     start = time.perf_counter()
-    assert workers.match_many([SLOW_PAIR, ("1/2", "0.5")], timeout_s=BOUND_S) == [None, True]
+    assert math.match_many([SLOW_PAIR, ("1/2", "0.5")], timeout_s=BOUND_S) == [None, True]
     assert time.perf_counter() - start < BOUND_S + SLACK_S
     assert workers.stats().timeouts == before + 1
 
@@ -109,7 +109,7 @@ def test_bound_holds_off_the_main_thread():
 
     def score():
         start = time.perf_counter()
-        outcome["result"] = workers.match_many([SLOW_PAIR], timeout_s=BOUND_S)
+        outcome["result"] = math.match_many([SLOW_PAIR], timeout_s=BOUND_S)
         outcome["seconds"] = time.perf_counter() - start
 
     thread = threading.Thread(target=score)
@@ -123,7 +123,7 @@ def test_threads_share_the_pool_one_batch_at_a_time():
     results = [None] * 4
 
     def score(i):
-        results[i] = workers.match_many([(r"\sqrt{2}/2", r"\frac{\sqrt{2}}{2}"), (str(i), "1")])
+        results[i] = math.match_many([(r"\sqrt{2}/2", r"\frac{\sqrt{2}}{2}"), (str(i), "1")])
 
     threads = [threading.Thread(target=score, args=(i,)) for i in range(4)]
     for thread in threads:

@@ -1,32 +1,14 @@
 """OpenAI-RFT-style python graders: grade(sample, item) runs in the sandbox, the float comes back."""
 
 import datetime
-import importlib.util
 import math
-from pathlib import Path
 
 import pytest
 
+from rlvr.rewards.graders.python import grade_in_sandbox, python_grader
 from rlvr.sandbox import Limits, command
 
 pytestmark = pytest.mark.filterwarnings("ignore:rlvr.sandbox")
-
-
-def _load_module():
-    """rlvr.graders.python_grader, imported by path if the graders package is not there yet."""
-    try:
-        from rlvr.graders import python_grader as module
-    except ImportError:
-        path = Path(__file__).parents[2] / "src" / "rlvr" / "graders" / "python_grader.py"
-        spec = importlib.util.spec_from_file_location("python_grader", path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    return module
-
-
-python_grader = _load_module().python_grader
-grade_in_sandbox = _load_module().grade_in_sandbox
 
 EXACT = """
 def grade(sample, item):

@@ -25,7 +25,8 @@ from rlvr.evaluate.emergence import length_quantiles, reflection_rate
 from rlvr.evaluate.metrics import best_of_n, maj_at_k, pass_at_k
 from rlvr.config.choices import MODES
 from rlvr.evaluate.records import ProblemRecord, SampleRecord
-from rlvr.rewards.format import boxed_format, think_answer_format
+from rlvr.data.templates import expected_format
+from rlvr.rewards.registry import BUILTIN_REWARDS
 
 
 def curve_points(n: int) -> list[int]:
@@ -84,7 +85,7 @@ def summarise(records: list[ProblemRecord], settings: dict[str, Any]) -> dict[st
 
 def _formatted(texts: list[str], template: str) -> list[float]:
     """1.0 per completion in the expected format: <think>/<answer> under r1_zero, else one boxed answer."""
-    return think_answer_format(texts) if template == "r1_zero" else boxed_format(texts)
+    return BUILTIN_REWARDS[expected_format(template)](texts)
 
 
 def _ok(sample: SampleRecord, mode: str) -> float:

@@ -1,4 +1,4 @@
-"""``rlvr grade``: score a JSONL file of completions with a grader, row by row, and say why.
+"""``rlvr grade``: score a JSONL file of completions with any reward or grader, row by row, and say why.
 
 Each input line is a JSON object with a ``completion`` (a string, or chat messages) and the
 columns the grader reads (``answer`` for math, ``numbers`` + ``target`` for countdown, ``tests``
@@ -15,16 +15,19 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rlvr.errors import UserError
-from rlvr.graders.build import load_grader
-from rlvr.graders.result import Grader
-from rlvr.graders.spec import BUILTIN_GRADERS
+from rlvr.rewards.combine import grade_rows
+from rlvr.rewards.scores import GradeResult
+from rlvr.rewards.graders.build import VERIFIER_TYPES, load_grader
+from rlvr.rewards.loading import load_reward_function
 from rlvr.rewards.text import completion_text
+
+RewardFn = Callable[..., Any]
 
 
 @dataclass
@@ -45,11 +48,11 @@ class Tally:
     malformed: int = 0
     rewards: list[float] = field(default_factory=list)
 
-    def summary(self, grader: Grader, source: str, output: str, seconds: float) -> str:
+    def summary(self, name: str, source: str, output: str, seconds: float) -> str:
         skipped = self.rows - len(self.rewards)
         mean = f"{sum(self.rewards) / len(self.rewards):.4f}" if self.rewards else "n/a"
         return (
-            f"graded {self.rows} rows of {source} with '{grader.name}' in {seconds:.1f}s: "
+            f"graded {self.rows} rows of {source} with '{name}' in {seconds:.1f}s: "
             f"{len(self.rewards)} scored, {skipped} skipped (null; {self.malformed} malformed), "
             f"mean reward {mean}; wrote {output}"
         )
@@ -62,7 +65,8 @@ def add_grade_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     )
     parser.add_argument(
         "--grader", required=True, metavar="SPEC",
-        help=f"a YAML or JSON grader spec file, or a built-in: {', '.join(BUILTIN_GRADERS)}",
+        help=f"a YAML or JSON grader spec file, inline JSON, a verifier ({', '.join(VERIFIER_TYPES)}), "
+             "any built-in reward, or module:function / file.py:function",
     )
     parser.add_argument(
         "--input", required=True, metavar="ROWS.jsonl", help="one JSON object per line, with 'completion'"
@@ -75,7 +79,7 @@ def add_grade_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
 def run_grade(args: argparse.Namespace) -> int:
     """Grade every row of ``args.input`` into ``args.output`` and print a summary; 0 when done."""
     start = time.perf_counter()
-    grader = load_grader(args.grader)  # a bad spec fails here, before the output is touched
+    name, reward = load_any(args.grader)  # a bad spec fails here, before the output is touched
     source, output = Path(args.input), Path(args.output)
     if not source.is_file():
         raise UserError(f"input file {source} not found (give a JSONL file with one row per line)")
@@ -87,13 +91,13 @@ def run_grade(args: argparse.Namespace) -> int:
     tally = Tally()
     with source.open("rb") as lines, output.open("w", encoding="utf-8") as out:
         for batch in _batches(read_rows(lines, str(source)), args.batch_size):
-            for row, reward in zip(batch, grade_rows(grader, batch), strict=True):
+            for row, value in zip(batch, grade_batch(name, reward, batch), strict=True):
                 out.write(json.dumps(row.data, ensure_ascii=False) + "\n")
                 tally.rows += 1
                 tally.malformed += row.problem is not None
-                if reward is not None:
-                    tally.rewards.append(reward)
-    print(tally.summary(grader, str(source), str(output), time.perf_counter() - start))
+                if value is not None:
+                    tally.rewards.append(value)
+    print(tally.summary(name, str(source), str(output), time.perf_counter() - start))
     return 0
 
 
@@ -134,17 +138,36 @@ def parse_row(raw: bytes, number: int) -> Row:
         return Row(number, data, problem="'completion' is neither text nor a list of chat messages")
 
 
-def grade_rows(grader: Grader, rows: list[Row]) -> list[float | None]:
-    """Grade the well-formed rows in one call, set ``reward`` and ``reason`` on every row, return the rewards."""
+def load_any(text: str) -> tuple[str, RewardFn]:
+    """(label, reward function) for `--grader`: an inline JSON spec, or anything the reward loader takes."""
+    text = text.strip()
+    reward = load_grader(text) if text.startswith("{") else load_reward_function(text)
+    return getattr(reward, "__name__", text), reward
+
+
+def grade_batch(name: str, reward: RewardFn, rows: list[Row]) -> list[float | None]:
+    """Grade the well-formed rows, set ``reward`` and ``reason`` on every row, return the rewards.
+
+    The rows go in one call; when that call fails on a malformed row, they go one by one, so only
+    that row is lost (with the problem as its reason)."""
     good = [row for row in rows if row.completion is not None]
-    results = grader.grade([row.completion or "" for row in good], [row.data for row in good]) if good else []
+    texts = [row.completion or "" for row in good]
+    try:
+        results = grade_rows(name, reward, texts, [dict(row.data) for row in good]) if good else []
+    except UserError:
+        results = []
+        for text, row in zip(texts, good, strict=True):
+            try:
+                results += grade_rows(name, reward, [text], [dict(row.data)])
+            except UserError as e:
+                results.append(GradeResult(None, str(e)))
     by_line = {row.line: result for row, result in zip(good, results, strict=True)}
     rewards = []
     for row in rows:
         result = by_line.get(row.line)
-        reward = None if result is None else result.reward
-        row.data.update(reward=reward, reason=row.problem if result is None else result.reason)
-        rewards.append(reward)
+        value = None if result is None else result.reward
+        row.data.update(reward=value, reason=row.problem if result is None else result.reason)
+        rewards.append(value)
     return rewards
 
 
@@ -157,13 +180,3 @@ def _batches(rows: Iterable[Row], size: int) -> Iterator[list[Row]]:
             batch = []
     if batch:
         yield batch
-
-
-if __name__ == "__main__":  # python -m rlvr.graders.cli grade ..., until `rlvr grade` is wired in
-    _parser = argparse.ArgumentParser(prog="rlvr")
-    add_grade_parser(_parser.add_subparsers(dest="command", required=True))
-    try:
-        sys.exit(run_grade(_parser.parse_args()))
-    except UserError as _error:
-        print(f"rlvr: error: {_error}", file=sys.stderr)
-        sys.exit(2)

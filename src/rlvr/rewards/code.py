@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from rlvr.errors import UserError
+from rlvr.rewards.scores import Scores
 from rlvr.rewards.text import completion_text
 from rlvr.sandbox import Limits, run_python
 from rlvr.sandbox.calls import run_function_tests
@@ -117,8 +118,8 @@ def code_tests(
     code_prefix: Sequence[str | None] | None = None,
     extraction: str = "strict",
     **kwargs: Any,
-) -> list[float | None]:
-    """Reward each completion's last code block by the dataset's tests, run in the sandbox.
+) -> Scores:
+    """Reward each completion's last code block by the dataset's tests, run in the sandbox; a reason for each.
 
     `tests` (stdin/stdout cases, a list or its JSON string per row) or `test` + `entry_point`
     (HumanEval) are dataset columns, one entry per completion. A row with neither gets None
@@ -141,15 +142,26 @@ def code_tests(
     prefixes = list(code_prefix) if code_prefix is not None else [None] * len(completions)
     programs = [program(completion_text(c), prefix or "", extraction) for c, prefix in zip(completions, prefixes, strict=True)]
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        return list(pool.map(lambda args: _score(*args, mode, chosen), zip(programs, rows)))
+        rewards = list(pool.map(lambda args: _score(*args, mode, chosen), zip(programs, rows)))
+    return Scores(rewards, [_reason(reward, row, code, mode) for reward, row, code in zip(rewards, rows, programs)])
 
 
-def code_tests_all(completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
+def _reason(reward: float | None, row: dict[str, Any], code: str | None, mode: str) -> str:
+    if not row:
+        return "the row has no 'tests' (or 'test' + 'entry_point')"
+    if reward is None:
+        return "the sandbox could not run it (infrastructure failure)"
+    if code is None:
+        return "no code block to run"
+    return f"tests ({mode}): {reward:g}"
+
+
+def code_tests_all(completions: Sequence[Any], **kwargs: Any) -> Scores:
     """`code_tests` with mode "all": 1.0 only when every test passes, else 0.0."""
     return code_tests(completions, **{**kwargs, "mode": "all"})
 
 
-def code_continuation_all(completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
+def code_continuation_all(completions: Sequence[Any], **kwargs: Any) -> Scores:
     """`code_tests_all` that also reads a completion without a code block as the prefix's continuation."""
     return code_tests(completions, **{**kwargs, "mode": "all", "extraction": "lenient"})
 

@@ -16,7 +16,6 @@ fails on any other thread). Results, per-function seconds and errors come back i
 
 from __future__ import annotations
 
-import functools
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -25,8 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlvr.errors import UserError
-
-TRL_KEYWORDS = ("prompts", "completions", "completion_ids")
+from rlvr.rewards.registry import is_builtin
+from rlvr.rewards.scores import TRL_KEYWORDS, GradeResult, columns_from_items
 
 
 @dataclass(frozen=True)
@@ -45,6 +44,7 @@ class RewardResult:
     total: list[float]  # N weighted sums, 0.0 where every reward is None
     components: dict[str, list[float | None]]  # name -> N unweighted values, None = not applicable
     seconds: dict[str, float]  # name -> wall time of that function
+    reasons: dict[str, list[str] | None]  # name -> N short reasons, when the function gave them (rlvr.rewards.scores)
 
 
 def compute_rewards(
@@ -75,19 +75,23 @@ def compute_rewards(
     outcomes = _call_all(specs, kwargs)
     components: dict[str, list[float | None]] = {}
     seconds: dict[str, float] = {}
+    reasons: dict[str, list[str] | None] = {}
     for spec in specs:  # spec order, so the first failing reward in the config is the one reported
         raw, seconds[spec.name], error = outcomes[spec.name]
-        if error is not None:  # any failure in user code becomes one readable line
+        if isinstance(error, UserError):  # already one line naming the cause and the fix (a bad row, a judge down)
+            raise error
+        if error is not None:  # any other failure in user code becomes one readable line
             raise UserError(
                 f"reward function '{spec.name}' raised {type(error).__name__}: {error} "
                 "(fix the function, or return None for completions it cannot score)"
             ) from error
         components[spec.name] = _validated(spec.name, raw, n)
+        reasons[spec.name] = getattr(raw, "reasons", None)
     total = [
         sum(spec.weight * v for spec in specs if (v := components[spec.name][i]) is not None)
         for i in range(n)
     ]
-    return RewardResult(total=[float(t) for t in total], components=components, seconds=seconds)
+    return RewardResult(total=[float(t) for t in total], components=components, seconds=seconds, reasons=reasons)
 
 
 _Outcome = tuple[Any, float, Exception | None]  # (returned value, wall seconds, exception raised)
@@ -95,7 +99,7 @@ _Outcome = tuple[Any, float, Exception | None]  # (returned value, wall seconds,
 
 def _call_all(specs: list[RewardSpec], kwargs: dict[str, Any]) -> dict[str, _Outcome]:
     """Every spec's outcome by name: built-ins on a thread pool, the others meanwhile on this thread."""
-    pooled = [spec for spec in specs if len(specs) > 1 and _is_builtin(spec.fn)]
+    pooled = [spec for spec in specs if len(specs) > 1 and is_builtin(spec.fn)]
     if not pooled:
         return {spec.name: _timed_call(spec.fn, kwargs) for spec in specs}
     with ThreadPoolExecutor(max_workers=len(pooled), thread_name_prefix="reward") as executor:
@@ -112,15 +116,6 @@ def _timed_call(fn: Callable[..., Any], kwargs: dict[str, Any]) -> _Outcome:
     except Exception as e:  # reported, with the reward's name, by compute_rewards
         raw, error = None, e
     return raw, time.perf_counter() - start, error
-
-
-def _is_builtin(fn: Callable[..., Any]) -> bool:
-    """Whether `fn` is one of rlvr's built-in rewards (maybe with parameters bound): thread-safe."""
-    from rlvr.rewards.loading import BUILTIN_REWARDS  # loading imports the reward modules
-
-    while isinstance(fn, functools.partial):
-        fn = fn.func
-    return any(fn is builtin for builtin in BUILTIN_REWARDS.values())
 
 
 def _check_inputs(
@@ -184,3 +179,19 @@ def _as_reward(name: str, value: Any, index: int) -> float | None:
 def _describe(value: Any) -> str:
     text = repr(value)
     return f"{type(value).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"
+
+
+def grade_rows(name: str, fn: Callable[..., Any], completions: list[str], items: list[dict[str, Any]]) -> list[GradeResult]:
+    """Reward `fn` (labelled `name`) on completions of rows given as dicts, with a reason for each
+    (the function's own, or its value when it gives none). The rows' `prompt` field is the prompt.
+
+    >>> from rlvr.rewards.math import math_accuracy
+    >>> grade_rows("math", math_accuracy, [r"\\boxed{4}"], [{"answer": "4"}])
+    [GradeResult(reward=1.0, reason="answer '4' matches")]
+    """
+    columns = columns_from_items(items)
+    prompts = columns.pop("prompt", [None] * len(completions))
+    result = compute_rewards([RewardSpec(name, fn)], prompts=prompts, completions=completions,
+                             completion_ids=[[] for _ in completions], columns=columns)
+    values, reasons = result.components[name], result.reasons[name]
+    return [GradeResult(v, reasons[i] if reasons is not None else f"{name}: {v}") for i, v in enumerate(values)]

@@ -17,7 +17,8 @@ from fractions import Fraction
 from typing import Any
 
 from rlvr.errors import UserError
-from rlvr.rewards.math import boxed_contents
+from rlvr.rewards.extraction import boxed_contents
+from rlvr.rewards.scores import Scores, short
 from rlvr.rewards.text import completion_text
 
 MAX_EXPRESSION_CHARS = 200
@@ -88,28 +89,40 @@ def _evaluate(node: ast.AST, numbers: list[int]) -> Fraction:
     raise _Rejected(ast.dump(node)[:80])
 
 
-def countdown(completions: list[Any], numbers: list[Any], target: list[Any], **kwargs: Any) -> list[float]:
-    """1.0 where the completion's expression uses every given number exactly once and equals target.
+def countdown(completions: list[Any], numbers: list[Any], target: list[Any], **kwargs: Any) -> Scores:
+    """1.0 where the completion's expression uses every given number exactly once and equals target;
+    None for a row without numbers or target; a reason for each.
 
-    >>> countdown(
+    >>> scores = countdown(
     ...     ["<answer>8/(3-8/3)</answer>", "<answer>8*3</answer>", "<answer>(8+8)+(3+3)</answer>"],
     ...     numbers=[[3, 3, 8, 8]] * 3,
     ...     target=[24] * 3,
     ... )
-    [1.0, 0.0, 0.0]
+    >>> scores, scores.reasons[1]
+    ([1.0, 0.0, 0.0], 'uses [3, 8], not each of [3, 3, 8, 8] once')
     """
-    rows = zip(completions, numbers, target, strict=True)
-    return [_score(completion_text(c), _as_ints(n), _as_fraction(t)) for c, n, t in rows]
+    graded = [_score(completion_text(c), n, t) for c, n, t in zip(completions, numbers, target, strict=True)]
+    return Scores([reward for reward, _ in graded], [reason for _, reason in graded])
 
 
-def _score(text: str, numbers: list[int], target: Fraction) -> float:
+def _score(text: str, numbers: Any, target: Any) -> tuple[float | None, str]:
+    for column, value in (("numbers", numbers), ("target", target)):
+        if value is None:
+            return None, f"the row has no '{column}'"
+    given, goal = _as_ints(numbers), _as_fraction(target)
     expression = countdown_expression(text)
-    result = None if expression is None else evaluate_expression(expression)
+    if expression is None:
+        return 0.0, "no <answer> expression"
+    result = evaluate_expression(expression)
     if result is None:
-        return 0.0
+        return 0.0, f"{short(expression)} is not arithmetic on integers"
     value, used = result
     # Multiset equality: each given number exactly once, no number invented or repeated.
-    return 1.0 if Counter(used) == Counter(numbers) and value == target else 0.0
+    if Counter(used) != Counter(given):
+        return 0.0, f"uses {sorted(used)}, not each of {sorted(given)} once"
+    if value != goal:
+        return 0.0, f"{short(expression)} = {value}, not {target}"
+    return 1.0, f"{short(expression)} = {target}"
 
 
 def _as_ints(numbers: Any) -> list[int]:

@@ -11,14 +11,15 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from rlvr.rewards.math import boxed_contents
+from rlvr.rewards.extraction import boxed_contents
+from rlvr.rewards.scores import Scores
 from rlvr.rewards.text import completion_text
 
 THINK_ANSWER_TAGS = ("<think>", "</think>", "<answer>", "</answer>")
 _THINK_ANSWER = re.compile(r"\s*<think>.*?</think>\s*<answer>.*?</answer>\s*", re.DOTALL)
 
 
-def boxed_format(completions: list[Any], **kwargs: Any) -> list[float]:
+def boxed_format(completions: list[Any], **kwargs: Any) -> Scores:
     r"""1.0 where the completion has exactly one non-empty ``\boxed{...}``, else 0.0.
 
     >>> boxed_format([r"so \boxed{x+1}", r"\boxed{3} or \boxed{4}", r"\boxed{}", "42"])
@@ -28,10 +29,10 @@ def boxed_format(completions: list[Any], **kwargs: Any) -> list[float]:
     for completion in completions:
         boxes = boxed_contents(completion_text(completion))
         scores.append(1.0 if len(boxes) == 1 and boxes[0] else 0.0)
-    return scores
+    return _with_reasons("boxed", scores)
 
 
-def think_answer_format(completions: list[Any], **kwargs: Any) -> list[float]:
+def think_answer_format(completions: list[Any], **kwargs: Any) -> Scores:
     """1.0 where the completion is ``<think>…</think>`` then ``<answer>…</answer>`` and nothing after.
 
     Whitespace is allowed around and between the two blocks; each tag must appear exactly once.
@@ -44,7 +45,7 @@ def think_answer_format(completions: list[Any], **kwargs: Any) -> list[float]:
     ... ])
     [1.0, 0.0, 0.0, 0.0]
     """
-    return [_think_answer_score(completion_text(c)) for c in completions]
+    return _with_reasons("think_answer", [_think_answer_score(completion_text(c)) for c in completions])
 
 
 def _think_answer_score(text: str) -> float:
@@ -53,7 +54,7 @@ def _think_answer_score(text: str) -> float:
     return 1.0 if each_tag_once and _THINK_ANSWER.fullmatch(text) else 0.0
 
 
-def soft_think_answer_format(completions: list[Any], **kwargs: Any) -> list[float]:
+def soft_think_answer_format(completions: list[Any], **kwargs: Any) -> Scores:
     """0.25 for each of ``<think>``, ``</think>``, ``<answer>``, ``</answer>`` found in that order.
 
     Tags are looked for one after another, each after the previous one found, so a tag out of
@@ -67,7 +68,7 @@ def soft_think_answer_format(completions: list[Any], **kwargs: Any) -> list[floa
     ... ])
     [1.0, 0.75, 0.5, 0.0]
     """
-    return [_soft_score(completion_text(c)) for c in completions]
+    return _with_reasons("soft_think_answer", [_soft_score(completion_text(c)) for c in completions])
 
 
 def _soft_score(text: str) -> float:
@@ -78,6 +79,10 @@ def _soft_score(text: str) -> float:
             score += 0.25
             position = found + len(tag)
     return score
+
+
+def _with_reasons(name: str, scores: list[float]) -> Scores:
+    return Scores(scores, [f"{name} format: {score:g}" for score in scores])
 
 
 # The format checks by the name a grader spec (`type: format`) or `rlvr sample --format` uses.

@@ -1,25 +1,24 @@
-"""Turn a reward name from the config into a function.
+"""Turn a reward name from the config into a function: the one loader of every reward.
 
-Three spellings, as in a config's ``rewards:`` list:
+The spellings a config's ``rewards:`` list (or ``rlvr grade --grader``) accepts:
 
-- a built-in name: ``math_accuracy`` (see BUILTIN_REWARDS);
+- a built-in reward: ``math_accuracy`` (rlvr.rewards.registry);
+- a grader type with its fields as parameters: ``{name: string_check, params: {reference: ..., operation: eq}}``,
+  or a grader spec file, ``grader.yaml`` / ``grader.json`` (rlvr.rewards.graders);
 - an importable module and a function in it: ``my_package.rewards:exact_match``;
 - a Python file and a function in it: ``rewards/my_reward.py:exact_match``.
 
-Any function with TRL's reward signature works unchanged (see rlvr.rewards.combine).
-
-Parameters from the config (``load_reward_function("math_accuracy", timeout_s=5)``) are bound with
-functools.partial, after checking that the function has a parameter of each name.
+Any function with TRL's reward signature works unchanged (see rlvr.rewards.combine). Parameters from
+the config (``load_reward_function("math_accuracy", timeout_s=5)``) are bound with functools.partial,
+after checking that the function has a parameter of each name.
 """
 
 from __future__ import annotations
 
 import difflib
-import functools
 import hashlib
 import importlib
 import importlib.util
-import inspect
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -27,50 +26,35 @@ from types import ModuleType
 from typing import Any
 
 from rlvr.errors import UserError
-from rlvr.rewards.reward_model import reward_model
-from rlvr.rewards.code import code_continuation_all, code_tests, code_tests_all
-from rlvr.rewards.countdown import countdown
-from rlvr.rewards.format import boxed_format, soft_think_answer_format, think_answer_format
-from rlvr.rewards.language import language_consistency
-from rlvr.rewards.math import math_accuracy, math_accuracy_lenient
-from rlvr.rewards.puzzles import sudoku
-from rlvr.rewards.shaping import overlong_penalty
+from rlvr.rewards.graders.build import SPEC_TYPES, VERIFIER_TYPES, build_grader, load_grader
+from rlvr.rewards.registry import BUILTIN_REWARDS, bind
 
-BUILTIN_REWARDS: dict[str, Callable[..., list[float | None]]] = {
-    "math_accuracy": math_accuracy,
-    "math_accuracy_lenient": math_accuracy_lenient,
-    "boxed_format": boxed_format,
-    "think_answer_format": think_answer_format,
-    "soft_think_answer_format": soft_think_answer_format,
-    "countdown": countdown,  # also the 24 game: a countdown row with target 24
-    "sudoku": sudoku,
-    "language_consistency": language_consistency,
-    "overlong_penalty": overlong_penalty,
-    "reward_model": reward_model,  # a trained reward model, normalised (rlvr.reward_models)
-    "code_tests": code_tests,
-    "code_tests_all": code_tests_all,
-    "code_continuation_all": code_continuation_all,
-}
-# Filled in by the caller on every call, never bound as parameters.
-TRL_ARGUMENTS = ("prompts", "completions", "completion_ids")
+SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def load_reward_function(spec: str, **params: Any) -> Callable[..., Any]:
-    """The reward function named by `spec` (built-in, ``module:function`` or ``file.py:function``),
-    with `params` bound.
+    """The reward function named by `spec` (see the module docstring), with `params` bound.
 
     >>> load_reward_function("math_accuracy").__name__
     'math_accuracy'
     >>> load_reward_function("overlong_penalty", max_tokens=16, cache_tokens=4)(None, [[0] * 14])
     [-0.5]
+    >>> load_reward_function("string_check", reference="{{ item.answer }}", operation="eq")(completions=["4"], answer=["4"])
+    [1.0]
     >>> load_reward_function("math_acuracy")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     rlvr.errors.UserError: unknown reward 'math_acuracy'; did you mean 'math_accuracy'? ...
     """
     spec = spec.strip()
+    if spec not in BUILTIN_REWARDS and (spec in SPEC_TYPES or spec in VERIFIER_TYPES or spec == "multi"):
+        return build_grader({"type": spec, **params}, spec)  # (a built-in of the same name wins: countdown)
+    if spec.endswith(SPEC_SUFFIXES):
+        if params:
+            raise UserError(f"reward '{spec}' is a grader spec file: give its settings in the file, not as params")
+        return load_grader(spec)
     fn = _load(spec)
-    return _with_params(fn, params, spec) if params else fn
+    return bind(fn, params, spec) if params else fn
 
 
 def _load(spec: str) -> Callable[..., Any]:
@@ -85,36 +69,15 @@ def _load(spec: str) -> Callable[..., Any]:
     return _function(module, source, attribute, spec)
 
 
-def _with_params(fn: Callable[..., Any], params: dict[str, Any], spec: str) -> Callable[..., Any]:
-    """`fn` with `params` bound by keyword; a UserError names a parameter `fn` does not take."""
-    try:
-        signature = inspect.signature(fn)
-    except (TypeError, ValueError):  # some builtins and C functions have no readable signature
-        raise UserError(f"reward '{spec}': cannot read its parameters, so it cannot take {sorted(params)}") from None
-    # A **kwargs catch-all receives the dataset columns: a name must be spelled out to be a parameter.
-    named = [
-        name for name, p in signature.parameters.items()
-        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and name not in TRL_ARGUMENTS
-    ]
-    for name in params:
-        if name not in named:
-            close = difflib.get_close_matches(name, named, n=1)
-            hint = f"did you mean '{close[0]}'? " if close else ""
-            raise UserError(
-                f"reward '{spec}' has no parameter '{name}'; {hint}its parameters: {', '.join(named) or 'none'}"
-            )
-    bound = functools.partial(fn, **params)
-    return functools.update_wrapper(bound, fn)  # keeps __name__ and the docstring for logs and help
-
-
 def _builtin(name: str) -> Callable[..., Any]:
     if name in BUILTIN_REWARDS:
         return BUILTIN_REWARDS[name]
-    close = difflib.get_close_matches(name, BUILTIN_REWARDS, n=1)
+    graders = [*SPEC_TYPES, "multi", *VERIFIER_TYPES]
+    close = difflib.get_close_matches(name, [*BUILTIN_REWARDS, *graders], n=1)
     hint = f"; did you mean '{close[0]}'?" if close else ""
     raise UserError(
-        f"unknown reward '{name}'{hint} (built-ins: {', '.join(BUILTIN_REWARDS)}; "
-        "or write 'module.path:function' or 'path/to/file.py:function')"
+        f"unknown reward '{name}'{hint} (built-ins: {', '.join(BUILTIN_REWARDS)}; grader types: "
+        f"{', '.join(graders)}; or write 'module.path:function', 'path/to/file.py:function' or a grader spec file)"
     )
 
 

@@ -23,7 +23,7 @@ Equivalence (`answers_match`), cheapest first; `quick_match` runs the first two 
    equations (``x = 2`` = ``2``, but ``x = 2`` != ``y = 3``). A numeric match is confirmed with
    REL_TOL (math-verify alone says ``1/2004!`` = ``1/2006!``). This step is slow and sympy can
    hang, so the rewards run it in worker processes with a hard time bound per item (workers.py):
-   an item over the bound scores 0 and is counted in `workers.stats()`.
+   an item over the bound scores 0 and is counted in `workers.stats()` (`match_many`).
 
 Scoring (`math_accuracy`): None when the gold answer is empty or math-verify cannot read it (the
 row cannot be checked: it is skipped, not failed); 0.0 when the completion boxes several different
@@ -35,12 +35,14 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
 from rlvr.rewards import symbolic, workers
-from rlvr.rewards.symbolic import REL_TOL
 from rlvr.rewards.extraction import _check_mode, boxed_contents, extract_answer
+from rlvr.rewards.scores import Scores, short
+from rlvr.rewards.symbolic import REL_TOL
 from rlvr.rewards.text import completion_text
 
 _Number = tuple[Fraction, bool]  # exact value, written with a decimal point
@@ -242,49 +244,102 @@ def is_hedged(text: str) -> bool:
 def math_accuracy(
     completions: list[Any], answer: list[Any], mode: str = "strict",
     timeout_s: float = workers.DEFAULT_TIMEOUT_S, rel_tol: float = REL_TOL, **kwargs: Any,
-) -> list[float | None]:
-    r"""1.0 where the completion's final answer equals the `answer` column, else 0.0.
+) -> Scores:
+    r"""1.0 where the completion's final answer equals the `answer` column, else 0.0; a reason for each.
 
-    None where the gold answer is empty or unreadable; 0.0 for hedged completions (several
+    None where the gold answer is missing, empty or unreadable; 0.0 for hedged completions (several
     distinct boxes). `timeout_s` bounds each symbolic comparison (a worker is killed past it).
 
     >>> completions = [r"\boxed{72}", r"\boxed{3} or \boxed{4}", "it is 72", "x", r"\boxed{1}"]
-    >>> math_accuracy(completions, answer=["#### 72", "3", "72", "", r"\frac{"])
+    >>> scores = math_accuracy(completions, answer=["#### 72", "3", "72", "", r"\frac{"])
+    >>> scores
     [1.0, 0.0, 0.0, None, None]
+    >>> scores.reasons[:3]
+    ["answer '72' matches", 'boxes several different answers', 'no final answer (strict mode reads \\boxed{} or <answer>)']
     """
     _check_mode(mode)
     rows = list(zip(completions, answer, strict=True))
     texts = [completion_text(c) for c, _ in rows]
     golds = [gold_answer(a) for _, a in rows]
     readable = _readable_golds(golds, timeout_s)
-    scores: list[float | None] = []
+    preds: list[str | None] = []
+    verdicts: list[bool | None] = []
     symbolic_rows: dict[tuple[str, str], list[int]] = {}  # a group often repeats an answer: compare once
     for i, (text, gold) in enumerate(zip(texts, golds)):
-        if gold is None or not readable[gold]:
-            scores.append(None)
-            continue
-        pred = None if is_hedged(text) else extract_answer(text, mode)
-        verdict = False if pred is None else quick_match(pred, gold, rel_tol)
-        if verdict is None:
-            symbolic_rows.setdefault((_clean(pred or ""), gold), []).append(i)
-        scores.append(1.0 if verdict else 0.0)
+        hedged = is_hedged(text)
+        preds.append(None if hedged else extract_answer(text, mode))
+        verdict = None if gold is None or not readable[gold] else False if preds[i] is None else quick_match(preds[i], gold, rel_tol)
+        if verdict is None and gold is not None and readable[gold]:
+            symbolic_rows.setdefault((_clean(preds[i] or ""), gold), []).append(i)
+        verdicts.append(verdict)
     pairs = list(symbolic_rows)
-    for pair, matched in zip(pairs, workers.match_many(pairs, timeout_s, rel_tol)):
+    for pair, matched in zip(pairs, match_many(pairs, timeout_s, rel_tol)):
         for i in symbolic_rows[pair]:
-            scores[i] = 1.0 if matched else 0.0  # None (timed out) counts as no match
-    return scores
+            verdicts[i] = bool(matched)  # None (timed out) counts as no match
+    scores = [None if g is None or not readable[g] else float(bool(v)) for g, v in zip(golds, verdicts)]
+    reasons = [_reason(cell, gold, gold is not None and readable[gold], pred, bool(v), is_hedged(text), mode)
+               for (_, cell), gold, pred, v, text in zip(rows, golds, preds, verdicts, texts)]
+    return Scores(scores, reasons)
+
+
+def _reason(cell: Any, gold: str | None, readable: bool, pred: str | None, matched: bool, hedged: bool, mode: str) -> str:
+    """Why one completion scored as it did (rlvr grade shows it)."""
+    if cell is None:
+        return "the row has no 'answer'"
+    if gold is None:
+        return "the row's 'answer' is empty"
+    if not readable:
+        return f"the row's 'answer' {short(gold)} cannot be read as maths"
+    if matched:
+        return f"answer {short(pred or '')} matches"
+    if hedged:
+        return "boxes several different answers"
+    if pred is None:
+        wanted = r"\boxed{} or <answer>" if mode == "strict" else "any answer"
+        return f"no final answer ({mode} mode reads {wanted})"
+    return f"answer {short(pred)} != expected {short(gold)}"
 
 
 def math_accuracy_lenient(
     completions: list[Any], answer: list[Any],
     timeout_s: float = workers.DEFAULT_TIMEOUT_S, rel_tol: float = REL_TOL, **kwargs: Any,
-) -> list[float | None]:
+) -> Scores:
     """`math_accuracy` in lenient mode: also accepts ``#### N``, "the answer is N", a last number.
 
     >>> math_accuracy_lenient(["it is 72", "The answer is 8."], ["72", "7"])
     [1.0, 0.0]
     """
     return math_accuracy(completions, answer, mode="lenient", timeout_s=timeout_s, rel_tol=rel_tol)
+
+
+def match_many(
+    pairs: Sequence[tuple[str, str]], timeout_s: float = workers.DEFAULT_TIMEOUT_S, rel_tol: float = REL_TOL
+) -> list[bool | None]:
+    r"""`answers_match(pred, gold)` for each pair, in the worker processes; None where an item timed out or failed.
+
+    >>> match_many([("0.5", r"\frac{1}{2}"), (r"\sqrt{2}/2", r"\frac{\sqrt{2}}{2}"), ("x = 2", "y = 3")])
+    [True, True, False]
+    """
+    return workers.run_shared(_match, [(pred, gold, rel_tol) for pred, gold in pairs], timeout_s)
+
+
+def parses_many(golds: Sequence[str], timeout_s: float = workers.DEFAULT_TIMEOUT_S) -> list[bool | None]:
+    r"""`symbolic.parses(gold)` for each gold answer, in the worker processes; None where an item timed out or failed.
+
+    >>> parses_many([r"\frac{\sqrt{3}}{2}", r"\frac{"])
+    [True, False]
+    """
+    return workers.run_shared(_parses, [(gold,) for gold in golds], timeout_s)
+
+
+def _parses(gold: str, alarm_s: int | None = None) -> bool:
+    """What a worker runs for each gold (its own hard bound replaces math-verify's alarm there)."""
+    return symbolic.parses(gold, alarm_s)
+
+
+def _match(pred: str, gold: str, rel_tol: float, alarm_s: int | None = None) -> bool:
+    """What a worker runs for each pair (a top-level function, so that it pickles by name)."""
+    return answers_match(pred, gold, rel_tol, alarm_s)
 
 
 _GOLD_READABLE: dict[str, bool] = {}  # gold text -> whether math-verify reads it; golds recur every epoch
@@ -297,7 +352,7 @@ def _readable_golds(golds: list[str | None], timeout_s: float) -> dict[str, bool
     readable = {g: True for g in golds if g is not None and (exact_number(g) is not None or symbolic.too_costly(g))}
     unknown = [g for g in dict.fromkeys(golds) if g is not None and g not in readable]
     to_parse = [g for g in unknown if g not in _GOLD_READABLE]
-    for gold, parsed in zip(to_parse, workers.parses_many(to_parse, timeout_s)):
+    for gold, parsed in zip(to_parse, parses_many(to_parse, timeout_s)):
         if parsed is not None:  # a timeout is not cached: the gold may parse on a less busy machine
             if len(_GOLD_READABLE) >= _GOLD_CACHE_SIZE:
                 _GOLD_READABLE.clear()

@@ -16,40 +16,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from rlvr.errors import UserError
-from rlvr.rewards.math import extract_answer
+from rlvr.data.tasks.grids import BOX_SHAPES, Grid, parse_grid
+from rlvr.rewards.extraction import extract_answer
+from rlvr.rewards.scores import Scores
 from rlvr.rewards.text import completion_text
-
-BOX_SHAPES = {4: (2, 2), 6: (2, 3), 9: (3, 3)}  # size -> (rows, columns) of one box
-Grid = list[list[int]]  # rows of cells; 0 = blank
-
-
-def parse_grid(text: str) -> Grid:
-    """A puzzle or solution grid from its text: rows separated by ``/``, ``.`` or ``0`` for a blank.
-
-    >>> parse_grid("12.4/34../.1../4.2.")[0]
-    [1, 2, 0, 4]
-    >>> parse_grid("123/456")
-    Traceback (most recent call last):
-    ...
-    rlvr.errors.UserError: sudoku puzzle '123/456' is not 4, 6 or 9 rows of as many cells (fix the data)
-    """
-    rows = [row.strip() for row in str(text).strip().split("/")]
-    size = len(rows)
-    well_formed = size in BOX_SHAPES and all(re.fullmatch(rf"[.0-{size}]{{{size}}}", row) for row in rows)
-    if not well_formed:
-        raise UserError(f"sudoku puzzle {text!r} is not 4, 6 or 9 rows of as many cells (fix the data)")
-    return [[0 if cell == "." else int(cell) for cell in row] for row in rows]
-
-
-def grid_text(grid: Grid) -> str:
-    """The text form of a grid, the inverse of `parse_grid`.
-
-    >>> grid_text([[1, 2, 0, 4], [3, 4, 0, 0], [0, 1, 0, 0], [4, 0, 2, 0]])
-    '12.4/34../.1../4.2.'
-    """
-    return "/".join("".join(str(cell) if cell else "." for cell in row) for row in grid)
-
 
 def violations(grid: Grid, givens: Grid) -> list[str]:
     """Every broken rule of a filled `grid` against the puzzle `givens`; empty when it is solved.
@@ -94,16 +64,26 @@ def answer_grid(text: str, size: int) -> Grid | None:
     return [digits[r * size : (r + 1) * size] for r in range(size)]
 
 
-def sudoku(completions: list[Any], puzzle: list[Any], **kwargs: Any) -> list[float]:
-    r"""1.0 where the completion's grid keeps the givens of `puzzle` and breaks no rule, else 0.0.
+def sudoku(completions: list[Any], puzzle: list[Any], **kwargs: Any) -> Scores:
+    r"""1.0 where the completion's grid keeps the givens of `puzzle` and breaks no rule, else 0.0;
+    None for a row without a puzzle; a reason for each.
 
-    >>> sudoku([r"\boxed{1234/3412/2143/4321}", r"\boxed{1234/3412/2143/4312}", "no idea"],
-    ...        puzzle=["12.4/34../.1../4.2."] * 3)
-    [1.0, 0.0, 0.0]
+    >>> scores = sudoku([r"\boxed{1234/3412/2143/4321}", r"\boxed{1234/3412/2143/4312}", "no idea"],
+    ...                 puzzle=["12.4/34../.1../4.2."] * 3)
+    >>> scores, scores.reasons[2]
+    ([1.0, 0.0, 0.0], 'no 4x4 grid in the answer')
     """
-    scores = []
+    rewards: list[float | None] = []
+    reasons: list[str] = []
     for completion, text in zip(completions, puzzle, strict=True):
+        if text is None:
+            rewards.append(None)
+            reasons.append("the row has no 'puzzle'")
+            continue
         givens = parse_grid(text)
         grid = answer_grid(completion_text(completion), len(givens))
-        scores.append(1.0 if grid is not None and not violations(grid, givens) else 0.0)
-    return scores
+        broken = None if grid is None else violations(grid, givens)
+        rewards.append(1.0 if broken == [] else 0.0)
+        reasons.append("no {0}x{0} grid in the answer".format(len(givens)) if broken is None
+                       else f"breaks {broken[0]}" if broken else "keeps the givens and breaks no rule")
+    return Scores(rewards, reasons)

@@ -12,12 +12,10 @@ A process can always be killed, so the maths rewards send their symbolic step he
 - `run_many` hands items out one per idle worker and waits on all of them at once. An item not
   answered within `timeout_s` of being handed out gets its worker killed and replaced (about a
   second to start, which never counts against an item); its result is None and `stats()` counts it.
-- The shared pool behind `match_many` / `parses_many` starts on first use, is reused across calls
-  and threads (one batch at a time), and stops at exit. If it cannot start, the items run in this
-  process with symbolic.py's guards only (no hard bound), after one warning.
-
->>> match_many([("0.5", r"\frac{1}{2}"), (r"\sqrt{2}/2", r"\frac{\sqrt{2}}{2}"), ("x = 2", "y = 3")])
-[True, True, False]
+- The shared pool behind `run_shared` (the maths rewards' `match_many` / `parses_many`) starts on
+  first use, is reused across calls and threads (one batch at a time), and stops at exit. If it
+  cannot start, the items run in this process with symbolic.py's guards only (no hard bound),
+  after one warning.
 """
 
 from __future__ import annotations
@@ -290,22 +288,6 @@ _shared_lock = threading.Lock()
 _fallback_stats = PoolStats()
 
 
-def match_many(
-    pairs: Sequence[tuple[str, str]], timeout_s: float = DEFAULT_TIMEOUT_S, rel_tol: float = symbolic.REL_TOL
-) -> list[bool | None]:
-    """`math.answers_match(pred, gold)` for each pair, in parallel; None where an item timed out or failed."""
-    return _run_shared(_match, [(pred, gold, rel_tol) for pred, gold in pairs], timeout_s)
-
-
-def parses_many(golds: Sequence[str], timeout_s: float = DEFAULT_TIMEOUT_S) -> list[bool | None]:
-    r"""`symbolic.parses(gold)` for each gold answer; None where an item timed out or failed.
-
-    >>> parses_many([r"\frac{\sqrt{3}}{2}", r"\frac{"])
-    [True, False]
-    """
-    return _run_shared(_parses, [(gold,) for gold in golds], timeout_s)
-
-
 def start_shared_pool() -> bool:
     """Start the shared workers now and wait for them (e.g. before training); False: running in-process."""
     pool = _shared_pool()
@@ -334,17 +316,10 @@ def shutdown() -> None:
             _shared = None
 
 
-def _match(pred: str, gold: str, rel_tol: float, alarm_s: int | None = None) -> bool:
-    from rlvr.rewards.math import answers_match  # math imports this module
-
-    return answers_match(pred, gold, rel_tol, alarm_s)
-
-
-def _parses(gold: str, alarm_s: int | None = None) -> bool:
-    return symbolic.parses(gold, alarm_s)
-
-
-def _run_shared(fn: Callable[..., Any], items: list[tuple[Any, ...]], timeout_s: float) -> list[Any]:
+def run_shared(fn: Callable[..., Any], items: list[tuple[Any, ...]], timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Any]:
+    """`[fn(*item) for item in items]` in the shared worker processes, each item under `timeout_s`
+    (None for an item that timed out or failed); in this process when the pool cannot start.
+    `fn` is a top-level function taking `alarm_s` (math-verify's own bound, used only in-process)."""
     if not items:
         return []
     pool = _shared_pool()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 
 from rlvr.data.tasks import splits
-from rlvr.rewards.puzzles import BOX_SHAPES, Grid, grid_text
+from rlvr.data.tasks.grids import BOX_SHAPES, Grid, grid_text
 
 NAME = "sudoku"
 DIFFICULTIES = (1, 2, 3, 4)

@@ -3,11 +3,10 @@
 import pytest
 
 from rlvr.errors import UserError
-from rlvr.graders import GradeResult, build_grader
+from rlvr.rewards import GradeResult
+from rlvr.rewards.graders import build_grader
 
-
-def grade(spec, completions, items):
-    return build_grader(spec).grade(completions, items)
+from .conftest import grade
 
 
 def test_math_rewards_and_reasons():
@@ -70,7 +69,8 @@ def test_format_options(fmt, expected):
 
 
 def test_format_default_is_boxed_and_bad_option_is_named():
-    assert build_grader({"type": "format"}).format == "boxed"
+    default = grade({"type": "format"}, [r"\boxed{4}", "<think>a</think><answer>4</answer>"], [{}, {}])
+    assert [r.reward for r in default] == [1.0, 0.0] and default[0].reason == "boxed format: 1"
     with pytest.raises(UserError, match="field 'format' is 'think_anwser'; did you mean 'think_answer'"):
         build_grader({"type": "format", "format": "think_anwser"})
 
@@ -85,7 +85,7 @@ def test_code_grader_with_tests_and_entry_point():
     grader = build_grader({"type": "code"})
     completion = "```python\ndef add(a, b):\n    return a + b\n```"
     stdin_program = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
-    results = grader.grade(
+    results = grade(grader, 
         [completion, stdin_program, completion],
         [
             {"test": "def check(candidate):\n    assert candidate(1, 2) == 3\n", "entry_point": "add"},
@@ -97,12 +97,12 @@ def test_code_grader_with_tests_and_entry_point():
 
 
 def test_python_grader_runs_the_users_grade_function():
-    pytest.importorskip("rlvr.graders.python_grader")
+    pytest.importorskip("rlvr.rewards.graders.python")
     source = (
         "def grade(sample, item):\n"
         "    return 1.0 if sample['output_text'].strip() == item['answer'] else 0.0\n"
     )
-    results = build_grader({"type": "python", "source": source}).grade(["4", "5"], [{"answer": "4"}] * 2)
+    results = grade(build_grader({"type": "python", "source": source}), ["4", "5"], [{"answer": "4"}] * 2)
     assert [r.reward for r in results] == [1.0, 0.0]
 
 
@@ -110,7 +110,7 @@ def test_code_grader_malformed_row_loses_only_that_row():
     pytest.importorskip("rlvr.rewards.code")
     completion = "```python\ndef add(a, b):\n    return a + b\n```"
     check = "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(2, 2) == 5\n"
-    results = build_grader({"type": "code"}).grade(
+    results = grade(build_grader({"type": "code"}), 
         [completion, completion, completion],
         [{"test": check, "entry_point": "add"}, {"test": check}, {"tests": "not a list"}],
     )
@@ -123,17 +123,17 @@ def test_code_grader_mode_all_and_bad_mode():
     pytest.importorskip("rlvr.rewards.code")
     completion = "```python\nprint(int(input()) * 2)\n```"
     tests = [{"input": "2\n", "output": "4\n"}, {"input": "3\n", "output": "7\n"}]
-    assert build_grader({"type": "code"}).grade([completion], [{"tests": tests}])[0].reward == 0.5
-    assert build_grader({"type": "code", "mode": "all"}).grade([completion], [{"tests": tests}])[0].reward == 0.0
+    assert grade(build_grader({"type": "code"}), [completion], [{"tests": tests}])[0].reward == 0.5
+    assert grade(build_grader({"type": "code", "mode": "all"}), [completion], [{"tests": tests}])[0].reward == 0.0
     with pytest.raises(UserError, match="field 'mode' is 'most'"):
         build_grader({"type": "code", "mode": "most"})
 
 
 def test_python_grader_reasons_say_what_happened():
-    pytest.importorskip("rlvr.graders.python_grader")
-    from rlvr.graders import load_grader
+    pytest.importorskip("rlvr.rewards.graders.python")
+    from rlvr.rewards.graders import load_grader
 
     source = "def grade(sample, item):\n    return 1.0 if sample['output_text'] == item['answer'] else 1 / 0\n"
-    results = load_grader({"type": "python", "source": source}).grade(["7", "8"], [{"answer": "7"}, {"answer": "7"}])
+    results = grade(load_grader({"type": "python", "source": source}), ["7", "8"], [{"answer": "7"}, {"answer": "7"}])
     assert [r.reward for r in results] == [1.0, 0.0]
     assert "ZeroDivisionError" in results[1].reason

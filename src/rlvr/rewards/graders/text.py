@@ -1,4 +1,4 @@
-"""Graders that compare two rendered templates: ``string_check`` and ``text_similarity``.
+"""Rewards that compare two rendered templates: ``string_check`` and ``text_similarity``.
 
 Both render ``input`` (by default the completion, ``{{ sample.output_text }}``) and
 ``reference`` (usually ``{{ item.<column> }}``) for each row, then compare the two strings.
@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from rlvr.errors import UserError
-from rlvr.graders.result import GradeResult
-from rlvr.graders.similarity import METRICS, UNSUPPORTED_METRICS
-from rlvr.graders.spec import get_choice, get_number, get_str
-from rlvr.graders.template import MissingField, render, template_fields
+from rlvr.rewards.graders.rows import RowGrader
+from rlvr.rewards.graders.similarity import METRICS, UNSUPPORTED_METRICS
+from rlvr.rewards.graders.spec import get_choice, get_number, get_str
+from rlvr.rewards.graders.template import MissingField, render, template_fields
+from rlvr.rewards.scores import GradeResult, short
 
 DEFAULT_INPUT = "{{ sample.output_text }}"
 
@@ -25,15 +26,6 @@ STRING_OPERATIONS: dict[str, tuple[Callable[[str, str], bool], str, str]] = {
     "like": (lambda text, ref: ref in text, "contains", "does not contain"),
     "ilike": (lambda text, ref: ref.lower() in text.lower(), "contains (any case)", "does not contain (any case)"),
 }
-
-
-def short(text: str, limit: int = 40) -> str:
-    """`text` quoted, cut to `limit` characters, for reasons.
-
-    >>> short("a" * 50, 5)
-    "'aaaaa…'"
-    """
-    return repr(text[:limit] + ("…" if len(text) > limit else ""))
 
 
 @dataclass(frozen=True)
@@ -55,7 +47,7 @@ class _Pair:
 
 
 @dataclass(frozen=True)
-class StringCheckGrader:
+class StringCheckGrader(RowGrader):
     """1.0 when ``input`` and ``reference`` pass `operation`, else 0.0.
 
     eq / ne: exact (in)equality; like: ``reference`` is a substring of ``input``; ilike: the same
@@ -90,7 +82,7 @@ class StringCheckGrader:
 
 
 @dataclass(frozen=True)
-class TextSimilarityGrader:
+class TextSimilarityGrader(RowGrader):
     """The similarity of ``input`` to ``reference`` under `metric`, in [0, 1].
 
     With `pass_threshold`, 1.0 when the similarity reaches it and 0.0 below.

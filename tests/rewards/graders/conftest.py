@@ -7,6 +7,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from rlvr.rewards.combine import grade_rows
+from rlvr.rewards.graders.build import build_grader
+
+
+def grade(reward, completions, items):
+    """Grade rows with a reward function or a spec (a dict): their GradeResults, as `rlvr grade` writes them."""
+    fn = build_grader(reward) if isinstance(reward, dict) else reward
+    return grade_rows(getattr(fn, "__name__", "reward"), fn, completions, [dict(item) for item in items])
+
 
 class FakeJudge:
     """What the server answers, and what it was asked; tests change the attributes."""

@@ -1,8 +1,8 @@
-"""Grader specs: read one from a dict, a YAML or JSON file, inline JSON or a built-in name, and
+"""Grader specs: read one from a dict, a YAML or JSON file, inline JSON or a bare type name, and
 check its fields.
 
-A spec is a mapping with a ``type`` (see `rlvr.graders.build.GRADER_TYPES`) and that type's
-fields, shaped after OpenAI's reinforcement fine-tuning graders, e.g.::
+A spec is a mapping with a ``type`` (see `rlvr.rewards.graders.build`) and that type's fields,
+shaped after OpenAI's reinforcement fine-tuning graders, e.g.::
 
     type: string_check
     name: exact
@@ -10,7 +10,7 @@ fields, shaped after OpenAI's reinforcement fine-tuning graders, e.g.::
     reference: "{{ item.answer }}"
     operation: eq
 
-This module only reads and checks; building a grader from a spec is `rlvr.graders.build`.
+This module only reads and checks; building a reward from a spec is `rlvr.rewards.graders.build`.
 Every check raises a one-line `UserError` that names the grader and the field at fault.
 """
 
@@ -26,46 +26,40 @@ import yaml
 
 from rlvr.errors import UserError
 
-# `rlvr grade --grader math`: the built-in verifiers with their default options.
-BUILTIN_GRADERS: dict[str, dict[str, Any]] = {
-    "math": {"type": "math"},
-    "code": {"type": "code"},
-    "countdown": {"type": "countdown"},
-    "format": {"type": "format"},
-}
-
 COMMON_FIELDS = ("type", "name")
 
 
-def load_grader_spec(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
-    """The spec named by `source`: a mapping, a built-in name, a .yaml/.yml/.json file, or inline JSON.
+def load_grader_spec(source: str | Path | Mapping[str, Any], types: Sequence[str]) -> dict[str, Any]:
+    """The spec named by `source`: a mapping, a .yaml/.yml/.json file, inline JSON, or one of `types`
+    by name (that type with its defaults).
 
-    >>> load_grader_spec("math")
+    >>> types = ["math", "format", "string_check"]
+    >>> load_grader_spec("math", types)
     {'type': 'math'}
-    >>> load_grader_spec('{"type": "format", "format": "think_answer"}')
+    >>> load_grader_spec('{"type": "format", "format": "think_answer"}', types)
     {'type': 'format', 'format': 'think_answer'}
-    >>> load_grader_spec("maths")  # doctest: +ELLIPSIS
+    >>> load_grader_spec("maths", types)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    rlvr.errors.UserError: grader 'maths' is neither a file nor a built-in grader; did you mean 'math'? ...
+    rlvr.errors.UserError: grader 'maths' is neither a file nor a grader type; did you mean 'math'? ...
     """
     if isinstance(source, Mapping):
         spec: Any = dict(source)
         origin = "grader spec"
     else:
         text = str(source).strip()
-        spec, origin = _spec_from_text(text)
+        spec, origin = _spec_from_text(text, types)
     if not isinstance(spec, dict):
         raise UserError(f"{origin} is a {type(spec).__name__}, not a mapping (write 'type: ...' and its fields)")
     if "type" not in spec:
-        raise UserError(f"{origin} has no 'type' (add one of: {', '.join(_type_names())})")
+        raise UserError(f"{origin} has no 'type' (add one of: {', '.join(types)})")
     return spec
 
 
-def _spec_from_text(text: str) -> tuple[Any, str]:
+def _spec_from_text(text: str, types: Sequence[str]) -> tuple[Any, str]:
     """The parsed spec and a phrase naming where it came from, for error messages."""
-    if text in BUILTIN_GRADERS:
-        return dict(BUILTIN_GRADERS[text]), f"built-in grader '{text}'"
+    if text in types:
+        return {"type": text}, f"grader type '{text}'"
     if text.startswith("{"):
         return _parse(text, "json", "inline grader spec"), "inline grader spec"
     path = Path(text).expanduser()
@@ -77,8 +71,8 @@ def _spec_from_text(text: str) -> tuple[Any, str]:
             raise UserError(f"grader spec {text}: cannot read it ({e}); give a readable UTF-8 file") from e
         return _parse(content, kind, f"grader spec {text}"), f"grader spec {text}"
     raise UserError(
-        f"grader '{text}' is neither a file nor a built-in grader{did_you_mean(text, BUILTIN_GRADERS)} "
-        f"(built-ins: {', '.join(BUILTIN_GRADERS)}; or give a .yaml or .json spec file)"
+        f"grader '{text}' is neither a file nor a grader type{did_you_mean(text, types)} "
+        f"(types: {', '.join(types)}; or give a .yaml or .json spec file)"
     )
 
 
@@ -88,12 +82,6 @@ def _parse(content: str, kind: str, origin: str) -> Any:
     except (json.JSONDecodeError, yaml.YAMLError) as e:
         first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UserError(f"{origin} is not valid {kind.upper()}: {first_line} (fix the syntax)") from e
-
-
-def _type_names() -> list[str]:
-    from rlvr.graders.build import GRADER_TYPES  # here, not at the top: build.py imports this module
-
-    return list(GRADER_TYPES)
 
 
 def did_you_mean(name: str, choices: Sequence[str] | Mapping[str, Any]) -> str:

@@ -5,7 +5,10 @@ import math
 import pytest
 
 from rlvr.errors import UserError
-from rlvr.graders import GradeResult, bleu, build_grader, fuzzy_match, rouge_l, rouge_n
+from rlvr.rewards import GradeResult
+from rlvr.rewards.graders import bleu, build_grader, fuzzy_match, rouge_l, rouge_n
+
+from .conftest import grade
 
 
 def string_check(operation, reference="{{ item.answer }}", **extra):
@@ -23,24 +26,24 @@ def string_check(operation, reference="{{ item.answer }}", **extra):
     ],
 )
 def test_string_check_operations(operation, expected):
-    results = string_check(operation).grade(["Paris", "paris", "It is Paris.", "Lyon"], [{"answer": "Paris"}] * 4)
+    results = grade(string_check(operation), ["Paris", "paris", "It is Paris.", "Lyon"], [{"answer": "Paris"}] * 4)
     assert [r.reward for r in results] == expected
 
 
 def test_string_check_reasons_and_custom_input():
     grader = string_check("eq", reference="{{ item.label }}", input="{{ item.prediction }}")
     items = [{"label": "cat", "prediction": "cat"}, {"label": "cat", "prediction": "dog"}]
-    results = grader.grade(["ignored", "ignored"], items)
+    results = grade(grader, ["ignored", "ignored"], items)
     assert results == [GradeResult(1.0, "input equals 'cat'"), GradeResult(0.0, "input does not equal 'cat'")]
 
 
 def test_string_check_row_without_the_field_is_not_scored():
-    assert string_check("eq").grade(["x"], [{"question": "?"}]) == [GradeResult(None, "the row has no field 'answer'")]
+    assert grade(string_check("eq"), ["x"], [{"question": "?"}]) == [GradeResult(None, "the row has no field 'answer'")]
 
 
 def test_string_check_eq_is_exact():
     # OpenAI's semantics: no stripping, so a trailing newline is a different string.
-    assert string_check("eq").grade(["Paris\n"], [{"answer": "Paris"}])[0].reward == 0.0
+    assert grade(string_check("eq"), ["Paris\n"], [{"answer": "Paris"}])[0].reward == 0.0
 
 
 def test_fuzzy_match_by_hand():
@@ -94,9 +97,9 @@ def test_lcs_matches_a_slow_reference():
 
 def test_text_similarity_raw_score_and_threshold():
     spec = {"type": "text_similarity", "reference": "{{ item.answer }}", "evaluation_metric": "rouge_1"}
-    raw = build_grader(spec).grade(["a b c d"], [{"answer": "a b x d"}])
+    raw = grade(build_grader(spec), ["a b c d"], [{"answer": "a b x d"}])
     assert raw == [GradeResult(0.75, "rouge_1 0.750")]
-    passing = build_grader({**spec, "pass_threshold": 0.75}).grade(["a b c d", "a"], [{"answer": "a b x d"}] * 2)
+    passing = grade(build_grader({**spec, "pass_threshold": 0.75}), ["a b c d", "a"], [{"answer": "a b x d"}] * 2)
     assert [r.reward for r in passing] == [1.0, 0.0]
     assert passing[1].reason == "rouge_1 0.400 < pass_threshold 0.75"
 

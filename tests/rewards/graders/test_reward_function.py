@@ -1,23 +1,23 @@
 """Graders as TRL-style reward functions, summed with weights by compute_rewards."""
 
-from rlvr.graders import as_reward_function, build_grader, load_grader_reward
+from rlvr.rewards.graders import build_grader, load_grader
 from rlvr.rewards import RewardSpec, compute_rewards, math_accuracy
 
 
 def test_grader_reward_matches_the_builtin_reward():
     completions = [r"\boxed{4}", r"\boxed{5}", "4", [{"role": "assistant", "content": r"\boxed{4}"}]]
     answers = ["4", "4", "4", "4"]
-    reward = as_reward_function(build_grader({"type": "math"}))
+    reward = build_grader({"type": "math"})
     assert reward(prompts=["q"] * 4, completions=completions, completion_ids=[[1]] * 4, answer=answers) == (
         math_accuracy(completions, answers)
     )
 
 
 def test_weighted_sum_with_per_reward_components():
-    exact = load_grader_reward(
+    exact = load_grader(
         {"type": "string_check", "name": "exact", "reference": "{{ item.answer }}", "operation": "eq"}
     )
-    mentions_prompt = load_grader_reward(
+    mentions_prompt = load_grader(
         {"type": "string_check", "name": "echo", "reference": "{{ item.prompt }}", "operation": "like"}
     )
     result = compute_rewards(
@@ -32,7 +32,7 @@ def test_weighted_sum_with_per_reward_components():
 
 
 def test_unscored_rows_are_none():
-    reward = load_grader_reward("math")
+    reward = load_grader("math")
     assert reward(prompts=["q", "q"], completions=["1", r"\boxed{1}"], completion_ids=[[], []], answer=["", "1"]) == [
         None,
         1.0,

@@ -1,4 +1,4 @@
-"""LLM-judge graders: ``score_model`` (a number in ``range``) and ``label_model`` (one of ``labels``).
+"""LLM-judge rewards: ``score_model`` (a number in ``range``) and ``label_model`` (one of ``labels``).
 
 The judge is any OpenAI-compatible chat endpoint (vLLM, SGLang, llama.cpp, Ollama, OpenAI).
 Each row's ``input`` messages are rendered with its completion and item, and the requests of a
@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from rlvr.errors import UserError
-from rlvr.graders.judge_http import JudgeEndpoint, JudgeFailed
-from rlvr.graders.result import GradeResult
-from rlvr.graders.spec import get_int, get_mapping, get_number, get_str, get_str_list
-from rlvr.graders.template import MissingField, render, template_fields
-from rlvr.graders.text_graders import short
+from rlvr.rewards.graders.judge_http import JudgeEndpoint, JudgeFailed
+from rlvr.rewards.graders.rows import RowGrader
+from rlvr.rewards.graders.spec import get_int, get_mapping, get_number, get_str, get_str_list
+from rlvr.rewards.graders.template import MissingField, render, template_fields
+from rlvr.rewards.scores import GradeResult, short
 
 BASE_URL_ENV = "RLVR_JUDGE_BASE_URL"
 ROLES = ("system", "developer", "user", "assistant")
@@ -164,7 +164,7 @@ def parse_label(reply: str, labels: list[str]) -> str | None:
 
 
 @dataclass(frozen=True)
-class ScoreModelGrader:
+class ScoreModelGrader(RowGrader):
     """The judge's number, clamped to `range`; with `pass_threshold`, 1.0 at or above it and 0.0 below."""
 
     REQUIRED: ClassVar[tuple[str, ...]] = ("model", "input")
@@ -204,7 +204,7 @@ class ScoreModelGrader:
 
 
 @dataclass(frozen=True)
-class LabelModelGrader:
+class LabelModelGrader(RowGrader):
     """1.0 when the judge's label is one of `passing_labels`, 0.0 for another label, None for no label."""
 
     REQUIRED: ClassVar[tuple[str, ...]] = ("model", "input", "labels", "passing_labels")

@@ -62,7 +62,8 @@ def render(text: str, completion: str, item: Mapping[str, Any]) -> str:
     """`text` with each placeholder replaced by the completion or the item's field.
 
     Strings are inserted as they are; other values as JSON (``72``, ``[1, 2]``, ``true``).
-    A field the item lacks raises MissingField.
+    A field the item lacks, or holds as null, raises MissingField (a batch of rows arrives column
+    by column, where a row without a field holds None).
 
     >>> item = {"answer": 72, "meta": {"tags": ["easy"]}}
     >>> render("{{ sample.output_text }} vs {{item.answer}} ({{ item.meta.tags.0 }})", "71", item)
@@ -70,7 +71,7 @@ def render(text: str, completion: str, item: Mapping[str, Any]) -> str:
     >>> render("{{ item.question }}", "71", item)
     Traceback (most recent call last):
     ...
-    rlvr.graders.template.MissingField: the row has no field 'question'
+    rlvr.rewards.graders.template.MissingField: the row has no field 'question'
     """
 
     def substitute(match: re.Match[str]) -> str:
@@ -89,7 +90,7 @@ def lookup(item: Mapping[str, Any], path: list[str]) -> Any:
     """
     value: Any = item
     for depth, key in enumerate(path):
-        if isinstance(value, Mapping) and key in value:
+        if isinstance(value, Mapping) and value.get(key) is not None:
             value = value[key]
         elif isinstance(value, list) and key.isdigit() and int(key) < len(value):
             value = value[int(key)]

@@ -17,48 +17,31 @@ from __future__ import annotations
 
 import keyword
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from rlvr.errors import UserError
-from rlvr.graders.formula import Formula
-from rlvr.graders.result import Grader, GradeResult
-from rlvr.graders.spec import get_str
+from rlvr.rewards.combine import grade_rows
+from rlvr.rewards.graders.formula import Formula
+from rlvr.rewards.graders.rows import RowGrader
+from rlvr.rewards.scores import GradeResult
 
 
 @dataclass(frozen=True)
-class MultiGrader:
-    """Sub-graders by name, combined per row by `formula`.
-
-    >>> grader = MultiGrader.from_spec({
-    ...     "graders": {"accuracy": {"type": "math"}, "format": {"type": "format"}},
-    ...     "calculate_output": "0.75 * accuracy + 0.25 * format",
-    ... }, "total")
-    >>> [r.reward for r in grader.grade([r"\\boxed{4}", "4"], [{"answer": "4"}] * 2)]
-    [1.0, 0.0]
-    """
+class MultiGrader(RowGrader):
+    """Sub-rewards by name (already built, rlvr.rewards.graders.build), combined per row by `formula`."""
 
     REQUIRED: ClassVar[tuple[str, ...]] = ("graders", "calculate_output")
     OPTIONAL: ClassVar[tuple[str, ...]] = ()
 
     name: str
-    graders: dict[str, Grader]
+    graders: dict[str, Callable[..., Any]]
     formula: Formula
 
-    @classmethod
-    def from_spec(cls, spec: Mapping[str, Any], name: str) -> MultiGrader:
-        where = f"grader '{name}'"
-        sub_specs = _named_specs(spec.get("graders"), where)
-        # Imported here, not at the top: build.py imports this module to register 'multi'.
-        from rlvr.graders.build import build_grader
-
-        graders = {sub_name: build_grader(sub_spec, sub_name) for sub_name, sub_spec in sub_specs.items()}
-        formula = Formula.parse(get_str(spec, "calculate_output", where), list(graders), where)
-        return cls(name, graders, formula)
-
     def grade(self, completions: list[str], items: list[Mapping[str, Any]]) -> list[GradeResult]:
-        graded = {name: self.graders[name].grade(completions, items) for name in self.formula.names}
+        rows = [dict(item) for item in items]
+        graded = {name: grade_rows(name, self.graders[name], completions, rows) for name in self.formula.names}
         return [self._combine({name: results[i] for name, results in graded.items()}) for i in range(len(completions))]
 
     def _combine(self, parts: dict[str, GradeResult]) -> GradeResult:
@@ -77,7 +60,7 @@ class MultiGrader:
         return GradeResult(total, breakdown)
 
 
-def _named_specs(graders: Any, where: str) -> dict[str, dict[str, Any]]:
+def named_specs(graders: Any, where: str) -> dict[str, dict[str, Any]]:
     """The sub-grader specs by name, from a mapping or from a list of specs with names."""
     if isinstance(graders, list):
         if not all(isinstance(g, dict) and isinstance(g.get("name"), str) for g in graders):

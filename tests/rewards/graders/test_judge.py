@@ -7,7 +7,10 @@ import time
 import pytest
 
 from rlvr.errors import UserError
-from rlvr.graders import GradeResult, build_grader, parse_label, parse_score
+from rlvr.rewards import GradeResult
+from rlvr.rewards.graders import build_grader, parse_label, parse_score
+
+from .conftest import grade
 
 MESSAGES = [
     {"role": "system", "content": "Grade the answer from 0 to 10."},
@@ -41,7 +44,7 @@ def free_port():
 def test_score_model_sends_rendered_messages_and_clamps(fake_judge):
     fake_judge.reply = lambda body: {"4": "Score: 7", "5": "12", "6": "no idea"}[graded_text(body)]
     grader = build_grader(score_spec(fake_judge.url, sampling_params={"temperature": 0.0}))
-    results = grader.grade(["4", "5", "6"], [{"answer": "4"}] * 3)
+    results = grade(grader, ["4", "5", "6"], [{"answer": "4"}] * 3)
     assert [r.reward for r in results] == [7.0, 10.0, None]
     assert results[1].reason == "judge score 10 (clamped from 12)"
     assert "no score" in results[2].reason and "'no idea'" in results[2].reason
@@ -56,7 +59,7 @@ def test_score_model_sends_rendered_messages_and_clamps(fake_judge):
 def test_score_model_pass_threshold(fake_judge):
     fake_judge.reply = lambda body: "6" if graded_text(body) == "good" else "5.9"
     grader = build_grader(score_spec(fake_judge.url, pass_threshold=6))
-    results = grader.grade(["good", "meh"], [{"answer": "x"}] * 2)
+    results = grade(grader, ["good", "meh"], [{"answer": "x"}] * 2)
     assert [r.reward for r in results] == [1.0, 0.0]
     assert results[1].reason == "judge score 5.9 < pass_threshold 6"
 
@@ -65,7 +68,7 @@ def test_label_model_maps_replies_to_labels(fake_judge):
     replies = {"a": "Correct.", "b": '{"label": "incorrect"}', "c": "maybe correct, maybe incorrect"}
     fake_judge.reply = lambda body: replies[graded_text(body)]
     grader = build_grader(label_spec(fake_judge.url))
-    results = grader.grade(["a", "b", "c"], [{"answer": "x"}] * 3)
+    results = grade(grader, ["a", "b", "c"], [{"answer": "x"}] * 3)
     assert [r.reward for r in results] == [1.0, 0.0, None]
     assert results[0].reason == "judge label 'correct'"
     assert "no single label" in results[2].reason
@@ -73,7 +76,7 @@ def test_label_model_maps_replies_to_labels(fake_judge):
 
 def test_api_key_is_read_from_the_named_variable(fake_judge, monkeypatch):
     monkeypatch.setenv("MY_JUDGE_KEY", "sk-test-123")
-    build_grader(score_spec(fake_judge.url, api_key_env="MY_JUDGE_KEY")).grade(["x"], [{"answer": "y"}])
+    grade(build_grader(score_spec(fake_judge.url, api_key_env="MY_JUDGE_KEY")), ["x"], [{"answer": "y"}])
     headers, _ = fake_judge.requests[0]
     assert headers["Authorization"] == "Bearer sk-test-123"
 
@@ -82,25 +85,25 @@ def test_base_url_from_environment(fake_judge, monkeypatch):
     monkeypatch.setenv("RLVR_JUDGE_BASE_URL", fake_judge.url)
     spec = score_spec(fake_judge.url)
     del spec["base_url"]
-    assert build_grader(spec).grade(["x"], [{"answer": "y"}])[0].reward == 0.5
+    assert grade(build_grader(spec), ["x"], [{"answer": "y"}])[0].reward == 0.5
 
 
 def test_two_500s_then_success_is_retried(fake_judge):
     fake_judge.fail_first = 2
-    result = build_grader(score_spec(fake_judge.url)).grade(["x"], [{"answer": "y"}])
+    result = grade(build_grader(score_spec(fake_judge.url)), ["x"], [{"answer": "y"}])
     assert result == [GradeResult(0.5, "judge score 0.5")]
     assert len(fake_judge.requests) == 3
 
 
 def test_429_is_retried(fake_judge):
     fake_judge.fail_first, fake_judge.fail_status = 1, 429
-    assert build_grader(score_spec(fake_judge.url)).grade(["x"], [{"answer": "y"}])[0].reward == 0.5
+    assert grade(build_grader(score_spec(fake_judge.url)), ["x"], [{"answer": "y"}])[0].reward == 0.5
     assert len(fake_judge.requests) == 2
 
 
 def test_500_on_every_try_leaves_the_row_unscored(fake_judge):
     fake_judge.fail_first = 100
-    result = build_grader(score_spec(fake_judge.url, max_tries=2)).grade(["x"], [{"answer": "y"}])[0]
+    result = grade(build_grader(score_spec(fake_judge.url, max_tries=2)), ["x"], [{"answer": "y"}])[0]
     assert result.reward is None
     assert result.reason == "judge failed after 2 tries: HTTP 500 Internal Server Error"
     assert len(fake_judge.requests) == 2
@@ -110,7 +113,7 @@ def test_unreachable_judge_is_one_user_error():
     port = free_port()
     grader = build_grader(score_spec(f"http://127.0.0.1:{port}/v1"))
     with pytest.raises(UserError) as error:
-        grader.grade(["x", "y"], [{"answer": "y"}] * 2)
+        grade(grader, ["x", "y"], [{"answer": "y"}] * 2)
     assert str(error.value) == (
         f"LLM judge at http://127.0.0.1:{port}/v1 unreachable after 3 tries: "
         "connection refused (start the server or fix base_url)"
@@ -121,7 +124,7 @@ def test_slow_reply_times_out_and_leaves_the_row_unscored(fake_judge):
     fake_judge.delay_s = 1.0
     grader = build_grader(score_spec(fake_judge.url, timeout_s=0.2, max_tries=2))
     start = time.perf_counter()
-    result = grader.grade(["x"], [{"answer": "y"}])[0]
+    result = grade(grader, ["x"], [{"answer": "y"}])[0]
     assert time.perf_counter() - start < 0.9  # two tries of 0.2 s, not one full 1 s reply
     assert result == GradeResult(None, "judge failed after 2 tries: no reply within timeout_s=0.2")
     assert len(fake_judge.requests) == 2
@@ -130,18 +133,18 @@ def test_slow_reply_times_out_and_leaves_the_row_unscored(fake_judge):
 def test_wrong_route_is_a_user_error(fake_judge):
     grader = build_grader(score_spec(fake_judge.url.removesuffix("/v1")))
     with pytest.raises(UserError, match="answered HTTP 404 Not Found.*check base_url, model"):
-        grader.grade(["x"], [{"answer": "y"}])
+        grade(grader, ["x"], [{"answer": "y"}])
     assert len(fake_judge.requests) == 1  # a config mistake is not retried
 
 
 def test_reply_that_is_not_a_chat_completion(fake_judge):
     fake_judge.raw_body = b'{"unexpected": true}'
-    result = build_grader(score_spec(fake_judge.url)).grade(["x"], [{"answer": "y"}])[0]
+    result = grade(build_grader(score_spec(fake_judge.url)), ["x"], [{"answer": "y"}])[0]
     assert result.reward is None and "not a chat completion" in result.reason
 
 
 def test_row_missing_a_template_field_is_not_sent(fake_judge):
-    result = build_grader(score_spec(fake_judge.url)).grade(["x"], [{"question": "q"}])[0]
+    result = grade(build_grader(score_spec(fake_judge.url)), ["x"], [{"question": "q"}])[0]
     assert result == GradeResult(None, "the row has no field 'answer'")
     assert fake_judge.requests == []
 
@@ -150,7 +153,7 @@ def test_batch_requests_run_concurrently(fake_judge):
     fake_judge.delay_s = 0.5
     grader = build_grader(score_spec(fake_judge.url, concurrency=4))
     start = time.perf_counter()
-    results = grader.grade(["a", "b", "c", "d"], [{"answer": "y"}] * 4)
+    results = grade(grader, ["a", "b", "c", "d"], [{"answer": "y"}] * 4)
     assert [r.reward for r in results] == [0.5] * 4
     assert time.perf_counter() - start < 1.5  # one after another would take 2 s
 

@@ -14,11 +14,14 @@ import json
 import logging
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
-from rlvr.rewards.text import completion_text
+from rlvr.rewards.graders.rows import RowGrader
+from rlvr.rewards.graders.spec import get_str
+from rlvr.rewards.scores import GradeResult
 from rlvr.sandbox import Limits, run_python
 
 # Runs in the sandbox. The grader's own prints go to stderr; only the score uses stdout.
@@ -36,8 +39,6 @@ if type(score) in (int, float):
 else:
     channel.write(json.dumps({"invalid": repr(score)[:200]}))
 """
-# Arguments TRL passes that are not dataset columns.
-_NOT_COLUMNS = ("prompts", "completions", "completion_ids", "trainer_state")
 _logger = logging.getLogger(__name__)
 
 
@@ -62,32 +63,39 @@ def grade_in_sandbox(source: str, completion: str, item: dict[str, Any],
     return float(score), f"grade() returned {score:g}"
 
 
-def python_grader(source: str, *, limits: Limits = Limits()) -> Callable[..., list[float | None]]:
+@dataclass(frozen=True)
+class PythonGrader(RowGrader):
+    """The user's ``grade(sample, item)`` from `source`, one fresh sandboxed process per row (a few rows
+    at a time); the reason says what went wrong, and each distinct failure is logged once."""
+
+    REQUIRED: ClassVar[tuple[str, ...]] = ("source",)
+    OPTIONAL: ClassVar[tuple[str, ...]] = ()
+
+    name: str
+    source: str
+    limits: Limits = Limits()
+    logged: set[str] = field(default_factory=set, compare=False)
+
+    @classmethod
+    def from_spec(cls, spec: Mapping[str, Any], name: str) -> PythonGrader:
+        return cls(name, get_str(spec, "source", f"grader '{name}'"))
+
+    def grade(self, completions: list[str], items: list[Mapping[str, Any]]) -> list[GradeResult]:
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            graded = list(pool.map(lambda pair: grade_in_sandbox(self.source, pair[0], dict(pair[1]), self.limits),
+                                   zip(completions, items)))
+        for score, reason in graded:
+            if (score is None or not reason.startswith("grade() returned ")) and reason not in self.logged:
+                self.logged.add(reason)
+                _logger.warning("python grader: %s", reason)
+        return [GradeResult(score, reason) for score, reason in graded]
+
+
+def python_grader(source: str, *, limits: Limits = Limits()) -> PythonGrader:
     """A TRL-style reward function that scores each completion with `source`'s ``grade``.
 
-    ``fn(prompts=..., completions=..., completion_ids=..., **columns) -> list[float | None]``;
-    each row's ``item`` is built from the dataset columns. Completions run in parallel, each in
-    its own sandboxed process.
+    ``fn(prompts=..., completions=..., completion_ids=..., **columns) -> Scores``; each row's
+    ``item`` is built from the dataset columns. Completions run in parallel, each in its own
+    sandboxed process.
     """
-    logged: set[str] = set()
-
-    def python_grade(completions: Sequence[Any], **columns: Any) -> list[float | None]:
-        texts = [completion_text(c) for c in completions]
-        items = _items(len(texts), columns)
-        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-            graded = list(pool.map(lambda pair: grade_in_sandbox(source, *pair, limits),
-                                   zip(texts, items)))
-        for score, reason in graded:
-            if (score is None or not reason.startswith("grade() returned ")) and reason not in logged:
-                logged.add(reason)
-                _logger.warning("python grader: %s", reason)
-        return [score for score, _ in graded]
-
-    return python_grade
-
-
-def _items(n: int, columns: dict[str, Any]) -> list[dict[str, Any]]:
-    """The dataset row of each completion, from TRL's column lists."""
-    rows = {k: v for k, v in columns.items()
-            if k not in _NOT_COLUMNS and isinstance(v, (list, tuple)) and len(v) == n}
-    return [{k: v[i] for k, v in rows.items()} for i in range(n)]
+    return PythonGrader("python", source, limits)

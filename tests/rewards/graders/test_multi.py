@@ -3,7 +3,10 @@
 import pytest
 
 from rlvr.errors import UserError
-from rlvr.graders import Formula, GradeResult, build_grader
+from rlvr.rewards import GradeResult
+from rlvr.rewards.graders import Formula, build_grader
+
+from .conftest import grade
 
 NAMES = ["accuracy", "format"]
 
@@ -20,7 +23,7 @@ def test_weighted_sum_by_hand():
         "<think>2+2</think><answer>5</answer>",  # wrong, formatted: 0.1
         r"\boxed{4}",  # right, no think block: 0.9
     ]
-    results = grader.grade(completions, [{"answer": "4"}] * 3)
+    results = grade(grader, completions, [{"answer": "4"}] * 3)
     assert [r.reward for r in results] == pytest.approx([1.0, 0.1, 0.9])
     assert results[1].reason == "accuracy=0, format=1"
 
@@ -37,23 +40,23 @@ def test_list_form_of_graders():
         "graders": [{"name": "a", "type": "math"}, {"name": "b", "type": "format"}],
         "calculate_output": "a * b",
     }
-    assert build_grader(spec).grade([r"\boxed{3}"], [{"answer": "3"}])[0].reward == 1.0
+    assert grade(build_grader(spec), [r"\boxed{3}"], [{"answer": "3"}])[0].reward == 1.0
 
 
 def test_none_from_a_sub_grader_makes_the_row_none():
-    result = multi("accuracy + format").grade([r"\boxed{3}"], [{"question": "no answer column"}])[0]
+    result = grade(multi("accuracy + format"), [r"\boxed{3}"], [{"question": "no answer column"}])[0]
     assert result == GradeResult(None, "accuracy not scored: the row has no 'answer'")
 
 
 def test_division_by_zero_is_none():
-    result = multi("accuracy / format").grade([r"\boxed{3}"], [{"answer": "3"}])[0]
+    result = grade(multi("accuracy / format"), [r"\boxed{3}"], [{"answer": "3"}])[0]
     assert result.reward is None and "divides by zero" in result.reason
 
 
 def test_only_sub_graders_in_the_formula_run():
     grader = multi("accuracy", accuracy={"type": "math"}, judge={"type": "countdown"})
     assert grader.formula.names == ("accuracy",)
-    assert grader.grade([r"\boxed{3}"], [{"answer": "3"}])[0] == GradeResult(1.0, "accuracy=1")
+    assert grade(grader, [r"\boxed{3}"], [{"answer": "3"}])[0] == GradeResult(1.0, "accuracy=1")
 
 
 @pytest.mark.parametrize(

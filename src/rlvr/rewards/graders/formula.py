@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from rlvr.errors import UserError
-from rlvr.graders.spec import did_you_mean
+from rlvr.rewards.graders.spec import did_you_mean
 
 MAX_FORMULA_CHARS = 1000
 

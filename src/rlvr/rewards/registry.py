@@ -1,0 +1,70 @@
+"""The built-in rewards by name: what a config's `rewards: [{name: ...}]` and a grader spec's `type:` find.
+
+Every entry has TRL's signature, ``fn(prompts=, completions=, completion_ids=, **columns)``, and
+returns one float (or None) per completion; the verifiers return `Scores` with a reason for each.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from rlvr.errors import UserError
+
+from rlvr.rewards.code import code_continuation_all, code_tests, code_tests_all
+from rlvr.rewards.countdown import countdown
+from rlvr.rewards.format import boxed_format, soft_think_answer_format, think_answer_format
+from rlvr.rewards.language import language_consistency
+from rlvr.rewards.math import math_accuracy, math_accuracy_lenient
+from rlvr.rewards.puzzles import sudoku
+from rlvr.rewards.reward_model import reward_model
+from rlvr.rewards.scores import TRL_KEYWORDS
+from rlvr.rewards.shaping import overlong_penalty
+
+BUILTIN_REWARDS: dict[str, Callable[..., Any]] = {
+    "math_accuracy": math_accuracy,
+    "math_accuracy_lenient": math_accuracy_lenient,
+    "boxed_format": boxed_format,
+    "think_answer_format": think_answer_format,
+    "soft_think_answer_format": soft_think_answer_format,
+    "countdown": countdown,  # also the 24 game: a countdown row with target 24
+    "sudoku": sudoku,
+    "language_consistency": language_consistency,
+    "overlong_penalty": overlong_penalty,
+    "reward_model": reward_model,  # a trained reward model, normalised (rlvr.rewards.reward_model)
+    "code_tests": code_tests,
+    "code_tests_all": code_tests_all,
+    "code_continuation_all": code_continuation_all,
+}
+
+
+def is_builtin(fn: Callable[..., Any]) -> bool:
+    """Whether `fn` is one of the built-in rewards (maybe with parameters bound): they are thread-safe."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return any(fn is builtin for builtin in BUILTIN_REWARDS.values())
+
+
+def bind(fn: Callable[..., Any], params: dict[str, Any], spec: str) -> Callable[..., Any]:
+    """`fn` with `params` bound by keyword; a UserError names a parameter `fn` does not take."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # some builtins and C functions have no readable signature
+        raise UserError(f"reward '{spec}': cannot read its parameters, so it cannot take {sorted(params)}") from None
+    # A **kwargs catch-all receives the dataset columns: a name must be spelled out to be a parameter.
+    named = [
+        name for name, p in signature.parameters.items()
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and name not in TRL_KEYWORDS
+    ]
+    for name in params:
+        if name not in named:
+            close = difflib.get_close_matches(name, named, n=1)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            raise UserError(
+                f"reward '{spec}' has no parameter '{name}'; {hint}its parameters: {', '.join(named) or 'none'}"
+            )
+    bound = functools.partial(fn, **params)
+    return functools.update_wrapper(bound, fn)  # keeps __name__ and the docstring for logs and help

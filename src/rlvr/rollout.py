@@ -107,9 +107,7 @@ def generate(
     computed meanwhile); groups cut at max_new_tokens are reported at the end.
     """
     device = next(model.parameters()).device
-    if generator is not None and generator.device != device:
-        # sampling happens where the logits are: a generator there, seeded from the one given
-        generator = torch.Generator(device).manual_seed(int(torch.randint(0, 2**62, (1,), generator=generator)))
+    generator = _on_device(generator, device)
     prompt_ids, prompt_mask = left_pad(prompts, pad_id)
     cache, logits, attention, next_pos = _prefill(model, prompt_ids.to(device), prompt_mask.to(device), group_size)
     n = len(prompts) * group_size
@@ -143,14 +141,15 @@ def generate(
     groups.report_the_rest()
     width = int(lengths.max()) if n else 0
     completion_mask = torch.arange(width)[None, :] < lengths[:, None]
-    return Completions(
-        prompt_ids=prompt_ids,
-        prompt_mask=prompt_mask,
-        completion_ids=completion_ids[:, :width],
-        completion_mask=completion_mask,
-        logprobs=logprobs[:, :width] * completion_mask,
-        truncated=~finished,
-    )
+    return Completions(prompt_ids=prompt_ids, prompt_mask=prompt_mask, completion_ids=completion_ids[:, :width],
+                       completion_mask=completion_mask, logprobs=logprobs[:, :width] * completion_mask, truncated=~finished)
+
+
+def _on_device(generator: torch.Generator | None, device: torch.device) -> torch.Generator | None:
+    """Sampling happens where the logits are: a generator there, seeded from the one given."""
+    if generator is None or generator.device == device:
+        return generator
+    return torch.Generator(device).manual_seed(int(torch.randint(0, 2**62, (1,), generator=generator)))
 
 
 def _prefill(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, group_size: int):

@@ -1,0 +1,145 @@
+"""The package keeps its shape: imports point one way, files and functions stay small.
+
+    pure maths and records ─▶ rollout, rewards, data, models ─▶ run core ─▶ train, sft, reward_models, ppo,
+    evaluate, sample, dashboard ─▶ pipeline ─▶ cli
+
+(an arrow reads "is imported by"). Every import counts, at the top of a module or inside a function.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+MAX_FILE_LINES = 400
+MAX_FUNCTION_LINES = 60
+
+LAYERS: list[tuple[str, ...]] = [
+    ("rlvr", "rlvr.errors", "rlvr.config", "rlvr.records", "rlvr.advantages", "rlvr.kl", "rlvr.losses", "rlvr.optim",
+     "rlvr.paths"),
+    ("rlvr.data", "rlvr.models", "rlvr.rollout", "rlvr.logprobs", "rlvr.rewards", "rlvr.sandbox"),
+    ("rlvr.run",),
+    ("rlvr.train", "rlvr.sft", "rlvr.reward_models", "rlvr.ppo", "rlvr.evaluate", "rlvr.sample", "rlvr.dashboard"),
+    ("rlvr.pipeline",),
+    ("rlvr.cli", "rlvr.__main__"),
+]
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted((SRC / "rlvr").rglob("*.py")):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def imports(name: str, path: Path, known: dict[str, Path]) -> Iterator[tuple[str, int]]:
+    """(module imported, line) for every rlvr import in the file, wherever it stands."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "rlvr":
+                    yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            if base.split(".")[0] != "rlvr":
+                continue
+            for alias in node.names:
+                target = f"{base}.{alias.name}"
+                yield (target if target in known else base), node.lineno
+
+
+def layer_of(module: str) -> int:
+    """The layer of the longest listed name `module` is (or is inside); the root package only as itself."""
+    names = [p for layer in LAYERS for p in layer if module == p or (p != "rlvr" and module.startswith(p + "."))]
+    if not names:
+        return -1
+    best = max(names, key=len)
+    return next(i for i, layer in enumerate(LAYERS) if best in layer)
+
+
+def top_package(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def graph() -> dict[str, dict[str, int]]:
+    known = modules()
+    return {name: dict(imports(name, path, known)) for name, path in known.items()}
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one node (or a self-loop)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1 or v in edges.get(v, ()):
+                found.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_every_module_has_a_layer():
+    for name in modules():
+        assert layer_of(name) >= 0, name
+
+
+def test_imports_point_down_the_layers():
+    wrong = [f"{source} (layer {layer_of(source)}) imports {target} (layer {layer_of(target)}) at line {line}"
+             for source, targets in graph().items() for target, line in targets.items()
+             if layer_of(target) > layer_of(source)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_module_cycles():
+    found = cycles({source: set(targets) for source, targets in graph().items()})
+    assert not found, "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_no_package_cycles():
+    edges: dict[str, set[str]] = {}
+    for source, targets in graph().items():
+        for target in targets:
+            if top_package(source) != top_package(target):
+                edges.setdefault(top_package(source), set()).add(top_package(target))
+    found = cycles(edges)
+    assert not found, "\n".join(" <-> ".join(c) for c in found)
+
+
+@pytest.mark.parametrize("path", sorted((SRC / "rlvr").rglob("*.py")), ids=lambda p: str(p.relative_to(SRC)))
+def test_files_and_functions_are_small(path):
+    text = path.read_text()
+    assert len(text.splitlines()) <= MAX_FILE_LINES, f"{path.name}: {len(text.splitlines())} lines"
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            size = node.end_lineno - node.lineno + 1
+            assert size <= MAX_FUNCTION_LINES, f"{path.name}:{node.lineno} {node.name} is {size} lines"

@@ -4,7 +4,7 @@
 
 The job is bench/grpo_vs_trl.py's (SmolLM2-135M-Instruct, fp32, β with a reference model). PPO adds a
 critic (a copy of the transformer with a scalar head), its gradients and its AdamW state, and a
-value forward and backward per step; GRPO's group baseline needs none of them (seed 002).
+value forward and backward per step; GRPO's group baseline needs none of them (DeepSeekMath §4.1).
 Each trainer runs in its own process so that its peak RSS is its own.
 """
 

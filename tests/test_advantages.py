@@ -1,4 +1,4 @@
-"""rlvr.advantages: the seeds' worked numbers, properties, and a slow loop reference."""
+"""rlvr.advantages: worked numbers from the GRPO literature, properties, and a slow loop reference."""
 
 import math
 import random
@@ -9,8 +9,8 @@ import torch
 from rlvr.advantages import group_advantages, group_baseline, process_advantages, reward_std, zero_variance_groups
 
 
-def test_seed_000_worked_example():
-    # seed 000, "Try It: GRPO Explorer": μ = 0.625, σ = 0.484, advantages +0.77 / −1.29
+def test_the_explorer_group_worked_example():
+    # the explorer's 23 x 17 group (five right of eight): μ = 0.625, σ = 0.484, advantages +0.77 / −1.29
     rewards = torch.tensor([[1.0, 1, 1, 0, 1, 0, 0, 1]])
     assert rewards.mean().item() == pytest.approx(0.625)
     assert reward_std(rewards).item() == pytest.approx(0.484, abs=5e-4)
@@ -19,18 +19,18 @@ def test_seed_000_worked_example():
     assert adv[rewards[0] == 0] == pytest.approx(torch.full((3,), -1.291), abs=1e-3)
 
 
-def test_seed_004_math_entry_3():
-    # seed 004 MATH ENTRY 3: r = (1,1,0,1,0,0,1,0): mean 0.5, std 0.5, advantages ±1.0
+def test_outcome_supervision_worked_example():
+    # outcome supervision (DeepSeekMath §4.1.2): r = (1,1,0,1,0,0,1,0): mean 0.5, std 0.5, advantages ±1.0
     adv = group_advantages(torch.tensor([[1.0, 1, 0, 1, 0, 0, 1, 0]]), eps=0.0)
     assert adv[0].tolist() == [1.0, 1.0, -1.0, 1.0, -1.0, -1.0, 1.0, -1.0]
 
 
-def test_seed_003_example_is_not_a_group_normalisation():
-    """Seed 003 prints [1.0, 0.0, 0.5, 0.8] -> [0.87, -1.36, -0.16, 0.65] for the code beside it.
+def test_a_published_example_that_is_not_a_group_normalisation():
+    """A GRPO tutorial prints [1.0, 0.0, 0.5, 0.8] -> [0.87, -1.36, -0.16, 0.65] for the code beside it.
 
     Any (r − b)/s with one b and s per group is an affine function of r, so the slope between
     any two completions must be the same. The printed numbers have slopes 2.23, 2.4, 2.7 and
-    1.1: no baseline and scale produce them. We reproduce what the seed's *code* computes
+    1.1: no baseline and scale produce them. We reproduce what the tutorial's *code* computes
     (population std, ε = 1e-8) instead, and check the printed ones are indeed inconsistent.
     """
     rewards = [1.0, 0.0, 0.5, 0.8]
@@ -97,7 +97,7 @@ def test_batch_std_uses_every_reward():
 
 
 def _slow_reference(rewards: list[list[float]], eps: float) -> list[list[float]]:
-    """Seed 000 step 3 written as loops over plain floats."""
+    """The group normalisation of DeepSeekMath §4.1.2 written as loops over plain floats."""
     out = []
     for group in rewards:
         mu = sum(group) / len(group)
@@ -123,10 +123,10 @@ def test_bad_inputs_raise():
         group_baseline(torch.zeros(2, 1), "leave_one_out")
 
 
-# ---- process supervision (seed 004 MATH ENTRY 4) ----
+# ---- process supervision (DeepSeekMath §4.1.3) ----
 
 
-def test_process_advantages_reproduce_seed_004_worked_example():
+def test_process_advantages_reproduce_the_return_to_go_worked_example():
     a = process_advantages([[0.5, -0.3, 0.8]], [[10, 20, 30]], 35, normalise=False)[0]
     assert torch.allclose(a[:10], torch.full((10,), 1.0))  # tokens 1-10
     assert torch.allclose(a[10:20], torch.full((10,), 0.5))  # tokens 11-20

@@ -1,4 +1,4 @@
-"""rlvr.kl: Schulman's k1/k2/k3 on seed 004's numbers and their properties."""
+"""rlvr.kl: Schulman's k1/k2/k3 on worked numbers and their properties."""
 
 import pytest
 import torch
@@ -10,7 +10,7 @@ def lp(p):
     return torch.tensor(p).log()
 
 
-def test_seed_004_math_entry_5():
+def test_k3_worked_numbers():
     assert k3(lp([0.6]), lp([0.4])).item() == pytest.approx(0.072, abs=5e-4)
     assert k3(lp([0.9]), lp([0.1])).item() == pytest.approx(1.308, abs=5e-4)
     assert k3(lp([0.5]), lp([0.5])).item() == 0.0

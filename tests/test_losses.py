@@ -1,4 +1,4 @@
-"""rlvr.losses: seed 004's clipped-objective numbers, gradient signs, aggregation, and a loop reference."""
+"""rlvr.losses: the clipped objective's worked numbers, gradient signs, aggregation, and a loop reference."""
 
 import math
 
@@ -9,13 +9,13 @@ from rlvr.kl import k3
 from rlvr.losses import aggregate_loss, clip_fractions, clipped_policy_loss
 
 
-def test_seed_004_math_entry_1_numbers():
+def test_clipped_objective_worked_numbers():
     old = torch.zeros(1, 1)
     new = torch.tensor([[math.log(1.5)]])
     # objective = min(ρA, clip(ρ)A): 1.2 for A = +1, −1.5 for A = −1; the loss is its negation
     assert clipped_policy_loss(new, old, torch.tensor([1.0])).item() == pytest.approx(-1.2)
     assert clipped_policy_loss(new, old, torch.tensor([-1.0])).item() == pytest.approx(1.5)
-    # MATH ENTRY 2: ρ = 1.1 inside the window gives exactly ρA
+    # DeepSeekMath Eq. 3: ρ = 1.1 inside the window gives exactly ρA
     assert clipped_policy_loss(torch.tensor([[math.log(1.1)]]), old, torch.tensor([1.0])).item() == pytest.approx(-1.1)
 
 
@@ -91,7 +91,7 @@ def test_micro_batches_sum_to_the_full_batch(mode):
 
 
 def _seed_algorithm_1_loss(new, old, ref, advantages, lengths, eps, beta):
-    """Seed 004 ALGORITHM ENTRY 1, transcribed with Python loops over probabilities."""
+    """DeepSeekMath Algorithm 1's loss, transcribed with Python loops over probabilities."""
     total = 0.0
     for i, (a_i, n_i) in enumerate(zip(advantages, lengths)):
         for t in range(n_i):

@@ -1,4 +1,4 @@
-"""Group-relative advantages (seed 000 step 3; DeepSeekMath Eq. 4).
+"""Group-relative advantages (DeepSeekMath §4.1.2, Shao et al. 2024).
 
 Two independent settings shape an advantage:
 
@@ -21,7 +21,7 @@ from rlvr.config.choices import BASELINES, SCALES, STD_ESTIMATORS, Baseline, Sca
 def zero_variance_groups(rewards: torch.Tensor) -> torch.Tensor:
     """[P, G] rewards -> [P] bool: True where every completion of the group scored the same.
 
-    Such groups carry no learning signal (seed 004, MATH ENTRY 2 edge cases).
+    Such groups carry no learning signal: every advantage is 0 (DAPO §3.2, Yu et al. 2025).
 
     >>> zero_variance_groups(torch.tensor([[1., 1.], [1., 0.]])).tolist()
     [True, False]
@@ -50,7 +50,7 @@ def group_baseline(rewards: torch.Tensor, baseline: Baseline = "group_mean") -> 
 def reward_std(rewards: torch.Tensor, estimator: StdEstimator = "population") -> torch.Tensor:
     """Standard deviation over the last dimension, keepdim.
 
-    population: σ = sqrt(1/G Σ (r − μ)²), the seeds' formula (seed 000 step 3);
+    population: σ = sqrt(1/G Σ (r − μ)²), the usual reading of DeepSeekMath's std(r) (§4.1.2);
     unbiased: the 1/(G − 1) estimator (what `torch.std` and TRL use by default).
     """
     if estimator not in STD_ESTIMATORS:
@@ -66,11 +66,11 @@ def group_advantages(
     std_estimator: StdEstimator = "population",
     eps: float = 1e-4,
 ) -> torch.Tensor:
-    """Rewards [P, G] -> advantages [P, G]; defaults are the seeds' formula Â_i = (r_i − μ)/(σ + ε).
+    """Rewards [P, G] -> advantages [P, G]; defaults are DeepSeekMath's outcome supervision Â_i = (r_i − μ)/(σ + ε).
 
     Groups whose rewards are all equal get exactly zero advantage (not 0/ε noise from rounding).
 
-    Seed 000's worked example (G = 8, μ = 0.625, σ = 0.484):
+    The explorer's worked example (G = 8, five right: μ = 0.625, σ = 0.484):
 
     >>> a = group_advantages(torch.tensor([[1., 1., 1., 0., 1., 0., 0., 1.]]))
     >>> [round(x, 2) for x in a[0].tolist()]
@@ -92,7 +92,7 @@ def process_advantages(
     step_rewards: list[list[float]], step_ends: list[list[int]], num_tokens: int,
     *, normalise: bool = True, eps: float = 1e-4,
 ) -> torch.Tensor:
-    """Per-token advantages of one group under process supervision (DeepSeekMath Eq. 5; seed 004 MATH ENTRY 4).
+    """Per-token advantages of one group under process supervision (DeepSeekMath §4.1.3).
 
     Completion i has steps j with rewards `step_rewards[i][j]` ending at token `step_ends[i][j]`
     (1-based: the step's last token, i.e. an exclusive 0-based end). The step rewards of the whole
@@ -102,7 +102,7 @@ def process_advantages(
 
     step_rewards, step_ends: G lists -> advantages [G, num_tokens]
 
-    Seed 004's worked example: steps ending at tokens 10, 20, 30 with r̃ = +0.5, −0.3, +0.8:
+    A worked example: steps ending at tokens 10, 20, 30 with r̃ = +0.5, −0.3, +0.8:
 
     >>> a = process_advantages([[0.5, -0.3, 0.8]], [[10, 20, 30]], 32, normalise=False)[0]
     >>> [round(float(a[t]), 6) for t in (0, 9, 10, 19, 20, 29, 30, 31)]  # tokens 1, 10, 11, 20, 21, 30, 31, 32

@@ -5,7 +5,7 @@ evaluated at tokens sampled from π_θ:
 
 - k1 = −log r              unbiased, high variance, can be negative per token
 - k2 = ½ (log r)²          biased, low variance, ≥ 0
-- k3 = r − log r − 1       unbiased, low variance, ≥ 0 — DeepSeekMath Eq. 4 (seed 004 MATH ENTRY 5)
+- k3 = r − log r − 1       unbiased, low variance, ≥ 0 — DeepSeekMath Eq. 4 (Shao et al. 2024)
 
 All take logprobs, ref_logprobs [N, T] and return [N, T]; masking is the caller's job.
 """
@@ -44,7 +44,7 @@ def k2(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
 def k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
     """π_ref/π_θ − log(π_ref/π_θ) − 1, the DeepSeekMath estimator; zero iff the two agree.
 
-    Seed 004's worked numbers: π_θ = 0.6, π_ref = 0.4 gives 0.072; π_θ = 0.9, π_ref = 0.1 gives 1.308.
+    Worked numbers: π_θ = 0.6, π_ref = 0.4 gives 0.072; π_θ = 0.9, π_ref = 0.1 gives 1.308.
 
     >>> round(k3(torch.tensor([0.6]).log(), torch.tensor([0.4]).log()).item(), 3)
     0.072

@@ -1,11 +1,11 @@
-"""The clipped policy objective and how per-token losses become one number (seed 000 steps 4-5).
+"""The clipped policy objective and how per-token losses become one number (DeepSeekMath Eq. 3).
 
 Per token:  loss_{i,t} = −min(ρ_{i,t} Â_{i,t}, clip(ρ_{i,t}, 1 − ε_low, 1 + ε_high) Â_{i,t}) + β·KL_{i,t}
 with ρ = exp(log π_θ − log π_old). Separate ε_low / ε_high allow DAPO's "clip-higher".
 
-Aggregation is its own setting (Dr. GRPO, DAPO and the seeds differ only here):
+Aggregation is its own setting (DeepSeekMath, Dr. GRPO and DAPO differ only here):
 
-- ``sequence_mean``: mean over tokens of each completion, then over completions — the seeds'
+- ``sequence_mean``: mean over tokens of each completion, then over completions — DeepSeekMath's
   1/G Σ_i 1/|o_i| Σ_t (DeepSeekMath Eq. 3). Long completions weigh less per token.
 - ``token_mean``: sum over every token of the batch / number of tokens (DAPO).
 - ``constant``: sum over every token / (number of completions × a constant, e.g. the maximum
@@ -35,7 +35,7 @@ def clipped_policy_loss(
 ) -> torch.Tensor:
     """Per-token loss to minimise: the negated PPO/GRPO clipped surrogate. [N, T] -> [N, T].
 
-    Seed 004's worked numbers (ε = 0.2, ρ = 1.5): the objective is 1.2 for Â = +1 (clipped)
+    Worked numbers (ε = 0.2, ρ = 1.5): the objective is 1.2 for Â = +1 (clipped)
     and −1.5 for Â = −1 (the pessimistic min keeps the unclipped penalty); the loss is its negation.
 
     >>> old = torch.zeros(1, 2)

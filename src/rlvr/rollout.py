@@ -1,4 +1,4 @@
-"""Sampling G completions per prompt (seed 000 step 1).
+"""Sampling G completions per prompt (the first step of GRPO, DeepSeekMath Algorithm 1).
 
 The engine works on token ids with a KV cache:
 

@@ -76,7 +76,7 @@ def test_the_explorer_shows_the_trainers_own_advantages(server):
 
     from rlvr.advantages import group_advantages
 
-    status, html = get(server, "/explore")  # seed 000's 23 x 17 group
+    status, html = get(server, "/explore")  # the 23 x 17 example group
     assert status == 200 and "0.625" in html and "+0.77" in html and "-1.29" in html and "23 × 17 = 381" in html
     rng = random.Random(0)
     for _ in range(5):

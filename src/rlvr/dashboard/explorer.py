@@ -1,9 +1,9 @@
-"""The GRPO explorer (seed 000): pick G, edit each completion's reward, see μ, σ, every advantage and
+"""The GRPO explorer: pick G, edit each completion's reward, see μ, σ, every advantage and
 which way each completion's probability moves.
 
 The page is a form that resubmits itself on every edit; every number on it comes from
-`rlvr.advantages` on the server — the trainer's own functions, not a second implementation in the browser. Preloaded: seed 000's "What is 23 × 17?"
-group (five right, three wrong).
+`rlvr.advantages` on the server — the trainer's own functions, not a second implementation in the
+browser. Preloaded: a worked example group, eight answers to "What is 23 × 17?" (five right, three wrong).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import torch
 
 from rlvr.advantages import Baseline, Scale, StdEstimator, group_advantages, group_baseline, reward_std
 
-SEED_000 = {  # completion -> reward: the explorer's example in seed 000
+EXAMPLE_GROUP = {  # completion -> reward: eight answers to "What is 23 × 17?" (391), five of them right
     "23 × 17 = 23 × 10 + 23 × 7 = 230 + 161 = 391": 1.0,
     "23 × 17 = 20 × 17 + 3 × 17 = 340 + 51 = 391": 1.0,
     "23 × 17... let me think... 23 × 20 = 460, minus 23 × 3 = 69... 460 - 69 = 391": 1.0,
@@ -45,7 +45,7 @@ def explore(rewards: list[float], *, baseline: str = "group_mean", scale: str = 
             std_estimator: str = "population", eps: float = 1e-4, clip: float = 0.2) -> Exploration:
     """The explorer's numbers for one group.
 
-    >>> e = explore(list(SEED_000.values()))
+    >>> e = explore(list(EXAMPLE_GROUP.values()))
     >>> round(e.mean, 3), round(e.std, 3), [round(a, 2) for a in e.advantages[:4]]
     (0.625, 0.484, [0.77, 0.77, 0.77, -1.29])
     """
@@ -75,21 +75,21 @@ def parse(query: dict[str, list[str]]) -> tuple[list[float], dict]:
         clip = 0.2
     options["clip"] = min(0.99, max(0.0, clip)) if math.isfinite(clip) else 0.2
     if "g" not in query:
-        return list(SEED_000.values()), options
+        return list(EXAMPLE_GROUP.values()), options
     try:
         g = min(16, max(2, int(query["g"][0])))
         rewards = [float(query.get(f"r{i}", ["0"])[0]) for i in range(g)]  # a larger G starts its new rewards at 0
         if not all(math.isfinite(x) for x in rewards):
             raise ValueError
     except ValueError:
-        rewards = list(SEED_000.values())
+        rewards = list(EXAMPLE_GROUP.values())
     return rewards, options
 
 
 def explorer_page(query: dict[str, list[str]]) -> str:
     rewards, options = parse(query)
     e = explore(rewards, **options)  # every number on the page
-    texts = list(SEED_000)
+    texts = list(EXAMPLE_GROUP)
     rows = "".join(
         f'<tr><td>#{i + 1}</td><td><input name="r{i}" value="{r:g}" size="4"></td>'
         f"<td>{escape(texts[i]) if len(rewards) == 8 else ''}</td>"

@@ -1,4 +1,4 @@
-"""Signs of emerging reasoning, measured on completions (DeepSeek-R1's "aha moment", seed 003).
+"""Signs of emerging reasoning, measured on completions (DeepSeek-R1's "aha moment", Guo et al. 2025, §2.2.4).
 
 During training and evaluation: how long completions get (their distribution, not only the mean),
 how often they reflect ("wait", "let me reconsider", ...; the list is configurable), how many have

@@ -1,4 +1,4 @@
-"""A recipe: ordered stages of the DeepSeek-R1 pipeline in one YAML file (seed 004, ALGORITHM ENTRY 2).
+"""A recipe: ordered stages of the DeepSeek-R1 pipeline in one YAML file (DeepSeek-R1, Guo et al. 2025, §2.3).
 
     name: r1
     model: smollm2                     # where the first stage starts

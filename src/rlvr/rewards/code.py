@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from rlvr.config.choices import MODES as EXTRACTION_MODES
 from rlvr.errors import UserError
 from rlvr.rewards.scores import Scores
 from rlvr.rewards.text import completion_text
@@ -36,7 +37,6 @@ from rlvr.sandbox import Limits, run_python
 from rlvr.sandbox.calls import run_function_tests
 
 MODES = ("fraction", "all")
-EXTRACTIONS = ("strict", "lenient")
 
 _FENCE = re.compile(r"[ \t]*```[ \t]*([\w+-]*)")
 _PYTHON_TAGS = ("", "python", "python3", "py")
@@ -132,8 +132,8 @@ def code_tests(
     """
     if mode not in MODES:
         raise UserError(f"code_tests mode {mode!r} is not one of {MODES}")
-    if extraction not in EXTRACTIONS:
-        raise UserError(f"code_tests extraction {extraction!r} is not one of {EXTRACTIONS}")
+    if extraction not in EXTRACTION_MODES:
+        raise UserError(f"code_tests extraction {extraction!r} is not one of {EXTRACTION_MODES}")
     if tests is None and test is None:
         raise UserError("code_tests needs a `tests` column (stdin/stdout cases) or `test` + "
                         "`entry_point` columns (HumanEval format) in the dataset")

@@ -1,6 +1,6 @@
 """Rewards for some rows only: `only_where(fn, {"kind": "reasoning"})`.
 
-DeepSeek-R1's last stage (seed 004, ALGORITHM ENTRY 2) scores reasoning prompts with rules and
+DeepSeek-R1's last stage (Guo et al. 2025, §2.3.4) scores reasoning prompts with rules and
 general prompts with a preference reward model. Here a dataset column decides: each reward in the
 config may carry `when: {column: value}`; it is called on the matching rows only, and the others
 get None (not applicable), so the weighted total of a row sums just the rewards that apply to it.

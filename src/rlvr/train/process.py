@@ -1,4 +1,4 @@
-"""Process supervision in GRPO (DeepSeekMath Sec. 4.1.3; seed 004 MATH ENTRY 4).
+"""Process supervision in GRPO (DeepSeekMath §4.1.3, Shao et al. 2024).
 
 A process reward model scores every step of every completion (steps are the pieces between
 `algorithm.step_separator`); the step rewards of a group are normalised together and each token's
@@ -7,7 +7,7 @@ advantage is the sum of the normalised rewards of the steps ending at or after i
 
     ScoredRollout ─PRM step probabilities─▶ step rewards ─token ends─▶ advantages [N, Lc]
 
-Departure from the seed: the last step is taken to end at the completion's last token (the stop
+Departure from the paper: the last step is taken to end at the completion's last token (the stop
 token included), so no sampled token is left with a zero advantage for merely following the text.
 """
 

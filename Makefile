@@ -19,5 +19,8 @@ $(VENV)/.installed: pyproject.toml scripts/install_torch.sh
 train: setup
 	$(VENV)/bin/rlvr train
 
+# ruff on src/ and tests/, mypy on the pure core and the run core (pyproject.toml), then the whole suite.
 test: setup
+	$(VENV)/bin/ruff check src tests
+	$(VENV)/bin/mypy
 	$(PY) -m pytest

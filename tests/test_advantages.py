@@ -85,7 +85,8 @@ def test_leave_one_out_is_rloo():
 def test_unbiased_std_option():
     r = torch.tensor([[1.0, 0.0]])
     assert group_advantages(r, std_estimator="population", eps=0)[0].tolist() == pytest.approx([1.0, -1.0])
-    assert group_advantages(r, std_estimator="unbiased", eps=0)[0].tolist() == pytest.approx([0.7071, -0.7071], abs=1e-4)
+    assert (group_advantages(r, std_estimator="unbiased", eps=0)[0].tolist()
+            == pytest.approx([0.7071, -0.7071], abs=1e-4))
 
 
 def test_batch_std_uses_every_reward():

@@ -55,7 +55,8 @@ def test_user_mistakes_are_one_line_without_traceback(tmp_path, args, message):
 def test_malformed_dataset_row_names_the_line(tmp_path):
     data = tmp_path / "d.jsonl"
     data.write_text('{"prompt": "1+1?", "answer": "2"}\n{"prompt": oops}\n')
-    out = rlvr("train", "--config", "configs/tiny.yaml", "--output-dir", str(tmp_path / "r"), "--set", f"data.train={data}")
+    out = rlvr("train", "--config", "configs/tiny.yaml", "--output-dir", str(tmp_path / "r"),
+               "--set", f"data.train={data}")
     assert out.returncode == 2 and f"{data}:2" in out.stderr and "Traceback" not in out.stderr
 
 
@@ -70,9 +71,9 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
     import time
 
     run = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "rlvr", "train", "--config", "configs/tiny.yaml", "--output-dir", str(run),
-                             "--max-steps", "100000", "--set", "save_every=0"], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "rlvr", "train", "--config", "configs/tiny.yaml",
+                             "--output-dir", str(run), "--max-steps", "100000", "--set", "save_every=0"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     metrics = run / "metrics.jsonl"
     deadline = time.time() + 120
     while time.time() < deadline and not (metrics.is_file() and metrics.read_text().count("\n") >= 2):

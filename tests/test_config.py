@@ -120,7 +120,8 @@ def test_every_field_has_a_docstring():
                 if not annotation or annotation.startswith("ClassVar") or annotation.endswith("Config"):
                     continue
                 nxt = body[i + 1] if i + 1 < len(body) else None
-                assert isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant), f"{cls.name}.{ast.unparse(node.target)} has no docstring"
+                assert isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant), (
+                    f"{cls.name}.{ast.unparse(node.target)} has no docstring")
     assert TrainConfig().model.name == "smollm2"
 
 
@@ -141,8 +142,10 @@ def test_files_of_earlier_versions_load_and_mean_the_same(tmp_path):
     """Generation settings once lived under `sampling`, `model` was a string in four commands, and the
     reward model's optimizer settings were top-level: such files still load into the same config."""
     old, new = tmp_path / "old.yaml", tmp_path / "new.yaml"
-    old.write_text("preset: seed\nmodel: {name: tiny}\nsampling: {group_size: 4, batch_size: 8, max_new_tokens: 12, temperature: 1.0, top_k: 3}\n")
-    new.write_text("model: tiny\nsampling: {group_size: 4, batch_size: 8}\ngeneration: {max_new_tokens: 12, temperature: 1.0, top_k: 3}\n")
+    old.write_text("preset: seed\nmodel: {name: tiny}\n"
+                   "sampling: {group_size: 4, batch_size: 8, max_new_tokens: 12, temperature: 1.0, top_k: 3}\n")
+    new.write_text("model: tiny\nsampling: {group_size: 4, batch_size: 8}\n"
+                   "generation: {max_new_tokens: 12, temperature: 1.0, top_k: 3}\n")
     assert load_config(old) == load_config(new)
     assert load_config(old).generation.top_p == 1.0  # untouched fields keep their defaults
 
@@ -150,8 +153,8 @@ def test_files_of_earlier_versions_load_and_mean_the_same(tmp_path):
     assert (sft.model.name, sft.model.cache_dir, sft.model.device) == ("tiny", "/tmp/c", "auto")
     rm = config_from_dict(RewardModelConfig, {"model": "tiny", "data": "p.jsonl", "lr": 1e-3, "max_grad_norm": 0.5})
     assert (rm.optim.lr, rm.optim.max_grad_norm, rm.optim.betas) == (1e-3, 0.5, (0.9, 0.999))
-    flat = {"model": "tiny", "data": "arithmetic", "limit": 3, "template": "plain", "temperature": 0.9, "max_new_tokens": 8,
-            "data_dir": "d", "difficulty": 2, "system_prompt": "s", "top_p": 0.5}
+    flat = {"model": "tiny", "data": "arithmetic", "limit": 3, "template": "plain", "temperature": 0.9,
+            "max_new_tokens": 8, "data_dir": "d", "difficulty": 2, "system_prompt": "s", "top_p": 0.5}
     for cls in (EvalConfig, SampleConfig):
         c = config_from_dict(cls, flat)
         assert (c.data.name, c.data.limit, c.data.template, c.data.dir, c.data.difficulty, c.data.system_prompt) == (

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from rlvr.models.devices import autocast, compute_dtype, peak_memory_gb, resolve_device
 from rlvr.errors import UserError
+from rlvr.models.devices import autocast, compute_dtype, peak_memory_gb, resolve_device
 from rlvr.train.trainer import Trainer
 
 from .train.test_step import DIGITS, tiny_config
@@ -41,7 +41,8 @@ def test_bf16_autocast_steps_keep_fp32_master_weights(tmp_path):
     before = {n: p.detach().clone() for n, p in trainer.policy.named_parameters()}
     metrics = [trainer.step().metrics, trainer.step().metrics]
     assert {p.dtype for p in trainer.policy.parameters()} == {torch.float32}
-    assert all(s.dtype == torch.float32 for state in trainer.optimizer.state.values() for s in state.values() if s.dim() > 0)
+    assert all(s.dtype == torch.float32
+               for state in trainer.optimizer.state.values() for s in state.values() if s.dim() > 0)
     assert all(not torch.equal(before[n], p) for n, p in trainer.policy.named_parameters())
     assert all(torch.isfinite(torch.tensor(m["loss"])) for m in metrics)
     assert metrics[1]["kl"] > 0
@@ -65,6 +66,7 @@ def test_bf16_reaches_the_rollout_thread(tmp_path):
         r = scored.rollout
         rows = torch.arange(r.completion_ids.shape[0]) // r.group_size
         with torch.no_grad():
-            fp32 = completion_logprobs(trainer.policy, r.prompt_ids, r.prompt_mask, rows, r.completion_ids, r.completion_mask).logprobs
+            fp32 = completion_logprobs(trainer.policy, r.prompt_ids, r.prompt_mask, rows, r.completion_ids,
+                                       r.completion_mask).logprobs
         gaps[dtype] = float((fp32 - r.sampling_logprobs).abs().max())
     assert gaps["float32"] < 1e-4 < 1e-2 < gaps["bfloat16"]

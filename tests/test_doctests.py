@@ -8,7 +8,8 @@ import pytest
 
 import rlvr
 
-MODULES = sorted(m.name for m in pkgutil.walk_packages(rlvr.__path__, prefix="rlvr.") if not m.name.endswith("__main__"))
+MODULES = sorted(m.name for m in pkgutil.walk_packages(rlvr.__path__, prefix="rlvr.")
+                 if not m.name.endswith("__main__"))
 
 
 @pytest.mark.parametrize("name", MODULES)

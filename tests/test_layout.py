@@ -50,7 +50,8 @@ def imports(name: str, path: Path, known: dict[str, Path]) -> Iterator[tuple[str
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1]
+                                + ([base] if base else []))
             if base.split(".")[0] != "rlvr":
                 continue
             for alias in node.names:

@@ -62,4 +62,5 @@ def test_shared_prompt_gives_the_same_loss_and_gradients(tiny):
     assert torch.allclose(results[True][0], results[False][0], atol=1e-5)
     for name, grad in results[True][1].items():
         # fp32 sums in another order: the embedding gradient reaches |g| ~ 34 here, so 1e-5 of its scale
-        assert torch.allclose(grad, results[False][1][name], rtol=0, atol=1e-5 * max(1.0, float(grad.abs().max()))), name
+        assert torch.allclose(grad, results[False][1][name], rtol=0,
+                              atol=1e-5 * max(1.0, float(grad.abs().max()))), name

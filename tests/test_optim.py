@@ -12,7 +12,8 @@ def test_fused_adamw_takes_the_same_step_as_the_plain_one():
     reference = build_tiny_model(seed=0)[0]
     optimizer, _ = build_optimizer(model, OptimConfig(lr=1e-3, weight_decay=0.1), total_steps=10)
     assert optimizer.defaults["fused"]
-    plain = torch.optim.AdamW(reference.parameters(), lr=1e-3, betas=OptimConfig().betas, weight_decay=0.1, foreach=False)
+    plain = torch.optim.AdamW(reference.parameters(), lr=1e-3, betas=OptimConfig().betas, weight_decay=0.1,
+                              foreach=False)
     for step in range(3):
         for p, q in zip(model.parameters(), reference.parameters()):
             p.grad = torch.randn(p.shape, generator=torch.Generator().manual_seed(step)) * 0.01

@@ -17,7 +17,8 @@ def test_greedy_matches_hf_generate(tiny):
     model, tok = tiny
     ids = _ids(tok)
     stop = tok.convert_tokens_to_ids("e")  # a frequent character, so some rows stop early
-    ours = generate(model, ids, 1, SamplingParams(max_new_tokens=24, temperature=0), stop_ids=[stop], pad_id=tok.pad_token_id)
+    ours = generate(model, ids, 1, SamplingParams(max_new_tokens=24, temperature=0), stop_ids=[stop],
+                    pad_id=tok.pad_token_id)
     pid, pmask = left_pad(ids, tok.pad_token_id)
     hf = model.generate(input_ids=pid, attention_mask=pmask.long(), max_new_tokens=24, do_sample=False,
                         eos_token_id=stop, pad_token_id=tok.pad_token_id)[:, pid.shape[1]:]
@@ -36,11 +37,12 @@ def test_greedy_matches_hf_generate(tiny):
 def test_sampling_logprobs_equal_a_fresh_forward(tiny):
     model, tok = tiny
     g = torch.Generator().manual_seed(0)
-    out = generate(model, _ids(tok), 3, SamplingParams(max_new_tokens=16, temperature=0.8), stop_ids=[tok.convert_tokens_to_ids("a")],
-                   pad_id=tok.pad_token_id, generator=g)
+    out = generate(model, _ids(tok), 3, SamplingParams(max_new_tokens=16, temperature=0.8),
+                   stop_ids=[tok.convert_tokens_to_ids("a")], pad_id=tok.pad_token_id, generator=g)
     row_prompt = torch.arange(len(PROMPTS)).repeat_interleave(3)
     with torch.no_grad():
-        stats = completion_logprobs(model, out.prompt_ids, out.prompt_mask, row_prompt, out.completion_ids, out.completion_mask, 0.8)
+        stats = completion_logprobs(model, out.prompt_ids, out.prompt_mask, row_prompt, out.completion_ids,
+                                    out.completion_mask, 0.8)
     assert torch.allclose(stats.logprobs, out.logprobs, atol=1e-5)
     assert (out.logprobs[~out.completion_mask] == 0).all()
 
@@ -48,8 +50,10 @@ def test_sampling_logprobs_equal_a_fresh_forward(tiny):
 def test_seeded_sampling_is_reproducible_and_groups_differ(tiny):
     model, tok = tiny
     params = SamplingParams(max_new_tokens=12, temperature=1.0)
-    a = generate(model, _ids(tok), 4, params, stop_ids=[tok.eos_token_id], pad_id=tok.pad_token_id, generator=torch.Generator().manual_seed(7))
-    b = generate(model, _ids(tok), 4, params, stop_ids=[tok.eos_token_id], pad_id=tok.pad_token_id, generator=torch.Generator().manual_seed(7))
+    a = generate(model, _ids(tok), 4, params, stop_ids=[tok.eos_token_id], pad_id=tok.pad_token_id,
+                 generator=torch.Generator().manual_seed(7))
+    b = generate(model, _ids(tok), 4, params, stop_ids=[tok.eos_token_id], pad_id=tok.pad_token_id,
+                 generator=torch.Generator().manual_seed(7))
     assert torch.equal(a.completion_ids, b.completion_ids)
     assert len({tuple(r.tolist()) for r in a.completion_ids[:4]}) > 1  # G samples of one prompt differ
 
@@ -72,5 +76,6 @@ def test_rollout_record(tiny):
                 generator=torch.Generator().manual_seed(0), add_special_tokens=True)
     assert r.completion_ids.shape[0] == 6 and len(r.completions) == 6 and r.group_size == 3
     assert r.lengths.max().item() <= 8
-    assert (r.truncated == (r.lengths == 8) & ~torch.isin(r.completion_ids[:, -1], torch.tensor([tok.eos_token_id]))).all()
+    assert (r.truncated == (r.lengths == 8) & ~torch.isin(r.completion_ids[:, -1],
+                                                          torch.tensor([tok.eos_token_id]))).all()
     assert r.completions[0] == tok.decode(r.completion_ids[0][r.completion_mask[0]], skip_special_tokens=True)

@@ -13,6 +13,8 @@ All functions are pure: rewards [P, G] in, advantages [P, G] out.
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 
 from rlvr.config.choices import BASELINES, SCALES, STD_ESTIMATORS, Baseline, Scale, StdEstimator
@@ -113,7 +115,7 @@ def process_advantages(
     for rewards, ends in zip(step_rewards, step_ends):
         if len(rewards) != len(ends):
             raise ValueError("each completion needs one end position per step reward")
-        if any(b < a for a, b in zip(ends, ends[1:])) or any(not 0 < e <= num_tokens for e in ends):
+        if any(b < a for a, b in itertools.pairwise(ends)) or any(not 0 < e <= num_tokens for e in ends):
             raise ValueError(f"step ends must not decrease and lie within 1..{num_tokens}, got {ends}")
     flat = torch.tensor([r for rewards in step_rewards for r in rewards], dtype=torch.float32)
     if normalise and flat.numel() > 0:

@@ -10,7 +10,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rlvr.dashboard.cli import add_dashboard_parser, add_explore_parser, add_report_parser, run_dashboard, run_explore, run_report
+from rlvr.dashboard.cli import (
+    add_dashboard_parser,
+    add_explore_parser,
+    add_report_parser,
+    run_dashboard,
+    run_explore,
+    run_report,
+)
 from rlvr.errors import UserError
 from rlvr.evaluate.cli import add_eval_parser, run_eval_command
 from rlvr.pipeline.cli import add_pipeline_parser, run_pipeline_command

@@ -74,12 +74,14 @@ class _SelectiveLogSoftmax(torch.autograd.Function):
 
 
 def selective_logprobs(
-    hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0, chunk: int = CHUNK_TOKENS
+    hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0,
+    chunk: int = CHUNK_TOKENS,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """log softmax(hidden·Wᵀ / T)[target] and the entropy, chunk by chunk. [T, H] -> ([T], [T])."""
     out_lp, out_ent = [hidden.new_zeros(0, dtype=torch.float32)], [hidden.new_zeros(0, dtype=torch.float32)]
     for start in range(0, hidden.shape[0], chunk):
-        lp, ent = _SelectiveLogSoftmax.apply(hidden[start : start + chunk], weight, targets[start : start + chunk], temperature)
+        lp, ent = _SelectiveLogSoftmax.apply(hidden[start : start + chunk], weight, targets[start : start + chunk],
+                                             temperature)
         out_lp.append(lp)
         out_ent.append(ent)
     return torch.cat(out_lp), torch.cat(out_ent)
@@ -97,7 +99,8 @@ def length_buckets(lengths: list[int], min_gain: int = 16) -> list[list[int]]:
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
     buckets: list[list[int]] = []
     for i in order:
-        if buckets and not (lengths[i] > 2 * lengths[buckets[-1][0]] and lengths[i] - lengths[buckets[-1][0]] >= min_gain):
+        if buckets and not (lengths[i] > 2 * lengths[buckets[-1][0]]
+                            and lengths[i] - lengths[buckets[-1][0]] >= min_gain):
             buckets[-1].append(i)
         else:
             buckets.append([i])
@@ -125,36 +128,45 @@ def completion_logprobs(
     completion_ids, completion_mask = completion_ids.to(device), completion_mask.to(device)
     backbone = getattr(model, model.base_model_prefix)
     if share_prompt and not getattr(backbone, "gradient_checkpointing", False):
-        predicting = _hidden_shared_prompt(backbone, prompt_ids, prompt_mask, row_prompt, completion_ids, completion_mask)
+        predicting = _hidden_shared_prompt(backbone, prompt_ids, prompt_mask, row_prompt, completion_ids,
+                                           completion_mask)
     else:
-        predicting = predicting_hidden(backbone, prompt_ids[row_prompt], prompt_mask[row_prompt], completion_ids, completion_mask)
+        predicting = predicting_hidden(backbone, prompt_ids[row_prompt], prompt_mask[row_prompt], completion_ids,
+                                       completion_mask)
     mask = completion_mask
-    lp, ent = selective_logprobs(predicting[mask], model.get_output_embeddings().weight, completion_ids[mask], temperature)
+    lp, ent = selective_logprobs(predicting[mask], model.get_output_embeddings().weight, completion_ids[mask],
+                                 temperature)
     logprobs = torch.zeros(mask.shape, dtype=lp.dtype, device=device).masked_scatter(mask, lp)
     entropy = torch.zeros(mask.shape, dtype=ent.dtype, device=device).masked_scatter(mask, ent.detach())
     return TokenStats(logprobs=logprobs, entropy=entropy)
 
 
 def predicting_hidden(backbone, prompt_ids, prompt_mask, completion_ids, completion_mask) -> torch.Tensor:
-    """The plain way: one forward over prompt + completion per row -> hidden states predicting each completion token [m, Lc, H]."""
+    """The plain way: one forward over prompt + completion per row -> hidden states predicting each
+    completion token [m, Lc, H]."""
     input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
     attention = torch.cat([prompt_mask, completion_mask], dim=1)
-    hidden = backbone(input_ids=input_ids, attention_mask=attention, position_ids=positions(attention)).last_hidden_state
+    hidden = backbone(input_ids=input_ids, attention_mask=attention,
+                      position_ids=positions(attention)).last_hidden_state
     lp = prompt_ids.shape[1]
     # the hidden state at position j predicts token j + 1: completion token t is predicted at Lp − 1 + t
     return hidden[:, lp - 1 : lp - 1 + completion_ids.shape[1]]
 
 
-def _hidden_shared_prompt(backbone, prompt_ids, prompt_mask, row_prompt, completion_ids, completion_mask) -> torch.Tensor:
+def _hidden_shared_prompt(backbone, prompt_ids, prompt_mask, row_prompt, completion_ids,
+                          completion_mask) -> torch.Tensor:
     """Prompt forward once, then each length bucket of completions attends to the cached prompt."""
     cache = DynamicCache()
-    out = backbone(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions(prompt_mask), past_key_values=cache, use_cache=True)
+    out = backbone(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions(prompt_mask),
+                   past_key_values=cache, use_cache=True)
     prompt_kv = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
     last_prompt_hidden = out.last_hidden_state[:, -1]  # [p, H] predicts the first completion token
     prompt_len = prompt_mask.sum(-1)
     m, lc = completion_ids.shape
     predicting = completion_ids.new_zeros((m, lc, last_prompt_hidden.shape[-1]), dtype=last_prompt_hidden.dtype)
-    predicting = predicting.index_put((torch.arange(m, device=predicting.device), torch.zeros(m, dtype=torch.long, device=predicting.device)), last_prompt_hidden[row_prompt])
+    first_positions = (torch.arange(m, device=predicting.device),
+                       torch.zeros(m, dtype=torch.long, device=predicting.device))
+    predicting = predicting.index_put(first_positions, last_prompt_hidden[row_prompt])
     lengths = completion_mask.sum(-1).tolist()
     for bucket in length_buckets(lengths):
         rows = torch.tensor(bucket, device=completion_ids.device)
@@ -166,6 +178,7 @@ def _hidden_shared_prompt(backbone, prompt_ids, prompt_mask, row_prompt, complet
         ids, cmask = completion_ids[rows, : width - 1], completion_mask[rows, : width - 1]
         attention = torch.cat([prompt_mask[src], cmask], dim=1)
         pos = prompt_len[src, None] + torch.arange(width - 1, device=ids.device)[None, :]
-        hidden = backbone(input_ids=ids, attention_mask=attention, position_ids=pos, past_key_values=sub_cache, use_cache=True).last_hidden_state
+        hidden = backbone(input_ids=ids, attention_mask=attention, position_ids=pos, past_key_values=sub_cache,
+                          use_cache=True).last_hidden_state
         predicting = predicting.index_put((rows[:, None], torch.arange(1, width, device=ids.device)[None, :]), hidden)
     return predicting

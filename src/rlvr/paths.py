@@ -39,5 +39,9 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
     root = checkpoint_dir(run_dir)
     if not root.is_dir():
         return None
-    done = [p for p in root.iterdir() if p.is_dir() and p.name.startswith(STEP_PREFIX) and p.name[len(STEP_PREFIX):].isdigit()]
-    return max(done, key=lambda p: int(p.name[len(STEP_PREFIX):]), default=None)
+    done = [p for p in root.iterdir() if p.is_dir() and p.name.startswith(STEP_PREFIX) and _step(p).isdigit()]
+    return max(done, key=lambda p: int(_step(p)), default=None)
+
+
+def _step(checkpoint: Path) -> str:
+    return checkpoint.name[len(STEP_PREFIX):]

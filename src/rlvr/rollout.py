@@ -134,7 +134,8 @@ def generate(
             cache.batch_select_indices(keep)
             active, token, attention, next_pos = active[keep.cpu()], token[keep], attention[keep], next_pos[keep]
         attention = torch.cat([attention, attention.new_ones(len(active), 1)], dim=-1)
-        out = model(input_ids=token[:, None], attention_mask=attention, position_ids=next_pos[:, None], past_key_values=cache, use_cache=True)
+        out = model(input_ids=token[:, None], attention_mask=attention, position_ids=next_pos[:, None],
+                    past_key_values=cache, use_cache=True)
         logits = out.logits[:, -1]
         next_pos = next_pos + 1
 
@@ -142,7 +143,8 @@ def generate(
     width = int(lengths.max()) if n else 0
     completion_mask = torch.arange(width)[None, :] < lengths[:, None]
     return Completions(prompt_ids=prompt_ids, prompt_mask=prompt_mask, completion_ids=completion_ids[:, :width],
-                       completion_mask=completion_mask, logprobs=logprobs[:, :width] * completion_mask, truncated=~finished)
+                       completion_mask=completion_mask, logprobs=logprobs[:, :width] * completion_mask,
+                       truncated=~finished)
 
 
 def _on_device(generator: torch.Generator | None, device: torch.device) -> torch.Generator | None:
@@ -153,7 +155,8 @@ def _on_device(generator: torch.Generator | None, device: torch.device) -> torch
 
 
 def _prefill(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, group_size: int):
-    """Run the P prompts once, then repeat their cache G times: (cache, logits [N, V], attention [N, Lp], next position [N])."""
+    """Run the P prompts once, then repeat their cache G times: (cache, logits [N, V], attention [N, Lp],
+    next position [N])."""
     out = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), past_key_values=DynamicCache(),
                 use_cache=True, logits_to_keep=1)
     cache = out.past_key_values
@@ -166,7 +169,8 @@ class _GroupTracker:
     """Counts each group's unfinished completions and hands a group over the moment it completes."""
 
     def __init__(self, num_prompts: int, group_size: int, ids: torch.Tensor, lengths: torch.Tensor, callback) -> None:
-        self.left, self.g, self.ids, self.lengths, self.callback = [group_size] * num_prompts, group_size, ids, lengths, callback
+        self.left, self.g = [group_size] * num_prompts, group_size
+        self.ids, self.lengths, self.callback = ids, lengths, callback
 
     def finished(self, rows: list[int]) -> None:
         for row in rows:
@@ -204,7 +208,8 @@ def rollout(
     """
     prompts = [tokenizer(text, add_special_tokens=add_special_tokens).input_ids for text in prompt_texts]
     stop_ids = sorted({tokenizer.eos_token_id, *_extra_stop_ids(model)} - {None})
-    decode = lambda ids, mask: tokenizer.batch_decode(ids.masked_fill(~mask, tokenizer.pad_token_id), skip_special_tokens=True)  # noqa: E731
+    decode = lambda ids, mask: tokenizer.batch_decode(ids.masked_fill(~mask, tokenizer.pad_token_id),  # noqa: E731
+                                                      skip_special_tokens=True)
 
     def group_done(p: int, ids: torch.Tensor, lengths: torch.Tensor) -> None:
         mask = torch.arange(ids.shape[1])[None, :] < lengths[:, None]

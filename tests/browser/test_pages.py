@@ -33,17 +33,21 @@ def seen(tmp_path_factory):
     train_grpo(tiny_config(tmp, DIGITS, "sample_every=1", steps=2))
     run = tmp / "run"
     with (run / "samples.jsonl").open("a") as f:  # an untrusted completion that tries to run code
-        f.write(json.dumps({"step": 3, "prompt": "p", "completions": ["<script>window.__pwned = true; alert(1)</script>"],
+        f.write(json.dumps({"step": 3, "prompt": "p",
+                            "completions": ["<script>window.__pwned = true; alert(1)</script>"],
                             "rewards": [0.75], "advantages": [0.25]}) + "\n")
     rng = random.Random(0)
     cases = [{"rewards": [round(rng.uniform(-1, 2), 2) for _ in range(rng.randint(2, 10))],
               "baseline": rng.choice(["group_mean", "leave_one_out"]), "scale": rng.choice(["group_std", "none"]),
-              "std_estimator": rng.choice(["population", "unbiased"]), "clip": rng.choice([0.1, 0.28])} for _ in range(3)]
+              "std_estimator": rng.choice(["population", "unbiased"]), "clip": rng.choice([0.1, 0.28])}
+             for _ in range(3)]
     server = make_server([run], port=0)
     start_in_background(server)
     try:
-        out = subprocess.run(["node", str(HERE / "drive.mjs"), f"http://127.0.0.1:{server.server_address[1]}", json.dumps({"explorer": cases})],
-                             capture_output=True, text=True, timeout=120, env={"CHROMIUM": CHROMIUM, "PATH": "/usr/bin:/bin"})
+        out = subprocess.run(["node", str(HERE / "drive.mjs"), f"http://127.0.0.1:{server.server_address[1]}",
+                              json.dumps({"explorer": cases})],
+                             capture_output=True, text=True, timeout=120,
+                             env={"CHROMIUM": CHROMIUM, "PATH": "/usr/bin:/bin"})
     finally:
         server.shutdown()
         server.server_close()

@@ -45,7 +45,8 @@ def test_the_overview_overlays_every_run(server, runs):
     assert status == 200 and 'http-equiv="refresh"' in html
     for i, run in enumerate(runs):
         metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-        found = re.search(rf'data-series="{i}: run" data-values="([^"]*)"', html.partition("reward and accuracy: reward/mean")[2])
+        found = re.search(rf'data-series="{i}: run" data-values="([^"]*)"',
+                          html.partition("reward and accuracy: reward/mean")[2])
         assert [float(v) for v in found.group(1).split()] == pytest.approx([m["reward/mean"] for m in metrics])
 
 

@@ -24,7 +24,7 @@ def reference(numbers: tuple[int, ...]) -> tuple[bool, bool]:
             rest = tuple(x for k, x in enumerate(state) if k not in (i, j))
             results = {a + b, a - b, b - a, a * b} | ({a / b} if b else set()) | ({b / a} if a else set())
             for r in results:
-                if (not whole or r.denominator == 1) and reach(tuple(sorted(rest + (r,))), whole):
+                if (not whole or r.denominator == 1) and reach(tuple(sorted((*rest, r))), whole):
                     return True
         return False
 

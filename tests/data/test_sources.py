@@ -12,7 +12,8 @@ from rlvr.data import load_examples
 from rlvr.errors import UserError
 from rlvr.records import Example
 
-GSM8K_TEST = Path(__file__).resolve().parents[3] / "shared" / "data" / "gsm8k" / "test.jsonl"  # ../shared beside the checkout
+# ../shared beside the checkout
+GSM8K_TEST = Path(__file__).resolve().parents[3] / "shared" / "data" / "gsm8k" / "test.jsonl"
 
 
 def write_jsonl(path: Path, lines: list[str]) -> str:
@@ -187,6 +188,7 @@ def test_a_hub_dataset_that_cannot_be_loaded_is_one_line(monkeypatch):
 
     fake.load_dataset = load_dataset
     monkeypatch.setitem(sys.modules, "datasets", fake)
-    with pytest.raises(UserError, match=r"could not load 'openai/gsm8k' \(split 'test'\).*ConnectionError: Couldn't reach.*network") as info:
+    with pytest.raises(UserError, match=(r"could not load 'openai/gsm8k' \(split 'test'\)"
+                                         r".*ConnectionError: Couldn't reach.*network")) as info:
         load_examples("hf:openai/gsm8k:main", split="test")
     assert "\n" not in str(info.value)

@@ -6,11 +6,11 @@ import random
 import pytest
 
 from rlvr.data.tasks import sudoku
+from rlvr.data.tasks.grids import parse_grid
 from rlvr.data.tasks.sudoku import count_solutions, full_grid, generate
 from rlvr.errors import UserError
-from rlvr.data.tasks.grids import parse_grid
-from rlvr.rewards.puzzles import violations
 from rlvr.rewards.puzzles import sudoku as sudoku_reward
+from rlvr.rewards.puzzles import violations
 
 
 def brute_force_solutions(puzzle: list[list[int]]) -> int:

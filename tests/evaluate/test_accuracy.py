@@ -54,7 +54,7 @@ def test_evaluate_accuracy_on_tiny(tiny):
                                max_new_tokens=6, batch_prompts=2, add_special_tokens=True)
     assert len(result.completions) == 5 and len(result.strict_correct) == 5
     assert result.strict.mean == sum(result.strict_correct) / 5
-    assert all(s <= l for s, l in zip(result.strict_correct, result.lenient_correct))
+    assert all(strict <= lenient for strict, lenient in zip(result.strict_correct, result.lenient_correct))
     assert not model.training
 
 

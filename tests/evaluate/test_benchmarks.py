@@ -10,11 +10,13 @@ from rlvr.evaluate.benchmarks import R1_INSTRUCTION, load_benchmark, math_vote_k
 from rlvr.rewards import load_reward_function
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-needs_data = pytest.mark.skipif(not (DATA / "gsm8k" / "test.jsonl").exists(), reason="../shared/data is not beside the repo")
+needs_data = pytest.mark.skipif(not (DATA / "gsm8k" / "test.jsonl").exists(),
+                                reason="../shared/data is not beside the repo")
 
 
 @needs_data
-@pytest.mark.parametrize("name, count, first_gold", [("gsm8k", 1319, "18"), ("math500", 500, None), ("aime24", 30, None)])
+@pytest.mark.parametrize("name, count, first_gold",
+                         [("gsm8k", 1319, "18"), ("math500", 500, None), ("aime24", 30, None)])
 def test_local_benchmarks_load_with_the_instruction(name, count, first_gold):
     bench = load_benchmark(name, data_dir=str(DATA))
     assert len(bench.examples) == count
@@ -86,5 +88,6 @@ def test_humaneval_problems_pass_with_their_canonical_solution_and_fail_without(
     columns = {k: [ex.columns[k]] * 3 for k in ("test", "entry_point", "code_prefix")}
     strict, lenient = load_reward_function(bench.scoring.strict), load_reward_function(bench.scoring.lenient)
     # strict reads the code block; lenient also takes a bare continuation of the prompt
-    assert strict([whole, body, "```python\ndef has_close_elements(a, b):\n    return True\n```"], **columns) == [1.0, 0.0, 0.0]
+    assert strict([whole, body, "```python\ndef has_close_elements(a, b):\n    return True\n```"],
+                  **columns) == [1.0, 0.0, 0.0]
     assert lenient([whole, body, "no code"], **columns)[:2] == [1.0, 1.0]

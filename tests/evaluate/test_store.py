@@ -11,7 +11,8 @@ from rlvr.evaluate.store import EvalStore
 
 def record(i):
     s = SampleRecord(text=f"<script>{i}</script>", tokens=3, truncated=False, correct={"strict": 1.0, "lenient": None},
-                     answer={"strict": "1", "lenient": None}, budget_correct={"strict": [1.0], "lenient": [None]}, score=0.5)
+                     answer={"strict": "1", "lenient": None}, budget_correct={"strict": [1.0], "lenient": [None]},
+                     score=0.5)
     return ProblemRecord(id=f"p{i}", index=i, prompt="q", gold="1", greedy=None, samples=[s])
 
 

@@ -17,8 +17,8 @@ def sample(ok, answer, score=None, budget=None, tokens=8):
 
 
 def settings(n, k, voting=True):
-    return {"samples": n, "k": k, "voting": voting, "budgets": BUDGETS, "reward_model": "rm", "process_reward_model": None,
-            "template": "chat"}
+    return {"samples": n, "k": k, "voting": voting, "budgets": BUDGETS, "reward_model": "rm",
+            "process_reward_model": None, "template": "chat"}
 
 
 def problem(i, samples, greedy=None):
@@ -95,7 +95,8 @@ def test_majority_averages_disjoint_blocks_and_leaves_a_remainder_out():
 def test_completions_report_format_share_and_reflection_rate():
     texts = [r"\boxed{1}", "wait, 2", r"\boxed{1} \boxed{2}", "3"]
     records = [problem(0, [SampleRecord(text=t, tokens=4, truncated=False, correct={"strict": 0.0, "lenient": 0.0},
-                                        answer={"strict": None, "lenient": None}, budget_correct={"strict": [0.0, 0.0], "lenient": [0.0, 0.0]})
+                                        answer={"strict": None, "lenient": None},
+                                        budget_correct={"strict": [0.0, 0.0], "lenient": [0.0, 0.0]})
                            for t in texts])]
     c = summarise(records, settings(4, [1]))["completions"]
     assert c["format_share"] == 0.25 and c["reflection_rate"] == 0.25

@@ -65,7 +65,8 @@ def test_an_unfinished_stage_is_the_only_one_run_again(tiny_run, monkeypatch):
     (out / "all_scenarios" / "stage.json").unlink()  # as if it had been interrupted
     ran = []
     real = runner.run_stage
-    monkeypatch.setattr(runner, "run_stage", lambda kind, config, path: ran.append(path.name) or real(kind, config, path))
+    monkeypatch.setattr(runner, "run_stage",
+                        lambda kind, config, path: ran.append(path.name) or real(kind, config, path))
     runner.run_pipeline(RECIPES / "tiny.yaml", str(out), progress=False)
     assert ran == ["all_scenarios"] and (out / "all_scenarios" / "stage.json").is_file()
 

@@ -29,7 +29,8 @@ def test_gae_equals_the_definition_on_ragged_rows(seed):
         expected = slow_gae(rewards[i].tolist(), values[i].tolist(), length, gamma, lam)
         assert advantages[i, :length].tolist() == pytest.approx(expected, abs=1e-5)
         assert advantages[i, length:].abs().sum() == 0 and returns[i, length:].abs().sum() == 0
-        assert returns[i, :length].tolist() == pytest.approx((advantages[i, :length] + values[i, :length]).tolist(), abs=1e-5)
+        assert returns[i, :length].tolist() == pytest.approx(
+            (advantages[i, :length] + values[i, :length]).tolist(), abs=1e-5)
 
 
 def test_with_lambda_and_gamma_one_the_return_is_the_reward_to_go_whatever_the_values():

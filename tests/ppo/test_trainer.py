@@ -22,7 +22,8 @@ def test_the_critic_fits_the_returns_of_a_fixed_batch(tmp_path):
     for group in ppo.critic_optimizer.param_groups:
         group["lr"] = 1e-3
     rollout = ppo.grpo.sample_and_score()[0].rollout
-    returns = torch.linspace(0, 1, rollout.completion_ids.numel()).view(rollout.completion_ids.shape) * rollout.completion_mask
+    returns = (torch.linspace(0, 1, rollout.completion_ids.numel()).view(rollout.completion_ids.shape)
+               * rollout.completion_mask)
     losses = []
     for _ in range(30):
         old = ppo.values(rollout)
@@ -43,7 +44,8 @@ def test_a_resumed_ppo_run_equals_an_unbroken_one(tmp_path):
     quiet = ["eval_before=false", "eval_after=false", "algorithm.beta=0.04"]
     train_ppo(tiny_config(tmp_path / "a", DIGITS, *quiet, steps=3))
     config = tiny_config(tmp_path / "b", DIGITS, *quiet, steps=3)
-    assert train_ppo(config, on_step_end=lambda step, m, stop: stop.request_stop() if step == 1 else None)["stopped_at"] == 1
+    stopped = train_ppo(config, on_step_end=lambda step, m, stop: stop.request_stop() if step == 1 else None)
+    assert stopped["stopped_at"] == 1
     train_ppo(resume_config(TrainConfig, tmp_path / "b" / "run"), resume=True)
     runs = [paths.latest_checkpoint(tmp_path / name / "run") for name in ("a", "b")]
     policies = [load_file(run / "model" / "model.safetensors") for run in runs]

@@ -17,14 +17,16 @@ def write_pairs(path, n=64, seed=0):
     word = lambda k: "".join(rng.choice("abcdefghij") for _ in range(k))  # noqa: E731
     with path.open("w") as f:
         for _ in range(n):
-            row = {"prompt": f"say {word(3)}", "chosen": word(rng.randint(4, 8)) + MARKER, "rejected": word(rng.randint(4, 8))}
+            row = {"prompt": f"say {word(3)}", "chosen": word(rng.randint(4, 8)) + MARKER,
+                   "rejected": word(rng.randint(4, 8))}
             f.write(json.dumps(row) + "\n")
     return path
 
 
 def tiny_rm_config(data, output_dir, **changes):
     # one thread: two OpenMP threads on a busy 2-core machine make each step ~100x slower
-    settings = dict(model="tiny", data=str(data), eval_fraction=0.25, lr=1e-3, batch_size=8, max_steps=15, output_dir=str(output_dir), threads=1)
+    settings = dict(model="tiny", data=str(data), eval_fraction=0.25, lr=1e-3, batch_size=8, max_steps=15,
+                    output_dir=str(output_dir), threads=1)
     return config_from_dict(RewardModelConfig, {**settings, **changes})
 
 

@@ -25,6 +25,19 @@ def test_rm_end_to_end(tmp_path, pairs_file, capsys):
     assert "lr: 0.001" in written and "eval_fraction: 0.25" in written and "max_steps: 12" in written
 
 
+def test_rm_resumes_from_the_command_line(tmp_path, pairs_file, capsys):
+    """rlvr rm --resume continues a run, as rlvr train and rlvr sft do; --config with --resume is refused."""
+    run = tmp_path / "run"
+    base = ["--set", "threads=1", "--set", "batch_size=8"]
+    assert main(["rm", "--data", str(pairs_file), "--model", "tiny", "--output-dir", str(run),
+                 "--max-steps", "2", *base]) == 0
+    assert main(["rm", "--resume", str(run), "--config", "x.yaml"]) == 2
+    assert "drop --config/--output-dir" in capsys.readouterr().err
+    assert main(["rm", "--resume", str(run), "--max-steps", "4"]) == 0
+    assert [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3, 4]
+    assert json.loads((run / "summary.json").read_text())["steps"] == 4
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 
 from rlvr.errors import UserError
-from rlvr.rewards import reward_model as reward_module
 from rlvr.reward_models.pairs import load_pairs, split_pairs
 from rlvr.rewards import RewardSpec, compute_rewards
+from rlvr.rewards import reward_model as reward_module
 from rlvr.rewards.loading import BUILTIN_REWARDS, load_reward_function
 
 
@@ -15,7 +15,8 @@ def test_normalised_rewards_have_mean_zero_on_the_training_completions(trained):
     config, _ = trained
     fn = load_reward_function("reward_model", path=config.output_dir)
     assert fn.__name__ == "reward_model" and BUILTIN_REWARDS["reward_model"] is reward_module.reward_model
-    train, _ = split_pairs(load_pairs(config.data), config.eval_fraction, config.seed)  # the pairs the stats were measured on
+    # the pairs the stats were measured on
+    train, _ = split_pairs(load_pairs(config.data), config.eval_fraction, config.seed)
     prompts = [p.prompt for p in train for _ in range(2)]
     completions = [c for p in train for c in (p.chosen, p.rejected)]
     rewards = fn(prompts=prompts, completions=completions, completion_ids=[[0]] * len(completions))
@@ -30,7 +31,8 @@ def test_chat_completions_and_the_grpo_call_path(trained):
     spec = RewardSpec("reward_model", load_reward_function("reward_model", path=config.output_dir))
     prompts = [[{"role": "user", "content": "say abc"}]] * 2
     completions = [[{"role": "assistant", "content": "hello!"}], [{"role": "assistant", "content": "hello"}]]
-    result = compute_rewards([spec], prompts=prompts, completions=completions, completion_ids=[[1], [2]], columns={"answer": ["", ""]})
+    result = compute_rewards([spec], prompts=prompts, completions=completions, completion_ids=[[1], [2]],
+                             columns={"answer": ["", ""]})
     chosen, rejected = result.total
     assert chosen > rejected
 

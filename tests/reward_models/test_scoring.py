@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlvr.rewards.reward_model import ProcessRewardScorer, RewardModelScorer, split_steps, step_prefixes
 from rlvr import paths
+from rlvr.rewards.reward_model import ProcessRewardScorer, RewardModelScorer, split_steps, step_prefixes
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +35,8 @@ def test_from_path_takes_run_checkpoint_or_model_folder(trained, scorer):
     latest = paths.latest_checkpoint(Path(config.output_dir))
     assert latest.name == "step-000015"
     for path in (latest, latest / "model"):
-        assert RewardModelScorer.from_path(path, device="cpu").score(PROMPTS[:2], COMPLETIONS[:2]) == scorer.score(PROMPTS[:2], COMPLETIONS[:2])
+        assert (RewardModelScorer.from_path(path, device="cpu").score(PROMPTS[:2], COMPLETIONS[:2])
+                == scorer.score(PROMPTS[:2], COMPLETIONS[:2]))
     assert not scorer.model.training and not any(p.requires_grad for p in scorer.model.parameters())
 
 
@@ -65,10 +66,12 @@ def test_process_reward_is_the_product_of_per_step_sigmoids(scorer):
     prompts, completions = ["say abc", "say d"], ["ab\n\ncd!\n\nef", "one step!"]
     probabilities = prm.step_probabilities(prompts, completions)
     by_hand = [
-        [1 / (1 + math.exp(-direct_score(scorer, "say abc", prefix))) for prefix in ("ab", "ab\n\ncd!", "ab\n\ncd!\n\nef")],
+        [1 / (1 + math.exp(-direct_score(scorer, "say abc", prefix)))
+         for prefix in ("ab", "ab\n\ncd!", "ab\n\ncd!\n\nef")],
         [1 / (1 + math.exp(-direct_score(scorer, "say d", "one step!")))],
     ]
-    assert probabilities[0] == pytest.approx(by_hand[0], abs=1e-6) and probabilities[1] == pytest.approx(by_hand[1], abs=1e-6)
+    assert (probabilities[0] == pytest.approx(by_hand[0], abs=1e-6)
+            and probabilities[1] == pytest.approx(by_hand[1], abs=1e-6))
     assert prm.score(prompts, completions) == pytest.approx([math.prod(by_hand[0]), by_hand[1][0]], abs=1e-6)
     assert all(0 < p < 1 for ps in probabilities for p in ps)
 

@@ -56,12 +56,14 @@ def test_checkpoint_round_trip_gives_identical_scores(trained, tmp_path):
     model.save_pretrained(tmp_path / "again")
     tokenizer.save_pretrained(tmp_path / "again")
     (tmp_path / "again" / STATS_FILE).write_text((path / STATS_FILE).read_text())
-    assert RewardModelScorer.from_path(tmp_path / "again", device="cpu").score(prompts, completions) == scorer.score(prompts, completions)
+    assert (RewardModelScorer.from_path(tmp_path / "again", device="cpu").score(prompts, completions)
+            == scorer.score(prompts, completions))
 
 
 def test_stop_request_finishes_the_step_and_saves(make_config):
     config = make_config(max_steps=6)
-    summary = train_reward_model(config, on_step_end=lambda step, metrics, flag: flag.request_stop() if step == 2 else None)
+    summary = train_reward_model(config,
+                                 on_step_end=lambda step, metrics, flag: flag.request_stop() if step == 2 else None)
     assert summary["stopped_at"] == 2
     assert paths.latest_checkpoint(Path(config.output_dir)).name == "step-000002"
 
@@ -71,10 +73,12 @@ def test_resumed_run_ends_with_the_same_weights_as_an_unbroken_one(pairs_file, t
     changes = dict(max_steps=6, optim={"warmup_steps": 2, "schedule": "cosine"})
     unbroken = train_reward_model(tiny_rm_config(pairs_file, tmp_path / "unbroken", **changes))
     config = tiny_rm_config(pairs_file, tmp_path / "broken", **changes)
-    assert train_reward_model(config, on_step_end=lambda step, m, flag: flag.request_stop() if step == 3 else None)["stopped_at"] == 3
+    stopped = train_reward_model(config, on_step_end=lambda step, m, flag: flag.request_stop() if step == 3 else None)
+    assert stopped["stopped_at"] == 3
     resumed = train_reward_model(resume_config(RewardModelConfig, Path(config.output_dir)), resume=True)
     assert resumed["steps"] == 6 and resumed["before"] == unbroken["before"]
-    a, b = (load_file(paths.latest_checkpoint(Path(d)) / "model" / "model.safetensors") for d in (unbroken["run_dir"], config.output_dir))
+    a, b = (load_file(paths.latest_checkpoint(Path(d)) / "model" / "model.safetensors")
+            for d in (unbroken["run_dir"], config.output_dir))
     assert all(torch.equal(a[name], b[name]) for name in a)
     losses = [[json.loads(line)["loss"] for line in (Path(d) / "metrics.jsonl").read_text().splitlines()]
               for d in (unbroken["run_dir"], config.output_dir)]

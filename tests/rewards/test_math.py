@@ -222,5 +222,6 @@ def test_length_mismatch_is_an_error():
 def test_an_unevaluated_expression_is_not_an_answer():
     """Regression: the default job's policy learned to box the question ("\\boxed{7 + 5}"), which a
     CAS-backed check simplified to 12 and paid in full. A numeric gold needs a numeric answer."""
-    completions = [r"\boxed{7 + 5}", r"\boxed{5 + 7}", r"\boxed{7 + 5 = 12}", r"\boxed{12}", r"\boxed{x = 12}", r"\boxed{6 \cdot 2}"]
+    completions = [r"\boxed{7 + 5}", r"\boxed{5 + 7}", r"\boxed{7 + 5 = 12}", r"\boxed{12}", r"\boxed{x = 12}",
+                   r"\boxed{6 \cdot 2}"]
     assert math_accuracy(completions, answer=["12"] * 6) == [0.0, 0.0, 1.0, 1.0, 1.0, 0.0]

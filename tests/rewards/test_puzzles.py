@@ -2,8 +2,8 @@
 
 import pytest
 
-from rlvr.errors import UserError
 from rlvr.data.tasks.grids import grid_text, parse_grid
+from rlvr.errors import UserError
 from rlvr.rewards.puzzles import answer_grid, sudoku, violations
 
 PUZZLE_4 = "12.4/34../.1../4.2."

@@ -43,7 +43,8 @@ def test_a_missing_column_is_one_line_naming_it():
 
 def test_when_is_read_from_the_config(tmp_path):
     path = tmp_path / "c.yaml"
-    path.write_text("rewards:\n  - {name: math_accuracy, when: {kind: reasoning}}\n  - {name: boxed_format, weight: 0.1}\n")
+    path.write_text("rewards:\n  - {name: math_accuracy, when: {kind: reasoning}}\n"
+                    "  - {name: boxed_format, weight: 0.1}\n")
     config = load_config(path)
     assert config.rewards[0].when == {"kind": "reasoning"} and config.rewards[1].when is None
 

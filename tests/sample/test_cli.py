@@ -11,7 +11,8 @@ from rlvr.evaluate.store import EvalStore
 def test_cli_samples_a_built_in_task_from_its_train_split(tmp_path, capsys):
     out, data = tmp_path / "work", tmp_path / "sft.jsonl"
     (tmp_path / "sample.yaml").write_text("samples: 2\nmax_new_tokens: 8\nthreads: 1\n")
-    code = main(["sample", "--model", "tiny", "--data", "arithmetic", "--limit", "3", "--config", str(tmp_path / "sample.yaml"),
+    code = main(["sample", "--model", "tiny", "--data", "arithmetic", "--limit", "3",
+                 "--config", str(tmp_path / "sample.yaml"),
                  "--set", "verdict=lenient", "--max-per-prompt", "1", "--output-dir", str(out), "--output", str(data)])
     assert code == 0
     printed = capsys.readouterr().out
@@ -19,7 +20,8 @@ def test_cli_samples_a_built_in_task_from_its_train_split(tmp_path, capsys):
     summary = json.loads((out / "sample_summary.json").read_text())
     assert summary["problems"] == 3 and summary["samples"] == 6
     assert summary["kept"] + sum(summary["dropped"].values()) == 6
-    assert summary["settings"]["filters"]["verdict"] == "lenient" and summary["settings"]["filters"]["max_per_prompt"] == 1
+    assert (summary["settings"]["filters"]["verdict"] == "lenient"
+            and summary["settings"]["filters"]["max_per_prompt"] == 1)
     assert "train split" in summary["settings"]["sampling"]["origin"]
     train, test = (load_benchmark("arithmetic", limit=3, split=split).examples for split in ("train", "test"))
     assert [ex.prompt for ex in train] != [ex.prompt for ex in test]

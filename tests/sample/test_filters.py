@@ -5,7 +5,14 @@ from collections import Counter
 from rlvr.config import SampleConfig
 from rlvr.evaluate.records import SampleRecord
 from rlvr.sample.filters import (
-    FILTERS, count_drops, filter_samples, first_occurrences, has_format, is_verified, normalise_whitespace, within_length,
+    FILTERS,
+    count_drops,
+    filter_samples,
+    first_occurrences,
+    has_format,
+    is_verified,
+    normalise_whitespace,
+    within_length,
 )
 
 
@@ -50,7 +57,8 @@ def test_filters_run_in_order_and_count_each_drop_once():
     ]
     kept, dropped = filter_samples(samples, SampleConfig(format="boxed", max_tokens=20))
     assert kept == [3]
-    assert count_drops(dropped) == {"truncated": 1, "incorrect": 1, "length": 1, "format": 1, "duplicate": 1, "max_per_prompt": 0}
+    assert count_drops(dropped) == {"truncated": 1, "incorrect": 1, "length": 1, "format": 1, "duplicate": 1,
+                                    "max_per_prompt": 0}
 
 
 def test_a_verified_but_truncated_completion_is_dropped():

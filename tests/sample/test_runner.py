@@ -31,7 +31,7 @@ def reference(records, c):
             if c.max_tokens is not None and s.tokens > c.max_tokens:
                 continue
             boxes = s.text.count("\\boxed{")
-            if c.format == "boxed" and boxes != 1 or c.format == "think_answer":  # no think tags in the script
+            if (c.format == "boxed" and boxes != 1) or c.format == "think_answer":  # no think tags in the script
                 continue
             key = " ".join(s.text.split())
             if c.dedupe and key in seen:
@@ -51,7 +51,8 @@ FILTERS = [
 ]
 
 
-def test_kept_rows_are_the_verified_filtered_samples_and_refiltering_reuses_them(scripted, maths_file, tmp_path, monkeypatch):
+def test_kept_rows_are_the_verified_filtered_samples_and_refiltering_reuses_them(scripted, maths_file, tmp_path,
+                                                                                 monkeypatch):
     out = tmp_path / "s"
     first = run_sample(config(maths_file, out), progress=False)
     records = EvalStore(out).read()

@@ -23,8 +23,8 @@ def echo_rows(n=40, seed=0):
 def tiny_sft_config(data, output_dir, **changes):
     # one thread: two OpenMP threads on a busy 2-core machine make each step ~100x slower
     optim = {"lr": 3e-3, "schedule": "constant", **changes.pop("optim", {})}
-    settings = dict(model="tiny", data=str(data), eval_fraction=0.25, batch_size=8, max_steps=6, output_dir=str(output_dir),
-                    threads=1, tensorboard=False, optim=optim)
+    settings = dict(model="tiny", data=str(data), eval_fraction=0.25, batch_size=8, max_steps=6,
+                    output_dir=str(output_dir), threads=1, tensorboard=False, optim=optim)
     return config_from_dict(SFTConfig, {**settings, **changes})
 
 

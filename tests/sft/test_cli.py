@@ -14,7 +14,8 @@ def test_sft_end_to_end_then_resume(tmp_path, echo_file, capsys):
     config = tmp_path / "sft.yaml"
     config.write_text("batch_size: 8\neval_fraction: 0.25\npacking: true\noptim:\n  schedule: constant\n")
     run = tmp_path / "run"
-    code = main(["sft", "--data", str(echo_file), "--config", str(config), *TINY, "--output-dir", str(run), "--max-steps", "4"])
+    code = main(["sft", "--data", str(echo_file), "--config", str(config), *TINY, "--output-dir", str(run),
+                 "--max-steps", "4"])
     out = capsys.readouterr().out
     assert code == 0
     assert "held-out loss" in out and f"rlvr train --set model.name={run}" in out

@@ -1,4 +1,5 @@
-"""Reading SFT rows: malformed ones name FILE:LINE and the fix; the held-out split is stable; long rows are cut or dropped."""
+"""Reading SFT rows: malformed ones name FILE:LINE and the fix; the held-out split is stable; long rows are
+cut or dropped."""
 
 import json
 
@@ -47,7 +48,8 @@ def test_missing_or_empty_file(tmp_path):
 
 
 def test_extra_fields_are_ignored_and_where_is_kept(tmp_path):
-    path = write_rows(tmp_path / "d.jsonl", [{**GOOD, "answer": "4"}, {"messages": [{"role": "assistant", "content": "a"}]}])
+    path = write_rows(tmp_path / "d.jsonl",
+                      [{**GOOD, "answer": "4"}, {"messages": [{"role": "assistant", "content": "a"}]}])
     assert [where for where, _ in read_rows(str(path))] == [f"{path}:1", f"{path}:2"]
 
 

@@ -55,7 +55,8 @@ def test_system_prompt_is_a_system_message_and_never_trained(tok):
     assert tok.decode(ids).startswith("<|im_start|>system\nbe brief<|im_end|>\n<|im_start|>user\nhi")
     assert tok.decode([t for t in labels if t != IGNORE]) == "yo<|im_end|>"
     with pytest.raises(UserError, match="d.jsonl:1: the row starts with a system message"):
-        encode(tok, {"messages": [{"role": "system", "content": "x"}, {"role": "assistant", "content": "y"}]}, system_prompt="z")
+        encode(tok, {"messages": [{"role": "system", "content": "x"}, {"role": "assistant", "content": "y"}]},
+               system_prompt="z")
 
 
 def test_plain_template_appends_the_eos_token_to_the_completion(tok):
@@ -71,16 +72,18 @@ def test_custom_template_renders_the_prompt_like_grpo_does(tok):
 
 
 def test_chat_prompt_given_as_messages_gets_the_completion_as_last_turn(tok):
-    row = {"prompt": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}],
+    row = {"prompt": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+                      {"role": "user", "content": "c"}],
            "completion": "d"}
-    ids, labels = encode(tok, row)
+    _ids, labels = encode(tok, row)
     # only the completion is trained; an assistant turn inside the prompt is context
     assert tok.decode([t for t in labels if t != IGNORE]) == "d<|im_end|>"
 
 
 def test_messages_rows_need_the_chat_template(tok):
     with pytest.raises(UserError, match='d.jsonl:1: a "messages" row needs template "chat"'):
-        encode(tok, {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]}, template="plain")
+        encode(tok, {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]},
+               template="plain")
 
 
 def test_chat_template_missing_is_a_user_error(tok):

@@ -57,7 +57,8 @@ def test_packed_loss_and_gradients_equal_unpacked_and_alone(attention, seed):
     rng = random.Random(seed)
     examples = random_examples(rng, 12, len(tokenizer))
     count = sum(trained_count(e.labels) for e in examples)
-    packed = micro_batches(examples, packing=True, max_length=40, micro_batch_tokens=rng.choice([40, 80, 4000]), pad_id=0)
+    packed = micro_batches(examples, packing=True, max_length=40, micro_batch_tokens=rng.choice([40, 80, 4000]),
+                           pad_id=0)
     unpacked = micro_batches(examples, packing=False, max_length=40, micro_batch_tokens=4000, pad_id=0)
     assert sum(mb.input_ids.shape[0] for mb in packed) < len(examples)  # some rows really hold several examples
     assert all(mb.input_ids.shape[1] <= 40 for mb in packed)
@@ -67,8 +68,10 @@ def test_packed_loss_and_gradients_equal_unpacked_and_alone(attention, seed):
     loss_alone, grads_alone = reference_loss_and_grads(model, examples, count)
     assert loss_packed == pytest.approx(loss_alone, rel=1e-5) and loss_unpacked == pytest.approx(loss_alone, rel=1e-5)
     for name, reference in grads_alone.items():
-        torch.testing.assert_close(grads_packed[name], reference, rtol=1e-4, atol=1e-6, msg=f"packed grad of {name}")
-        torch.testing.assert_close(grads_unpacked[name], reference, rtol=1e-4, atol=1e-6, msg=f"unpacked grad of {name}")
+        torch.testing.assert_close(grads_packed[name], reference, rtol=1e-4, atol=1e-6,
+                                   msg=f"packed grad of {name}")
+        torch.testing.assert_close(grads_unpacked[name], reference, rtol=1e-4, atol=1e-6,
+                                   msg=f"unpacked grad of {name}")
 
 
 def test_no_loss_crosses_an_example_boundary():

@@ -22,7 +22,8 @@ from .conftest import echo_rows, tiny_sft_config, write_rows
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, echo_file):
     """(config, summary) of 30 steps on the echo rows, held-out loss every 10, checkpoints every 10."""
-    config = tiny_sft_config(echo_file, tmp_path_factory.mktemp("sft") / "run", max_steps=30, eval_every=10, save_every=10)
+    config = tiny_sft_config(echo_file, tmp_path_factory.mktemp("sft") / "run", max_steps=30, eval_every=10,
+                             save_every=10)
     return config, train_sft(config)
 
 
@@ -64,28 +65,33 @@ def test_the_run_directory_loads_as_a_model(trained):
     model, tokenizer = load_model(str(run))  # what rlvr train --set model.name=RUN and rlvr eval --model RUN do
     saved = weights(run)
     assert all(torch.equal(saved[name], tensor) for name, tensor in model.state_dict().items() if name in saved)
-    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "echo abc"}], tokenize=False, add_generation_prompt=True)
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "echo abc"}], tokenize=False,
+                                           add_generation_prompt=True)
     ids = tokenizer(prompt, add_special_tokens=False, return_tensors="pt").input_ids
     assert model.generate(ids, max_new_tokens=4, do_sample=False).shape[1] > ids.shape[1]
 
 
 def test_resumed_run_ends_with_the_same_weights_as_an_unbroken_one(make_config):
-    changes = dict(max_steps=6, packing=True, max_length=64, optim={"micro_batch_tokens": 64, "warmup_steps": 2, "schedule": "cosine"})
+    changes = dict(max_steps=6, packing=True, max_length=64,
+                   optim={"micro_batch_tokens": 64, "warmup_steps": 2, "schedule": "cosine"})
     unbroken = train_sft(make_config("unbroken", **changes))
     config = make_config("broken", **changes)
     stopped = train_sft(config, on_step_end=lambda step, metrics, flag: flag.request_stop() if step == 3 else None)
-    assert stopped["stopped_at"] == 3 and not (Path(config.output_dir) / "summary.json").exists()  # unfinished: no summary yet
+    # unfinished: no summary yet
+    assert stopped["stopped_at"] == 3 and not (Path(config.output_dir) / "summary.json").exists()
     resumed = train_sft(resume_config(SFTConfig, Path(config.output_dir)), resume=True)
     assert resumed["steps"] == 6 and resumed["resumed_from_step"] == 3
     a, b = weights(unbroken["run_dir"]), weights(config.output_dir)
-    assert all(torch.equal(a[name], b[name]) for name in a)  # bitwise: same batches, same optimizer state, same order of sums
+    # bitwise: same batches, same optimizer state, same order of sums
+    assert all(torch.equal(a[name], b[name]) for name in a)
     assert [m["loss"] for m in metrics_of(config.output_dir)] == [m["loss"] for m in metrics_of(unbroken["run_dir"])]
     assert resumed["before"] == unbroken["before"]  # measured once, when the run started
 
 
 def test_ctrl_c_finishes_the_step_saves_and_returns(make_config):
     config = make_config(max_steps=5)
-    summary = train_sft(config, on_step_end=lambda step, metrics, flag: os.kill(os.getpid(), signal.SIGINT) if step == 2 else None)
+    summary = train_sft(config, on_step_end=lambda step, metrics, flag: (
+        os.kill(os.getpid(), signal.SIGINT) if step == 2 else None))
     assert summary["stopped_at"] == 2
     assert paths.latest_checkpoint(Path(config.output_dir)).name == "step-000002"
 

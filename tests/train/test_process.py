@@ -7,10 +7,10 @@ import torch
 
 from rlvr.advantages import process_advantages
 from rlvr.optim import build_optimizer
-from rlvr.train.process import process_batch_advantages, step_end_chars
 from rlvr.train.batch import make_batch, outcome_advantages
-from rlvr.train.update import policy_update
+from rlvr.train.process import process_batch_advantages, step_end_chars
 from rlvr.train.trainer import Trainer
+from rlvr.train.update import policy_update
 
 from .test_step import DIGITS, _batch, step_with_batch, tiny_config
 
@@ -22,9 +22,10 @@ def prm_dir(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("prm")
     pairs = tmp / "pairs.jsonl"
-    pairs.write_text("".join(json.dumps({"prompt": f"q{i}", "chosen": f"{i}\n\nok", "rejected": "x"}) + "\n" for i in range(16)))
-    train_reward_model(config_from_dict(RewardModelConfig, dict(model="tiny", data=str(pairs), max_steps=2, batch_size=8,
-                                                             output_dir=str(tmp / "run"), threads=1)))
+    pairs.write_text("".join(json.dumps({"prompt": f"q{i}", "chosen": f"{i}\n\nok", "rejected": "x"}) + "\n"
+                             for i in range(16)))
+    train_reward_model(config_from_dict(RewardModelConfig, dict(model="tiny", data=str(pairs), max_steps=2,
+                                                                batch_size=8, output_dir=str(tmp / "run"), threads=1)))
     return tmp / "run"
 
 

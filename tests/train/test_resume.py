@@ -16,7 +16,8 @@ from rlvr.train.trainer import Trainer, train_grpo
 
 from .test_step import DIGITS, tiny_config
 
-STEPS = ["optim.schedule=cosine", "optim.warmup_steps=1", "algorithm.updates_per_batch=2", "eval_before=false", "eval_after=false"]
+STEPS = ["optim.schedule=cosine", "optim.warmup_steps=1", "algorithm.updates_per_batch=2", "eval_before=false",
+         "eval_after=false"]
 
 
 COARSE = f"rewards=[{{name: '{Path(__file__).parent / 'reward_fns.py'}:has_digit'}}]"
@@ -27,13 +28,15 @@ CURRICULUM = [COARSE, "data.curriculum=true", "sampling.dynamic_sampling=true", 
 def test_resumed_run_equals_unbroken_run(tmp_path, extra):
     train_grpo(tiny_config(tmp_path / "a", *extra, *STEPS, steps=4))
     config = tiny_config(tmp_path / "b", *extra, *STEPS, steps=4)
-    result = train_grpo(config, on_step_end=lambda step, m, stop: stop.request_stop() if step == 2 else None)  # = Ctrl-C at step 2
+    # = Ctrl-C at step 2
+    result = train_grpo(config, on_step_end=lambda step, m, stop: stop.request_stop() if step == 2 else None)
     assert result["stopped_at"] == 2
     run_b = tmp_path / "b" / "run"
     assert paths.latest_checkpoint(run_b).name == "step-000002"
 
     train_grpo(resume_config(TrainConfig, run_b), resume=True)
-    unbroken, resumed = (load_file(paths.latest_checkpoint(run) / "model" / "model.safetensors") for run in (tmp_path / "a" / "run", run_b))
+    unbroken, resumed = (load_file(paths.latest_checkpoint(run) / "model" / "model.safetensors")
+                         for run in (tmp_path / "a" / "run", run_b))
     assert paths.latest_checkpoint(run_b).name == "step-000004"
     for name, p in unbroken.items():
         assert torch.equal(p, resumed[name]), name

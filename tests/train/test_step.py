@@ -57,7 +57,8 @@ def test_two_grpo_steps_change_the_policy_and_log_metrics(tmp_path):
 def _batch(trainer):
     scored = score_rollout(trainer.sample(trainer.prompts.next_batch()), trainer.parts.rewards)
     # rewards of a random model are all zero: give the batch a signal to push on
-    return dataclasses.replace(scored, rewards=torch.randn(scored.rewards.shape, generator=torch.Generator().manual_seed(0)))
+    return dataclasses.replace(scored, rewards=torch.randn(scored.rewards.shape,
+                                                           generator=torch.Generator().manual_seed(0)))
 
 
 @pytest.mark.filterwarnings("ignore:Seems like:UserWarning")
@@ -75,8 +76,8 @@ def test_micro_batches_accumulate_to_the_full_batch_gradient(tmp_path, aggregati
         policy = trainer.policy
         optimizer, scheduler = build_optimizer(policy, trainer.config.optim, 10)
         optimizer.step = lambda: None  # keep the weights: compare gradients only
-        stats = policy_update(policy, optimizer, scheduler, batch, algo=algo, micro_batch_tokens=budget, temperature=1.0,
-                              max_grad_norm=0.0, max_new_tokens=12)
+        stats = policy_update(policy, optimizer, scheduler, batch, algo=algo, micro_batch_tokens=budget,
+                              temperature=1.0, max_grad_norm=0.0, max_new_tokens=12)
         grads[budget] = ({n: p.grad.clone() for n, p in policy.named_parameters()}, stats["loss"])
     assert grads[20][1] == pytest.approx(grads[10_000][1], abs=1e-5)
     for name, g in grads[10_000][0].items():
@@ -144,7 +145,8 @@ def test_few_shot_turns_come_before_every_prompt(tmp_path):
 
 
 def test_reward_params_reach_the_function(tmp_path):
-    trainer = Trainer(tiny_config(tmp_path, "rewards=[{name: overlong_penalty, params: {max_tokens: 12, cache_tokens: 4}}]"))
+    trainer = Trainer(tiny_config(tmp_path,
+                                  "rewards=[{name: overlong_penalty, params: {max_tokens: 12, cache_tokens: 4}}]"))
     scored, _ = trainer.sample_and_score()
     lengths = scored.rollout.lengths.view(scored.rewards.shape).float()
     expected = (-(lengths - 8).clamp(min=0) / 4).clamp(min=-1)
@@ -164,7 +166,8 @@ def test_overlapped_scoring_equals_scoring_after_decoding(tmp_path):
 
     results = {}
     for overlap in (True, False):
-        trainer = Trainer(tiny_config(tmp_path, f"sampling.overlap_rewards={str(overlap).lower()}", "sampling.batch_size=16"))
+        trainer = Trainer(tiny_config(tmp_path, f"sampling.overlap_rewards={str(overlap).lower()}",
+                                      "sampling.batch_size=16"))
         trainer.parts.rewards, trainer.parts.correctness = [RewardSpec("counting", counting)], "counting"
         calls.clear()
         scored = trainer.score_round(0)

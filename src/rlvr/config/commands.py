@@ -22,6 +22,11 @@ _SAMPLING_MOVED = {
 }
 
 
+def _r1_sampling() -> GenerationConfig:
+    """DeepSeek-R1's sampling for evaluation: temperature 0.6, top-p 0.95 (budget: the data's)."""
+    return GenerationConfig(max_new_tokens=None, temperature=0.6, top_p=0.95)
+
+
 @dataclass
 class ProblemsConfig:
     """The problems a model is sampled on by `rlvr eval` and `rlvr sample`."""
@@ -53,7 +58,7 @@ class EvalConfig:
 
     model: ModelConfig = field(default_factory=ModelConfig)
     data: ProblemsConfig = field(default_factory=ProblemsConfig)
-    generation: GenerationConfig = field(default_factory=lambda: GenerationConfig(max_new_tokens=None, temperature=0.6, top_p=0.95))
+    generation: GenerationConfig = field(default_factory=lambda: _r1_sampling())
     """DeepSeek-R1's evaluation setting: temperature 0.6, top-p 0.95; max_new_tokens None = the benchmark's budget."""
     samples: int = 16
     """n: completions sampled per problem (DeepSeek-R1 reports 64)."""
@@ -82,7 +87,8 @@ class EvalConfig:
         too_big = [k for k in self.k or [] if not 1 <= k <= self.samples]
         check([
             (self.samples >= 1, f"samples={self.samples}: sample at least one completion per problem"),
-            (not too_big, f"k={too_big[0] if too_big else ''} needs 1 <= k <= samples ({self.samples}): raise --samples or drop it from --k"),
+            (not too_big, f"k={too_big[0] if too_big else ''} needs 1 <= k <= samples ({self.samples}): "
+                          "raise --samples or drop it from --k"),
             (not (self.reward_model and self.process_reward_model),
              "give either reward_model or process_reward_model for best-of-N, not both"),
             (self.batch_size >= 1 and self.threads >= 0, "batch_size must be >= 1 and threads >= 0"),
@@ -105,7 +111,7 @@ class SampleConfig:
     data: ProblemsConfig = field(default_factory=lambda: ProblemsConfig(name="arithmetic"))
     """A built-in task (its train split) or a .jsonl/.parquet file with `answer` (maths) or `tests`/`test` (code)
     columns. Evaluation benchmarks (gsm8k, math500, aime24, humaneval) are refused: they are test sets."""
-    generation: GenerationConfig = field(default_factory=lambda: GenerationConfig(max_new_tokens=None, temperature=0.6, top_p=0.95))
+    generation: GenerationConfig = field(default_factory=lambda: _r1_sampling())
     """DeepSeek-R1's recommended temperature 0.6 (1.0 adds diversity but also the incoherent or repetitive
     reasoning that a lucky right answer would carry into the SFT data); max_new_tokens None = the data's
     default (1024 for files, 256 for built-in tasks)."""
@@ -132,7 +138,8 @@ class SampleConfig:
     dedupe: bool = True
     """Keep one of the completions of a prompt that are identical up to whitespace (the first sampled)."""
     output_dir: str = "runs/sample"
-    """Work directory: samples.jsonl (every judged completion; re-running resumes), settings.json, sample_summary.json."""
+    """Work directory: samples.jsonl (every judged completion; re-running resumes), settings.json,
+    sample_summary.json."""
     output: str | None = None
     """The SFT dataset (.jsonl); None = <output_dir>/sft.jsonl."""
     threads: int = 0
@@ -166,7 +173,8 @@ class SFTConfig:
     eval_fraction: float = 0.05
     """Share of the rows held out (picked by a seeded hash of their content) to measure the loss on."""
     template: str = "chat"
-    """`chat` (the tokenizer's chat template; needed for messages rows), `plain`, `r1_zero`, or a string with {prompt}."""
+    """`chat` (the tokenizer's chat template; needed for messages rows), `plain`, `r1_zero`, or a string
+    with {prompt}."""
     system_prompt: str | None = None
     """System message put before every conversation (chat) or prompt (other templates); None = none."""
     max_length: int = 1024
@@ -198,13 +206,15 @@ class SFTConfig:
         self.model.validate()
         self.optim.validate()
         check([
-            (bool(self.data), 'no SFT data: give --data train.jsonl (one {"prompt", "completion"} or {"messages": [...]} object per line)'),
+            (bool(self.data), 'no SFT data: give --data train.jsonl (one {"prompt", "completion"} or '
+                              '{"messages": [...]} object per line)'),
             (0 <= self.eval_fraction < 1, f"eval_fraction={self.eval_fraction} must be in [0, 1)"),
             (self.max_length >= 2, "max_length must be >= 2 (a prompt token and a completion token)"),
             (self.batch_size >= 1, "batch_size must be >= 1"),
             (self.epochs >= 1, "epochs must be >= 1"),
             (self.max_steps >= 0, "max_steps must be >= 0 (0 = as many as epochs take)"),
-            (self.save_every >= 0 and self.eval_every >= 0 and self.threads >= 0, "save_every, eval_every and threads must be >= 0"),
+            (self.save_every >= 0 and self.eval_every >= 0 and self.threads >= 0,
+             "save_every, eval_every and threads must be >= 0"),
         ])
 
 
@@ -212,7 +222,9 @@ class SFTConfig:
 class RewardModelConfig:
     """`rlvr rm`: a Bradley–Terry reward model trained on preference pairs (rlvr/reward_models/)."""
 
-    ALIASES: ClassVar[dict[str, str]] = {**_MOVED, **{key: f"optim.{key}" for key in ("lr", "weight_decay", "max_grad_norm")}}
+    ALIASES: ClassVar[dict[str, str]] = {
+        **_MOVED, **{key: f"optim.{key}" for key in ("lr", "weight_decay", "max_grad_norm")},
+    }
 
     model: ModelConfig = field(default_factory=ModelConfig)
     """Backbone; a one-output sequence-classification head is put on top (new, unless the checkpoint has one)."""
@@ -246,7 +258,8 @@ class RewardModelConfig:
         self.model.validate()
         self.optim.validate()
         check([
-            (bool(self.data), "no preference data: give --data pairs.jsonl (one {\"prompt\", \"chosen\", \"rejected\"} object per line)"),
+            (bool(self.data), "no preference data: give --data pairs.jsonl "
+                              '(one {"prompt", "chosen", "rejected"} object per line)'),
             (0 <= self.eval_fraction < 1, f"eval_fraction={self.eval_fraction} must be in [0, 1)"),
             (self.max_length >= 1, "max_length must be >= 1"),
             (self.batch_size >= 1, "batch_size must be >= 1"),

@@ -16,14 +16,23 @@ import types
 import typing
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+from typing import Any, ClassVar, Literal, Protocol, TypeVar, Union, get_args, get_origin
 
 import yaml
 
 from rlvr.config.train import PRESET_ALIASES, PRESETS, TrainConfig
 from rlvr.errors import UserError
 
-C = TypeVar("C")  # a config dataclass
+
+class Config(Protocol):
+    """What every config class is: a dataclass that checks itself."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    def validate(self) -> None: ...
+
+
+C = TypeVar("C", bound=Config)
 
 
 def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), **cli: Any) -> TrainConfig:
@@ -60,16 +69,18 @@ def config_from_dict(cls: type[C], values: dict[str, Any]) -> C:
 
 
 def _checked(cls: type[C], values: dict[str, Any]) -> C:
-    config = from_dict(cls, values)
-    config.validate()  # type: ignore[attr-defined]  # every config class has one
+    config: C = from_dict(cls, values)
+    config.validate()
     return config
 
 
-def _layers(cls: type, path: str | Path | None, overrides: Sequence[str], cli: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def _layers(cls: type, path: str | Path | None, overrides: Sequence[str],
+            cli: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the YAML file's values, the --set overrides merged with the cli's non-None values), each canonical."""
     file_values: dict[str, Any] = _read_yaml(Path(path)) if path else {}
     override_values: dict[str, Any] = {}
-    settings = [parse_override(item) for item in overrides] + [(k.split("."), v) for k, v in cli.items() if v is not None]
+    settings = [parse_override(item) for item in overrides]
+    settings += [(key.split("."), value) for key, value in cli.items() if value is not None]
     for keys, value in settings:  # one at a time, so a later setting wins whichever name it uses
         single: dict[str, Any] = {}
         _set_nested(single, keys, value)
@@ -122,7 +133,7 @@ def _has_nested(target: dict[str, Any], keys: list[str]) -> bool:
 
 def _pop_nested(target: dict[str, Any], keys: list[str]) -> tuple[bool, Any]:
     """(whether `keys` named a value in `target`, that value), removing it and any section it leaves empty."""
-    parent = target
+    parent: Any = target
     for key in keys[:-1]:
         parent = parent.get(key) if isinstance(parent, dict) else None
     if not isinstance(parent, dict) or keys[-1] not in parent:
@@ -153,7 +164,8 @@ def parse_override(item: str) -> tuple[list[str], Any]:
 
 def config_to_yaml(config: Any) -> str:
     """A config dataclass as YAML, loadable again with `load_config` (or `load_command_config`)."""
-    return yaml.safe_dump(_plain(dataclasses.asdict(config)), sort_keys=False)
+    text: str = yaml.safe_dump(_plain(dataclasses.asdict(config)), sort_keys=False)
+    return text
 
 
 def save_config(config: Any, path: Path) -> None:
@@ -229,11 +241,12 @@ def _coerce(tp: Any, value: Any, key: str) -> Any:
         inner = [a for a in args if a is not type(None)]
         if len(inner) == 1:
             return _coerce(inner[0], value, key)
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return from_dict(tp, value, key + ".")
     if origin is Literal:
         if value not in args:
-            raise UserError(f"config key {key!r} must be one of {list(args)}, got {value!r}{_suggest(str(value), map(str, args))}")
+            hint = _suggest(str(value), map(str, args))
+            raise UserError(f"config key {key!r} must be one of {list(args)}, got {value!r}{hint}")
         return value
     if origin is list:
         if not isinstance(value, list):

@@ -47,7 +47,8 @@ class ModelConfig:
 
     def validate(self) -> None:
         check([
-            (bool(self.name), "model.name is empty: give tiny, smollm2, a checkpoint directory, a .gguf file or a hub id"),
+            (bool(self.name), "model.name is empty: give tiny, smollm2, a checkpoint directory, a .gguf file "
+                              "or a hub id"),
             (re.fullmatch(DEVICE_PATTERN, self.device) is not None, BAD_DEVICE.format(self.device)),
         ])
 

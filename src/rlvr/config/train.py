@@ -30,13 +30,15 @@ class FewShotTurn:
 @dataclass
 class DataConfig:
     train: str = "arithmetic"
-    """A built-in task (`arithmetic`, `countdown`, `game24`, `sudoku`), a `.jsonl` / `.parquet` file, or `hf:owner/name`."""
+    """A built-in task (`arithmetic`, `countdown`, `game24`, `sudoku`), a `.jsonl` / `.parquet` file, or
+    `hf:owner/name`."""
     eval: str | None = None
     """Held-out prompts; default: the built-in task's disjoint test split, or none for files."""
     prompt_field: str = "prompt"
     """Column holding the prompt (text or chat messages); every other column reaches the rewards."""
     template: str = "chat"
-    """`chat` (the tokenizer's chat template), `plain`, `r1_zero` (DeepSeek-R1's Table 1), or a string with `{prompt}`."""
+    """`chat` (the tokenizer's chat template), `plain`, `r1_zero` (DeepSeek-R1's Table 1), or a string
+    with `{prompt}`."""
     system_prompt: str | None = None
     """System message for the chat template (None keeps the template's own default)."""
     few_shot: list[FewShotTurn] | None = None
@@ -94,7 +96,8 @@ class SamplingConfig:
              (f"sampling.batch_size={b} is not divisible by sampling.group_size={g}: "
              f"use a multiple such as {max(1, b // max(g, 1)) * max(g, 1)}")),
             (b > 0, "sampling.batch_size must be positive"),
-            (self.max_sampling_rounds >= 1, "sampling.max_sampling_rounds must be >= 1 (1 = sample once, as without dynamic_sampling)"),
+            (self.max_sampling_rounds >= 1,
+             "sampling.max_sampling_rounds must be >= 1 (1 = sample once, as without dynamic_sampling)"),
         ])
 
 
@@ -194,7 +197,8 @@ class TrainConfig:
         check([
             (self.generation.max_new_tokens is not None, "generation.max_new_tokens must be a number for training"),
             (self.max_steps >= 1, "max_steps must be >= 1"),
-            (self.rewards is None or len(self.rewards) > 0, "rewards must list at least one reward (or be null for the task's defaults)"),
+            (self.rewards is None or len(self.rewards) > 0,
+             "rewards must list at least one reward (or be null for the task's defaults)"),
             (self.save_every >= 0 and self.sample_every >= 0, "save_every and sample_every must be >= 0"),
             (self.eval_every >= 0, "eval_every must be >= 0"),
             (self.threads >= 0, "threads must be >= 0 (0 = all cores)"),

@@ -8,7 +8,8 @@ from html import escape
 COLOURS = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c")
 
 
-def line_chart(title: str, steps: list[float], series: dict[str, list[float | None]], width: int = 420, height: int = 180) -> str:
+def line_chart(title: str, steps: list[float], series: dict[str, list[float | None]], width: int = 420,
+               height: int = 180) -> str:
     """An SVG chart of each series against steps; NaN/None points are gaps.
 
     >>> svg = line_chart("reward", [1, 2], {"mean": [0.0, 1.0]})
@@ -23,7 +24,8 @@ def line_chart(title: str, steps: list[float], series: dict[str, list[float | No
     pad = 30
     sx = lambda x: pad + (x - x0) / (x1 - x0) * (width - 2 * pad)  # noqa: E731
     sy = lambda y: height - pad - (y - low) / (high - low) * (height - 2 * pad)  # noqa: E731
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" aria-label="{escape(title)}">',
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+             f'aria-label="{escape(title)}">',
              f'<text x="{pad}" y="16" font-size="13">{escape(title)}</text>',
              f'<text x="2" y="{pad + 4}" font-size="10">{high:.3g}</text>',
              f'<text x="2" y="{height - pad}" font-size="10">{low:.3g}</text>']
@@ -33,6 +35,7 @@ def line_chart(title: str, steps: list[float], series: dict[str, list[float | No
         colour = COLOURS[i % len(COLOURS)]
         parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{points}" '
                      f'data-series="{escape(name)}" data-values="{values}"/>')
-        parts.append(f'<text x="{width - pad - 110}" y="{16 + 12 * i}" font-size="10" fill="{colour}">{escape(name)}</text>')
+        parts.append(f'<text x="{width - pad - 110}" y="{16 + 12 * i}" font-size="10" fill="{colour}">'
+                     f'{escape(name)}</text>')
     parts.append("</svg>")
     return "".join(parts)

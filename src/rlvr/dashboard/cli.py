@@ -7,7 +7,8 @@ from pathlib import Path
 
 
 def add_report_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("report", help="write one self-contained HTML report of a run (charts, summary, samples, config)")
+    p = subparsers.add_parser("report",
+                              help="write one self-contained HTML report of a run (charts, summary, samples, config)")
     p.add_argument("run_dir", help="a run directory made by rlvr train")
     p.add_argument("--output", help="the HTML file (default RUN_DIR/report.html)")
     return p
@@ -22,7 +23,8 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def add_dashboard_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("dashboard", help="a local page that follows runs live (metrics overlaid, samples by step)")
+    p = subparsers.add_parser("dashboard",
+                              help="a local page that follows runs live (metrics overlaid, samples by step)")
     p.add_argument("run_dirs", nargs="+", help="run directories made by rlvr train")
     _bind_options(p)
     return p
@@ -42,7 +44,8 @@ def run_dashboard(args: argparse.Namespace) -> int:
 
 
 def add_explore_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("explore", help="the GRPO explorer: edit a group's rewards, see the advantages (local page)")
+    p = subparsers.add_parser("explore",
+                              help="the GRPO explorer: edit a group's rewards, see the advantages (local page)")
     _bind_options(p)
     return p
 

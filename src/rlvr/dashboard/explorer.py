@@ -102,14 +102,18 @@ def explorer_page(query: dict[str, list[str]]) -> str:
     return (
         '<!DOCTYPE html><html><head><meta charset="utf-8"><title>GRPO explorer</title>'
         "<style>body{font-family:sans-serif;max-width:1000px;margin:auto} td{padding:2px 6px}</style></head><body>"
-        "<h1>GRPO explorer</h1><p>What is 23 × 17? (correct: 391). Edit the rewards, change G or the options, press Update.</p>"
+        "<h1>GRPO explorer</h1><p>What is 23 × 17? (correct: 391). "
+        "Edit the rewards, change G or the options, press Update.</p>"
         f'<form method="get" action="/explore">G <input name="g" value="{len(rewards)}" size="3"> {selects}'
         f'clip ε <input name="clip" value="{e.clip:g}" size="4"> '
-        f'<table><tr><th></th><th>reward</th><th>completion</th><th>advantage</th><th></th><th>probability (illustrative step)</th></tr>{rows}</table>'
+        "<table><tr><th></th><th>reward</th><th>completion</th><th>advantage</th><th></th>"
+        f"<th>probability (illustrative step)</th></tr>{rows}</table>"
         '<button type="submit">Update</button></form><script src="/explore.js"></script>'
-        f'<p>μ = <span id="mean">{e.mean:.3f}</span>, σ = <span id="std">{e.std:.3f}</span>; baseline {escape(options["baseline"])}: '
+        f'<p>μ = <span id="mean">{e.mean:.3f}</span>, σ = <span id="std">{e.std:.3f}</span>; '
+        f'baseline {escape(options["baseline"])}: '
         f"{float(group_baseline(torch.tensor([rewards]), options['baseline'])[0, 0]):.3f} for #1. "
-        f"Â_i = (r_i − baseline) / (σ + ε). With clipping ε = {e.clip:g}, one update moves each completion's probability ratio "
+        f"Â_i = (r_i − baseline) / (σ + ε). With clipping ε = {e.clip:g}, "
+        "one update moves each completion's probability ratio "
         f"to at most {1 + e.clip:.2f}× (Â &gt; 0) or at least {1 - e.clip:.2f}× (Â &lt; 0).</p></body></html>"
     )
 

@@ -20,7 +20,8 @@ CHARTS: dict[str, tuple[str, ...]] = {
     "KL to the reference": ("kl",),
     "clip fractions": ("clip_low_fraction", "clip_high_fraction"),
     "entropy": ("entropy",),
-    "completion length (tokens)": ("completion_length/p10", "completion_length/p50", "completion_length/p90", "completion_length/max"),
+    "completion length (tokens)": ("completion_length/p10", "completion_length/p50", "completion_length/p90",
+                                   "completion_length/max"),
     "reflection and format": ("reflection_rate", "format_share"),
     "groups without reward spread": ("zero_variance_fraction",),
     "step time (s)": ("step_seconds",),
@@ -89,7 +90,8 @@ def _group(group: dict[str, Any]) -> str:
 def _interval(block: Any) -> str:
     if not isinstance(block, dict) or "mean" not in block:
         return "–"
-    return escape(f"{100 * block['mean']:.1f}% [{100 * block.get('low', float('nan')):.1f}, {100 * block.get('high', float('nan')):.1f}]")
+    low, high = block.get("low", float("nan")), block.get("high", float("nan"))
+    return escape(f"{100 * block['mean']:.1f}% [{100 * low:.1f}, {100 * high:.1f}]")
 
 
 def number(value: Any) -> float | None:

@@ -27,20 +27,23 @@ from rlvr.errors import UserError
 
 REFRESH_SECONDS = 5
 # No maths here: the server computes every number; this only asks for the page again after each edit.
-EXPLORE_JS = "document.querySelectorAll('form input, form select').forEach(e => e.addEventListener('change', () => e.form.submit()));\n"
+EXPLORE_JS = ("document.querySelectorAll('form input, form select')"
+              ".forEach(e => e.addEventListener('change', () => e.form.submit()));\n")
 
 
 def overview(runs: list[Path]) -> str:
     """Every run's metrics, overlaid: one chart per metric, one line per run."""
     data = [read_run(r) for r in runs]
-    links = "".join(f'<li><a href="/run/{i}">{escape(str(d.path))}</a>{_problems(d.problems)}</li>' for i, d in enumerate(data))
+    links = "".join(f'<li><a href="/run/{i}">{escape(str(d.path))}</a>{_problems(d.problems)}</li>'
+                    for i, d in enumerate(data))
     charts = []
     for title, keys in CHARTS.items():
         for key in keys:
             series = {f"{i}: {d.path.name}": {m.get("step"): m.get(key) for m in d.metrics} for i, d in enumerate(data)}
             steps = sorted({s for values in series.values() for s in values if isinstance(s, (int, float))})
             if any(key in m for d in data for m in d.metrics):
-                charts.append(line_chart(f"{title}: {key}", steps, {n: [number(v.get(s)) for s in steps] for n, v in series.items()}))
+                lines = {n: [number(v.get(s)) for s in steps] for n, v in series.items()}
+                charts.append(line_chart(f"{title}: {key}", steps, lines))
     return _page("rlvr dashboard", f"<h1>rlvr dashboard</h1><p><a href=\"/explore\">GRPO explorer</a></p>"
                                    f"<ul>{links}</ul><div class=\"charts\">{''.join(charts)}</div>")
 
@@ -63,7 +66,8 @@ def allowed_hosts(host: str, port: int) -> set[str]:
     return {f"{name}:{port}" for name in names}
 
 
-def make_server(runs: list[Path], host: str = "127.0.0.1", port: int = 8765, allow_remote: bool = False) -> ThreadingHTTPServer:
+def make_server(runs: list[Path], host: str = "127.0.0.1", port: int = 8765,
+                allow_remote: bool = False) -> ThreadingHTTPServer:
     if not _loopback(host) and not allow_remote:
         raise UserError(f"binding to {host} exposes the runs to the network: add --allow-remote if that is intended")
     missing = [r for r in runs if not r.is_dir()]
@@ -93,9 +97,10 @@ def start_in_background(server: ThreadingHTTPServer) -> threading.Thread:
 
 def _handler(runs: list[Path]) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (the http.server API)
+        def do_GET(self) -> None:
             if self.headers.get("Host") not in self.server.allowed:
-                return self._send(403, _page("refused", "<p>Unknown Host header: this server only answers to its own name.</p>"))
+                return self._send(403, _page("refused", "<p>Unknown Host header: "
+                                                        "this server only answers to its own name.</p>"))
             url = urlsplit(self.path)
             if url.path == "/":
                 return self._send(200, overview(runs))
@@ -115,7 +120,8 @@ def _handler(runs: list[Path]) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Type", f"{kind}; charset=utf-8")
             self.send_header("Content-Length", str(len(body)))
             # the only script a page may load is /explore.js; nothing inline, nothing from elsewhere
-            self.send_header("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; form-action 'self'")
+            self.send_header("Content-Security-Policy",
+                             "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; form-action 'self'")
             self.end_headers()
             self.wfile.write(body)
 

@@ -28,7 +28,8 @@ def scoring_for_columns(columns: Collection[str], source: str, default: Scoring 
     """Code when the rows have tests, maths when they have an answer; otherwise `default`, or a
     UserError naming `source` when there is none.
 
-    >>> scoring_for_columns({"prompt", "answer"}, "x.jsonl").strict, scoring_for_columns({"test", "entry_point"}, "y.jsonl").strict
+    >>> (scoring_for_columns({"prompt", "answer"}, "x.jsonl").strict,
+    ...  scoring_for_columns({"test", "entry_point"}, "y.jsonl").strict)
     ('math_accuracy', 'code_tests_all')
     """
     if "tests" in columns or "test" in columns:

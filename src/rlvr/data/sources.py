@@ -124,7 +124,8 @@ def _read_hf(source: str, split: str) -> Iterator[Located]:
         rows = datasets.load_dataset(name, config or None, split=split)
     except Exception as error:  # offline, unknown name, missing split: one line, not the library's traceback
         first = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
-        raise UserError(f"could not load {name!r} (split {split!r}) from the Hugging Face Hub: {type(error).__name__}: {first}; "
+        raise UserError(f"could not load {name!r} (split {split!r}) from the Hugging Face Hub: "
+                        f"{type(error).__name__}: {first}; "
                         "check the name and the network, or use a local .jsonl/.parquet copy") from None
     return ((f"{source} ({split}) row {i}", row) for i, row in enumerate(rows))
 
@@ -163,7 +164,8 @@ def is_messages(value: Any) -> bool:
     return (
         isinstance(value, list)
         and bool(value)
-        and all(isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in value)
+        and all(isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+                for m in value)
     )
 
 

@@ -72,7 +72,7 @@ def paired_gain_interval(before: list[float], after: list[float], z: float = Z95
     if len(before) != len(after) or not before:
         raise ValueError("paired gain needs two equally long, non-empty lists")
     n = len(before)
-    if set(before) | set(after) <= {0, 1, 0.0, 1.0}:
+    if set(before) | set(after) <= {0, 1}:
         return _newcombe_paired(before, after, z)
     d = torch.tensor(after, dtype=torch.float64) - torch.tensor(before, dtype=torch.float64)
     mean = float(d.mean())
@@ -90,8 +90,10 @@ def _newcombe_paired(before: list[float], after: list[float], z: float) -> Inter
     a_ci, b_ci = wilson_interval(both + gained, n, z), wilson_interval(both + lost, n, z)
     denom = (both + lost) * (gained + neither) * (both + gained) * (lost + neither)
     phi = (both * neither - lost * gained) / math.sqrt(denom) if denom > 0 else 0.0
-    delta = math.sqrt(max(0.0, (p_after - a_ci.low) ** 2 - 2 * phi * (p_after - a_ci.low) * (b_ci.high - p_before) + (b_ci.high - p_before) ** 2))
-    eps = math.sqrt(max(0.0, (a_ci.high - p_after) ** 2 - 2 * phi * (a_ci.high - p_after) * (p_before - b_ci.low) + (p_before - b_ci.low) ** 2))
+    delta = math.sqrt(max(0.0, (p_after - a_ci.low) ** 2 - 2 * phi * (p_after - a_ci.low) * (b_ci.high - p_before)
+                               + (b_ci.high - p_before) ** 2))
+    eps = math.sqrt(max(0.0, (a_ci.high - p_after) ** 2 - 2 * phi * (a_ci.high - p_after) * (p_before - b_ci.low)
+                             + (p_before - b_ci.low) ** 2))
     diff = p_after - p_before
     return Interval(diff, max(-1.0, diff - delta), min(1.0, diff + eps))
 
@@ -131,7 +133,8 @@ def evaluate_accuracy(
     specs = [RewardSpec("strict", strict), RewardSpec("lenient", lenient)]
     for start in range(0, len(examples), batch_prompts):
         chunk = slice(start, start + batch_prompts)
-        out = rollout(model, tokenizer, examples[chunk], prompt_texts[chunk], 1, params, add_special_tokens=add_special_tokens)
+        out = rollout(model, tokenizer, examples[chunk], prompt_texts[chunk], 1, params,
+                      add_special_tokens=add_special_tokens)
         scored = score_rollout(out, specs)
         strict_scores += scored.reward_components["strict"].view(-1).tolist()
         lenient_scores += scored.reward_components["lenient"].view(-1).tolist()

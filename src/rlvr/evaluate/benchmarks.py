@@ -30,7 +30,7 @@ from rlvr.errors import UserError
 from rlvr.records import Example, Scoring
 from rlvr.rewards.countdown import countdown_expression
 from rlvr.rewards.extraction import extract_answer
-from rlvr.rewards.math import _compact, _clean, exact_number, is_hedged
+from rlvr.rewards.math import _clean, _compact, exact_number, is_hedged
 
 R1_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 CODE_INSTRUCTION = "Complete the following Python function. Give the whole function in one ```python code block."
@@ -125,8 +125,8 @@ def _humaneval(limit: int | None) -> Benchmark:
 
 def _task(name: str, limit: int | None, seed: int, difficulty: int, split: str) -> Benchmark:
     rows = load_examples(name, split=split, limit=100 if limit is None else limit, seed=seed, difficulty=difficulty)
-    return Benchmark(name=name, examples=rows, origin=f"built-in task {name} ({split} split, seed {seed}, difficulty {difficulty})",
-                     scoring=TASKS[name].scoring, max_new_tokens=256)
+    origin = f"built-in task {name} ({split} split, seed {seed}, difficulty {difficulty})"
+    return Benchmark(name=name, examples=rows, origin=origin, scoring=TASKS[name].scoring, max_new_tokens=256)
 
 
 def _file(path: str, limit: int | None) -> Benchmark:
@@ -134,8 +134,8 @@ def _file(path: str, limit: int | None) -> Benchmark:
     scoring = scoring_for_columns(set(first[0].columns) if first else set(), path)
     if scoring is CODE:
         return Benchmark(name=Path(path).stem, examples=first, origin=path, scoring=CODE, max_new_tokens=512)
-    return Benchmark(name=Path(path).stem, examples=[_with_instruction(ex, R1_INSTRUCTION) for ex in first], origin=path,
-                     scoring=MATH)
+    return Benchmark(name=Path(path).stem, examples=[_with_instruction(ex, R1_INSTRUCTION) for ex in first],
+                     origin=path, scoring=MATH)
 
 
 def _prompt_field(path: str) -> str:

@@ -12,27 +12,34 @@ _DEFAULTS = EvalConfig()
 # command-line option -> config key (the rest have the same name)
 _KEYS = {"model": "model.name", "data": "data.name", "data_dir": "data.dir", "limit": "data.limit",
          "difficulty": "data.difficulty", "template": "data.template", "system_prompt": "data.system_prompt",
-         "temperature": "generation.temperature", "top_p": "generation.top_p", "max_new_tokens": "generation.max_new_tokens"}
+         "temperature": "generation.temperature", "top_p": "generation.top_p",
+         "max_new_tokens": "generation.max_new_tokens"}
 
 
 def add_eval_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "eval", help="pass@1, pass@k, maj@k and best-of-N of a model on a benchmark (gsm8k, math500, aime24, humaneval, a task, a file)")
+        "eval", help="pass@1, pass@k, maj@k and best-of-N of a model on a benchmark "
+                     "(gsm8k, math500, aime24, humaneval, a task, a file)")
     p.add_argument("--config", help="YAML file of EvalConfig settings")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override one setting, e.g. --set generation.top_k=20 (repeatable)")
-    p.add_argument("--model", help="tiny, smollm2, a .gguf, a model or checkpoint directory, or a hub id (default smollm2)")
-    p.add_argument("--data", help="gsm8k, math500, aime24, humaneval, a built-in task, or a .jsonl/.parquet file (default gsm8k)")
-    p.add_argument("--data-dir", help="folder with local benchmark copies (<dir>/gsm8k/test.jsonl, ...); default: the public datasets")
+    p.add_argument("--model",
+                   help="tiny, smollm2, a .gguf, a model or checkpoint directory, or a hub id (default smollm2)")
+    p.add_argument("--data",
+                   help="gsm8k, math500, aime24, humaneval, a built-in task, or a .jsonl/.parquet file (default gsm8k)")
+    p.add_argument("--data-dir", help="folder with local benchmark copies (<dir>/gsm8k/test.jsonl, ...); "
+                                      "default: the public datasets")
     p.add_argument("--limit", type=int, help="the first N problems only")
     p.add_argument("--samples", type=int, help=f"completions per problem, n (default {_DEFAULTS.samples})")
-    p.add_argument("--k", type=_int_list, help="k values for pass@k and maj@k, e.g. 1,4,16,64 (default: those <= samples, and samples)")
+    p.add_argument("--k", type=_int_list,
+                   help="k values for pass@k and maj@k, e.g. 1,4,16,64 (default: those <= samples, and samples)")
     p.add_argument("--temperature", type=float, help="default 0.6, as DeepSeek-R1")
     p.add_argument("--top-p", type=float, help="default 0.95, as DeepSeek-R1")
     p.add_argument("--max-new-tokens", type=int, help="completion budget (default: the benchmark's)")
     p.add_argument("--template", help="chat, plain, r1_zero, or a string with {prompt} (default: chat)")
     p.add_argument("--system-prompt", help="system prompt text")
-    p.add_argument("--no-greedy", dest="greedy", action="store_false", default=None, help="skip the greedy completion per problem")
+    p.add_argument("--no-greedy", dest="greedy", action="store_false", default=None,
+                   help="skip the greedy completion per problem")
     p.add_argument("--reward-model", help="reward model directory (rlvr rm) for best-of-N")
     p.add_argument("--process-reward-model", help="process reward model directory for best-of-N")
     p.add_argument("--budgets", type=_int_list, help="token budgets for the thinking-length curve, e.g. 64,128,256")
@@ -60,11 +67,13 @@ def run_eval_command(args: argparse.Namespace) -> int:
     from rlvr.evaluate.runner import run_eval
 
     options = {k: v for k, v in vars(args).items() if k not in ("command", "config", "overrides")}
-    config = load_command_config(EvalConfig, args.config, args.overrides, **{_KEYS.get(k, k): v for k, v in options.items()})
+    keys = {_KEYS.get(k, k): v for k, v in options.items()}
+    config = load_command_config(EvalConfig, args.config, args.overrides, **keys)
     try:
         summary = run_eval(config)
     except KeyboardInterrupt:
-        raise UserError(f"interrupted; finished problems are saved in {config.output_dir}: run the same command to resume") from None
+        raise UserError(f"interrupted; finished problems are saved in {config.output_dir}: "
+                        "run the same command to resume") from None
     s = summary["settings"]
     print(f"\n{s['benchmark']} · {s['model']} · {summary['strict']['problems']} problems · n={s['samples']} · "
           f"T={s['temperature']} top-p={s['top_p']} · {s['max_new_tokens']} tokens · {s['template']} template")

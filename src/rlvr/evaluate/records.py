@@ -9,7 +9,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
-
 @dataclass
 class SampleRecord:
     """One completion and its verdicts.

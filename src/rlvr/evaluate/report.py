@@ -71,8 +71,9 @@ def markdown(summary: dict[str, Any], records: list[ProblemRecord], has_plot: bo
     c = summary["completions"]
     t = c["tokens"]
     lines += ["", f"Completions: {c['count']}, mean {c['mean_tokens'] or 0:.1f} tokens (10th/50th/90th percentiles "
-              f"{t['p10']:.0f}/{t['p50']:.0f}/{t['p90']:.0f}), {pct(c['truncated'])} cut at {s['max_new_tokens']} tokens, "
-              f"{pct(c['reflection_rate'])} with a reflection phrase, {pct(c['format_share'])} in the expected format. Unjudged (sandbox failures, counted wrong): "
+              f"{t['p10']:.0f}/{t['p50']:.0f}/{t['p90']:.0f}), {pct(c['truncated'])} cut at {s['max_new_tokens']} "
+              f"tokens, {pct(c['reflection_rate'])} with a reflection phrase, {pct(c['format_share'])} in the expected "
+              "format. Unjudged (sandbox failures, counted wrong): "
               f"{summary['strict']['unjudged_samples']}.", ""]
     lines += ["## Test-time compute", ""]
     if has_plot:
@@ -83,7 +84,8 @@ def markdown(summary: dict[str, Any], records: list[ProblemRecord], has_plot: bo
     lines += ["", "## Examples", ""]
     for record in records[:SHOWN_PROBLEMS]:
         sample = record.samples[0]
-        lines += [f"**{record.id}** (gold: `{_cell(record.gold)}`), first sample, strict verdict {sample.correct['strict']}:",
+        lines += [f"**{record.id}** (gold: `{_cell(record.gold)}`), first sample, "
+                  f"strict verdict {sample.correct['strict']}:",
                   "", "```text", sample.text.replace("```", "'''"), "```", ""]
     return "\n".join(lines)
 
@@ -92,7 +94,8 @@ def _curve_tables(summary: dict[str, Any]) -> list[str]:
     lines = []
     for mode in MODES:
         curves = summary[mode]["curves"]
-        head = ["N", "oracle (pass@N)"] + (["majority"] if curves["majority"] else []) + (["model"] if curves["model"] else [])
+        head = (["N", "oracle (pass@N)"] + (["majority"] if curves["majority"] else [])
+                + (["model"] if curves["model"] else []))
         lines += [f"Accuracy against N ({mode}):", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for i, n in enumerate(curves["n"]):
             cells = [str(n), pct(curves["oracle"][i])]
@@ -124,8 +127,10 @@ def curves_png(summary: dict[str, Any]) -> bytes | None:
         curves = summary[mode]["curves"]
         for name in ("oracle", "majority", "model"):
             if curves[name] is not None:
-                by_n.plot(curves["n"], [100 * (v or 0) for v in curves[name]], style, marker="o", label=f"{name} ({mode})")
-        by_tokens.plot(curves["budgets"], [100 * (v or 0) for v in curves["budget_pass@1"]], style, marker="o", label=mode)
+                by_n.plot(curves["n"], [100 * (v or 0) for v in curves[name]], style, marker="o",
+                          label=f"{name} ({mode})")
+        by_tokens.plot(curves["budgets"], [100 * (v or 0) for v in curves["budget_pass@1"]], style, marker="o",
+                       label=mode)
     for axes, xlabel in ((by_n, "samples N"), (by_tokens, "token budget")):
         axes.set_xscale("log", base=2)
         axes.set_xlabel(xlabel)

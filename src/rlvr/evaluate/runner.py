@@ -68,7 +68,8 @@ def sample_into_store(config: EvalConfig, benchmark: Benchmark, settings: dict[s
 
 
 def eval_settings(config: EvalConfig, benchmark: Benchmark) -> dict[str, Any]:
-    """Everything that decides the numbers, recorded with them (template and extraction move scores by tens of points)."""
+    """Everything that decides the numbers, recorded with them (template and extraction move scores by tens
+    of points)."""
     d, gen = config.data, config.generation
     max_tokens = gen.max_new_tokens or benchmark.max_new_tokens
     halvings = [max_tokens >> i for i in range(6)]  # default: the budget and five halvings of it
@@ -85,7 +86,8 @@ def eval_settings(config: EvalConfig, benchmark: Benchmark) -> dict[str, Any]:
         "top_p": gen.top_p,
         **({"top_k": gen.top_k} if gen.top_k else {}),  # recorded only when set: older results lack the key
         "samples": config.samples,
-        "k": list(config.k) if config.k is not None else sorted({k for k in DEFAULT_K if k <= config.samples} | {config.samples}),
+        "k": (list(config.k) if config.k is not None
+              else sorted({k for k in DEFAULT_K if k <= config.samples} | {config.samples})),
         "greedy": config.greedy,
         "seed": config.seed,
         "difficulty": d.difficulty if benchmark.name in TASKS else None,
@@ -122,7 +124,8 @@ def _sample_missing(config: EvalConfig, benchmark: Benchmark, settings: dict[str
                            system_prompt=config.data.system_prompt) for ex in benchmark.examples]
     plan = Plan(samples=config.samples, greedy=config.greedy, budgets=tuple(settings["budgets"]),
                 add_special_tokens=settings["template"] != "chat",
-                params=SamplingParams(max_new_tokens=settings["max_new_tokens"], temperature=config.generation.temperature,
+                params=SamplingParams(max_new_tokens=settings["max_new_tokens"],
+                                      temperature=config.generation.temperature,
                                       top_p=config.generation.top_p, top_k=config.generation.top_k))
     per_chunk = max(1, config.batch_size // config.samples)
     bar = tqdm(total=len(ids), initial=sum(i in done for i in ids), desc=f"sample {benchmark.name}",
@@ -134,7 +137,8 @@ def _sample_missing(config: EvalConfig, benchmark: Benchmark, settings: dict[str
             continue
         generator = torch.Generator(device=next(model.parameters()).device).manual_seed(config.seed * 1_000_003 + c)
         with autocast(device, dtype):
-            records = sample_problems(model, tokenizer, benchmark, benchmark.examples[chunk], texts[chunk], plan, generator, scorer)
+            records = sample_problems(model, tokenizer, benchmark, benchmark.examples[chunk], texts[chunk], plan,
+                                      generator, scorer)
         store.append([r for r in records if r.id not in done])
         bar.update(sum(r.id not in done for r in records))
     bar.close()

@@ -13,8 +13,8 @@ from typing import Any, Protocol
 
 import torch
 
-from rlvr.evaluate.benchmarks import Benchmark
 from rlvr.config.choices import MODES
+from rlvr.evaluate.benchmarks import Benchmark
 from rlvr.evaluate.records import ProblemRecord, SampleRecord
 from rlvr.records import Example, Rollout
 from rlvr.rewards import RewardSpec, compute_rewards, load_reward_function
@@ -52,7 +52,8 @@ def sample_problems(
     scorer: Scorer | None = None,
 ) -> list[ProblemRecord]:
     """The records of `examples`: sampled with `generator`, judged, and scored by `scorer`."""
-    verifiers = [RewardSpec(mode, load_reward_function(name)) for mode, name in zip(MODES, (benchmark.scoring.strict, benchmark.scoring.lenient))]
+    checks = (benchmark.scoring.strict, benchmark.scoring.lenient)
+    verifiers = [RewardSpec(mode, load_reward_function(name)) for mode, name in zip(MODES, checks)]
     greedy: list[SampleRecord | None] = [None] * len(examples)
     if plan.greedy:
         params = SamplingParams(max_new_tokens=plan.params.max_new_tokens, temperature=0.0)
@@ -100,7 +101,8 @@ def _judge(out: Rollout, tokenizer: Any, benchmark: Benchmark, verifiers: list[R
     ]
 
 
-def _verdicts(verifiers: list[RewardSpec], rows: list[Example], texts: list[str], ids: list[list[int]]) -> dict[str, list[float | None]]:
+def _verdicts(verifiers: list[RewardSpec], rows: list[Example], texts: list[str],
+              ids: list[list[int]]) -> dict[str, list[float | None]]:
     """mode -> each completion's verdict (1.0 / 0.0 / None)."""
     result = compute_rewards(verifiers, **reward_inputs(rows, 1, texts, ids))
     return {mode: result.components[mode] for mode in MODES}

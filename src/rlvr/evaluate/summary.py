@@ -20,12 +20,12 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from rlvr.config.choices import MODES
+from rlvr.data.templates import expected_format
 from rlvr.evaluate.accuracy import mean_interval, wilson_interval
 from rlvr.evaluate.emergence import length_quantiles, reflection_rate
 from rlvr.evaluate.metrics import best_of_n, maj_at_k, pass_at_k
-from rlvr.config.choices import MODES
 from rlvr.evaluate.records import ProblemRecord, SampleRecord
-from rlvr.data.templates import expected_format
 from rlvr.rewards.registry import BUILTIN_REWARDS
 
 

@@ -33,7 +33,8 @@ def resolve_device(name: str) -> torch.device:
     device = torch.device(name)
     if device.type == "cuda":
         if not torch.cuda.is_available():
-            raise UserError(f"model.device={name} but torch sees no CUDA GPU here: use model.device=auto or cpu (or install a CUDA build of torch)")
+            raise UserError(f"model.device={name} but torch sees no CUDA GPU here: use model.device=auto or cpu "
+                            "(or install a CUDA build of torch)")
         if device.index is not None and device.index >= torch.cuda.device_count():
             raise UserError(f"model.device={name} but only {torch.cuda.device_count()} CUDA device(s) exist")
     return device

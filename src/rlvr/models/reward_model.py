@@ -35,7 +35,8 @@ STATS_FILE = "rlvr_reward_model.json"
 EPS = 1e-6
 
 
-def load_reward_model(name: str, cache_dir: str = "~/.cache/rlvr", seed: int = 0) -> tuple[torch.nn.Module, PreTrainedTokenizerBase]:
+def load_reward_model(name: str, cache_dir: str = "~/.cache/rlvr",
+                      seed: int = 0) -> tuple[torch.nn.Module, PreTrainedTokenizerBase]:
     """(one-output classifier in fp32, tokenizer) from the names `rlvr.models.load_model` takes.
 
     A backbone without a classification head gets a new one, initialised under `seed`; a
@@ -45,7 +46,8 @@ def load_reward_model(name: str, cache_dir: str = "~/.cache/rlvr", seed: int = 0
         return build_tiny_reward_model(seed)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        model, tokenizer = load_pretrained(resolve_model_path(name, cache_dir), AutoModelForSequenceClassification, num_labels=1)
+        model, tokenizer = load_pretrained(resolve_model_path(name, cache_dir), AutoModelForSequenceClassification,
+                                           num_labels=1)
     model.config.pad_token_id = tokenizer.pad_token_id
     return model, tokenizer
 
@@ -172,7 +174,8 @@ def find_reward_model(path: str | Path) -> Path:
         return found
     what = "does not exist" if not path.exists() else f"holds no {STATS_FILE}"
     raise UserError(
-        f"reward model {path} {what}: give the run directory of `rlvr rm`, one of its checkpoints/step-N, or their model/ folder"
+        f"reward model {path} {what}: give the run directory of `rlvr rm`, one of its checkpoints/step-N, "
+        "or their model/ folder"
     )
 
 
@@ -181,4 +184,5 @@ def read_stats(model_dir: Path) -> ScoreStats:
         data = json.loads((model_dir / STATS_FILE).read_text())
         return ScoreStats(float(data["mean"]), float(data["std"]), int(data["count"]), int(data["max_length"]))
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise UserError(f"{model_dir / STATS_FILE} is unreadable ({type(e).__name__}: {e}); train the reward model again") from None
+        raise UserError(f"{model_dir / STATS_FILE} is unreadable ({type(e).__name__}: {e}); "
+                        "train the reward model again") from None

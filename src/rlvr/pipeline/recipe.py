@@ -62,7 +62,8 @@ def load_recipe(path: str | Path) -> Recipe:
         raise UserError(f"{path}: a recipe is a mapping with `model` and `stages`")
     unknown = set(data) - {"name", "model", "stages", "eval", "output_dir"}
     if unknown:
-        raise UserError(f"{path}: unknown key {sorted(unknown)[0]!r} (a recipe has name, model, eval, output_dir, stages)")
+        raise UserError(f"{path}: unknown key {sorted(unknown)[0]!r} "
+                        "(a recipe has name, model, eval, output_dir, stages)")
     raw = data.get("stages")
     if not isinstance(raw, list) or not raw:
         raise UserError(f"{path}: `stages` must be a non-empty list of {{name, kind, config}}")
@@ -80,7 +81,8 @@ def _stage(path: Path, index: int, raw: Any) -> Stage:
         raise UserError(f"{path}: stage {index + 1} has kind {kind!r}; use one of {', '.join(KINDS)}")
     extra = set(raw) - {"name", "kind", "config"}
     if extra:
-        raise UserError(f"{path}: stage {index + 1} has unknown key {sorted(extra)[0]!r} (a stage has name, kind, config)")
+        raise UserError(f"{path}: stage {index + 1} has unknown key {sorted(extra)[0]!r} "
+                        "(a stage has name, kind, config)")
     config = raw.get("config") or {}
     if not isinstance(config, dict):
         raise UserError(f"{path}: stage {index + 1}'s config must be a mapping of its command's settings")

@@ -10,7 +10,8 @@ from rlvr.evaluate.report import interval, pct
 from rlvr.evaluate.store import write_atomic
 
 
-def stage_row(name: str, kind: str, output: str, summary: dict[str, Any] | None, evaluation: dict[str, Any] | None) -> dict[str, Any]:
+def stage_row(name: str, kind: str, output: str, summary: dict[str, Any] | None,
+              evaluation: dict[str, Any] | None) -> dict[str, Any]:
     """One line of the comparison: the stage's own headline and, for model stages, its evaluation."""
     row: dict[str, Any] = {"stage": name, "kind": kind, "output": output, "result": stage_result(kind, summary)}
     if evaluation is not None:
@@ -45,17 +46,20 @@ def stage_result(kind: str, summary: dict[str, Any] | None) -> str:
         return f"kept {summary['kept']} of {summary['samples']} samples (verified {pct(summary['pass_rate'])})"
     before, after = summary.get("before") or {}, summary.get("after") or {}
     if "pairwise_accuracy" in before and "pairwise_accuracy" in after:
-        return f"held-out pairwise accuracy {interval(before['pairwise_accuracy'])} → {interval(after['pairwise_accuracy'])}"
+        return (f"held-out pairwise accuracy {interval(before['pairwise_accuracy'])} → "
+                f"{interval(after['pairwise_accuracy'])}")
     return ""
 
 
 def write_report(root: Path, summary: dict[str, Any]) -> None:
     write_atomic(root / "pipeline_summary.json", json.dumps(summary, indent=2, default=str) + "\n")
     lines = [f"# Pipeline {summary['recipe']}", "",
-             "| stage | kind | greedy pass@1 | pass@1 (mean of n) | pass@n | maj@n | stage result |", "|---|---|---|---|---|---|---|"]
+             "| stage | kind | greedy pass@1 | pass@1 (mean of n) | pass@n | maj@n | stage result |",
+             "|---|---|---|---|---|---|---|"]
     for row in summary["stages"]:
         e = row.get("eval")
-        cells = ([interval(e["greedy"]), interval(e["pass@1"]), pct(e[f"pass@{e['samples']}"]), pct(e[f"maj@{e['samples']}"])]
+        cells = ([interval(e["greedy"]), interval(e["pass@1"]), pct(e[f"pass@{e['samples']}"]),
+                  pct(e[f"maj@{e['samples']}"])]
                  if e else ["–"] * 4)
         lines.append(f"| {row['stage']} | {row['kind']} | " + " | ".join(cells) + f" | {row['result']} |")
     lines += ["", "Evaluation: strict extraction, 95% intervals; each stage's details are in its folder "

@@ -30,7 +30,8 @@ def run_pipeline(recipe_path: str | Path, output_dir: str | None = None, progres
     recipe = load_recipe(recipe_path)
     root = Path(output_dir or recipe.output_dir or f"runs/pipeline-{recipe.name}")
     root.mkdir(parents=True, exist_ok=True)
-    rows = [stage_row("base", "model", recipe.model, None, _evaluate(recipe, recipe.model, root / "base_eval", progress))]
+    base_eval = _evaluate(recipe, recipe.model, root / "base_eval", progress)
+    rows = [stage_row("base", "model", recipe.model, None, base_eval)]
     outputs: dict[str, str] = {}
     model, dataset = recipe.model, None
     for stage in recipe.stages:
@@ -39,7 +40,8 @@ def run_pipeline(recipe_path: str | Path, output_dir: str | None = None, progres
             config = stage_config(stage.kind, _local_paths(substitute(stage.config, outputs), recipe.base_dir),
                                   model=model, dataset=dataset, out=out)
         except ValueError:
-            raise UserError(f"stage {stage.name!r} (sft) has no `data` and no earlier `sample` stage made a dataset") from None
+            raise UserError(f"stage {stage.name!r} (sft) has no `data` "
+                            "and no earlier `sample` stage made a dataset") from None
         result = _run_or_reuse(stage, config, out, progress)
         outputs[stage.name] = result.primary
         model = result.model if stage.kind in MODEL_KINDS else model
@@ -89,7 +91,8 @@ def _evaluate(recipe: Recipe, model: str | None, out: Path, progress: bool) -> d
 
 def _local_paths(value: Any, base: Path) -> Any:
     """Data files named relative to the recipe's folder (recipes/data/x.jsonl), when not found from here."""
-    if isinstance(value, str) and value.endswith((".jsonl", ".parquet")) and not Path(value).exists() and (base / value).exists():
+    if (isinstance(value, str) and value.endswith((".jsonl", ".parquet")) and not Path(value).exists()
+            and (base / value).exists()):
         return str(base / value)
     if isinstance(value, dict):
         return {k: _local_paths(v, base) for k, v in value.items()}

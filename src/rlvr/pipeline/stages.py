@@ -77,5 +77,6 @@ def _sample(path: Path, out: Path) -> StageOutput:
 def _rm(path: Path, out: Path) -> StageOutput:
     from rlvr.reward_models.train import train_reward_model
 
-    summary = train_reward_model(load_command_config(RewardModelConfig, path), resume=paths.latest_checkpoint(out) is not None)
+    summary = train_reward_model(load_command_config(RewardModelConfig, path),
+                                 resume=paths.latest_checkpoint(out) is not None)
     return StageOutput(model=str(out), summary=summary)

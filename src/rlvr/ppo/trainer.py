@@ -41,7 +41,8 @@ class PPOSettings:
 def train_ppo(config: TrainConfig, settings: PPOSettings = PPOSettings(), *, resume: bool = False,
               on_step_end: OnStepEnd | None = None) -> dict[str, Any]:
     """Run PPO on the job `config` describes (`resume`: continue the run in config.output_dir); return its summary."""
-    return launch(lambda c, checkpoint: PPOTrainer(c, settings, checkpoint), config, resume=resume, on_step_end=on_step_end)
+    return launch(lambda c, checkpoint: PPOTrainer(c, settings, checkpoint), config, resume=resume,
+                  on_step_end=on_step_end)
 
 
 class ValueModel(torch.nn.Module):
@@ -86,12 +87,15 @@ class PPOTrainer:
         rollout = scored.rollout
         mask = rollout.completion_mask
         with clock("logprobs"):
-            batch = make_batch(scored, torch.zeros(mask.shape), policy=t.policy, reference=t.reference, algo=c.algorithm,
-                               micro_batch_tokens=c.optim.micro_batch_tokens, temperature=c.generation.temperature)
+            batch = make_batch(scored, torch.zeros(mask.shape), policy=t.policy, reference=t.reference,
+                               algo=c.algorithm, micro_batch_tokens=c.optim.micro_batch_tokens,
+                               temperature=c.generation.temperature)
             values = self.values(rollout)
-        rewards = token_rewards(scored.rewards.view(-1), rollout.sampling_logprobs, batch.ref_logprobs, mask, c.algorithm.beta)
+        rewards = token_rewards(scored.rewards.view(-1), rollout.sampling_logprobs, batch.ref_logprobs, mask,
+                                c.algorithm.beta)
         advantages, returns = gae(rewards, values, mask, s.gamma, s.lam)
-        batch = dataclasses.replace(batch, advantages=whiten(advantages, mask), ref_logprobs=None)  # the KL is in the rewards now
+        batch = dataclasses.replace(batch, advantages=whiten(advantages, mask),
+                                    ref_logprobs=None)  # the KL is in the rewards now
         with clock("update"):
             no_kl = dataclasses.replace(c.algorithm, beta=0.0)
             stats = policy_update(t.policy, t.optimizer, t.scheduler, batch, algo=no_kl,
@@ -99,14 +103,17 @@ class PPOTrainer:
                                   max_grad_norm=c.optim.max_grad_norm, max_new_tokens=c.generation.max_new_tokens)
             stats["value_loss"] = self.update_critic(rollout, values, returns)
         t.step_count += 1
-        return StepResult({**stats, "reward/mean": float(scored.rewards.mean()), "completion_length/mean": float(rollout.lengths.float().mean()),
-                           **{f"time/{k}": v for k, v in clock.seconds.items()}, "step_seconds": sum(clock.seconds.values())})
+        return StepResult({**stats, "reward/mean": float(scored.rewards.mean()),
+                           "completion_length/mean": float(rollout.lengths.float().mean()),
+                           **{f"time/{k}": v for k, v in clock.seconds.items()},
+                           "step_seconds": sum(clock.seconds.values())})
 
     @torch.no_grad()
     def values(self, rollout: Rollout) -> torch.Tensor:
         out = torch.zeros(rollout.completion_ids.shape)
         for mb in micro_batches(rollout, rollout.completion_mask, self.config.optim.micro_batch_tokens):
-            v = self.critic(mb.prompt_ids[mb.row_prompt], mb.prompt_mask[mb.row_prompt], mb.completion_ids, mb.completion_mask)
+            v = self.critic(mb.prompt_ids[mb.row_prompt], mb.prompt_mask[mb.row_prompt], mb.completion_ids,
+                            mb.completion_mask)
             out[mb.rows, : v.shape[1]] = v
         return out
 
@@ -118,7 +125,8 @@ class PPOTrainer:
         self.critic_optimizer.zero_grad(set_to_none=True)
         for mb in micro_batches(rollout, mask, self.config.optim.micro_batch_tokens):
             lc = mb.completion_ids.shape[1]
-            v = self.critic(mb.prompt_ids[mb.row_prompt], mb.prompt_mask[mb.row_prompt], mb.completion_ids, mb.completion_mask)
+            v = self.critic(mb.prompt_ids[mb.row_prompt], mb.prompt_mask[mb.row_prompt], mb.completion_ids,
+                            mb.completion_mask)
             old, target = old_values[mb.rows, :lc], returns[mb.rows, :lc]
             clipped = old + (v - old).clamp(-clip, clip)
             loss = (0.5 * torch.maximum((v - target) ** 2, (clipped - target) ** 2) * mb.completion_mask).sum() / tokens
@@ -133,7 +141,8 @@ class PPOTrainer:
 
     def state_dict(self) -> dict[str, Any]:
         """GRPO's state plus the critic's weights and optimizer (the critic is not a transformers model of its own)."""
-        return {**self.grpo.state_dict(), "critic": self.critic.state_dict(), "critic_optimizer": self.critic_optimizer.state_dict()}
+        return {**self.grpo.state_dict(), "critic": self.critic.state_dict(),
+                "critic_optimizer": self.critic_optimizer.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.grpo.load_state_dict(state)

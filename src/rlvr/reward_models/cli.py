@@ -1,4 +1,5 @@
-"""``rlvr rm --data pairs.jsonl [--model tiny|smollm2|DIR] [--config FILE] [--set KEY=VALUE] [--output-dir DIR] [--resume RUN_DIR]``."""
+"""``rlvr rm --data pairs.jsonl [--model tiny|smollm2|DIR] [--config FILE] [--set KEY=VALUE]
+[--output-dir DIR] [--resume RUN_DIR]``."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from rlvr.run.options import add_run_options, check_resume_options
 
 def add_rm_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add ``rm`` to the ``rlvr`` command's subparsers; run it with `run_rm`."""
-    p = subparsers.add_parser("rm", help="train a Bradley–Terry reward model on preference pairs (prompt, chosen, rejected)")
+    p = subparsers.add_parser("rm",
+                              help="train a Bradley–Terry reward model on preference pairs (prompt, chosen, rejected)")
     p.add_argument("--data", help="a .jsonl file, one {\"prompt\", \"chosen\", \"rejected\"} object per line")
     p.add_argument("--model", help="backbone: tiny, smollm2, a .gguf file or a checkpoint directory (default: smollm2)")
     add_run_options(p, config_help="YAML file of RewardModelConfig settings", set_example="optim.lr=1e-4",
@@ -33,11 +35,13 @@ def run_rm(args: argparse.Namespace) -> int:
     summary = train_reward_model(config, resume=bool(args.resume))
     if "stopped_at" in summary:
         return 0
-    print(f"\nrun directory: {summary['run_dir']}   ({summary['steps']} steps, {summary['train_pairs']} training pairs)")
+    print(f"\nrun directory: {summary['run_dir']}   "
+          f"({summary['steps']} steps, {summary['train_pairs']} training pairs)")
     for block in ("before", "after"):
         if summary[block]:
             a = summary[block]["pairwise_accuracy"]
-            print(f"  {block:6s} held-out pairwise accuracy {100 * a['mean']:.1f}% [{100 * a['low']:.1f}, {100 * a['high']:.1f}]"
+            print(f"  {block:6s} held-out pairwise accuracy "
+                  f"{100 * a['mean']:.1f}% [{100 * a['low']:.1f}, {100 * a['high']:.1f}]"
                   f"   (n={summary[block]['n']}, 95% Wilson interval)")
     if not summary["before"]:
         print("  no held-out pairs (eval_fraction = 0): accuracy not measured")

@@ -35,14 +35,16 @@ def load_pairs(path: str | Path) -> list[PreferencePair]:
     if not path.is_file():
         raise UserError(f"preference file not found: {path} (give a .jsonl file of prompt/chosen/rejected rows)")
     if path.suffix != ".jsonl":
-        raise UserError(f"preference file {path} must be .jsonl: one {{\"prompt\", \"chosen\", \"rejected\"}} object per line")
+        raise UserError(f"preference file {path} must be .jsonl: "
+                        "one {\"prompt\", \"chosen\", \"rejected\"} object per line")
     pairs = []
     with path.open(encoding="utf-8") as lines:
         for number, line in enumerate(lines, start=1):
             if line.strip():
                 pairs.append(parse_pair(line, f"{path}:{number}"))
     if not pairs:
-        raise UserError(f"{path} holds no preference pairs: write one {{\"prompt\", \"chosen\", \"rejected\"}} object per line")
+        raise UserError(f"{path} holds no preference pairs: "
+                        "write one {\"prompt\", \"chosen\", \"rejected\"} object per line")
     return pairs
 
 
@@ -51,10 +53,11 @@ def parse_pair(line: str, where: str) -> PreferencePair:
 
     >>> parse_pair('{"prompt": "2+2?", "chosen": "4", "rejected": "5"}', "p.jsonl:1").chosen
     '4'
-    >>> parse_pair('{"prompt": "2+2?", "chosen": "4"}', "p.jsonl:2")
+    >>> parse_pair('{"prompt": "2+2?", "chosen": "4"}', "p.jsonl:2")  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    rlvr.errors.UserError: p.jsonl:2: no 'rejected' field (fields: 'prompt', 'chosen'); each row needs prompt, chosen and rejected
+    rlvr.errors.UserError: p.jsonl:2: no 'rejected' field (fields: 'prompt', 'chosen');
+    each row needs prompt, chosen and rejected
     """
     try:
         row = json.loads(line)
@@ -77,7 +80,8 @@ def parse_pair(line: str, where: str) -> PreferencePair:
     return PreferencePair(row["prompt"], row["chosen"], row["rejected"], where)
 
 
-def split_pairs(pairs: list[PreferencePair], eval_fraction: float, seed: int) -> tuple[list[PreferencePair], list[PreferencePair]]:
+def split_pairs(pairs: list[PreferencePair], eval_fraction: float,
+                seed: int) -> tuple[list[PreferencePair], list[PreferencePair]]:
     """(training pairs, held-out pairs): the round(eval_fraction · n) pairs with the smallest
     seeded hash of their content are held out (at least one when eval_fraction > 0 and n ≥ 2).
 

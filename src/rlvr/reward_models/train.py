@@ -23,7 +23,15 @@ from rlvr.config import RewardModelConfig
 from rlvr.errors import UserError
 from rlvr.evaluate.accuracy import wilson_interval
 from rlvr.models.devices import autocast, compute_dtype, resolve_device
-from rlvr.models.reward_model import STATS_FILE, ScoreStats, encode, forward_scores, load_reward_model, score_stats, score_texts
+from rlvr.models.reward_model import (
+    STATS_FILE,
+    ScoreStats,
+    encode,
+    forward_scores,
+    load_reward_model,
+    score_stats,
+    score_texts,
+)
 from rlvr.optim import build_optimizer
 from rlvr.reward_models.bradley_terry import bradley_terry_loss, pairwise_accuracy, pairwise_wins
 from rlvr.reward_models.pairs import PreferencePair, load_pairs, split_pairs
@@ -31,7 +39,8 @@ from rlvr.run import Schedule, StepResult, batch_order, launch, save_pretrained
 from rlvr.run.loop import OnStepEnd
 
 
-def train_reward_model(config: RewardModelConfig, *, resume: bool = False, on_step_end: OnStepEnd | None = None) -> dict[str, Any]:
+def train_reward_model(config: RewardModelConfig, *, resume: bool = False,
+                       on_step_end: OnStepEnd | None = None) -> dict[str, Any]:
     """Train a reward model as `config` says (`resume`: continue the run in config.output_dir); return its summary."""
     return launch(RewardModelTrainer, config, resume=resume, on_step_end=on_step_end)
 
@@ -45,7 +54,8 @@ class RewardModelTrainer:
         self.train, self.held_out = split_pairs(load_pairs(c.data), c.eval_fraction, c.seed)
         self.device = resolve_device(c.model.device)
         self.dtype = compute_dtype(c.model.dtype, self.device)
-        self.model, self.tokenizer = load_reward_model(str(checkpoint / "model") if checkpoint else c.model.name, c.model.cache_dir, c.seed)
+        source = str(checkpoint / "model") if checkpoint else c.model.name
+        self.model, self.tokenizer = load_reward_model(source, c.model.cache_dir, c.seed)
         self.model.to(self.device).train()
         steps = c.max_steps or c.epochs * -(-len(self.train) // c.batch_size)
         self.optimizer, self.scheduler = build_optimizer(self.model, c.optim, steps)
@@ -58,8 +68,8 @@ class RewardModelTrainer:
         started, c = time.perf_counter(), self.config
         pairs: list[PreferencePair] = [self.train[i] for i in self.plan[self.step_count]]
         n = len(pairs)
-        ids, mask = encode(self.tokenizer, [p.prompt for p in pairs] * 2, [p.chosen for p in pairs] + [p.rejected for p in pairs],
-                           c.max_length)
+        ids, mask = encode(self.tokenizer, [p.prompt for p in pairs] * 2,
+                           [p.chosen for p in pairs] + [p.rejected for p in pairs], c.max_length)
         with autocast(self.device, self.dtype):
             scores = forward_scores(self.model, ids, mask).float()  # [2n]: n chosen, then n rejected
         chosen, rejected = scores[:n], scores[n:]
@@ -67,18 +77,21 @@ class RewardModelTrainer:
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         params = [p for p in self.model.parameters() if p.requires_grad]
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, c.optim.max_grad_norm if c.optim.max_grad_norm > 0 else float("inf"))
+        max_norm = c.optim.max_grad_norm if c.optim.max_grad_norm > 0 else float("inf")
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
         self.optimizer.step()
         self.scheduler.step()
         self.step_count += 1
         chosen, rejected = chosen.detach(), rejected.detach()
         return StepResult({
-            "loss": float(loss.detach()), "accuracy": pairwise_accuracy(chosen, rejected), "margin": float((chosen - rejected).mean()),
-            "grad_norm": float(grad_norm), "tokens": int(mask.sum()), "step_seconds": time.perf_counter() - started,
+            "loss": float(loss.detach()), "accuracy": pairwise_accuracy(chosen, rejected),
+            "margin": float((chosen - rejected).mean()), "grad_norm": float(grad_norm), "tokens": int(mask.sum()),
+            "step_seconds": time.perf_counter() - started,
         })
 
     def evaluate(self) -> dict[str, Any] | None:
-        """Pairwise accuracy on the held-out pairs with its 95% Wilson interval (ties count half); None if there are none."""
+        """Pairwise accuracy on the held-out pairs with its 95% Wilson interval (ties count half); None if
+        there are none."""
         if not self.held_out:
             return None
         prompts = [p.prompt for p in self.held_out]
@@ -107,7 +120,8 @@ class RewardModelTrainer:
 
     def describe(self, evaluation: dict[str, Any]) -> str:
         a = evaluation["pairwise_accuracy"]
-        return f"held-out pairwise accuracy {100 * a['mean']:.1f}% [{100 * a['low']:.1f}, {100 * a['high']:.1f}] (n={evaluation['n']})"
+        return (f"held-out pairwise accuracy {100 * a['mean']:.1f}% [{100 * a['low']:.1f}, {100 * a['high']:.1f}] "
+                f"(n={evaluation['n']})")
 
     def progress(self, metrics: dict[str, float]) -> dict[str, str]:
         return {"loss": f"{metrics['loss']:.3f}", "acc": f"{metrics['accuracy']:.2f}"}
@@ -118,12 +132,13 @@ class RewardModelTrainer:
         (folder / "model" / STATS_FILE).write_text(self.measure_stats().to_json())
 
     def state_dict(self) -> dict[str, Any]:
-        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(), "train_pairs": len(self.train)}
+        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                "train_pairs": len(self.train)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if "optimizer" not in state:
-            raise UserError("cannot resume: this checkpoint was written by an rlvr that did not save the reward model's "
-                            "optimizer; train it again (its model/ folder still works as a reward)")
+            raise UserError("cannot resume: this checkpoint was written by an rlvr that did not save the reward "
+                            "model's optimizer; train it again (its model/ folder still works as a reward)")
         if state["train_pairs"] != len(self.train):
             raise UserError(f"cannot resume: the run trained on {state['train_pairs']} pairs and the data now gives "
                             f"{len(self.train)}; resume with the same data and eval_fraction")
@@ -131,7 +146,8 @@ class RewardModelTrainer:
         self.scheduler.load_state_dict(state["scheduler"])
         self.step_count = state["step"]
 
-    def summary(self, before: dict[str, Any] | None, after: dict[str, Any] | None, seconds: float, checkpoint: Path) -> dict[str, Any]:
+    def summary(self, before: dict[str, Any] | None, after: dict[str, Any] | None, seconds: float,
+                checkpoint: Path) -> dict[str, Any]:
         c = self.config
         stats = json.loads((checkpoint / "model" / STATS_FILE).read_text())
         return {

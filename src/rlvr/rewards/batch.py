@@ -46,7 +46,8 @@ def scored_rollout(rollout: Rollout, parts: list[RewardResult]) -> ScoredRollout
     total = [t for part in parts for t in part.total]
     names = list(parts[0].components)
     components = {
-        name: torch.tensor([math.nan if v is None else v for part in parts for v in part.components[name]], dtype=torch.float32).view(shape)
+        name: torch.tensor([math.nan if v is None else v for part in parts for v in part.components[name]],
+                           dtype=torch.float32).view(shape)
         for name in names
     }
     return ScoredRollout(

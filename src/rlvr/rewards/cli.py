@@ -22,9 +22,9 @@ from typing import Any
 
 from rlvr.errors import UserError
 from rlvr.rewards.combine import grade_rows
-from rlvr.rewards.scores import GradeResult
 from rlvr.rewards.graders.build import VERIFIER_TYPES, load_grader
 from rlvr.rewards.loading import load_reward_function
+from rlvr.rewards.scores import GradeResult
 from rlvr.rewards.text import completion_text
 
 RewardFn = Callable[..., Any]

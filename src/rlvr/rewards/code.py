@@ -15,8 +15,9 @@ Two kinds of tests, picked by the dataset's columns:
 The reward is the fraction of cases (or assertions) passed, or 1/0 with ``mode="all"``
 (`code_tests_all`). An optional `code_prefix` column (HumanEval's prompt: imports, helpers and the
 signature) runs before the completion's block; with ``extraction="lenient"``
-(`code_continuation_all`) a completion without a block is read as the continuation of that prefix. A completion without a code block scores 0.0; an infrastructure failure (the
-sandbox could not start, the test code itself is broken) gives None, never a silent 0.
+(`code_continuation_all`) a completion without a block is read as the continuation of that prefix.
+A completion without a code block scores 0.0; an infrastructure failure (the sandbox could not
+start, the test code itself is broken) gives None, never a silent 0.
 """
 
 from __future__ import annotations
@@ -140,7 +141,8 @@ def code_tests(
     rows = [_row(i, tests, test, entry_point) for i in range(len(completions))]
     chosen = limits or Limits()
     prefixes = list(code_prefix) if code_prefix is not None else [None] * len(completions)
-    programs = [program(completion_text(c), prefix or "", extraction) for c, prefix in zip(completions, prefixes, strict=True)]
+    programs = [program(completion_text(c), prefix or "", extraction)
+                for c, prefix in zip(completions, prefixes, strict=True)]
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         rewards = list(pool.map(lambda args: _score(*args, mode, chosen), zip(programs, rows)))
     return Scores(rewards, [_reason(reward, row, code, mode) for reward, row, code in zip(rewards, rows, programs)])

@@ -39,7 +39,8 @@ def load_reward_function(spec: str, **params: Any) -> Callable[..., Any]:
     'math_accuracy'
     >>> load_reward_function("overlong_penalty", max_tokens=16, cache_tokens=4)(None, [[0] * 14])
     [-0.5]
-    >>> load_reward_function("string_check", reference="{{ item.answer }}", operation="eq")(completions=["4"], answer=["4"])
+    >>> load_reward_function("string_check", reference="{{ item.answer }}",
+    ...                      operation="eq")(completions=["4"], answer=["4"])
     [1.0]
     >>> load_reward_function("math_acuracy")  # doctest: +ELLIPSIS
     Traceback (most recent call last):

@@ -154,7 +154,8 @@ def quick_match(pred: str, gold: str, rel_tol: float = REL_TOL) -> bool | None:
     A numeric gold answer is matched by a number, or by an equation ending in one — never by an
     expression left for the grader to evaluate:
 
-    >>> quick_match("12", "12"), quick_match("7 + 5 = 12", "12"), quick_match("7 + 5", "12"), quick_match("x = 12", "12")
+    >>> (quick_match("12", "12"), quick_match("7 + 5 = 12", "12"), quick_match("7 + 5", "12"),
+    ...  quick_match("x = 12", "12"))
     (True, True, False, True)
     """
     p, g = _clean(pred), _clean(gold)
@@ -254,8 +255,9 @@ def math_accuracy(
     >>> scores = math_accuracy(completions, answer=["#### 72", "3", "72", "", r"\frac{"])
     >>> scores
     [1.0, 0.0, 0.0, None, None]
-    >>> scores.reasons[:3]
-    ["answer '72' matches", 'boxes several different answers', 'no final answer (strict mode reads \\boxed{} or <answer>)']
+    >>> scores.reasons[:3]  # doctest: +NORMALIZE_WHITESPACE
+    ["answer '72' matches", 'boxes several different answers',
+     'no final answer (strict mode reads \\boxed{} or <answer>)']
     """
     _check_mode(mode)
     rows = list(zip(completions, answer, strict=True))
@@ -268,7 +270,8 @@ def math_accuracy(
     for i, (text, gold) in enumerate(zip(texts, golds)):
         hedged = is_hedged(text)
         preds.append(None if hedged else extract_answer(text, mode))
-        verdict = None if gold is None or not readable[gold] else False if preds[i] is None else quick_match(preds[i], gold, rel_tol)
+        verdict = (None if gold is None or not readable[gold]
+                   else False if preds[i] is None else quick_match(preds[i], gold, rel_tol))
         if verdict is None and gold is not None and readable[gold]:
             symbolic_rows.setdefault((_clean(preds[i] or ""), gold), []).append(i)
         verdicts.append(verdict)
@@ -282,7 +285,8 @@ def math_accuracy(
     return Scores(scores, reasons)
 
 
-def _reason(cell: Any, gold: str | None, readable: bool, pred: str | None, matched: bool, hedged: bool, mode: str) -> str:
+def _reason(cell: Any, gold: str | None, readable: bool, pred: str | None, matched: bool, hedged: bool,
+            mode: str) -> str:
     """Why one completion scored as it did (rlvr grade shows it)."""
     if cell is None:
         return "the row has no 'answer'"

@@ -21,6 +21,7 @@ from rlvr.rewards.extraction import extract_answer
 from rlvr.rewards.scores import Scores
 from rlvr.rewards.text import completion_text
 
+
 def violations(grid: Grid, givens: Grid) -> list[str]:
     """Every broken rule of a filled `grid` against the puzzle `givens`; empty when it is solved.
 

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from typing import Any
 
 from rlvr.errors import UserError
-
 from rlvr.rewards.code import code_continuation_all, code_tests, code_tests_all
 from rlvr.rewards.countdown import countdown
 from rlvr.rewards.format import boxed_format, soft_think_answer_format, think_answer_format

@@ -43,11 +43,11 @@ if TYPE_CHECKING:
 class RewardModelScorer:
     """A one-output classifier in eval mode with its tokenizer and training statistics."""
 
-    def __init__(self, model: "torch.nn.Module", tokenizer: Any, stats: "ScoreStats", *, batch_size: int = 16):
+    def __init__(self, model: torch.nn.Module, tokenizer: Any, stats: ScoreStats, *, batch_size: int = 16):
         self.model, self.tokenizer, self.stats, self.batch_size = model.eval(), tokenizer, stats, batch_size
 
     @classmethod
-    def from_path(cls, path: str | Path, *, batch_size: int = 16, device: str | None = None) -> "RewardModelScorer":
+    def from_path(cls, path: str | Path, *, batch_size: int = 16, device: str | None = None) -> RewardModelScorer:
         """Load the reward model at `path`: a run directory of `rlvr rm`, a checkpoint, or its model/ folder.
 
         `device` defaults to the GPU when there is one.
@@ -71,7 +71,8 @@ class RewardModelScorer:
 
         texts = [completion_text(c) for c in completions]
         return score_texts(
-            self.model, self.tokenizer, list(prompts), texts, max_length=self.stats.max_length, batch_size=self.batch_size
+            self.model, self.tokenizer, list(prompts), texts, max_length=self.stats.max_length,
+            batch_size=self.batch_size,
         )
 
     def normalised(self, prompts: Sequence[Prompt], completions: Sequence[Any]) -> list[float]:
@@ -112,10 +113,13 @@ def step_prefixes(text: str, separator: str = "\n\n") -> list[str]:
 class ProcessRewardScorer:
     """A process reward model: the classifier scores the prefix ending at each step boundary;
     p_i = σ(score_i) is the probability that step i is correct, and a completion's score is
-    Π_i p_i, the probability that every step is (the process reward of Lightman et al. 2023, "Let's Verify Step by Step")."""
+    Π_i p_i, the probability that every step is (the process reward of Lightman et al. 2023,
+    "Let's Verify Step by Step")."""
 
-    def __init__(self, path: str | Path | RewardModelScorer, step_separator: str = "\n\n", *, batch_size: int = 16, device: str | None = None):
-        self.scorer = path if isinstance(path, RewardModelScorer) else RewardModelScorer.from_path(path, batch_size=batch_size, device=device)
+    def __init__(self, path: str | Path | RewardModelScorer, step_separator: str = "\n\n", *, batch_size: int = 16,
+                 device: str | None = None):
+        self.scorer = (path if isinstance(path, RewardModelScorer)
+                       else RewardModelScorer.from_path(path, batch_size=batch_size, device=device))
         self.step_separator = step_separator
 
     def step_probabilities(self, prompts: Sequence[Prompt], completions: Sequence[Any]) -> list[list[float]]:
@@ -156,7 +160,8 @@ def reward_model(
     if path is None:
         raise UserError("reward 'reward_model' needs the model: params: {path: RUN_DIR} (a run directory of `rlvr rm`)")
     if prompts is None or len(prompts) != len(completions):
-        raise UserError("reward 'reward_model' needs the prompts the completions answer (call it with prompts=..., as TRL does)")
+        raise UserError("reward 'reward_model' needs the prompts the completions answer "
+                        "(call it with prompts=..., as TRL does)")
     return cached_scorer(path, device=device, batch_size=batch_size).normalised(prompts, completions)
 
 

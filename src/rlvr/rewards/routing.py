@@ -15,7 +15,8 @@ from typing import Any
 from rlvr.errors import UserError
 
 
-def only_where(fn: Callable[..., list[float | None]], when: dict[str, Any], name: str = "reward") -> Callable[..., list[float | None]]:
+def only_where(fn: Callable[..., list[float | None]], when: dict[str, Any],
+               name: str = "reward") -> Callable[..., list[float | None]]:
     """`fn` restricted to rows whose columns match `when` (a list value matches any of its items).
 
     >>> def length(completions, **kwargs):

@@ -44,7 +44,8 @@ def save_checkpoint(run_dir: Path, step: int, *, write: Callable[[Path], None], 
 
 def load_state(checkpoint: Path) -> dict[str, Any]:
     """The trainer state saved with a checkpoint (RNG state included, under "rng")."""
-    return torch.load(checkpoint / paths.TRAINER_STATE, weights_only=False)
+    state: dict[str, Any] = torch.load(checkpoint / paths.TRAINER_STATE, weights_only=False)
+    return state
 
 
 def save_pretrained(folder: Path, model: Any, tokenizer: Any = None) -> None:

@@ -15,17 +15,20 @@ from typing import Any, TypeVar
 
 from rlvr import paths
 from rlvr.config import TrainConfig, load_command_config, load_config
+from rlvr.config.loading import Config
 from rlvr.errors import UserError
 
-C = TypeVar("C")
+C = TypeVar("C", bound=Config)
 # What a run writes outside checkpoints/: cleared when a run that never checkpointed starts again.
-RUN_FILES = (paths.METRICS, paths.SAMPLES, paths.SUMMARY, paths.TENSORBOARD, "eval_before.json", "eval_after.json")
+RUN_FILES = (paths.METRICS, paths.SAMPLES, paths.SUMMARY, paths.TENSORBOARD,
+             "eval_before.json", "eval_after.json")  # (the last two: runs of rlvr 0.1)
 
 
 def start_fresh(run_dir: Path) -> None:
     """Make `run_dir` ready for a new run, or refuse with the fix when it holds one."""
     if paths.latest_checkpoint(run_dir) is not None:
-        raise UserError(f"{run_dir} already holds a run: continue it with --resume {run_dir}, or pick another --output-dir")
+        raise UserError(f"{run_dir} already holds a run: continue it with --resume {run_dir}, "
+                        "or pick another --output-dir")
     for name in RUN_FILES:
         path = run_dir / name
         if path.is_dir():
@@ -39,7 +42,8 @@ def resume_point(run_dir: Path) -> Path:
     if not run_dir.is_dir():
         raise UserError(f"cannot resume: {run_dir} has no complete checkpoint: the directory does not exist")
     if not (run_dir / paths.CONFIG).is_file():
-        raise UserError(f"cannot resume: {run_dir} has no config.yaml (is it a run directory made by `rlvr train`, `sft` or `rm`?)")
+        raise UserError(f"cannot resume: {run_dir} has no config.yaml "
+                        "(is it a run directory made by `rlvr train`, `sft` or `rm`?)")
     latest = paths.latest_checkpoint(run_dir)
     if latest is None:
         raise UserError(f"cannot resume: {run_dir} has no complete checkpoint yet (start it again without --resume)")

@@ -104,8 +104,12 @@ def run_training(recipe: Recipe, *, before: dict[str, Any] | None = None, resume
         truncate_jsonl(run_dir / paths.SAMPLES, recipe.step_count)
     elif schedule.eval_before:
         before = _evaluate(recipe, "before")
-    save = lambda: save_checkpoint(run_dir, recipe.step_count, write=recipe.write_checkpoint, config=recipe.config,  # noqa: E731
-                                   state={**recipe.state_dict(), "step": recipe.step_count, "before": before})
+
+    def save() -> Path:
+        state = {**recipe.state_dict(), "step": recipe.step_count, "before": before}
+        return save_checkpoint(run_dir, recipe.step_count, write=recipe.write_checkpoint, config=recipe.config,
+                               state=state)
+
     stop, start = StopFlag(), time.perf_counter()
     _loop(recipe, save, stop, on_step_end, resumed)
     path = save()
@@ -119,11 +123,13 @@ def run_training(recipe: Recipe, *, before: dict[str, Any] | None = None, resume
     return summary
 
 
-def _loop(recipe: Recipe, save: Callable[[], Path], stop: StopFlag, on_step_end: OnStepEnd | None, resumed: bool) -> None:
+def _loop(recipe: Recipe, save: Callable[[], Path], stop: StopFlag, on_step_end: OnStepEnd | None,
+          resumed: bool) -> None:
     schedule, run_dir = recipe.schedule, Path(recipe.config.output_dir)
     writer = MetricsWriter(run_dir, tensorboard=getattr(recipe.config, "tensorboard", True),
                            resume_step=recipe.step_count if resumed else None)
-    bar = tqdm(total=schedule.total_steps, initial=recipe.step_count, desc=recipe.label, unit="step", dynamic_ncols=True)
+    bar = tqdm(total=schedule.total_steps, initial=recipe.step_count, desc=recipe.label, unit="step",
+               dynamic_ncols=True)
     try:
         with stop_on_ctrl_c(stop):
             while recipe.step_count < schedule.total_steps and not stop.stop_requested:
@@ -139,7 +145,8 @@ def _loop(recipe: Recipe, save: Callable[[], Path], stop: StopFlag, on_step_end:
                     record_samples(run_dir, step, result.samples)
                 if on_step_end is not None:
                     on_step_end(step, metrics, stop)
-                if schedule.save_every and step % schedule.save_every == 0 and step < schedule.total_steps and not stop.stop_requested:
+                due = schedule.save_every and step % schedule.save_every == 0 and step < schedule.total_steps
+                if due and not stop.stop_requested:
                     save()
     finally:
         bar.close()

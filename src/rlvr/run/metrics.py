@@ -35,7 +35,9 @@ class MetricsWriter:
             self._tb = SummaryWriter(str(run_dir / paths.TENSORBOARD), purge_step=purge)
 
     def write(self, step: int, metrics: dict[str, Any]) -> None:
-        record = {"step": step, **{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in metrics.items()}}
+        # JSON has no NaN: a metric that could not be measured is null
+        numbers = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in metrics.items()}
+        record = {"step": step, **numbers}
         self._file.write(json.dumps(record) + "\n")
         self._file.flush()
         if self._tb is not None:

@@ -7,7 +7,8 @@ import argparse
 from rlvr.errors import UserError
 
 
-def add_run_options(p: argparse.ArgumentParser, *, config_help: str, set_example: str, default_dir: str, steps_help: str) -> None:
+def add_run_options(p: argparse.ArgumentParser, *, config_help: str, set_example: str, default_dir: str,
+                    steps_help: str) -> None:
     """--config, --set KEY=VALUE (repeatable), --output-dir, --max-steps and --resume RUN_DIR."""
     p.add_argument("--config", help=config_help)
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",

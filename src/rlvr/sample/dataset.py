@@ -57,6 +57,7 @@ def summarise(records: list[ProblemRecord], kept: dict[str, int], dropped: Count
         "settings": {
             "sampling": sampling,
             "filters": {"verdict": config.verdict, "format": config.format, "min_tokens": config.min_tokens,
-                        "max_tokens": config.max_tokens, "max_per_prompt": config.max_per_prompt, "dedupe": config.dedupe},
+                        "max_tokens": config.max_tokens, "max_per_prompt": config.max_per_prompt,
+                        "dedupe": config.dedupe},
         },
     }

@@ -50,7 +50,8 @@ def run_sample(config: SampleConfig, progress: bool = True) -> dict[str, Any]:
     dropped: Counter[str] = Counter()
     for record in records:
         indices, drops = filter_samples(record.samples, config)
-        rows += [sft_row(prompts[record.id], record.id, record.samples[i], config.verdict, config.model.name) for i in indices]
+        rows += [sft_row(prompts[record.id], record.id, record.samples[i], config.verdict, config.model.name)
+                 for i in indices]
         kept[record.id] = len(indices)
         dropped += drops
     output = Path(config.output) if config.output else Path(config.output_dir) / "sft.jsonl"
@@ -64,7 +65,8 @@ def check(config: SampleConfig) -> None:
     """One-line errors for settings that cannot work: the config's own checks, then the data's."""
     config.validate()
     if config.data.name in HELD_OUT:
-        raise UserError(f"{config.data.name} is an evaluation benchmark (a test set): training on its samples would inflate "
+        raise UserError(f"{config.data.name} is an evaluation benchmark (a test set): "
+                        "training on its samples would inflate "
                         "rlvr eval's numbers; give a training .jsonl/.parquet file or a built-in task")
     if config.format not in FORMATS:
         raise UserError(f"format={config.format!r} must be one of {list(FORMATS)}")

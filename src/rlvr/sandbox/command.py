@@ -89,7 +89,7 @@ def sandbox_available() -> bool:
     return bwrap is not None and python is not None and _probe(bwrap, python)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _probe(bwrap: str, python: str) -> bool:
     """Run ``python -c pass`` under the full bubblewrap configuration once per process."""
     probe_dir = os.path.dirname(python)  # any existing directory will do as the input dir

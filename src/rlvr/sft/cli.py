@@ -1,4 +1,5 @@
-"""``rlvr sft --data F.jsonl [--model M] [--config Y] [--set k=v] [--output-dir D] [--max-steps N] [--resume RUN_DIR]``."""
+"""``rlvr sft --data F.jsonl [--model M] [--config Y] [--set k=v] [--output-dir D] [--max-steps N]
+[--resume RUN_DIR]``."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from rlvr.run.options import add_run_options, check_resume_options
 
 def add_sft_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add ``sft`` to the ``rlvr`` command's subparsers; run it with `run_sft`."""
-    p = subparsers.add_parser("sft", help="supervised fine-tuning on prompt/completion or chat rows (loss on completions only)")
+    p = subparsers.add_parser("sft", help="supervised fine-tuning on prompt/completion or chat rows "
+                                          "(loss on completions only)")
     p.add_argument("--data", help='a .jsonl file: one {"prompt", "completion"} or {"messages": [...]} object per line')
-    p.add_argument("--model", help="model to fine-tune: tiny, smollm2, a .gguf file, a model or run directory (default: smollm2)")
+    p.add_argument("--model", help="model to fine-tune: tiny, smollm2, a .gguf file, a model or run directory "
+                                   "(default: smollm2)")
     add_run_options(p, config_help="YAML file of SFTConfig settings", set_example="optim.lr=1e-4",
                     default_dir="runs/sft", steps_help="optimizer steps (default: one epoch)")
     return p
@@ -33,12 +36,14 @@ def run_sft(args: argparse.Namespace) -> int:
     summary = train_sft(config, resume=bool(args.resume))
     if "stopped_at" in summary:
         return 0
-    print(f"\nrun directory: {summary['run_dir']}   ({summary['steps']} steps, {summary['train_examples']} training examples"
+    print(f"\nrun directory: {summary['run_dir']}   "
+          f"({summary['steps']} steps, {summary['train_examples']} training examples"
           f", {summary['dropped_too_long']} dropped as too long)")
     for block in ("before", "after"):
         if summary[block]:
             b = summary[block]
-            print(f"  {block:6s} held-out loss {b['loss']:.4f}   perplexity {b['perplexity']:.2f}   ({b['tokens']} completion tokens)")
+            print(f"  {block:6s} held-out loss {b['loss']:.4f}   perplexity {b['perplexity']:.2f}   "
+                  f"({b['tokens']} completion tokens)")
     if not summary["before"]:
         print("  no held-out rows (eval_fraction = 0): loss not measured")
     print(f"  use it: rlvr train --set model.name={summary['run_dir']}   or   rlvr eval --model {summary['run_dir']}")

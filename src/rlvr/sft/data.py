@@ -45,23 +45,26 @@ def read_rows(source: str) -> list[tuple[str, dict[str, Any]]]:
     """Every row of `source` with where it came from ("FILE:LINE"), each checked with `check_row`."""
     if not source.startswith("hf:") and not Path(source).is_file():
         raise UserError(f"SFT data not found: {source} (give a .jsonl file: {FORMATS})")
-    rows = [(where, check_row(where, row)) for where, row in read_located(source, split="train", seed=0, difficulty=1, limit=None)]
+    located = read_located(source, split="train", seed=0, difficulty=1, limit=None)
+    rows = [(where, check_row(where, row)) for where, row in located]
     if not rows:
         raise UserError(f"{source} holds no rows: write {FORMATS}")
     return rows
 
 
 def prepare_data(
-    rows: list[tuple[str, dict[str, Any]]], tokenizer: Any, *, template: str, system_prompt: str | None, max_length: int,
-    eval_fraction: float, seed: int,
+    rows: list[tuple[str, dict[str, Any]]], tokenizer: Any, *, template: str, system_prompt: str | None,
+    max_length: int, eval_fraction: float, seed: int,
 ) -> SFTData:
-    """Split the rows (before tokenizing, so the split does not depend on the tokenizer), then encode and truncate them."""
+    """Split the rows (before tokenizing, so the split does not depend on the tokenizer), then encode and
+    truncate them."""
     parts = split_rows(rows, eval_fraction, seed)
     encoded: tuple[list[SFTExample], list[SFTExample]] = ([], [])
     dropped = truncated = 0
     for part, out in zip(parts, encoded):
         for where, row in part:
-            segments = row_segments(row, tokenizer=tokenizer, template=template, system_prompt=system_prompt, where=where)
+            segments = row_segments(row, tokenizer=tokenizer, template=template, system_prompt=system_prompt,
+                                    where=where)
             ids, labels = encode_segments(segments, tokenizer, add_special_tokens=template != "chat")
             if trained_count(labels[:max_length]) == 0:
                 dropped += 1
@@ -76,10 +79,11 @@ def prepare_data(
 def check_row(where: str, row: Any) -> dict[str, Any]:
     """The row, if it is a prompt/completion or a messages row; else a UserError with the fix.
 
-    >>> check_row("d.jsonl:3", {"prompt": "2+2?", "answer": "4"})
+    >>> check_row("d.jsonl:3", {"prompt": "2+2?", "answer": "4"})  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    rlvr.errors.UserError: d.jsonl:3: no 'completion' field (fields: 'prompt', 'answer'); write one {"prompt", "completion"} or {"messages": [...]} object per line
+    rlvr.errors.UserError: d.jsonl:3: no 'completion' field (fields: 'prompt', 'answer');
+    write one {"prompt", "completion"} or {"messages": [...]} object per line
     """
     if not isinstance(row, dict):
         raise UserError(f"{where}: expected a JSON object, got {describe_value(row)}; write {FORMATS}")
@@ -98,13 +102,16 @@ def check_row(where: str, row: Any) -> dict[str, Any]:
             have = ", ".join(repr(k) for k in row) or "none"
             raise UserError(f"{where}: no {name!r} field (fields: {have}); write {FORMATS}")
     if not (isinstance(row["prompt"], str) or is_messages(row["prompt"])):
-        raise UserError(f"{where}: field 'prompt' must be text or a list of chat messages, got {describe_value(row['prompt'])}")
+        raise UserError(f"{where}: field 'prompt' must be text or a list of chat messages, "
+                        f"got {describe_value(row['prompt'])}")
     if not isinstance(row["completion"], str):
-        raise UserError(f"{where}: field 'completion' must be the assistant's reply as text, got {describe_value(row['completion'])}")
+        raise UserError(f"{where}: field 'completion' must be the assistant's reply as text, "
+                        f"got {describe_value(row['completion'])}")
     return row
 
 
-def split_rows(rows: list[tuple[str, Any]], eval_fraction: float, seed: int) -> tuple[list[tuple[str, Any]], list[tuple[str, Any]]]:
+def split_rows(rows: list[tuple[str, Any]], eval_fraction: float,
+               seed: int) -> tuple[list[tuple[str, Any]], list[tuple[str, Any]]]:
     """(train rows, held-out rows): the round(eval_fraction · n) rows with the smallest seeded hash
     of their content are held out (at least one when eval_fraction > 0 and n ≥ 2), whatever the file order.
 

@@ -32,9 +32,11 @@ def completion_nll(model: torch.nn.Module, batch: MicroBatch) -> TokenNLL:
     param = next(model.parameters())
     ids, positions, segments = (t.to(param.device) for t in (batch.input_ids, batch.position_ids, batch.segment_ids))
     backbone = getattr(model, model.base_model_prefix)
-    hidden = backbone(input_ids=ids, attention_mask=attention_bias(segments, param.dtype), position_ids=positions).last_hidden_state
+    hidden = backbone(input_ids=ids, attention_mask=attention_bias(segments, param.dtype),
+                      position_ids=positions).last_hidden_state
     targets, trained = (t.to(param.device) for t in loss_targets(batch))
-    logprobs, entropy = selective_logprobs(hidden[:, :-1][trained], model.get_output_embeddings().weight, targets[trained])
+    logprobs, entropy = selective_logprobs(hidden[:, :-1][trained], model.get_output_embeddings().weight,
+                                           targets[trained])
     return TokenNLL(total=-logprobs.sum(), tokens=int(trained.sum()), entropy=float(entropy.sum()))
 
 
@@ -48,7 +50,8 @@ def held_out_loss(model: torch.nn.Module, examples: list[SFTExample], *, packing
     model.eval()
     total, tokens = 0.0, 0
     try:
-        for mb in micro_batches(examples, packing=packing, max_length=max_length, micro_batch_tokens=micro_batch_tokens, pad_id=pad_id):
+        for mb in micro_batches(examples, packing=packing, max_length=max_length,
+                                micro_batch_tokens=micro_batch_tokens, pad_id=pad_id):
             nll = completion_nll(model, mb)
             total, tokens = total + float(nll.total), tokens + nll.tokens
     finally:

@@ -32,18 +32,20 @@ Messages = list[dict[str, str]]
 Segment = tuple[str, bool]  # (text, trained)
 
 
-def row_segments(row: dict[str, Any], *, tokenizer: Any, template: str, system_prompt: str | None, where: str) -> list[Segment]:
+def row_segments(row: dict[str, Any], *, tokenizer: Any, template: str, system_prompt: str | None,
+                 where: str) -> list[Segment]:
     """The rendered text of a checked row (see rlvr.sft.data.check_row), in trained/untrained pieces."""
     if template == "chat":
         if not getattr(tokenizer, "chat_template", None):
-            raise UserError('template "chat" needs a tokenizer with a chat template and this one has none (a base model?); '
-                            'use --set template=plain (prompt/completion rows only)')
+            raise UserError('template "chat" needs a tokenizer with a chat template and this one has none '
+                            '(a base model?); use --set template=plain (prompt/completion rows only)')
         if "messages" in row:
             messages, first_trained = with_system(list(row["messages"]), system_prompt, where), 0
         else:
             prompt = row["prompt"]  # assistant turns inside a prompt (few-shot examples) are context, not trained
             messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
-            messages = with_system([*messages, {"role": "assistant", "content": row["completion"]}], system_prompt, where)
+            messages = with_system([*messages, {"role": "assistant", "content": row["completion"]}], system_prompt,
+                                   where)
             first_trained = len(messages) - 1
         return chat_segments(messages, tokenizer, where, first_trained)
     if "messages" in row:
@@ -58,7 +60,8 @@ def with_system(messages: Messages, system_prompt: str | None, where: str) -> Me
     if system_prompt is None:
         return messages
     if messages and messages[0].get("role") == "system":
-        raise UserError(f"{where}: the row starts with a system message and system_prompt is also set; remove one of the two")
+        raise UserError(f"{where}: the row starts with a system message and system_prompt is also set; "
+                        "remove one of the two")
     return [{"role": "system", "content": system_prompt}, *messages]
 
 
@@ -66,7 +69,8 @@ def chat_segments(messages: Messages, tokenizer: Any, where: str = "", first_tra
     """The conversation as the chat template writes it, each assistant turn from messages[first_trained] on trained.
 
     >>> from rlvr.models import build_tiny_tokenizer
-    >>> chat_segments([{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}], build_tiny_tokenizer())
+    >>> chat_segments([{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}],
+    ...               build_tiny_tokenizer())
     [('<|im_start|>user\\n2+2?<|im_end|>\\n<|im_start|>assistant\\n', False), ('4<|im_end|>', True), ('\\n', False)]
     """
     full = _render(tokenizer, messages, False, where)
@@ -78,8 +82,9 @@ def chat_segments(messages: Messages, tokenizer: Any, where: str = "", first_tra
         header = _render(tokenizer, messages[:i], True, where)
         turn = _render(tokenizer, messages[: i + 1], False, where)
         if not (turn.startswith(header) and full.startswith(turn) and len(header) >= done):
-            raise UserError(f"{where}: this tokenizer's chat template does not write a conversation as its turns one after "
-                            "another, so assistant turns cannot be located; use --set template=plain with prompt/completion rows")
+            raise UserError(f"{where}: this tokenizer's chat template does not write a conversation as its turns "
+                            "one after another, so assistant turns cannot be located; "
+                            "use --set template=plain with prompt/completion rows")
         end = max(len(header), len(turn.rstrip()))  # keep the end-of-turn token, not the newline after it
         segments += [(full[done : len(header)], False), (full[len(header) : end], True)]
         done = end
@@ -91,7 +96,8 @@ def _render(tokenizer: Any, messages: Messages, add_generation_prompt: bool, whe
     try:
         return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
     except TemplateError as error:
-        raise UserError(f"{where}: the chat template rejects this conversation ({error}); fix the roles' order") from None
+        raise UserError(f"{where}: the chat template rejects this conversation ({error}); "
+                        "fix the roles' order") from None
 
 
 def encode_segments(segments: list[Segment], tokenizer: Any, add_special_tokens: bool) -> tuple[list[int], list[int]]:
@@ -104,12 +110,14 @@ def encode_segments(segments: list[Segment], tokenizer: Any, add_special_tokens:
     ('Q: 1+1\\nA: 2<|im_end|>', ['2', '<|im_end|>'])
     """
     if not getattr(tokenizer, "is_fast", False):
-        raise UserError("rlvr sft needs a fast (Rust) tokenizer to locate completion tokens; this model ships only a slow one")
+        raise UserError("rlvr sft needs a fast (Rust) tokenizer to locate completion tokens; "
+                        "this model ships only a slow one")
     text = "".join(piece for piece, _ in segments)
     trained_chars = [trained for piece, trained in segments for _ in piece]
     encoded = tokenizer(text, add_special_tokens=add_special_tokens, return_offsets_mapping=True)
     ids = list(encoded["input_ids"])
-    labels = [tok if end > start and trained_chars[start] else IGNORE for tok, (start, end) in zip(ids, encoded["offset_mapping"])]
+    labels = [tok if end > start and trained_chars[start] else IGNORE
+              for tok, (start, end) in zip(ids, encoded["offset_mapping"])]
     return ids, labels
 
 

@@ -1,6 +1,7 @@
 """Supervised fine-tuning as a recipe of the run core: `train_sft(config, resume=False)`.
 
-    rows ─▶ held-out split ─▶ token ids + labels ─▶ a step's examples ─▶ micro-batches (packed?) ─▶ Σ NLL / tokens ─▶ AdamW step
+    rows ─▶ held-out split ─▶ token ids + labels ─▶ a step's examples ─▶ micro-batches (packed?)
+         ─▶ Σ NLL / tokens ─▶ AdamW step
 
 The run directory is `rlvr train`'s (rlvr.paths): config.yaml, metrics.jsonl (loss, lr, grad_norm,
 tokens, tokens/s per step; eval_loss every eval_every), tensorboard/, checkpoints/step-N/ (model/ =
@@ -69,7 +70,8 @@ class SFTTrainer:
             (nll.total / count).backward()  # Σ over micro-batches = the batch's token mean
             loss, entropy = loss + float(nll.total.detach()) / count, entropy + nll.entropy / count
         params = [p for p in self.model.parameters() if p.requires_grad]
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, c.optim.max_grad_norm if c.optim.max_grad_norm > 0 else float("inf"))
+        max_norm = c.optim.max_grad_norm if c.optim.max_grad_norm > 0 else float("inf")
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
         lr = self.optimizer.param_groups[0]["lr"]
         self.optimizer.step()
         self.scheduler.step()
@@ -77,8 +79,9 @@ class SFTTrainer:
         seconds = time.perf_counter() - started
         tokens, slots = sum(mb.real_tokens for mb in batches), sum(mb.input_ids.numel() for mb in batches)
         return StepResult({
-            "loss": loss, "lr": lr, "grad_norm": float(grad_norm), "entropy": entropy, "tokens": tokens, "completion_tokens": count,
-            "padding_fraction": 1 - tokens / slots, "micro_batches": len(batches), "step_seconds": seconds,
+            "loss": loss, "lr": lr, "grad_norm": float(grad_norm), "entropy": entropy, "tokens": tokens,
+            "completion_tokens": count, "padding_fraction": 1 - tokens / slots, "micro_batches": len(batches),
+            "step_seconds": seconds,
             "tokens_per_second": tokens / max(seconds, 1e-9),
         })
 
@@ -93,7 +96,8 @@ class SFTTrainer:
         return {"eval_loss": evaluation["loss"]}
 
     def describe(self, evaluation: dict[str, Any]) -> str:
-        return f"held-out loss {evaluation['loss']:.4f}   perplexity {evaluation['perplexity']:.2f}   ({evaluation['tokens']} tokens)"
+        return (f"held-out loss {evaluation['loss']:.4f}   perplexity {evaluation['perplexity']:.2f}   "
+                f"({evaluation['tokens']} tokens)")
 
     def progress(self, metrics: dict[str, float]) -> dict[str, str]:
         return {"loss": f"{metrics['loss']:.3f}", "tok_s": f"{metrics['tokens_per_second']:.0f}"}
@@ -113,7 +117,8 @@ class SFTTrainer:
         self.scheduler.load_state_dict(state["scheduler"])
         self.step_count = self.resumed_from = state["step"]
 
-    def summary(self, before: dict[str, Any] | None, after: dict[str, Any] | None, seconds: float, checkpoint: Path) -> dict[str, Any]:
+    def summary(self, before: dict[str, Any] | None, after: dict[str, Any] | None, seconds: float,
+                checkpoint: Path) -> dict[str, Any]:
         c, d = self.config, self.data
         return {
             "steps": self.step_count, "train_seconds": round(seconds, 1), "resumed_from_step": self.resumed_from,

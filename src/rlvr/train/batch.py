@@ -118,5 +118,6 @@ def make_batch(
     if algo.mask_truncated:
         loss_mask[rollout.truncated] = False
     old = batch_logprobs(policy, rollout, micro_batch_tokens, temperature) if algo.updates_per_batch > 1 else None
-    ref = batch_logprobs(reference, rollout, micro_batch_tokens, temperature) if reference is not None and algo.beta > 0 else None
+    ref = (batch_logprobs(reference, rollout, micro_batch_tokens, temperature)
+           if reference is not None and algo.beta > 0 else None)
     return TrainBatch(scored=scored, advantages=advantages, old_logprobs=old, ref_logprobs=ref, loss_mask=loss_mask)

@@ -42,18 +42,22 @@ class RunParts:
     add_special_tokens: bool
 
 
-def load_models(config: TrainConfig, checkpoint: Path | None) -> tuple[torch.device, torch.dtype, torch.nn.Module, Any, torch.nn.Module | None]:
+def load_models(
+    config: TrainConfig, checkpoint: Path | None
+) -> tuple[torch.device, torch.dtype, torch.nn.Module, Any, torch.nn.Module | None]:
     """(device, forward dtype, policy in train mode, tokenizer, frozen reference or None when β = 0).
 
     From `checkpoint` when resuming: its policy, and its reference when the run refreshed it (else the
     starting model, which the reference is until a refresh)."""
     m = config.model
-    policy, tokenizer, device, dtype = load_configured(m, config.seed, str(checkpoint / paths.MODEL) if checkpoint else None)
+    policy_source = str(checkpoint / paths.MODEL) if checkpoint else None
+    policy, tokenizer, device, dtype = load_configured(m, config.seed, policy_source)
     reference = None
     if config.algorithm.beta > 0:
         refreshed = checkpoint is not None and (checkpoint / "reference").is_dir()
         source = str(checkpoint / "reference") if refreshed else m.name
-        reference = frozen_copy(policy if checkpoint is None else load_model(source, m.cache_dir, config.seed, m.attn_implementation)[0])
+        reference = frozen_copy(policy if checkpoint is None
+                                else load_model(source, m.cache_dir, config.seed, m.attn_implementation)[0])
         reference.to(device, dtype=dtype)
     return device, dtype, policy, tokenizer, reference
 
@@ -70,11 +74,14 @@ def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts
     eval_examples = load(eval_source, "test", d.eval_size) if eval_source else None
     # a file's rows are code or maths by their columns; rows with neither are scored by the config's
     # rewards, and held-out ones (if any) as maths
-    scoring = task.scoring if task else scoring_for_columns(train_examples[0].columns if train_examples else (), d.train, MATH)
+    scoring = (task.scoring if task
+               else scoring_for_columns(train_examples[0].columns if train_examples else (), d.train, MATH))
     specs = reward_specs(config, scoring)
-    shots = [(t.prompt, t.completion) for t in d.few_shot] if d.few_shot is not None else list(task.few_shot) if task else []
+    shots = ([(t.prompt, t.completion) for t in d.few_shot] if d.few_shot is not None
+             else list(task.few_shot) if task else [])
     render = lambda exs: Prompts(exs, [  # noqa: E731
-        render_prompt(with_few_shot(ex.prompt, shots), template=d.template, tokenizer=tokenizer, system_prompt=d.system_prompt)
+        render_prompt(with_few_shot(ex.prompt, shots), template=d.template, tokenizer=tokenizer,
+                      system_prompt=d.system_prompt)
         for ex in exs
     ])
     return RunParts(
@@ -96,7 +103,8 @@ def reward_specs(config: TrainConfig, scoring: Scoring) -> list[RewardSpec]:
         fn = load_reward_function(name, **params)
         specs.append(RewardSpec(name, fn if when is None else only_where(fn, when, name), weight))
     if len({s.name for s in specs}) != len(specs):
-        raise UserError("rewards lists the same reward function twice: merge them into one entry with the summed weight")
+        raise UserError("rewards lists the same reward function twice: "
+                        "merge them into one entry with the summed weight")
     return specs
 
 
@@ -105,7 +113,8 @@ def correctness_reward(names: list[str], scoring: Scoring) -> str:
     rewards, else the first reward listed (a user's own check comes first by convention).
 
     >>> from rlvr.data.scoring import MATH
-    >>> correctness_reward(["boxed_format", "math_accuracy"], MATH), correctness_reward(["my.py:check", "boxed_format"], MATH)
+    >>> (correctness_reward(["boxed_format", "math_accuracy"], MATH),
+    ...  correctness_reward(["my.py:check", "boxed_format"], MATH))
     ('math_accuracy', 'my.py:check')
     """
     return scoring.strict if scoring.strict in names else names[0]

@@ -40,7 +40,8 @@ def _print_summary(summary: dict[str, Any], run_dir: str) -> None:
     for block in ("before", "after"):
         if summary.get(block):
             b = summary[block]
-            print(f"  {block:6s} strict {_pct(b['strict'])}   lenient {_pct(b['lenient'])}   (n={b['n']}, 95% intervals)")
+            print(f"  {block:6s} strict {_pct(b['strict'])}   lenient {_pct(b['lenient'])}   "
+                  f"(n={b['n']}, 95% intervals)")
     if summary.get("gain"):
         g = summary["gain"]
         print(f"  gain   strict {_pts(g['strict'])}   lenient {_pts(g['lenient'])}   (points, paired)")

@@ -26,7 +26,8 @@ class FillStats:
     padded_groups: int  # set-aside groups put back because the cap was reached
 
 
-def fill_informative(first: ScoredRollout, sample_more: Callable[[int], ScoredRollout], max_rounds: int) -> tuple[ScoredRollout, FillStats]:
+def fill_informative(first: ScoredRollout, sample_more: Callable[[int], ScoredRollout],
+                     max_rounds: int) -> tuple[ScoredRollout, FillStats]:
     """P informative groups if `max_rounds` rounds can find them; `sample_more(round)` samples P more."""
     want = first.rollout.num_prompts
     sampled, kept, spare = [first], [], []

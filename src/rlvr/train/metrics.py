@@ -35,7 +35,8 @@ def step_metrics(batch: TrainBatch, updates: list[dict[str, float]], seconds: di
     """Everything worth plotting about one step. `updates` holds one entry per policy update (μ)."""
     scored, rollout = batch.scored, batch.rollout
     lengths = rollout.lengths.float()
-    m: dict[str, float] = {"reward/mean": float(scored.rewards.mean()), "reward/std": float(scored.rewards.std(correction=0))}
+    m: dict[str, float] = {"reward/mean": float(scored.rewards.mean()),
+                           "reward/std": float(scored.rewards.std(correction=0))}
     for name, values in scored.reward_components.items():
         m[f"reward/{name}/mean"], m[f"reward/{name}/std"] = _nan_stats(values)
         m[f"reward/{name}/seconds"] = scored.reward_seconds.get(name, 0.0)
@@ -55,12 +56,16 @@ def step_metrics(batch: TrainBatch, updates: list[dict[str, float]], seconds: di
     verifier = workers.stats()  # cumulative: a rising count means answers that hit the time bound
     m["verifier/timeouts"], m["verifier/failures"] = verifier.timeouts, verifier.failures
     if fill is not None:
-        m["sampling/rounds"], m["sampling/dropped_groups"], m["sampling/padded_groups"] = fill.rounds, fill.dropped_groups, fill.padded_groups
+        m["sampling/rounds"], m["sampling/dropped_groups"], m["sampling/padded_groups"] = (
+            fill.rounds, fill.dropped_groups, fill.padded_groups
+        )
     return m
 
 
-def emergence_metrics(scored: ScoredRollout, phrases: list[str], format_check: Callable[..., list[Any]]) -> dict[str, float]:
-    """Length distribution, reflection rate, share in the expected format, per-group reward spread (evaluate/emergence.py)."""
+def emergence_metrics(scored: ScoredRollout, phrases: list[str],
+                      format_check: Callable[..., list[Any]]) -> dict[str, float]:
+    """Length distribution, reflection rate, share in the expected format, per-group reward spread
+    (evaluate/emergence.py)."""
     r = scored.rollout
     m = {f"completion_length/{k}": v for k, v in length_quantiles(r.lengths.tolist()).items()}
     m["reflection_rate"] = reflection_rate(r.completions, phrases)

@@ -67,11 +67,13 @@ def process_batch_advantages(scored: ScoredRollout, scorer: Any, tokenizer: Any,
         if not tokens:
             ends.append([]), rewards.append([])
             continue
-        lengths = [len(t) for t in tokenizer.batch_decode([tokens[: t + 1] for t in range(len(tokens))], skip_special_tokens=True)]
+        prefixes = tokenizer.batch_decode([tokens[: t + 1] for t in range(len(tokens))], skip_special_tokens=True)
+        lengths = [len(t) for t in prefixes]
         chars = step_end_chars(text, separator)
         if len(chars) != len(probabilities[i]):
             raise RuntimeError(f"completion {i}: {len(chars)} steps here but {len(probabilities[i])} scored")
         ends.append(token_ends(chars, lengths))
         rewards.append(probabilities[i])
-    groups = [process_advantages(rewards[p * g:(p + 1) * g], ends[p * g:(p + 1) * g], lc) for p in range(rollout.num_prompts)]
+    groups = [process_advantages(rewards[p * g:(p + 1) * g], ends[p * g:(p + 1) * g], lc)
+              for p in range(rollout.num_prompts)]
     return torch.cat(groups)

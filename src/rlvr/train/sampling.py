@@ -32,7 +32,7 @@ def sample_and_score(sample: Callable[[GroupDone], Rollout], examples: list[Exam
             except queue.Empty:
                 error = future.exception() if future.done() else None
                 if error is not None:
-                    raise error
+                    raise error from None
                 continue
             results[p] = compute_rewards(specs, **reward_inputs([examples[p]], group_size, texts, ids))
         rollout = future.result()

@@ -57,7 +57,8 @@ class Trainer:
         self.optimizer, self.scheduler = build_optimizer(self.policy, c.optim, c.max_steps)
         self.step_count = 0
         self.schedule = Schedule(c.max_steps, c.save_every, c.eval_every, c.sample_every, c.eval_before, c.eval_after)
-        self.sources = MetricSources(self.parts.correctness, c.reflection_phrases, self.parts.format_check, self.parts.device)
+        self.sources = MetricSources(self.parts.correctness, c.reflection_phrases, self.parts.format_check,
+                                     self.parts.device)
 
     # ── the algorithm ────────────────────────────────────────────────────────────────────────
     def step(self) -> StepResult:
@@ -71,8 +72,9 @@ class Trainer:
             batch = make_batch(scored, advantages, policy=self.policy, reference=self.reference, algo=a,
                                micro_batch_tokens=o.micro_batch_tokens, temperature=g.temperature)
         with clock("update"):  # 5. clipped surrogate + β·KL: μ optimizer steps on the same batch
-            updates = [policy_update(self.policy, self.optimizer, self.scheduler, batch, algo=a, micro_batch_tokens=o.micro_batch_tokens,
-                                     temperature=g.temperature, max_grad_norm=o.max_grad_norm, max_new_tokens=g.max_new_tokens,
+            updates = [policy_update(self.policy, self.optimizer, self.scheduler, batch, algo=a,
+                                     micro_batch_tokens=o.micro_batch_tokens, temperature=g.temperature,
+                                     max_grad_norm=o.max_grad_norm, max_new_tokens=g.max_new_tokens,
                                      autocast=self.autocast) for _ in range(a.updates_per_batch)]
         self.step_count += 1
         self.refresh_reference()  # 6. iterative GRPO: π_ref ← π_θ every K steps
@@ -89,7 +91,8 @@ class Trainer:
         positions = self.prompts.next_batch()
         examples, g = [self.parts.train.examples[i] for i in positions], self.config.sampling.group_size
         if self.config.sampling.overlap_rewards:
-            scored = sample_and_score(lambda done: self.sample(positions, done, round_), examples, g, self.parts.rewards)
+            scored = sample_and_score(lambda done: self.sample(positions, done, round_), examples, g,
+                                      self.parts.rewards)
         else:
             scored = score_rollout(self.sample(positions, round_=round_), self.parts.rewards)
         self.prompts.observe(positions, scored.reward_components[self.parts.correctness].nanmean(dim=1).tolist())
@@ -102,8 +105,9 @@ class Trainer:
         self.policy.eval()  # no dropout while sampling; the update runs in train mode
         with self.autocast():  # entered here: sampling may run on a worker thread, and autocast is per thread
             out = rollout(
-                self.policy, self.tokenizer, [train.examples[i] for i in positions], [train.texts[i] for i in positions],
-                self.config.sampling.group_size, SamplingParams(gen.max_new_tokens, gen.temperature, gen.top_p, gen.top_k),
+                self.policy, self.tokenizer, [train.examples[i] for i in positions],
+                [train.texts[i] for i in positions], self.config.sampling.group_size,
+                SamplingParams(gen.max_new_tokens, gen.temperature, gen.top_p, gen.top_k),
                 generator=generator, add_special_tokens=self.parts.add_special_tokens, on_group_done=on_group_done,
             )
         self.policy.train()
@@ -113,7 +117,8 @@ class Trainer:
         """[N, Lc] from the rewards (outcome supervision), or from a process reward model's step scores."""
         if self.process_scorer is None:
             return outcome_advantages(scored, self.config.algorithm)
-        return process_batch_advantages(scored, self.process_scorer, self.tokenizer, self.config.algorithm.step_separator)
+        return process_batch_advantages(scored, self.process_scorer, self.tokenizer,
+                                        self.config.algorithm.step_separator)
 
     def refresh_reference(self) -> None:
         """π_ref ← π_θ every `ref_refresh_steps` steps (DeepSeekMath Algorithm 1, iterative RL), when asked for."""
@@ -134,7 +139,8 @@ class Trainer:
         c = self.config
         with self.autocast():
             result = evaluate_accuracy(
-                self.policy, self.tokenizer, self.parts.eval.examples, self.parts.eval.texts, strict=strict, lenient=lenient,
+                self.policy, self.tokenizer, self.parts.eval.examples, self.parts.eval.texts,
+                strict=strict, lenient=lenient,
                 max_new_tokens=c.eval_max_new_tokens or c.generation.max_new_tokens,
                 add_special_tokens=self.parts.add_special_tokens,
             )
@@ -160,7 +166,8 @@ class Trainer:
             save_pretrained(folder / "reference", self.reference)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(), "prompts": self.prompts.state_dict()}
+        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                "prompts": self.prompts.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
@@ -168,7 +175,8 @@ class Trainer:
         self.prompts.load_state_dict(state["prompts"])
         self.step_count = state["step"]
 
-    def summary(self, before: dict[str, Any] | None, after: dict[str, Any] | None, seconds: float, checkpoint: Path) -> dict[str, Any]:
+    def summary(self, before: dict[str, Any] | None, after: dict[str, Any] | None, seconds: float,
+                checkpoint: Path) -> dict[str, Any]:
         """summary.json: the held-out accuracy before and after, and the paired gain with its interval."""
         c = self.config
         summary: dict[str, Any] = {

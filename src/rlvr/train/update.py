@@ -80,7 +80,8 @@ def policy_update(
         totals["clip_high_fraction"] += high * share
         totals["entropy"] += float((stats.entropy * mask).sum()) / num_tokens
     params = [p for p in policy.parameters() if p.requires_grad]
-    totals["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm if max_grad_norm > 0 else float("inf")))
+    max_norm = max_grad_norm if max_grad_norm > 0 else float("inf")
+    totals["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, max_norm))
     totals["lr"] = optimizer.param_groups[0]["lr"]
     optimizer.step()
     scheduler.step()

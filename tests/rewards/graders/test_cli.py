@@ -68,7 +68,7 @@ def test_countdown(tmp_path, capsys):
 
 def test_format(tmp_path, capsys):
     lines = [json.dumps({"completion": r"\boxed{1}"}), "{oops}", json.dumps({"completion": "1"})]
-    rows, out, err = grade(tmp_path, "format", lines, capsys)
+    rows, _out, err = grade(tmp_path, "format", lines, capsys)
     assert "input.jsonl:2: invalid JSON" in err
     assert [(row["reward"], row["reason"]) for row in rows] == [
         (1.0, "boxed format: 1"), (None, rows[1]["reason"]), (0.0, "boxed format: 0")
@@ -117,7 +117,7 @@ def test_judge_spec_through_the_cli(tmp_path, capsys, fake_judge):
         "labels": ["correct", "incorrect"], "passing_labels": ["correct"],
     }))
     lines = [json.dumps({"completion": c, "country": "France"}) for c in ("Paris", "Lyon")]
-    rows, out, _ = grade(tmp_path, spec, lines, capsys)
+    rows, _out, _ = grade(tmp_path, spec, lines, capsys)
     assert [row["reward"] for row in rows] == [1.0, 0.0]
 
 

@@ -1,7 +1,7 @@
 """Graders as TRL-style reward functions, summed with weights by compute_rewards."""
 
-from rlvr.rewards.graders import build_grader, load_grader
 from rlvr.rewards import RewardSpec, compute_rewards, math_accuracy
+from rlvr.rewards.graders import build_grader, load_grader
 
 
 def test_grader_reward_matches_the_builtin_reward():

@@ -85,7 +85,7 @@ def test_code_grader_with_tests_and_entry_point():
     grader = build_grader({"type": "code"})
     completion = "```python\ndef add(a, b):\n    return a + b\n```"
     stdin_program = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
-    results = grade(grader, 
+    results = grade(grader,
         [completion, stdin_program, completion],
         [
             {"test": "def check(candidate):\n    assert candidate(1, 2) == 3\n", "entry_point": "add"},
@@ -110,7 +110,7 @@ def test_code_grader_malformed_row_loses_only_that_row():
     pytest.importorskip("rlvr.rewards.code")
     completion = "```python\ndef add(a, b):\n    return a + b\n```"
     check = "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(2, 2) == 5\n"
-    results = grade(build_grader({"type": "code"}), 
+    results = grade(build_grader({"type": "code"}),
         [completion, completion, completion],
         [{"test": check, "entry_point": "add"}, {"test": check}, {"tests": "not a list"}],
     )

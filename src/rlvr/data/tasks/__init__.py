@@ -35,7 +35,8 @@ class Task:
 
 def puzzle(check: str, description: str) -> Scoring:
     """A puzzle has one way to read an answer: its check is both the strict and the lenient one."""
-    return Scoring(rewards=((check, 1.0), ("boxed_format", 0.1)), strict=check, lenient=check, extraction=(description,) * 2)
+    return Scoring(rewards=((check, 1.0), ("boxed_format", 0.1)), strict=check, lenient=check,
+                   extraction=(description,) * 2)
 
 
 COUNTDOWN = "reach a target with 3-5 numbers, each used once, and + - * /; difficulty 1-3"

@@ -74,7 +74,7 @@ def _draw_numbers(difficulty: int, rng: random.Random) -> tuple[int, ...]:
         return tuple(rng.sample(SMALL, 3))
     small = rng.sample(SMALL, difficulty + 1)
     large = rng.choice([x for x in LARGE if x not in small])  # distinct numbers: "each once" is unambiguous
-    numbers = small + [large]
+    numbers = [*small, large]
     rng.shuffle(numbers)
     return tuple(numbers)
 

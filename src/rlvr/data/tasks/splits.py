@@ -97,7 +97,8 @@ def from_space(
 
 
 def by_rejection(
-    draw: Callable[[random.Random], P], n: int, split: str, rng: random.Random, key: Callable[[P], str], test_percent: int
+    draw: Callable[[random.Random], P], n: int, split: str, rng: random.Random, key: Callable[[P], str],
+    test_percent: int,
 ) -> list[P]:
     """Sample n distinct problems of one split from a space too large to list.
 

@@ -82,12 +82,15 @@ def _as_scores(values: Any) -> Scores:
 # OpenAI-style names for rlvr's verifiers: (builder from the spec, the optional fields it reads).
 VERIFIER_TYPES: dict[str, tuple[Callable[[Mapping[str, Any], str], RewardFn], tuple[str, ...]]] = {
     "math": (lambda spec, name: _verifier("math_accuracy", name, ("answer",),
-                                          mode=get_choice(spec, "mode", MODES, f"grader '{name}'", "strict")), ("mode",)),
+                                          mode=get_choice(spec, "mode", MODES, f"grader '{name}'", "strict")),
+             ("mode",)),
     "code": (lambda spec, name: _verifier("code_tests", name, ("tests", "test"),
-                                          mode=get_choice(spec, "mode", CODE_MODES, f"grader '{name}'", "fraction")), ("mode",)),
+                                          mode=get_choice(spec, "mode", CODE_MODES, f"grader '{name}'", "fraction")),
+             ("mode",)),
     "countdown": (lambda spec, name: _verifier("countdown", name, ("numbers", "target")), ()),
-    "format": (lambda spec, name: _verifier(FORMATS[get_choice(spec, "format", list(FORMATS), f"grader '{name}'", "boxed")].__name__,
-                                            name, ()), ("format",)),
+    "format": (lambda spec, name: _verifier(FORMATS[get_choice(spec, "format", list(FORMATS), f"grader '{name}'",
+                                                               "boxed")].__name__, name, ()),
+               ("format",)),
 }
 
 
@@ -109,14 +112,16 @@ def build_grader(spec: Mapping[str, Any], name: str | None = None) -> RewardFn:
     kind = spec.get("type")
     types = grader_types()
     if kind not in types:
-        raise UserError(f"grader type {str(kind)!r} is unknown{did_you_mean(str(kind), types)} (types: {', '.join(types)})")
+        raise UserError(f"grader type {str(kind)!r} is unknown{did_you_mean(str(kind), types)} "
+                        f"(types: {', '.join(types)})")
     grader_name = spec.get("name", name or kind)
     if not isinstance(grader_name, str) or not grader_name:
         raise UserError(f"a {kind} grader's 'name' must be a non-empty string, got {grader_name!r}")
     where = f"grader '{grader_name}' ({kind})"
     if kind == "multi":
         check_fields(spec, MultiGrader.REQUIRED, MultiGrader.OPTIONAL, where)
-        graders = {sub: build_grader(sub_spec, sub) for sub, sub_spec in named_specs(spec.get("graders"), where).items()}
+        sub_specs = named_specs(spec.get("graders"), where)
+        graders = {sub: build_grader(sub_spec, sub) for sub, sub_spec in sub_specs.items()}
         formula = Formula.parse(get_str(spec, "calculate_output", where), list(graders), where)
         return MultiGrader(grader_name, graders, formula)
     if kind in SPEC_TYPES:

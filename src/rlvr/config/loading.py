@@ -51,8 +51,10 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), *
 
 
 def load_command_config(cls: type[C], path: str | Path | None = None, overrides: Sequence[str] = (), **cli: Any) -> C:
-    """A command's config (no presets): defaults ← file ← overrides ← cli, every key, type and
-    setting checked as for TrainConfig."""
+    """A command's config: defaults ← file ← overrides ← cli, every key, type and setting checked
+    (TrainConfig's through `load_config`, presets included)."""
+    if cls is TrainConfig:
+        return load_config(path, overrides, **cli)  # type: ignore[return-value]
     file_values, override_values = _layers(cls, path, overrides, cli)
     return _checked(cls, _deep_merge(_deep_merge(dataclasses.asdict(cls()), file_values), override_values))
 

@@ -4,9 +4,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from rlvr.run.options import add_run_options, check_resume_options
+from rlvr.run.options import add_run_options, run_config
 
 
 def add_rm_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -22,16 +21,10 @@ def add_rm_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPa
 
 def run_rm(args: argparse.Namespace) -> int:
     # heavy imports only once the arguments are known to be sound
-    from rlvr.config import RewardModelConfig, load_command_config
+    from rlvr.config import RewardModelConfig
     from rlvr.reward_models.train import train_reward_model
-    from rlvr.run import resume_config
 
-    check_resume_options(args)
-    cli = {"data": args.data, "model.name": args.model, "max_steps": args.max_steps}
-    if args.resume:
-        config = resume_config(RewardModelConfig, Path(args.resume), args.overrides, **cli)
-    else:
-        config = load_command_config(RewardModelConfig, args.config, args.overrides, output_dir=args.output_dir, **cli)
+    config = run_config(RewardModelConfig, args, **{"data": args.data, "model.name": args.model})
     summary = train_reward_model(config, resume=bool(args.resume))
     if "stopped_at" in summary:
         return 0

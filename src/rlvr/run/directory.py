@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rlvr import paths
-from rlvr.config import TrainConfig, load_command_config, load_config
+from rlvr.config import load_command_config
 from rlvr.config.loading import Config
 from rlvr.errors import UserError
 
@@ -54,7 +54,4 @@ def resume_config(cls: type[C], run_dir: Path, overrides: Sequence[str] = (), **
     """The config the latest checkpoint of `run_dir` was saved with, `overrides` (e.g. max_steps=80)
     applied, and output_dir set to `run_dir` (wherever the run was first written)."""
     saved = resume_point(run_dir) / paths.CONFIG
-    cli = {**cli, "output_dir": str(run_dir)}
-    if cls is TrainConfig:
-        return load_config(saved, overrides, **cli)  # type: ignore[return-value]
-    return load_command_config(cls, saved, overrides, **cli)
+    return load_command_config(cls, saved, overrides, **{**cli, "output_dir": str(run_dir)})

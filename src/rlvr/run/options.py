@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import Any, TypeVar
 
+from rlvr.config import load_command_config
+from rlvr.config.loading import Config
 from rlvr.errors import UserError
+from rlvr.run.directory import resume_config
+
+C = TypeVar("C", bound=Config)
 
 
 def add_run_options(p: argparse.ArgumentParser, *, config_help: str, set_example: str, default_dir: str,
@@ -18,8 +25,14 @@ def add_run_options(p: argparse.ArgumentParser, *, config_help: str, set_example
     p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its latest checkpoint")
 
 
-def check_resume_options(args: argparse.Namespace) -> None:
-    """--resume continues a run with its own config and directory; --set still changes a setting."""
-    if args.resume and (args.config or args.output_dir):
-        raise UserError("--resume continues a run with its own config and directory: drop --config/--output-dir "
-                        "(use --set to change a setting)")
+def run_config(cls: type[C], args: argparse.Namespace, **cli: Any) -> C:
+    """The config a training command runs with: with --resume, the run's own (from its latest
+    checkpoint) with --set and `cli` applied; else defaults ← --config ← --set ← `cli`, in --output-dir.
+    `cli` maps config keys to the command's own options (None = not given)."""
+    cli = {"max_steps": args.max_steps, **cli}
+    if args.resume:
+        if args.config or args.output_dir:
+            raise UserError("--resume continues a run with its own config and directory: drop --config/--output-dir "
+                            "(use --set to change a setting)")
+        return resume_config(cls, Path(args.resume), args.overrides, **cli)
+    return load_command_config(cls, args.config, args.overrides, output_dir=args.output_dir, **cli)

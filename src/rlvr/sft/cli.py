@@ -4,9 +4,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from rlvr.run.options import add_run_options, check_resume_options
+from rlvr.run.options import add_run_options, run_config
 
 
 def add_sft_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -23,16 +22,10 @@ def add_sft_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
 
 def run_sft(args: argparse.Namespace) -> int:
     # heavy imports only once the arguments are known to be sound
-    from rlvr.config import SFTConfig, load_command_config
-    from rlvr.run import resume_config
+    from rlvr.config import SFTConfig
     from rlvr.sft.train import train_sft
 
-    check_resume_options(args)
-    cli = {"data": args.data, "model.name": args.model, "max_steps": args.max_steps}
-    if args.resume:
-        config = resume_config(SFTConfig, Path(args.resume), args.overrides, **cli)
-    else:
-        config = load_command_config(SFTConfig, args.config, args.overrides, output_dir=args.output_dir, **cli)
+    config = run_config(SFTConfig, args, **{"data": args.data, "model.name": args.model})
     summary = train_sft(config, resume=bool(args.resume))
     if "stopped_at" in summary:
         return 0

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
-from rlvr.run.options import add_run_options, check_resume_options
+from rlvr.run.options import add_run_options, run_config
 
 
 def add_train_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -19,15 +18,10 @@ def add_train_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
 
 def run_train(args: argparse.Namespace) -> int:
     # heavy imports only once the arguments are known to be sound
-    from rlvr.config import TrainConfig, load_config
-    from rlvr.run import resume_config
+    from rlvr.config import TrainConfig
     from rlvr.train.trainer import train_grpo
 
-    check_resume_options(args)
-    if args.resume:
-        config = resume_config(TrainConfig, Path(args.resume), args.overrides, max_steps=args.max_steps)
-    else:
-        config = load_config(args.config, args.overrides, output_dir=args.output_dir, max_steps=args.max_steps)
+    config = run_config(TrainConfig, args)
     summary = train_grpo(config, resume=bool(args.resume))
     _print_summary(summary, config.output_dir)
     return 0

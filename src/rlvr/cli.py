@@ -1,8 +1,8 @@
 """Command line: `rlvr train | eval | grade | rm | sft | sample | pipeline | report | dashboard | explore …`.
 
 User mistakes print one line and exit 2; bugs keep their traceback. Each command's parser and runner
-live with its package (`<package>/cli.py`); the runners import the heavy machinery only once the
-arguments are known to be sound, so `rlvr --help` starts in a moment.
+live with its package (`<package>/cli.py`); the runners import the models and the training machinery
+only once the arguments are known to be sound.
 """
 
 from __future__ import annotations

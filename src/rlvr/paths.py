@@ -22,6 +22,7 @@ TENSORBOARD = "tensorboard"
 CHECKPOINTS = "checkpoints"
 STEP_PREFIX = "step-"
 MODEL = "model"  # inside a checkpoint: save_pretrained weights and tokenizer, loadable by transformers
+REFERENCE = "reference"  # inside a GRPO checkpoint, once the reference has been refreshed from the policy
 TRAINER_STATE = "trainer.pt"  # inside a checkpoint: optimizer, scheduler, data order, RNG, step
 
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from rlvr.logprobs import completion_logprobs
-from rlvr.models import build_tiny_model
+from rlvr.models import build_tiny_model, load_model
 from rlvr.rollout import SamplingParams, generate, left_pad
 from rlvr.train.trainer import Trainer
 
@@ -56,4 +56,6 @@ def test_bf16_grpo_steps_on_cuda(tmp_path):
     metrics = [trainer.step().metrics, trainer.step().metrics]
     assert all(not torch.equal(before[n], p) for n, p in trainer.policy.named_parameters())
     assert metrics[1]["kl"] > 0 and 0 < metrics[1]["memory/peak_gb"] < 1
-    trainer.save()
+    trainer.write_checkpoint(tmp_path / "checkpoint")  # what the run core saves: loadable on the CPU
+    reloaded, _ = load_model(str(tmp_path / "checkpoint" / "model"))
+    assert all(torch.equal(p.cpu(), q) for p, q in zip(trainer.policy.parameters(), reloaded.parameters()))

@@ -87,6 +87,39 @@ def test_changed_settings_of_a_finished_stage_are_refused(tiny_run, tmp_path):
         runner.run_pipeline(changed, str(out), progress=False)
 
 
+def test_a_recipe_rewritten_with_the_current_keys_still_matches_its_finished_stages(tiny_run, tmp_path, monkeypatch):
+    """tiny.yaml writes the generation settings under `sampling` (the keys of earlier versions): the same
+    stages written under `generation` are the same settings, so nothing runs again."""
+    out, summary = tiny_run
+    recipe = yaml.safe_load((RECIPES / "tiny.yaml").read_text())
+    for stage in recipe["stages"]:
+        sampling = stage["config"].get("sampling", {})
+        moved = {key: sampling.pop(key) for key in ("max_new_tokens", "temperature") if key in sampling}
+        if moved:
+            stage["config"]["generation"] = moved
+        for key, value in stage["config"].items():  # the data paths as the first run resolved them
+            if isinstance(value, str) and value.startswith("data/"):
+                stage["config"][key] = str(RECIPES / value)
+    data = recipe["stages"][5]["config"]["data"]
+    data["train"] = str(RECIPES / data["train"])
+    rewritten = tmp_path / "tiny.yaml"
+    rewritten.write_text(yaml.safe_dump(recipe))
+    monkeypatch.setattr(runner, "run_stage", lambda *a: pytest.fail("a finished stage ran again"))
+    assert runner.run_pipeline(rewritten, str(out), progress=False)["stages"] == summary["stages"]
+
+
+def test_a_stopped_stage_is_not_marked_complete_and_the_pipeline_stops(tiny_run, monkeypatch):
+    out, _ = tiny_run
+    (out / "all_scenarios" / "stage.json").unlink()
+    monkeypatch.setattr(runner, "run_stage", lambda kind, config, path: runner.StageOutput(
+        model=str(path), summary={"stopped_at": 1, "checkpoint": "x", "run_dir": str(path)}))
+    summary = runner.run_pipeline(RECIPES / "tiny.yaml", str(out), progress=False)
+    assert summary["stopped_in"] == "all_scenarios" and not (out / "all_scenarios" / "stage.json").exists()
+    monkeypatch.undo()
+    runner.run_pipeline(RECIPES / "tiny.yaml", str(out), progress=False)  # the re-run finishes it
+    assert (out / "all_scenarios" / "stage.json").is_file()
+
+
 @pytest.mark.parametrize("name", ["tiny", "r1", "r1_zero", "distill"])
 def test_shipped_recipes_are_valid(name):
     recipe = load_recipe(RECIPES / f"{name}.yaml")

@@ -1,5 +1,6 @@
 """The PPO baseline on the tiny model: both networks learn, on GRPO's own rollout and update code."""
 
+import pytest
 import torch
 
 from rlvr.ppo.trainer import PPOTrainer
@@ -52,3 +53,15 @@ def test_a_resumed_ppo_run_equals_an_unbroken_one(tmp_path):
     assert all(torch.equal(policies[0][name], policies[1][name]) for name in policies[0])
     critics = [load_state(run)["critic"] for run in runs]
     assert all(torch.equal(critics[0][name], critics[1][name]) for name in critics[0])
+
+
+def test_a_ppo_run_is_not_resumed_as_grpo(tmp_path):
+    from rlvr.config import TrainConfig
+    from rlvr.errors import UserError
+    from rlvr.ppo.trainer import train_ppo
+    from rlvr.run import resume_config
+    from rlvr.train.trainer import train_grpo
+
+    train_ppo(tiny_config(tmp_path, DIGITS, "eval_before=false", "eval_after=false", steps=1))
+    with pytest.raises(UserError, match="this run is PPO"):
+        train_grpo(resume_config(TrainConfig, tmp_path / "run", max_steps=2), resume=True)

@@ -111,3 +111,16 @@ def test_a_fresh_run_never_mixes_with_an_old_one(tmp_path):
     train_grpo(config)
     assert [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()] == [1]
     assert not (run / "samples.jsonl").exists()  # removed, and not rewritten (sample_every=0)
+
+
+def test_a_folder_of_another_kind_is_never_emptied(tmp_path):
+    """An `rlvr eval` output (summary.json, samples.jsonl, no config.yaml) given as --output-dir is refused,
+    and left untouched."""
+    folder = tmp_path / "eval_output"
+    folder.mkdir()
+    (folder / "samples.jsonl").write_text('{"id": "gsm8k/0"}\n')
+    (folder / "summary.json").write_text("{}")
+    config = tiny_config(tmp_path, DIGITS, "eval_before=false", "eval_after=false", f"output_dir={folder}", steps=1)
+    with pytest.raises(UserError, match="is not a run directory"):
+        train_grpo(config)
+    assert (folder / "samples.jsonl").read_text() == '{"id": "gsm8k/0"}\n'

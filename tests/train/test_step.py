@@ -198,3 +198,13 @@ def test_eval_every_logs_held_out_accuracy(tmp_path):
     lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert ["eval/strict" in x for x in lines] == [False, True, False, True]
     assert 0.0 <= lines[1]["eval/strict"] <= lines[1]["eval/lenient"] <= 1.0
+
+
+def test_accuracy_follows_the_tasks_verifier_wherever_it_is_listed(tmp_path):
+    """The reward logged as `accuracy` (and followed by the curriculum) is the data's strict verifier when
+    it is among the rewards, wherever it is listed; otherwise the first reward (a user's own check)."""
+    listed_second = Trainer(tiny_config(tmp_path, "rewards=[{name: boxed_format}, {name: math_accuracy}]"))
+    assert listed_second.parts.correctness == "math_accuracy"
+    metrics = listed_second.step().metrics
+    assert metrics["accuracy"] == metrics["reward/math_accuracy/mean"]
+    assert Trainer(tiny_config(tmp_path, DIGITS)).parts.correctness == f"{REWARD_FNS}:digit_share"

@@ -16,6 +16,8 @@ Aggregation = Literal["sequence_mean", "token_mean", "constant"]
 # How a verifier reads a completion's final answer: strict = only in the requested format (a \boxed{}
 # or <answer>), lenient = anywhere it can be found (rlvr.rewards.extraction).
 ExtractionMode = Literal["strict", "lenient"]
+# The layouts a format reward checks (rlvr.rewards.format): one \boxed{} answer, R1-Zero's tags, the tags in order.
+FormatName = Literal["boxed", "think_answer", "soft_think_answer"]
 
 BASELINES: tuple[Baseline, ...] = get_args(Baseline)
 SCALES: tuple[Scale, ...] = get_args(Scale)
@@ -23,3 +25,4 @@ STD_ESTIMATORS: tuple[StdEstimator, ...] = get_args(StdEstimator)
 KL_ESTIMATORS: tuple[KLEstimator, ...] = get_args(KLEstimator)
 AGGREGATIONS: tuple[Aggregation, ...] = get_args(Aggregation)
 MODES: tuple[ExtractionMode, ...] = get_args(ExtractionMode)
+FORMAT_NAMES: tuple[FormatName, ...] = get_args(FormatName)

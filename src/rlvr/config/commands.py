@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from rlvr.config.choices import MODES, ExtractionMode
+from rlvr.config.choices import FORMAT_NAMES, MODES, ExtractionMode
 from rlvr.config.sections import GenerationConfig, ModelConfig, OptimConfig, check
 
 _MOVED = {"cache_dir": "model.cache_dir"}
@@ -151,6 +151,8 @@ class SampleConfig:
         check([
             (self.samples >= 1, f"samples={self.samples}: sample at least one completion per prompt"),
             (self.verdict in MODES, f"verdict={self.verdict!r} must be one of {list(MODES)}"),
+            (self.format in ("none", *FORMAT_NAMES),
+             f"format={self.format!r} must be one of {['none', *FORMAT_NAMES]}"),
             (self.min_tokens >= 0, f"min_tokens={self.min_tokens} must be >= 0"),
             (self.max_tokens is None or self.max_tokens >= max(1, self.min_tokens),
              f"max_tokens={self.max_tokens} must be >= 1 and >= min_tokens ({self.min_tokens})"),
@@ -241,7 +243,8 @@ class RewardModelConfig:
     max_steps: int = 0
     """Optimizer steps; 0 = as many as `epochs` passes take."""
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=1e-5, betas=(0.9, 0.999)))
-    """AdamW as for `rlvr train` (optim.lr, ...); here constant at 1e-5 with torch's default betas."""
+    """AdamW as for `rlvr train` (optim.lr, ...); here constant at 1e-5 with torch's default betas.
+    (micro_batch_tokens does not apply: a step is one forward of its 2 · batch_size sequences.)"""
     stats_completions: int = 1000
     """Training completions (a seeded sample of chosen and rejected ones) scored at each checkpoint
     for the mean and std that normalise the reward; 0 = all."""

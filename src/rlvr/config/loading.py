@@ -149,14 +149,14 @@ def _pop_nested(target: dict[str, Any], keys: list[str]) -> tuple[bool, Any]:
 def parse_override(item: str) -> tuple[list[str], Any]:
     """`a.b=value` -> (["a", "b"], value parsed as a YAML scalar).
 
-    >>> parse_override("sampling.temperature=0.5")
-    (['sampling', 'temperature'], 0.5)
+    >>> parse_override("generation.temperature=0.5")
+    (['generation', 'temperature'], 0.5)
     >>> parse_override("data.system_prompt=null")
     (['data', 'system_prompt'], None)
     """
     key, sep, raw = item.partition("=")
     if not sep or not key.strip():
-        raise UserError(f"--set expects KEY=VALUE, got {item!r} (e.g. --set sampling.temperature=0.7)")
+        raise UserError(f"--set expects KEY=VALUE, got {item!r} (e.g. --set generation.temperature=0.7)")
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError:

@@ -26,8 +26,9 @@ from rlvr.evaluate.sampling import Plan, Scorer, sample_problems
 from rlvr.evaluate.store import EvalStore
 from rlvr.evaluate.summary import summarise
 from rlvr.models import load_configured
-from rlvr.models.devices import autocast
+from rlvr.models.devices import autocast, compute_dtype, resolve_device
 from rlvr.rollout import SamplingParams
+from rlvr.run.process import derived_seed
 
 DEFAULT_K = (1, 4, 16, 64)
 
@@ -85,6 +86,7 @@ def eval_settings(config: EvalConfig, benchmark: Benchmark) -> dict[str, Any]:
         "temperature": gen.temperature,
         "top_p": gen.top_p,
         **({"top_k": gen.top_k} if gen.top_k else {}),  # recorded only when set: older results lack the key
+        **_precision(config),
         "samples": config.samples,
         "k": (list(config.k) if config.k is not None
               else sorted({k for k in DEFAULT_K if k <= config.samples} | {config.samples})),
@@ -98,6 +100,14 @@ def eval_settings(config: EvalConfig, benchmark: Benchmark) -> dict[str, Any]:
         "process_reward_model": config.process_reward_model,
         "verifier_version": verifier_version(),
     }
+
+
+def _precision(config: EvalConfig) -> dict[str, str]:
+    """Where and in what precision the model samples, when that is not the CPU in fp32 (older results,
+    all sampled there, lack the keys): a resumed evaluation never mixes the two."""
+    device = resolve_device(config.model.device)
+    dtype = compute_dtype(config.model.dtype, device)
+    return {} if device.type == "cpu" and dtype == torch.float32 else {"device": device.type, "dtype": str(dtype)}
 
 
 def verifier_version() -> str:
@@ -135,7 +145,7 @@ def _sample_missing(config: EvalConfig, benchmark: Benchmark, settings: dict[str
         chunk = slice(start, start + per_chunk)
         if all(i in done for i in ids[chunk]):
             continue
-        generator = torch.Generator(device=next(model.parameters()).device).manual_seed(config.seed * 1_000_003 + c)
+        generator = torch.Generator(device=next(model.parameters()).device).manual_seed(derived_seed(config.seed, c))
         with autocast(device, dtype):
             records = sample_problems(model, tokenizer, benchmark, benchmark.examples[chunk], texts[chunk], plan,
                                       generator, scorer)

@@ -16,6 +16,7 @@ from rlvr.models.loading import (
     load_model,
     load_pretrained,
     resolve_model_path,
+    set_checkpointing,
 )
 
 __all__ = [
@@ -28,4 +29,5 @@ __all__ = [
     "load_model",
     "load_pretrained",
     "resolve_model_path",
+    "set_checkpointing",
 ]

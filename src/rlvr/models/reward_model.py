@@ -35,8 +35,8 @@ STATS_FILE = "rlvr_reward_model.json"
 EPS = 1e-6
 
 
-def load_reward_model(name: str, cache_dir: str = "~/.cache/rlvr",
-                      seed: int = 0) -> tuple[torch.nn.Module, PreTrainedTokenizerBase]:
+def load_reward_model(name: str, cache_dir: str = "~/.cache/rlvr", seed: int = 0,
+                      attn_implementation: str | None = None) -> tuple[torch.nn.Module, PreTrainedTokenizerBase]:
     """(one-output classifier in fp32, tokenizer) from the names `rlvr.models.load_model` takes.
 
     A backbone without a classification head gets a new one, initialised under `seed`; a
@@ -44,10 +44,11 @@ def load_reward_model(name: str, cache_dir: str = "~/.cache/rlvr",
     """
     if name == "tiny":
         return build_tiny_reward_model(seed)
+    kwargs = {"attn_implementation": attn_implementation} if attn_implementation else {}
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         model, tokenizer = load_pretrained(resolve_model_path(name, cache_dir), AutoModelForSequenceClassification,
-                                           num_labels=1)
+                                           num_labels=1, **kwargs)
     model.config.pad_token_id = tokenizer.pad_token_id
     return model, tokenizer
 

@@ -18,6 +18,8 @@ def run_pipeline_command(args: argparse.Namespace) -> int:
     from rlvr.pipeline.runner import run_pipeline
 
     summary = run_pipeline(args.recipe, args.output_dir)
+    if "stopped_in" in summary:
+        return 0
     print(f"\npipeline {summary['recipe']}: report in {summary['output_dir']}/report.md")
     for row in summary["stages"]:
         e = row.get("eval")

@@ -11,7 +11,6 @@ stopped; one whose recipe settings changed since is refused rather than silently
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from pathlib import Path
@@ -21,7 +20,7 @@ from rlvr.errors import UserError
 from rlvr.evaluate.store import write_atomic
 from rlvr.pipeline.recipe import Recipe, Stage, load_recipe, substitute
 from rlvr.pipeline.report import stage_row, write_report
-from rlvr.pipeline.stages import StageOutput, run_stage, stage_config
+from rlvr.pipeline.stages import StageOutput, run_stage, settings_digest, stage_config
 
 MODEL_KINDS = ("sft", "grpo")  # the stages whose model the next stages continue from (rm makes a scorer)
 
@@ -43,6 +42,10 @@ def run_pipeline(recipe_path: str | Path, output_dir: str | None = None, progres
             raise UserError(f"stage {stage.name!r} (sft) has no `data` "
                             "and no earlier `sample` stage made a dataset") from None
         result = _run_or_reuse(stage, config, out, progress)
+        if result.summary and "stopped_at" in result.summary:  # Ctrl-C: the stage is unfinished, and so is the pipeline
+            print(f"pipeline: stage {stage.name} stopped at step {result.summary['stopped_at']}; "
+                  f"run the same command again to continue it")
+            return {"recipe": recipe.name, "output_dir": str(root), "stopped_in": stage.name, "stages": rows}
         outputs[stage.name] = result.primary
         model = result.model if stage.kind in MODEL_KINDS else model
         dataset = result.dataset or dataset
@@ -56,10 +59,10 @@ def run_pipeline(recipe_path: str | Path, output_dir: str | None = None, progres
 def _run_or_reuse(stage: Stage, config: dict[str, Any], out: Path, progress: bool) -> StageOutput:
     """The stage's outputs: from its completion mark when it already ran with these settings."""
     mark = out / "stage.json"
-    digest = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    digest = settings_digest(stage.kind, config)
     if mark.is_file():
         done = json.loads(mark.read_text(encoding="utf-8"))
-        if done["settings"] != digest:
+        if done["settings"] not in (digest, settings_digest(stage.kind, config, canonical_form=False)):
             raise UserError(f"stage {stage.name!r} already ran with other settings ({out}): "
                             f"delete that folder to run it again with the recipe's new ones")
         if progress:
@@ -69,6 +72,8 @@ def _run_or_reuse(stage: Stage, config: dict[str, Any], out: Path, progress: boo
         print(f"pipeline: stage {stage.name} ({stage.kind}) → {out}")
     started = time.perf_counter()
     result = run_stage(stage.kind, config, out)
+    if result.summary and "stopped_at" in result.summary:
+        return result  # not marked complete: a re-run continues it
     record = {"kind": stage.kind, "settings": digest, "seconds": round(time.perf_counter() - started, 1),
               "outputs": {"model": result.model, "dataset": result.dataset, "summary": result.summary}}
     write_atomic(mark, json.dumps(record, indent=2, default=str) + "\n")

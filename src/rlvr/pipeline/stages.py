@@ -7,6 +7,9 @@ from their latest checkpoint (the run core's resume), `sample` skips the prompts
 
 from __future__ import annotations
 
+import hashlib
+import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,7 +17,10 @@ from typing import Any
 import yaml
 
 from rlvr import paths
-from rlvr.config import RewardModelConfig, SampleConfig, SFTConfig, load_command_config, load_config
+from rlvr.config import RewardModelConfig, SampleConfig, SFTConfig, TrainConfig, load_command_config, load_config
+from rlvr.config.loading import canonical
+from rlvr.run import resume_config
+from rlvr.run.checkpoint import load_state
 
 
 @dataclass(frozen=True)
@@ -63,8 +69,9 @@ def _sft(path: Path, out: Path) -> StageOutput:
 def _grpo(path: Path, out: Path) -> StageOutput:
     from rlvr.train.trainer import train_grpo
 
-    summary = train_grpo(load_config(path), resume=paths.latest_checkpoint(out) is not None)
-    return StageOutput(model=str(out), summary=summary)
+    resume = paths.latest_checkpoint(out) is not None  # an interrupted stage goes on with its checkpoint's config
+    config = resume_config(TrainConfig, out) if resume else load_config(path)
+    return StageOutput(model=str(out), summary=train_grpo(config, resume=resume))
 
 
 def _sample(path: Path, out: Path) -> StageOutput:
@@ -77,6 +84,19 @@ def _sample(path: Path, out: Path) -> StageOutput:
 def _rm(path: Path, out: Path) -> StageOutput:
     from rlvr.reward_models.train import train_reward_model
 
+    latest = paths.latest_checkpoint(out)
+    if latest is not None and "optimizer" not in load_state(latest):
+        shutil.rmtree(paths.checkpoint_dir(out))  # checkpointed before reward models could resume: start again
     summary = train_reward_model(load_command_config(RewardModelConfig, path),
                                  resume=paths.latest_checkpoint(out) is not None)
     return StageOutput(model=str(out), summary=summary)
+
+
+CONFIGS: dict[str, type] = {"sft": SFTConfig, "grpo": TrainConfig, "sample": SampleConfig, "rm": RewardModelConfig}
+
+
+def settings_digest(kind: str, config: dict[str, Any], canonical_form: bool = True) -> str:
+    """A short hash of a stage's settings, in canonical form (keys of earlier versions moved to their
+    place, so a recipe rewritten with the current keys still matches) or as written."""
+    settings = canonical(CONFIGS[kind], config) if canonical_form else config
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -64,7 +64,8 @@ class ValueModel(torch.nn.Module):
 
 
 class PPOTrainer:
-    command, label = "train", "PPO"
+    resume_hint = "rlvr.ppo.trainer.train_ppo(resume_config(TrainConfig, '{run_dir}'), resume=True)"
+    label = "PPO"
 
     def __init__(self, config: TrainConfig, settings: PPOSettings = PPOSettings(), checkpoint: Path | None = None):
         self.grpo = Trainer(config, checkpoint)
@@ -145,6 +146,6 @@ class PPOTrainer:
                 "critic_optimizer": self.critic_optimizer.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.grpo.load_state_dict(state)
+        self.grpo.load_state_dict({k: v for k, v in state.items() if not k.startswith("critic")})
         self.critic.load_state_dict(state["critic"])
         self.critic_optimizer.load_state_dict(state["critic_optimizer"])

@@ -19,9 +19,11 @@ from typing import Any
 
 import torch
 
+from rlvr import paths
 from rlvr.config import RewardModelConfig
 from rlvr.errors import UserError
 from rlvr.evaluate.accuracy import wilson_interval
+from rlvr.models import set_checkpointing
 from rlvr.models.devices import autocast, compute_dtype, resolve_device
 from rlvr.models.reward_model import (
     STATS_FILE,
@@ -46,7 +48,7 @@ def train_reward_model(config: RewardModelConfig, *, resume: bool = False,
 
 
 class RewardModelTrainer:
-    command, label = "rm", "reward model"
+    resume_hint, label = "rlvr rm --resume {run_dir}", "reward model"
 
     def __init__(self, config: RewardModelConfig, checkpoint: Path | None = None):
         """The pairs (read before the model: a bad row fails in a second), the model and the plan of steps."""
@@ -54,9 +56,11 @@ class RewardModelTrainer:
         self.train, self.held_out = split_pairs(load_pairs(c.data), c.eval_fraction, c.seed)
         self.device = resolve_device(c.model.device)
         self.dtype = compute_dtype(c.model.dtype, self.device)
-        source = str(checkpoint / "model") if checkpoint else c.model.name
-        self.model, self.tokenizer = load_reward_model(source, c.model.cache_dir, c.seed)
+        source = str(checkpoint / paths.MODEL) if checkpoint else c.model.name
+        self.model, self.tokenizer = load_reward_model(source, c.model.cache_dir, c.seed, c.model.attn_implementation)
         self.model.to(self.device).train()
+        if c.model.gradient_checkpointing:
+            set_checkpointing(self.model, True)
         steps = c.max_steps or c.epochs * -(-len(self.train) // c.batch_size)
         self.optimizer, self.scheduler = build_optimizer(self.model, c.optim, steps)
         self.plan = batch_order(len(self.train), c.batch_size, steps, c.seed)  # each step's pairs
@@ -128,8 +132,8 @@ class RewardModelTrainer:
 
     def write_checkpoint(self, folder: Path) -> None:
         """model/: weights, tokenizer and the score statistics that normalise the reward (measured now)."""
-        save_pretrained(folder / "model", self.model, self.tokenizer)
-        (folder / "model" / STATS_FILE).write_text(self.measure_stats().to_json())
+        save_pretrained(folder / paths.MODEL, self.model, self.tokenizer)
+        (folder / paths.MODEL / STATS_FILE).write_text(self.measure_stats().to_json())
 
     def state_dict(self) -> dict[str, Any]:
         return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
@@ -149,7 +153,7 @@ class RewardModelTrainer:
     def summary(self, before: dict[str, Any] | None, after: dict[str, Any] | None, seconds: float,
                 checkpoint: Path) -> dict[str, Any]:
         c = self.config
-        stats = json.loads((checkpoint / "model" / STATS_FILE).read_text())
+        stats = json.loads((checkpoint / paths.MODEL / STATS_FILE).read_text())
         return {
             "steps": self.step_count, "train_seconds": round(seconds, 1), "model": c.model.name, "data": c.data,
             "train_pairs": len(self.train), "held_out_pairs": len(self.held_out), "seed": c.seed, "before": before,

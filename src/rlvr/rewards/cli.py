@@ -139,9 +139,10 @@ def parse_row(raw: bytes, number: int) -> Row:
 
 
 def load_any(text: str) -> tuple[str, RewardFn]:
-    """(label, reward function) for `--grader`: an inline JSON spec, or anything the reward loader takes."""
+    """(label, reward function) for `--grader`: an inline JSON spec or a grader type's name (as a grader:
+    a malformed row is scored None with the problem, not a stop), else anything the reward loader takes."""
     text = text.strip()
-    reward = load_grader(text) if text.startswith("{") else load_reward_function(text)
+    reward = load_grader(text) if text.startswith("{") or text in VERIFIER_TYPES else load_reward_function(text)
     return getattr(reward, "__name__", text), reward
 
 

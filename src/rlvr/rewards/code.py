@@ -37,7 +37,7 @@ from rlvr.rewards.text import completion_text
 from rlvr.sandbox import Limits, run_python
 from rlvr.sandbox.calls import run_function_tests
 
-MODES = ("fraction", "all")
+TEST_MODES = ("fraction", "all")  # the reward: the share of tests passed, or 1 only when all pass
 
 _FENCE = re.compile(r"[ \t]*```[ \t]*([\w+-]*)")
 _PYTHON_TAGS = ("", "python", "python3", "py")
@@ -131,8 +131,8 @@ def code_tests(
     >>> code_tests([program, "no code"], tests=[[{"input": "21", "output": "42"}]] * 2)
     [1.0, 0.0]
     """
-    if mode not in MODES:
-        raise UserError(f"code_tests mode {mode!r} is not one of {MODES}")
+    if mode not in TEST_MODES:
+        raise UserError(f"code_tests mode {mode!r} is not one of {TEST_MODES}")
     if extraction not in EXTRACTION_MODES:
         raise UserError(f"code_tests extraction {extraction!r} is not one of {EXTRACTION_MODES}")
     if tests is None and test is None:

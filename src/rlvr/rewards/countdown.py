@@ -17,14 +17,13 @@ from fractions import Fraction
 from typing import Any
 
 from rlvr.errors import UserError
-from rlvr.rewards.extraction import boxed_contents
+from rlvr.rewards.extraction import ANSWER_TAG, boxed_contents
 from rlvr.rewards.scores import Scores, short
 from rlvr.rewards.text import completion_text
 
 MAX_EXPRESSION_CHARS = 200
 MAX_NUMBER = 10**6
 
-_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 # Checked before parsing: digits, the four operators, brackets and spaces, nothing else.
 _ALLOWED_CHARS = re.compile(r"[0-9+\-*/()\s]+")
 _BINARY_OPS: dict[type[ast.operator], Callable[[Fraction, Fraction], Fraction]] = {
@@ -47,7 +46,7 @@ def countdown_expression(text: str) -> str | None:
     >>> countdown_expression(r"so \boxed{6*4}"), countdown_expression("24") is None
     ('6*4', True)
     """
-    tags = _ANSWER_TAG.findall(text)
+    tags = ANSWER_TAG.findall(text)
     if tags:
         return tags[-1].strip()
     boxes = boxed_contents(text)
@@ -91,7 +90,7 @@ def _evaluate(node: ast.AST, numbers: list[int]) -> Fraction:
 
 def countdown(completions: list[Any], numbers: list[Any], target: list[Any], **kwargs: Any) -> Scores:
     """1.0 where the completion's expression uses every given number exactly once and equals target;
-    None for a row without numbers or target; a reason for each.
+    a reason for each. A row whose numbers or target are not numbers is a UserError naming the fix.
 
     >>> scores = countdown(
     ...     ["<answer>8/(3-8/3)</answer>", "<answer>8*3</answer>", "<answer>(8+8)+(3+3)</answer>"],
@@ -105,10 +104,7 @@ def countdown(completions: list[Any], numbers: list[Any], target: list[Any], **k
     return Scores([reward for reward, _ in graded], [reason for _, reason in graded])
 
 
-def _score(text: str, numbers: Any, target: Any) -> tuple[float | None, str]:
-    for column, value in (("numbers", numbers), ("target", target)):
-        if value is None:
-            return None, f"the row has no '{column}'"
+def _score(text: str, numbers: Any, target: Any) -> tuple[float, str]:
     given, goal = _as_ints(numbers), _as_fraction(target)
     expression = countdown_expression(text)
     if expression is None:

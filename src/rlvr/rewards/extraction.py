@@ -14,7 +14,7 @@ from rlvr.config.choices import MODES
 from rlvr.errors import UserError
 
 _BOX = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
-_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 _HASHES = re.compile(r"####\s*([^\n]*)")
 _ANSWER_PHRASE = re.compile(r"(?:the\s+(?:final\s+)?answer\s+is|answer\s*:)\s*:?\s*([^\n]*)", re.I)
 # A number not glued to a word or a decimal point: -3, 1,234, 2.5, 3/4.
@@ -88,7 +88,7 @@ def extract_answer(text: str, mode: str = "strict") -> str | None:
     boxes = [b for b in boxed_contents(text) if b]
     if boxes:
         return boxes[-1]
-    tags = [t.strip() for t in _ANSWER_TAG.findall(text) if t.strip()]
+    tags = [t.strip() for t in ANSWER_TAG.findall(text) if t.strip()]
     if tags:
         return tags[-1]
     return _lenient_answer(text) if mode == "lenient" else None

@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from rlvr.config.choices import FORMAT_NAMES, FormatName
 from rlvr.rewards.extraction import boxed_contents
 from rlvr.rewards.scores import Scores
 from rlvr.rewards.text import completion_text
@@ -86,8 +87,5 @@ def _with_reasons(name: str, scores: list[float]) -> Scores:
 
 
 # The format checks by the name a grader spec (`type: format`) or `rlvr sample --format` uses.
-FORMATS: dict[str, Callable[..., list[float]]] = {
-    "boxed": boxed_format,
-    "think_answer": think_answer_format,
-    "soft_think_answer": soft_think_answer_format,
-}
+FORMATS: dict[FormatName, Callable[..., Scores]] = dict(
+    zip(FORMAT_NAMES, (boxed_format, think_answer_format, soft_think_answer_format), strict=True))

@@ -66,8 +66,8 @@ def answer_grid(text: str, size: int) -> Grid | None:
 
 
 def sudoku(completions: list[Any], puzzle: list[Any], **kwargs: Any) -> Scores:
-    r"""1.0 where the completion's grid keeps the givens of `puzzle` and breaks no rule, else 0.0;
-    None for a row without a puzzle; a reason for each.
+    r"""1.0 where the completion's grid keeps the givens of `puzzle` and breaks no rule, else 0.0; a reason
+    for each. A puzzle that is not a grid is a UserError naming the fix.
 
     >>> scores = sudoku([r"\boxed{1234/3412/2143/4321}", r"\boxed{1234/3412/2143/4312}", "no idea"],
     ...                 puzzle=["12.4/34../.1../4.2."] * 3)
@@ -77,10 +77,6 @@ def sudoku(completions: list[Any], puzzle: list[Any], **kwargs: Any) -> Scores:
     rewards: list[float | None] = []
     reasons: list[str] = []
     for completion, text in zip(completions, puzzle, strict=True):
-        if text is None:
-            rewards.append(None)
-            reasons.append("the row has no 'puzzle'")
-            continue
         givens = parse_grid(text)
         grid = answer_grid(completion_text(completion), len(givens))
         broken = None if grid is None else violations(grid, givens)

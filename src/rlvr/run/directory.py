@@ -2,7 +2,8 @@
 
     fresh   refused over a directory that holds a checkpointed run (it would append to the old
             metrics and skip saving at the old run's steps); the files of a run that died before
-            its first checkpoint are removed, so nothing stale is appended to
+            its first checkpoint are removed, so nothing stale is appended to; a folder holding
+            such files without a run's config.yaml (an `rlvr eval` output, say) is refused, never emptied
     resume  the latest complete checkpoint, with the config it was saved with (plus overrides)
 """
 
@@ -21,7 +22,7 @@ from rlvr.errors import UserError
 C = TypeVar("C", bound=Config)
 # What a run writes outside checkpoints/: cleared when a run that never checkpointed starts again.
 RUN_FILES = (paths.METRICS, paths.SAMPLES, paths.SUMMARY, paths.TENSORBOARD,
-             "eval_before.json", "eval_after.json")  # (the last two: runs of rlvr 0.1)
+             "eval_before.json", "eval_after.json")  # (the last two: runs checkpointed before the run core)
 
 
 def start_fresh(run_dir: Path) -> None:
@@ -29,7 +30,11 @@ def start_fresh(run_dir: Path) -> None:
     if paths.latest_checkpoint(run_dir) is not None:
         raise UserError(f"{run_dir} already holds a run: continue it with --resume {run_dir}, "
                         "or pick another --output-dir")
-    for name in RUN_FILES:
+    stale = [name for name in RUN_FILES if (run_dir / name).exists()]
+    if stale and not (run_dir / paths.CONFIG).is_file():
+        raise UserError(f"{run_dir} holds {', '.join(stale)} but is not a run directory (no config.yaml): "
+                        "pick another --output-dir")
+    for name in stale:
         path = run_dir / name
         if path.is_dir():
             shutil.rmtree(path)

@@ -54,7 +54,7 @@ class StepResult:
 class Recipe(Protocol):
     """A training loop's own part; see the module docstring for the rest."""
 
-    command: str  # the `rlvr` command that runs it, for the resume hint
+    resume_hint: str  # how to continue it, with {run_dir}: "rlvr train --resume {run_dir}"
     label: str  # the progress bar's name
     config: Any  # its config dataclass (has output_dir, threads, seed)
     schedule: Schedule
@@ -115,7 +115,7 @@ def run_training(recipe: Recipe, *, before: dict[str, Any] | None = None, resume
     path = save()
     if stop.stop_requested and recipe.step_count < schedule.total_steps:
         tqdm.write(f"stopped at step {recipe.step_count}; checkpoint {path}; "
-                   f"continue with: rlvr {recipe.command} --resume {run_dir}")
+                   f"continue with: {recipe.resume_hint.format(run_dir=run_dir)}")
         return {"stopped_at": recipe.step_count, "checkpoint": str(path), "run_dir": str(run_dir)}
     after = _evaluate(recipe, "after") if schedule.eval_after else None
     summary = recipe.summary(before, after, time.perf_counter() - start, path)
@@ -126,6 +126,7 @@ def run_training(recipe: Recipe, *, before: dict[str, Any] | None = None, resume
 def _loop(recipe: Recipe, save: Callable[[], Path], stop: StopFlag, on_step_end: OnStepEnd | None,
           resumed: bool) -> None:
     schedule, run_dir = recipe.schedule, Path(recipe.config.output_dir)
+    # TensorBoard mirrors the log unless the config turns it off (SFTConfig.tensorboard; the others have no switch)
     writer = MetricsWriter(run_dir, tensorboard=getattr(recipe.config, "tensorboard", True),
                            resume_step=recipe.step_count if resumed else None)
     bar = tqdm(total=schedule.total_steps, initial=recipe.step_count, desc=recipe.label, unit="step",
@@ -162,7 +163,7 @@ def _step(recipe: Recipe, save: Callable[[], Path]) -> StepResult:
         if recipe.step_count == done and done > 0:
             path = save()  # the weights are those of the last finished step
             tqdm.write(f"progress saved to {path}; fix the problem and continue with "
-                       f"rlvr {recipe.command} --resume {recipe.config.output_dir}")
+                       f"{recipe.resume_hint.format(run_dir=recipe.config.output_dir)}")
         raise
 
 
@@ -185,6 +186,6 @@ def record_samples(run_dir: Path, step: int, groups: list[dict[str, Any]], shown
 
 
 def _legacy_before(run_dir: Path) -> dict[str, Any] | None:
-    """The "before" evaluation of a run checkpointed by rlvr 0.1, which kept it beside the checkpoints."""
+    """The "before" evaluation of a run checkpointed before the run core, which kept it beside the checkpoints."""
     path = run_dir / "eval_before.json"
     return json.loads(path.read_text()) if path.is_file() else None

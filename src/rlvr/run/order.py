@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import random
 
+from rlvr.run.process import derived_seed
+
 
 def batch_order(n: int, batch_size: int, steps: int, seed: int) -> list[list[int]]:
     """Indices of the examples in each of `steps` batches: passes over range(n), each shuffled with
@@ -20,7 +22,7 @@ def batch_order(n: int, batch_size: int, steps: int, seed: int) -> list[list[int
     epoch = 0
     while len(batches) < steps:
         order = list(range(n))
-        random.Random(seed * 1_000_003 + epoch).shuffle(order)
+        random.Random(derived_seed(seed, epoch)).shuffle(order)
         batches += [order[i : i + batch_size] for i in range(0, n, batch_size)]
         epoch += 1
     return batches[:steps]

@@ -24,7 +24,7 @@ from rlvr.evaluate import runner as evaluation
 from rlvr.evaluate.benchmarks import MATH_BENCHMARKS, Benchmark, load_benchmark
 from rlvr.evaluate.store import EvalStore
 from rlvr.sample.dataset import sft_row, summarise, write_jsonl
-from rlvr.sample.filters import FORMATS, filter_samples
+from rlvr.sample.filters import filter_samples
 
 HELD_OUT = (*MATH_BENCHMARKS, "humaneval")  # test sets: training on their samples inflates `rlvr eval`
 
@@ -68,8 +68,6 @@ def check(config: SampleConfig) -> None:
         raise UserError(f"{config.data.name} is an evaluation benchmark (a test set): "
                         "training on its samples would inflate "
                         "rlvr eval's numbers; give a training .jsonl/.parquet file or a built-in task")
-    if config.format not in FORMATS:
-        raise UserError(f"format={config.format!r} must be one of {list(FORMATS)}")
 
 
 def as_eval_config(config: SampleConfig, benchmark: Benchmark) -> EvalConfig:

@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from rlvr import paths
 from rlvr.config import SFTConfig
 from rlvr.errors import UserError
 from rlvr.models import load_configured
@@ -39,14 +40,14 @@ def train_sft(config: SFTConfig, *, resume: bool = False, on_step_end: OnStepEnd
 
 
 class SFTTrainer:
-    command, label = "sft", "SFT"
+    resume_hint, label = "rlvr sft --resume {run_dir}", "SFT"
 
     def __init__(self, config: SFTConfig, checkpoint: Path | None = None):
         """The data (read before the model: a bad row fails in a second), the model and the plan of steps."""
         self.config, c = config, config
         rows = read_rows(c.data)
         self.model, self.tokenizer, self.device, self.dtype = load_configured(
-            c.model, c.seed, str(checkpoint / "model") if checkpoint else None)
+            c.model, c.seed, str(checkpoint / paths.MODEL) if checkpoint else None)
         self.data = prepare_data(rows, self.tokenizer, template=c.template, system_prompt=c.system_prompt,
                                  max_length=c.max_length, eval_fraction=c.eval_fraction, seed=c.seed)
         steps = c.max_steps or c.epochs * -(-len(self.data.train) // c.batch_size)
@@ -103,7 +104,7 @@ class SFTTrainer:
         return {"loss": f"{metrics['loss']:.3f}", "tok_s": f"{metrics['tokens_per_second']:.0f}"}
 
     def write_checkpoint(self, folder: Path) -> None:
-        save_pretrained(folder / "model", self.model, self.tokenizer)
+        save_pretrained(folder / paths.MODEL, self.model, self.tokenizer)
 
     def state_dict(self) -> dict[str, Any]:
         return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),

@@ -54,8 +54,8 @@ def load_models(
     policy, tokenizer, device, dtype = load_configured(m, config.seed, policy_source)
     reference = None
     if config.algorithm.beta > 0:
-        refreshed = checkpoint is not None and (checkpoint / "reference").is_dir()
-        source = str(checkpoint / "reference") if refreshed else m.name
+        refreshed = checkpoint is not None and (checkpoint / paths.REFERENCE).is_dir()
+        source = str(checkpoint / paths.REFERENCE) if refreshed else m.name
         reference = frozen_copy(policy if checkpoint is None
                                 else load_model(source, m.cache_dir, config.seed, m.attn_implementation)[0])
         reference.to(device, dtype=dtype)

@@ -19,7 +19,7 @@ from rlvr.rewards.batch import reward_inputs, scored_rollout
 GroupDone = Callable[[int, list[str], list[list[int]]], None]  # (group, completion texts, their token ids)
 
 
-def sample_and_score(sample: Callable[[GroupDone], Rollout], examples: list[Example], group_size: int,
+def score_while_sampling(sample: Callable[[GroupDone], Rollout], examples: list[Example], group_size: int,
                      specs: list[RewardSpec]) -> ScoredRollout:
     """`sample(on_group_done)` on a worker thread, each finished group scored here meanwhile."""
     ready: queue.Queue = queue.Queue()

@@ -1,7 +1,7 @@
 """GRPO: the trainer whose `step()` is the algorithm, run by the run core (rlvr.run) like every recipe.
 
-    rlvr.train.train_grpo(config)                      # a fresh run in config.output_dir
-    rlvr.train.train_grpo(config, resume=True)         # continue it from its latest checkpoint
+    rlvr.train.trainer.train_grpo(config)               # a fresh run in config.output_dir
+    rlvr.train.trainer.train_grpo(config, resume=True)  # continue it from its latest checkpoint
 
 Where this departs from DeepSeekMath's Algorithm 1 (Shao et al. 2024):
 - with μ = 1 (the default) π_old is the current policy, so log π_old is the detached log π_θ of the
@@ -16,7 +16,9 @@ from typing import Any
 
 import torch
 
+from rlvr import paths
 from rlvr.config import TrainConfig
+from rlvr.errors import UserError
 from rlvr.evaluate.accuracy import Interval, evaluate_accuracy, paired_gain_interval
 from rlvr.models.devices import autocast
 from rlvr.optim import build_optimizer
@@ -26,6 +28,7 @@ from rlvr.rewards.reward_model import ProcessRewardScorer
 from rlvr.rollout import SamplingParams, rollout
 from rlvr.run import Schedule, StepResult, Stopwatch, launch, save_pretrained
 from rlvr.run.loop import OnStepEnd
+from rlvr.run.process import derived_seed
 from rlvr.train.batch import make_batch, outcome_advantages
 from rlvr.train.build import build_parts
 from rlvr.train.curriculum import CurriculumStream
@@ -33,7 +36,7 @@ from rlvr.train.dynamic import FillStats, fill_informative
 from rlvr.train.metrics import MetricSources, sample_groups, step_metrics
 from rlvr.train.process import process_batch_advantages
 from rlvr.train.prompts import PromptStream
-from rlvr.train.sampling import GroupDone, sample_and_score
+from rlvr.train.sampling import GroupDone, score_while_sampling
 from rlvr.train.update import policy_update
 
 
@@ -43,7 +46,7 @@ def train_grpo(config: TrainConfig, *, resume: bool = False, on_step_end: OnStep
 
 
 class Trainer:
-    command, label = "train", "GRPO"
+    resume_hint, label = "rlvr train --resume {run_dir}", "GRPO"
 
     def __init__(self, config: TrainConfig, checkpoint: Path | None = None):
         """The policy (from `checkpoint` when resuming), reference, prompts, rewards and optimizer of a run."""
@@ -91,7 +94,7 @@ class Trainer:
         positions = self.prompts.next_batch()
         examples, g = [self.parts.train.examples[i] for i in positions], self.config.sampling.group_size
         if self.config.sampling.overlap_rewards:
-            scored = sample_and_score(lambda done: self.sample(positions, done, round_), examples, g,
+            scored = score_while_sampling(lambda done: self.sample(positions, done, round_), examples, g,
                                       self.parts.rewards)
         else:
             scored = score_rollout(self.sample(positions, round_=round_), self.parts.rewards)
@@ -101,7 +104,7 @@ class Trainer:
     def sample(self, positions: list[int], on_group_done: GroupDone | None = None, round_: int = 0) -> Rollout:
         """G completions for each training prompt at `positions`, seeded by (seed, step, sampling round)."""
         gen, train = self.config.generation, self.parts.train
-        generator = torch.Generator().manual_seed(self.config.seed * 1_000_003 + self.step_count + (round_ << 32))
+        generator = torch.Generator().manual_seed(derived_seed(self.config.seed, self.step_count + (round_ << 32)))
         self.policy.eval()  # no dropout while sampling; the update runs in train mode
         with self.autocast():  # entered here: sampling may run on a worker thread, and autocast is per thread
             out = rollout(
@@ -160,16 +163,19 @@ class Trainer:
 
     def write_checkpoint(self, folder: Path) -> None:
         """model/ (policy and tokenizer, loadable by transformers), and reference/ once it has been refreshed."""
-        save_pretrained(folder / "model", self.policy, self.tokenizer)
+        save_pretrained(folder / paths.MODEL, self.policy, self.tokenizer)
         k = self.config.algorithm.ref_refresh_steps
         if self.reference is not None and k and self.step_count >= k:
-            save_pretrained(folder / "reference", self.reference)
+            save_pretrained(folder / paths.REFERENCE, self.reference)
 
     def state_dict(self) -> dict[str, Any]:
         return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
                 "prompts": self.prompts.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        if "critic" in state:  # a PPO run continued as GRPO would lose its critic (PPOTrainer passes GRPO's part)
+            raise UserError("cannot resume: this run is PPO (its checkpoint holds a critic); continue it with "
+                            "rlvr.ppo.trainer.train_ppo(resume_config(TrainConfig, RUN_DIR), resume=True)")
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.prompts.load_state_dict(state["prompts"])

@@ -20,7 +20,7 @@ from typing import Any
 
 from rlvr.config.choices import MODES
 from rlvr.errors import UserError
-from rlvr.rewards.code import MODES as CODE_MODES
+from rlvr.rewards.code import TEST_MODES
 from rlvr.rewards.format import FORMATS
 from rlvr.rewards.graders.formula import Formula
 from rlvr.rewards.graders.judge import LabelModelGrader, ScoreModelGrader
@@ -43,36 +43,46 @@ SPEC_TYPES: dict[str, Any] = {
 }
 
 
-def _verifier(reward: str, name: str, columns: tuple[str, ...], **params: Any) -> RewardFn:
-    """The built-in `reward` with `params` bound, labelled `name`, grading rows as a grader does: a
-    column it reads that no row has arrives as None on every row (scored None, with a reason), and a
-    malformed row (a UserError) is scored None with the problem as its reason while the others are scored."""
+def _verifier(reward: str, name: str, *, required: tuple[str, ...] = (), optional: tuple[str, ...] = (),
+              **params: Any) -> RewardFn:
+    """The built-in `reward` with `params` bound, labelled `name`, grading rows as a grader does: a row
+    without a `required` column is scored None ("the row has no 'answer'"), an `optional` column no row
+    has arrives as None, and a malformed row (a UserError) is scored None with the problem as its
+    reason while the other rows are scored. (In training the reward itself stops at a malformed row.)"""
     fn = functools.partial(BUILTIN_REWARDS[reward], **params)
 
     def verifier(completions: list[Any], **kwargs: Any) -> Scores:
         n = len(completions)
-        given = {**{c: [None] * n for c in columns}, **kwargs}
-        try:
-            return _as_scores(fn(completions=completions, **given))
-        except UserError:
-            rows = [_row_scores(fn, completions[i], {k: _row(v, i, n) for k, v in given.items()}) for i in range(n)]
-            return Scores([r for r, _ in rows], [why for _, why in rows])
+        given = {**{c: [None] * n for c in (*required, *optional)}, **kwargs}
+        missing = [next((c for c in required if given[c][i] is None), None) for i in range(n)]
+        rows = [i for i in range(n) if missing[i] is None]
+        columns = {k: _take(v, rows, n) for k, v in given.items()}
+        graded = dict(zip(rows, _grade(fn, [completions[i] for i in rows], columns)))
+        results = [graded[i] if missing[i] is None else (None, f"the row has no '{missing[i]}'") for i in range(n)]
+        return Scores([reward for reward, _ in results], [reason for _, reason in results])
 
     verifier.__name__ = verifier.__qualname__ = name
     return verifier
 
 
-def _row(value: Any, i: int, n: int) -> Any:
-    """Row i of a column (a keyword that is not a column of n values passes as it is)."""
-    return [value[i]] if isinstance(value, list) and len(value) == n else value
+def _take(value: Any, rows: list[int], n: int) -> Any:
+    """The given rows of a column (a keyword that is not a column of n values passes as it is)."""
+    return [value[i] for i in rows] if isinstance(value, list) and len(value) == n else value
 
 
-def _row_scores(fn: RewardFn, completion: Any, kwargs: dict[str, Any]) -> tuple[float | None, str]:
+def _grade(fn: RewardFn, completions: list[Any], kwargs: dict[str, Any]) -> list[tuple[float | None, str]]:
+    """(reward, reason) of each row: all rows in one call, or row by row when that call meets a malformed row."""
+    if not completions:
+        return []
     try:
-        scores = _as_scores(fn(completions=[completion], **kwargs))
+        scores = _as_scores(fn(completions=completions, **kwargs))
+        return list(zip(scores, scores.reasons or [""] * len(scores)))
     except UserError as e:
-        return None, str(e)
-    return scores[0], (scores.reasons or [""])[0]
+        if len(completions) == 1:
+            return [(None, str(e))]
+    n = len(completions)
+    one_row = lambda i: {k: _take(v, [i], n) for k, v in kwargs.items()}  # noqa: E731
+    return [result for i in range(n) for result in _grade(fn, [completions[i]], one_row(i))]
 
 
 def _as_scores(values: Any) -> Scores:
@@ -81,15 +91,15 @@ def _as_scores(values: Any) -> Scores:
 
 # OpenAI-style names for rlvr's verifiers: (builder from the spec, the optional fields it reads).
 VERIFIER_TYPES: dict[str, tuple[Callable[[Mapping[str, Any], str], RewardFn], tuple[str, ...]]] = {
-    "math": (lambda spec, name: _verifier("math_accuracy", name, ("answer",),
+    "math": (lambda spec, name: _verifier("math_accuracy", name, required=("answer",),
                                           mode=get_choice(spec, "mode", MODES, f"grader '{name}'", "strict")),
              ("mode",)),
-    "code": (lambda spec, name: _verifier("code_tests", name, ("tests", "test"),
-                                          mode=get_choice(spec, "mode", CODE_MODES, f"grader '{name}'", "fraction")),
+    "code": (lambda spec, name: _verifier("code_tests", name, optional=("tests", "test"),
+                                          mode=get_choice(spec, "mode", TEST_MODES, f"grader '{name}'", "fraction")),
              ("mode",)),
-    "countdown": (lambda spec, name: _verifier("countdown", name, ("numbers", "target")), ()),
+    "countdown": (lambda spec, name: _verifier("countdown", name, required=("numbers", "target")), ()),
     "format": (lambda spec, name: _verifier(FORMATS[get_choice(spec, "format", list(FORMATS), f"grader '{name}'",
-                                                               "boxed")].__name__, name, ()),
+                                                               "boxed")].__name__, name),
                ("format",)),
 }
 

@@ -66,25 +66,53 @@ def test_help_lists_the_train_options():
         assert flag in out.stdout
 
 
-def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
-    import signal
+def _wait_for_lines(path, n, proc, seconds=120):
     import time
+
+    deadline = time.time() + seconds
+    while time.time() < deadline and proc.poll() is None and not (path.is_file() and path.read_text().count("\n") >= n):
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.communicate()[1]
+
+
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+def test_ctrl_c_or_sigterm_saves_a_checkpoint_and_exits_cleanly(tmp_path, signum):
+    """SIGTERM (docker stop, schedulers, kill) is treated as Ctrl-C: with save_every=0 the run is still saved."""
+    import signal
 
     run = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "rlvr", "train", "--config", "configs/tiny.yaml",
                              "--output-dir", str(run), "--max-steps", "100000", "--set", "save_every=0"],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     metrics = run / "metrics.jsonl"
-    deadline = time.time() + 120
-    while time.time() < deadline and not (metrics.is_file() and metrics.read_text().count("\n") >= 2):
-        time.sleep(0.2)
-    proc.send_signal(signal.SIGINT)
+    _wait_for_lines(metrics, 2, proc)
+    proc.send_signal(getattr(signal, signum))
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 0, stderr
     steps = len(metrics.read_text().splitlines())
     assert "stopped at step" in stdout + stderr and "Traceback" not in stderr
+    assert f"{'Ctrl-C' if signum == 'SIGINT' else 'SIGTERM'}: finishing this step" in stdout + stderr
     checkpoints = sorted(p.name for p in (run / "checkpoints").iterdir())
     assert checkpoints == [f"step-{steps:06d}"]
     more = rlvr("train", "--resume", str(run), "--max-steps", str(steps + 1), "--set", "eval_after=false")
     assert more.returncode == 0, more.stderr
     assert len(metrics.read_text().splitlines()) == steps + 1
+
+
+@pytest.mark.parametrize("command", ["eval", "sample"])
+def test_sigterm_keeps_what_eval_and_sample_finished(tmp_path, command):
+    import signal
+
+    out = tmp_path / "out"
+    args = [command, "--model", "tiny", "--data", "arithmetic", "--limit", "400", "--samples", "2",
+            "--max-new-tokens", "8", "--threads", "1", "--output-dir", str(out)]
+    if command == "sample":
+        args += ["--output", str(tmp_path / "sft.jsonl")]
+    proc = subprocess.Popen([sys.executable, "-m", "rlvr", *args], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for_lines(out / "samples.jsonl", 1, proc)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in stderr, stderr
+    assert f"interrupted; finished {'problems' if command == 'eval' else 'prompts'} are saved in {out}" in stderr
+    assert (out / "samples.jsonl").read_text().count("\n") >= 1

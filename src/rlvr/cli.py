@@ -8,6 +8,7 @@ only once the arguments are known to be sound.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 from rlvr.dashboard.cli import (
@@ -50,6 +51,12 @@ def _quiet_transformers() -> None:
     transformers.utils.logging.set_verbosity_error()
 
 
+def _terminate(signum: int, frame: object) -> None:
+    """SIGTERM as Ctrl-C: the commands that sample (eval, sample) keep what they finished and stop; the
+    training loops replace this with their own handler (finish the step, save)."""
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rlvr", description="GRPO with verifiable rewards")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -58,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command in MODEL_COMMANDS:
         _quiet_transformers()
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         return COMMANDS[args.command][1](args)
     except UserError as e:
@@ -66,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("rlvr: interrupted", file=sys.stderr)
         return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,9 @@ def test_resumed_run_equals_unbroken_run(tmp_path, extra):
     assert result["stopped_at"] == 2
     run_b = tmp_path / "b" / "run"
     assert paths.latest_checkpoint(run_b).name == "step-000002"
+    # a session killed after logging step 3 but before checkpointing it: its lines are dropped on resume
+    with (run_b / "metrics.jsonl").open("a") as f:
+        f.write(json.dumps({"step": 3, "reward/mean": 99.0, "lr": 0.0}) + "\n" + '{"step": 3, "rew')
 
     train_grpo(resume_config(TrainConfig, run_b), resume=True)
     unbroken, resumed = (load_file(paths.latest_checkpoint(run) / "model" / "model.safetensors")
@@ -111,6 +114,48 @@ def test_a_fresh_run_never_mixes_with_an_old_one(tmp_path):
     train_grpo(config)
     assert [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()] == [1]
     assert not (run / "samples.jsonl").exists()  # removed, and not rewritten (sample_every=0)
+
+
+def test_evaluations_belong_to_the_weights_they_measure(tmp_path):
+    """A finished run extended with --resume measures its new weights after training (never an earlier
+    result), and a fresh run over a run without checkpoints ignores the old run's evaluation file."""
+    config = tiny_config(tmp_path, DIGITS, "eval_before=true", "eval_after=true", steps=1)
+    run = Path(config.output_dir)
+    first = train_grpo(config)
+    assert first["before"]["step"] == 0 and first["after"]["step"] == 1
+    extended = train_grpo(resume_config(TrainConfig, run, ["max_steps=2"]), resume=True)
+    assert extended["steps"] == 2 and extended["after"]["step"] == 2 and extended["before"] == first["before"]
+    assert json.loads((run / "summary.json").read_text())["after"]["step"] == 2
+
+    shutil.rmtree(run / "checkpoints")
+    (run / "eval_after.json").write_text(json.dumps({"strict": {"mean": 0.99}, "lenient": {"mean": 0.99}}))
+    again = train_grpo(config)
+    assert again["after"]["step"] == 1 and again["after"]["lenient"]["mean"] == first["after"]["lenient"]["mean"]
+    assert not (run / "eval_after.json").exists()
+
+
+def test_two_processes_never_write_one_run_directory(tmp_path):
+    import fcntl
+
+    config = tiny_config(tmp_path, DIGITS, "eval_before=false", "eval_after=false", steps=1)
+    run = Path(config.output_dir)
+    run.mkdir(parents=True)
+    with open(run / ".rlvr.lock", "a+") as other:  # another process's lock (flock is per open file)
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        other.write("4242")
+        other.flush()
+        with pytest.raises(UserError, match=r"in use by another rlvr process \(pid 4242\)"):
+            train_grpo(config)
+    assert paths.latest_checkpoint(run) is None
+    train_grpo(config)  # released: the run goes ahead
+    assert paths.latest_checkpoint(run).name == "step-000001"
+
+
+def test_a_run_that_fails_to_start_leaves_no_folder(tmp_path):
+    config = tiny_config(tmp_path, DIGITS, "eval_before=false", "data.train=no/such.jsonl", steps=1)
+    with pytest.raises(UserError):
+        train_grpo(config)
+    assert not Path(config.output_dir).exists()
 
 
 def test_a_folder_of_another_kind_is_never_emptied(tmp_path):

@@ -26,9 +26,10 @@ from rlvr.config import save_config
 from rlvr.errors import UserError
 from rlvr.run.checkpoint import load_state, save_checkpoint, set_rng_state
 from rlvr.run.directory import resume_point, start_fresh
+from rlvr.run.lock import run_lock
 from rlvr.run.metrics import MetricsWriter, truncate_jsonl
 from rlvr.run.process import configure_process
-from rlvr.run.stop import StopFlag, stop_on_ctrl_c
+from rlvr.run.stop import StopFlag, stop_on_signals
 
 
 @dataclass(frozen=True)
@@ -81,24 +82,29 @@ def launch(build: Callable[[Any, Path | None], Recipe], config: Any, *, resume: 
     latest checkpoint (`build` loads that checkpoint's weights; the rest of its state is restored here)."""
     run_dir = Path(config.output_dir)
     checkpoint = resume_point(run_dir) if resume else None
-    if checkpoint is None:
-        start_fresh(run_dir)
-    configure_process(config.threads, config.seed)
-    recipe = build(config, checkpoint)
-    before = None
-    if checkpoint is not None:
-        state = load_state(checkpoint)
-        recipe.load_state_dict(state)
-        set_rng_state(state["rng"])
-        before = state["before"] if "before" in state else _legacy_before(run_dir)
-    return run_training(recipe, before=before, resumed=checkpoint is not None, on_step_end=on_step_end)
+    with run_lock(run_dir):
+        if checkpoint is None:
+            start_fresh(run_dir)
+        configure_process(config.threads, config.seed)
+        recipe = build(config, checkpoint)
+        before = None
+        if checkpoint is not None:
+            state = load_state(checkpoint)
+            recipe.load_state_dict(state)
+            set_rng_state(state["rng"])
+            before = state["before"] if "before" in state else _legacy_before(run_dir)
+        return run_training(recipe, before=before, resumed=checkpoint is not None, on_step_end=on_step_end)
 
 
 def run_training(recipe: Recipe, *, before: dict[str, Any] | None = None, resumed: bool = False,
                  on_step_end: OnStepEnd | None = None) -> dict[str, Any]:
     """The loop itself, for a recipe built and (when `resumed`) restored already."""
+    with run_lock(Path(recipe.config.output_dir)):
+        return _run(recipe, before, resumed, on_step_end)
+
+
+def _run(recipe: Recipe, before: dict[str, Any] | None, resumed: bool, on_step_end: OnStepEnd | None) -> dict[str, Any]:
     run_dir, schedule = Path(recipe.config.output_dir), recipe.schedule
-    run_dir.mkdir(parents=True, exist_ok=True)
     save_config(recipe.config, run_dir / paths.CONFIG)
     if resumed:
         truncate_jsonl(run_dir / paths.SAMPLES, recipe.step_count)
@@ -132,7 +138,7 @@ def _loop(recipe: Recipe, save: Callable[[], Path], stop: StopFlag, on_step_end:
     bar = tqdm(total=schedule.total_steps, initial=recipe.step_count, desc=recipe.label, unit="step",
                dynamic_ncols=True)
     try:
-        with stop_on_ctrl_c(stop):
+        with stop_on_signals(stop):
             while recipe.step_count < schedule.total_steps and not stop.stop_requested:
                 result = _step(recipe, save)
                 step, metrics = recipe.step_count, dict(result.metrics)
@@ -168,10 +174,12 @@ def _step(recipe: Recipe, save: Callable[[], Path]) -> StepResult:
 
 
 def _evaluate(recipe: Recipe, when: str) -> dict[str, Any] | None:
+    """The recipe's held-out measurement of its weights as they are now, tied to the step they are at."""
     evaluation = recipe.evaluate()
-    if evaluation is not None:
-        tqdm.write(f"  {when}: {recipe.describe(evaluation)}")
-    return evaluation
+    if evaluation is None:
+        return None
+    tqdm.write(f"  {when}: {recipe.describe(evaluation)}")
+    return {"step": recipe.step_count, **evaluation}
 
 
 def record_samples(run_dir: Path, step: int, groups: list[dict[str, Any]], shown: int = 4) -> None:

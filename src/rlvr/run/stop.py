@@ -1,7 +1,9 @@
-"""Stopping a run cleanly: the first Ctrl-C finishes the step, saves and returns; the second aborts.
+"""Stopping a run cleanly: the first Ctrl-C or SIGTERM finishes the step, saves and returns; a second aborts.
 
-Aborting never corrupts the last checkpoint, because checkpoints are renamed into place only once
-complete (rlvr.run.checkpoint).
+SIGTERM is what schedulers, `docker stop` and `kill` send: it gets the same treatment as Ctrl-C, so
+a run stopped from outside is saved and resumable, whatever `save_every` says. Aborting never
+corrupts the last checkpoint, because checkpoints are renamed into place only once complete
+(rlvr.run.checkpoint).
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from types import FrameType
 
 from tqdm import tqdm
 
+SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
+
 
 class StopFlag:
-    """Set by the first Ctrl-C or by a caller: finish the current step, save, return."""
+    """Set by the first Ctrl-C / SIGTERM or by a caller: finish the current step, save, return."""
 
     def __init__(self) -> None:
         self.stop_requested = False
@@ -25,22 +29,24 @@ class StopFlag:
 
 
 @contextmanager
-def stop_on_ctrl_c(flag: StopFlag) -> Iterator[None]:
-    """Within the block, the first SIGINT sets `flag`; a second one raises KeyboardInterrupt at once."""
+def stop_on_signals(flag: StopFlag) -> Iterator[None]:
+    """Within the block, the first SIGINT or SIGTERM sets `flag`; a second one raises KeyboardInterrupt at once."""
 
     def handler(signum: int, frame: FrameType | None) -> None:
         if flag.stop_requested:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
             raise KeyboardInterrupt
         flag.request_stop()
-        tqdm.write("Ctrl-C: finishing this step and saving a checkpoint (Ctrl-C again to abort without saving)")
+        name = SIGNALS.get(signal.Signals(signum), "signal")
+        tqdm.write(f"{name}: finishing this step and saving a checkpoint ({name} again to abort without saving)")
 
+    previous = {}
     try:
-        previous = signal.signal(signal.SIGINT, handler)
-    except ValueError:  # not the main thread: no handler, Ctrl-C behaves as usual
-        previous = None
+        for signum in SIGNALS:
+            previous[signum] = signal.signal(signum, handler)
+    except ValueError:  # not the main thread: no handler, the signals behave as usual
+        pass
     try:
         yield
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+        for signum, old in previous.items():
+            signal.signal(signum, old)

@@ -1,0 +1,59 @@
+"""One process per run directory: a second `rlvr train` (or sft, rm) into the same folder is refused.
+
+The lock is an advisory `flock` on RUN_DIR/.rlvr.lock, released by the kernel when the process exits,
+however it exits, so a crashed run never leaves a stale lock behind.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from rlvr.errors import UserError
+
+LOCK_FILE = ".rlvr.lock"
+_held: set[Path] = set()  # run directories this process has locked (launch locks, run_training nests)
+
+
+@contextmanager
+def run_lock(run_dir: Path) -> Iterator[None]:
+    """Hold the run directory's lock for the block; a UserError naming the other process if it is held."""
+    key = run_dir.resolve()
+    if key in _held:
+        yield
+        return
+    created = not run_dir.exists()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        with _locked(run_dir / LOCK_FILE):
+            _held.add(key)
+            try:
+                yield
+            finally:
+                _held.discard(key)
+    except BaseException:
+        if created:  # a run that failed to start (a bad data file, say) leaves no folder behind
+            (run_dir / LOCK_FILE).unlink(missing_ok=True)
+            if not any(run_dir.iterdir()):
+                run_dir.rmdir()
+        raise
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with open(path, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            owner = f.read().strip() or "unknown"
+            raise UserError(f"{path.parent} is in use by another rlvr process (pid {owner}): wait for it to finish, "
+                            "or pick another --output-dir") from None
+        f.seek(0)
+        f.truncate()
+        f.write(str(os.getpid()))
+        f.flush()
+        yield

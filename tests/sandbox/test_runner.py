@@ -1,5 +1,6 @@
 """run_python's normal paths, its failures to start, and the fallback without bubblewrap."""
 
+import os
 import signal
 import warnings
 
@@ -21,9 +22,17 @@ needs_bwrap = pytest.mark.skipif(
 
 @pytest.fixture
 def no_bwrap(monkeypatch):
-    """Pretend bubblewrap is missing, and that nobody has warned about it yet."""
+    """Pretend bubblewrap is missing, the user opted in to running code unisolated, and nobody has warned yet."""
     monkeypatch.setattr(command, "find_bwrap", lambda: None)
     monkeypatch.setattr(command, "_warned", False)
+    monkeypatch.setenv(command.ISOLATION_ENV, command.UNISOLATED)
+
+
+@pytest.fixture
+def no_sandbox_no_opt_in(monkeypatch):
+    """Bubblewrap missing, and no opt-in."""
+    monkeypatch.setattr(command, "find_bwrap", lambda: None)
+    monkeypatch.delenv(command.ISOLATION_ENV, raising=False)
 
 
 # -- normal paths -----------------------------------------------------------------------------
@@ -135,7 +144,76 @@ def test_sandbox_that_fails_before_the_candidate(monkeypatch):
     assert "No permissions" in result.stderr
 
 
-# -- without bubblewrap: rlimits only, and a loud warning -------------------------------------
+# -- without bubblewrap and without the opt-in: nothing runs --------------------------------------
+
+
+def test_without_a_sandbox_code_is_refused_with_the_fix(no_sandbox_no_opt_in):
+    with pytest.raises(UserError) as e:
+        run_python("print(1)")
+    message = str(e.value)
+    assert "bubblewrap (bwrap) is not installed" in message and "apt-get install bubblewrap" in message
+    assert "RLVR_SANDBOX=unisolated" in message and "\n" not in message
+
+
+def test_a_bubblewrap_that_cannot_start_is_no_sandbox(monkeypatch):
+    monkeypatch.delenv(command.ISOLATION_ENV, raising=False)
+    monkeypatch.setattr(command, "find_bwrap", lambda: "/bin/false")
+    with pytest.raises(UserError, match="bubblewrap is installed but cannot start a sandbox here"):
+        run_python("print(1)")
+
+
+def test_code_rewards_and_graders_are_refused_when_built(no_sandbox_no_opt_in):
+    from rlvr.rewards import load_reward_function
+    from rlvr.rewards.graders import load_grader
+
+    for build in (lambda: load_reward_function("code_tests"), lambda: load_reward_function("code_tests_all"),
+                  lambda: load_grader({"type": "code"}),
+                  lambda: load_grader({"type": "python", "source": "def grade(sample, item):\n    return 1.0\n"}),
+                  lambda: load_grader({"type": "multi", "calculate_output": "a", "graders": {
+                      "a": {"type": "python", "source": "def grade(sample, item):\n    return 1.0\n"}}})):
+        with pytest.raises(UserError, match="needs a sandbox"):
+            build()
+    assert load_reward_function("math_accuracy")  # rewards that run no code are unaffected
+
+
+def test_rlvr_grade_without_a_sandbox_is_one_line(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"completion": "```python\\nprint(1)\\n```", "tests": [{"input": "", "output": "1"}]}\n')
+    env = {k: v for k, v in os.environ.items() if k != command.ISOLATION_ENV}
+    env["PATH"] = os.path.dirname(sys.executable)  # no bwrap on the PATH
+    out = subprocess.run([sys.executable, "-m", "rlvr", "grade", "--grader", "code", "--input", str(rows),
+                          "--output", str(tmp_path / "scored.jsonl")],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert "needs a sandbox" in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+# -- without bubblewrap, opted in: rlimits only, a loud warning, and no power over the trainer ----------
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping to 'nobody' needs root; as a user the candidate is the user")
+def test_unisolated_as_root_the_candidate_cannot_signal_or_read_the_trainer(no_bwrap, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("hunter2")
+    secret.chmod(0o600)
+    attack = ("import os, signal\n"
+              "try:\n    os.kill(os.getppid(), signal.SIGKILL)\nexcept PermissionError:\n    print('no kill')\n"
+              f"try:\n    print(open({str(secret)!r}).read())\nexcept PermissionError:\n    print('no read')\n"
+              "try:\n    print(open(f'/proc/{os.getppid()}/environ').read())\nexcept PermissionError:\n"
+              "    print('no environ')\n"
+              "print(os.getuid() != 0, os.getsid(0) != os.getsid(os.getppid()))\n"
+              "open('scratch.txt', 'w').write('its working directory is its own')\n")
+    with pytest.warns(RuntimeWarning, match="'nobody'"):
+        result = run_python(attack, limits=FAST)
+    assert (result.status, result.sandboxed) == ("ok", False), result.stderr
+    assert result.stdout.split("\n")[:4] == ["no kill", "no read", "no environ", "True True"]
+
+
+# -- without bubblewrap, opted in: rlimits only, and a loud warning -------------------------------------
 
 
 def test_fallback_warns(no_bwrap):

@@ -27,7 +27,7 @@ from typing import Any
 
 from rlvr.errors import UserError
 from rlvr.rewards.graders.build import SPEC_TYPES, VERIFIER_TYPES, build_grader, load_grader
-from rlvr.rewards.registry import BUILTIN_REWARDS, bind
+from rlvr.rewards.registry import BUILTIN_REWARDS, bind, require_sandbox
 
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -55,6 +55,7 @@ def load_reward_function(spec: str, **params: Any) -> Callable[..., Any]:
             raise UserError(f"reward '{spec}' is a grader spec file: give its settings in the file, not as params")
         return load_grader(spec)
     fn = _load(spec)
+    require_sandbox(fn)
     return bind(fn, params, spec) if params else fn
 
 

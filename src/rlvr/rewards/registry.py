@@ -22,6 +22,7 @@ from rlvr.rewards.puzzles import sudoku
 from rlvr.rewards.reward_model import reward_model
 from rlvr.rewards.scores import TRL_KEYWORDS
 from rlvr.rewards.shaping import overlong_penalty
+from rlvr.sandbox import isolation
 
 BUILTIN_REWARDS: dict[str, Callable[..., Any]] = {
     "math_accuracy": math_accuracy,
@@ -38,6 +39,19 @@ BUILTIN_REWARDS: dict[str, Callable[..., Any]] = {
     "code_tests_all": code_tests_all,
     "code_continuation_all": code_continuation_all,
 }
+
+
+SANDBOXED = (code_tests, code_tests_all, code_continuation_all)
+"""The built-ins that run model-written code: refused at build time without a sandbox (rlvr.sandbox)."""
+
+
+def require_sandbox(fn: Callable[..., Any]) -> None:
+    """A UserError saying how to get a sandbox when `fn` runs model-written code and none is available
+    (and the user has not opted in to running it unisolated)."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    if any(fn is sandboxed for sandboxed in SANDBOXED):
+        isolation()
 
 
 def is_builtin(fn: Callable[..., Any]) -> bool:

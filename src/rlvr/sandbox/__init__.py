@@ -3,10 +3,13 @@
 Every run is a new process tree. Under bubblewrap (`sandbox_available()`): new network, PID,
 IPC and UTS namespaces, ``--die-with-parent``, ``--cap-drop ALL``, ``--clearenv``, the system
 read-only, a private size-capped tmpfs for ``/tmp`` and the working directory, nothing of the
-host's home or project visible. Without bubblewrap: resource limits alone, with a loud warning.
-Either way: rlimits on CPU time, address space, file size and open files, a watchdog on the
-number of processes (RLIMIT_NPROC does nothing for root), a wall clock, a cap on captured
-output, and the whole tree killed at the end.
+host's home or project visible. Without a working bubblewrap it fails closed: `isolation()` (called
+when a code reward or python grader is built, and before every run) raises a UserError saying how
+to install it, unless the user opts in with ``RLVR_SANDBOX=unisolated``; then resource limits
+alone, with a loud warning, the candidate in its own session and, when rlvr runs as root, as the
+user 'nobody' (it may not signal or read the trainer). Either way: rlimits on CPU time, address
+space, file size and open files, a watchdog on the number of processes (RLIMIT_NPROC does nothing
+for root), a wall clock, a cap on captured output, and the whole tree killed at the end.
 
 - limits.py: `Limits` (what a run may use), `RunResult` (what came back)
 - runner.py: `run_python`, the one-shot call
@@ -17,8 +20,8 @@ output, and the whole tree killed at the end.
   never share a process with the candidate (see calls.py)
 """
 
-from rlvr.sandbox.command import sandbox_available
+from rlvr.sandbox.command import isolation, sandbox_available, sandbox_problem
 from rlvr.sandbox.limits import Limits, RunResult, Status
 from rlvr.sandbox.runner import run_python
 
-__all__ = ["Limits", "RunResult", "Status", "run_python", "sandbox_available"]
+__all__ = ["Limits", "RunResult", "Status", "isolation", "run_python", "sandbox_available", "sandbox_problem"]

@@ -14,11 +14,14 @@ import functools
 import logging
 import math
 import os
+import pwd
 import shutil
 import subprocess
 import sys
 import warnings
+from typing import Literal
 
+from rlvr.errors import UserError
 from rlvr.sandbox.limits import Limits
 
 STARTED = b"\x00rlvr-sandbox-started\n"
@@ -27,6 +30,8 @@ WORK_DIR = "/sandbox"
 INPUT_DIR = "/sandbox-input"
 """Inside bubblewrap: the host's fresh temp dir with the source and files, read-only."""
 PATH = "/usr/local/bin:/usr/bin:/bin"
+NOBODY = 65534
+"""The conventional uid/gid of 'nobody', when the user database has no such entry."""
 
 # Read-only system paths the interpreter needs; a symlink (/bin -> usr/bin) is recreated as one.
 _SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc/alternatives",
@@ -79,31 +84,62 @@ def find_bwrap() -> str | None:
     return shutil.which("bwrap")
 
 
-def sandbox_available() -> bool:
-    """True when bubblewrap is installed and a trial run with the real flags succeeds.
+ISOLATION_ENV = "RLVR_SANDBOX"
+UNISOLATED = "unisolated"
+"""``RLVR_SANDBOX=unisolated``: the explicit opt-in to run model-written code without bubblewrap."""
+INSTALL_HINT = "install bubblewrap (sudo apt-get install bubblewrap; dnf, pacman and zypper call it bubblewrap too)"
+
+
+def sandbox_problem() -> str | None:
+    """Why bubblewrap cannot isolate a candidate on this machine, or None when it can.
 
     Installed is not enough: bwrap fails where user namespaces are restricted (some container
-    runtimes, Ubuntu's AppArmor policy), and that must fall back, not crash every candidate.
+    runtimes, Ubuntu's AppArmor policy), so a trial run with the real flags decides.
     """
     bwrap, python = find_bwrap(), interpreter()
-    return bwrap is not None and python is not None and _probe(bwrap, python)
+    if python is None:
+        return "no python interpreter was found for the sandbox"
+    if bwrap is None:
+        return "bubblewrap (bwrap) is not installed"
+    error = _probe(bwrap, python)
+    return None if error is None else f"bubblewrap is installed but cannot start a sandbox here ({error})"
+
+
+def sandbox_available() -> bool:
+    """True when bubblewrap is installed and a trial run with the real flags succeeds."""
+    return sandbox_problem() is None
+
+
+def isolation() -> Literal["bubblewrap", "unisolated"]:
+    """How candidates will run: under bubblewrap, or (only with the user's explicit opt-in) without it.
+
+    Fails closed: with no working sandbox and no opt-in, a UserError says how to get one. Code
+    rewards and python graders call this when they are built, so a run is refused before it starts.
+    """
+    problem = sandbox_problem()
+    if problem is None:
+        return "bubblewrap"
+    if os.environ.get(ISOLATION_ENV, "").strip().lower() == UNISOLATED:
+        warn_unsandboxed()
+        return "unisolated"
+    raise UserError(f"running model-written code needs a sandbox, and {problem}: {INSTALL_HINT}, or set "
+                    f"{ISOLATION_ENV}={UNISOLATED} to run it without isolation at your own risk")
 
 
 @functools.cache
-def _probe(bwrap: str, python: str) -> bool:
-    """Run ``python -c pass`` under the full bubblewrap configuration once per process."""
+def _probe(bwrap: str, python: str) -> str | None:
+    """Run ``python -c pass`` under the full bubblewrap configuration once per process: the error, or None."""
     probe_dir = os.path.dirname(python)  # any existing directory will do as the input dir
     argv = bwrap_argv(bwrap, python, probe_dir, Limits())
     cut = argv.index("--")
     try:
         done = subprocess.run([*argv[: cut + 1], python, "-I", "-S", "-c", "pass"],
                               capture_output=True, timeout=30, env={"PATH": PATH})
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return str(e)
     if done.returncode != 0:
-        _logger.warning("bubblewrap is installed but cannot start a sandbox here: %s",
-                        done.stderr.decode(errors="replace").strip())
-    return done.returncode == 0
+        return done.stderr.decode(errors="replace").strip() or f"exit code {done.returncode}"
+    return None
 
 
 def warn_unsandboxed() -> None:
@@ -112,13 +148,27 @@ def warn_unsandboxed() -> None:
     if _warned:
         return
     _warned = True
+    who = ("as the unprivileged user 'nobody', in its own session, so it cannot signal or read this process"
+           if os.geteuid() == 0 else
+           "as YOUR user, so it can signal your processes and read your files (run as root to drop it to 'nobody')")
     message = (
-        "rlvr.sandbox: bubblewrap is not available, so untrusted code runs with resource limits "
-        "ONLY: it is NOT isolated from the network, the filesystem, or this process's user. "
-        "Install bubblewrap (apt-get install bubblewrap) before training on generated code."
+        f"rlvr.sandbox: {ISOLATION_ENV}={UNISOLATED}: model-written code runs with resource limits only, "
+        f"NOT isolated from the network or the filesystem, {who}. {INSTALL_HINT[0].upper()}{INSTALL_HINT[1:]} "
+        "before training on generated code."
     )
     warnings.warn(message, RuntimeWarning, stacklevel=3)
     _logger.warning(message)
+
+
+def unprivileged_user() -> tuple[int, int] | None:
+    """(uid, gid) an unisolated candidate runs as: 'nobody' when this process is root, else None (itself)."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        entry = pwd.getpwnam("nobody")
+        return entry.pw_uid, entry.pw_gid
+    except KeyError:
+        return NOBODY, NOBODY
 
 
 def launcher_args(python: str, limits: Limits, copy_from: str, script: list[str]) -> list[str]:
@@ -155,13 +205,41 @@ def bwrap_argv(bwrap: str, python: str, host_dir: str, limits: Limits) -> list[s
 
 
 def sandbox_command(host_dir: str, limits: Limits, script: list[str]) -> tuple[list[str], bool] | None:
-    """(argv, under bubblewrap?) to run `script` from `host_dir`; None without an interpreter."""
+    """(argv, under bubblewrap?) to run `script` from `host_dir`; None without an interpreter (one that
+    'nobody' may run, when dropping to it); a UserError
+    without a sandbox unless the user opted in (`isolation`)."""
     python = interpreter()
     if python is None:
         return None
-    bwrap = find_bwrap()
-    if bwrap is not None and sandbox_available():
+    if isolation() == "bubblewrap":
+        bwrap = find_bwrap()
+        assert bwrap is not None
         return [*bwrap_argv(bwrap, python, host_dir, limits),
                 *launcher_args(python, limits, INPUT_DIR, script)], True
-    warn_unsandboxed()
+    if unprivileged_user() is not None:
+        python = public_interpreter()
+        if python is None:
+            return None
     return launcher_args(python, limits, "", script), False
+
+
+def public_interpreter() -> str | None:
+    """A python that any user may run (for 'nobody'): this one unless it lives in a private folder
+    (pyenv under /root, say), else the system's."""
+    for path in (interpreter(), "/usr/bin/python3", "/usr/local/bin/python3"):
+        if path is not None and _open_to_all(os.path.realpath(path)):
+            return path
+    return None
+
+
+def _open_to_all(path: str) -> bool:
+    """Whether every user may execute `path`: it and each folder above it are world-executable."""
+    if not os.path.isfile(path):
+        return False
+    while True:
+        if not os.stat(path).st_mode & 0o001:
+            return False
+        parent = os.path.dirname(path)
+        if parent == path:
+            return True
+        path = parent

@@ -57,16 +57,23 @@ class SandboxProcess:
         """Start the child; the reason it could not start, or None."""
         spec = command.sandbox_command(host_dir, self.limits, script)
         if spec is None:
-            return "no python interpreter found for the sandbox"
+            who = " that the user 'nobody' may run (install python3 system-wide)" if command.unprivileged_user() else ""
+            return f"no python interpreter found for the sandbox{who}"
         argv, self.sandboxed = spec
         # bwrap's own init keeps the environment it was started with, readable in
         # /proc/1/environ: give it nothing worth reading. The token lets cleanup find daemons.
         env = {"PATH": command.PATH, "LANG": "C.UTF-8", "HOME": host_dir,
                self._token.split("=")[0]: self._token.split("=")[1]}
+        # Unisolated (the user's opt-in) as root: the candidate runs as 'nobody', which may neither
+        # signal this process nor read its memory, environment or private files.
+        user = None if self.sandboxed else command.unprivileged_user()
         try:
+            if user is not None:
+                _give_to(host_dir, *user)
             self.popen = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                cwd=host_dir, env=env, start_new_session=True, close_fds=True)
+                cwd=host_dir, env=env, start_new_session=True, close_fds=True,
+                **({} if user is None else {"user": user[0], "group": user[1], "extra_groups": []}))
         except OSError as exc:
             return f"could not start the sandbox: {exc}"
         for stream in (self.popen.stdout, self.popen.stderr):
@@ -262,6 +269,14 @@ class SandboxProcess:
             note = f"[sandbox] killed: {_KILL_REASONS[self.kill_reason](self.limits)}"
             stderr = f"{stderr}\n{note}" if stderr else note
         return RunResult(status, code, stdout, stderr, seconds, self.sandboxed)
+
+
+def _give_to(directory: str, uid: int, gid: int) -> None:
+    """Make the candidate's working directory (and what is in it) its own."""
+    for root, dirs, files in os.walk(directory):
+        os.chown(root, uid, gid)
+        for name in [*dirs, *files]:
+            os.chown(os.path.join(root, name), uid, gid, follow_symlinks=False)
 
 
 _KILL_REASONS = {

@@ -28,7 +28,7 @@ from rlvr.rewards.graders.multi import MultiGrader, named_specs
 from rlvr.rewards.graders.python import PythonGrader
 from rlvr.rewards.graders.spec import check_fields, did_you_mean, get_choice, get_str, load_grader_spec
 from rlvr.rewards.graders.text import StringCheckGrader, TextSimilarityGrader
-from rlvr.rewards.registry import BUILTIN_REWARDS, bind
+from rlvr.rewards.registry import BUILTIN_REWARDS, bind, require_sandbox
 from rlvr.rewards.scores import Scores
 
 RewardFn = Callable[..., Any]
@@ -50,6 +50,7 @@ def _verifier(reward: str, name: str, *, required: tuple[str, ...] = (), optiona
     has arrives as None, and a malformed row (a UserError) is scored None with the problem as its
     reason while the other rows are scored. (In training the reward itself stops at a malformed row.)"""
     fn = functools.partial(BUILTIN_REWARDS[reward], **params)
+    require_sandbox(fn)
 
     def verifier(completions: list[Any], **kwargs: Any) -> Scores:
         n = len(completions)
@@ -143,6 +144,7 @@ def build_grader(spec: Mapping[str, Any], name: str | None = None) -> RewardFn:
         return builder(spec, grader_name)
     params = {k: v for k, v in spec.items() if k not in ("type", "name")}
     fn = bind(BUILTIN_REWARDS[kind], params, kind) if params else BUILTIN_REWARDS[kind]
+    require_sandbox(fn)
     return fn if grader_name == kind else _renamed(fn, grader_name)
 
 

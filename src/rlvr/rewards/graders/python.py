@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 from rlvr.rewards.graders.rows import RowGrader
 from rlvr.rewards.graders.spec import get_str
 from rlvr.rewards.scores import GradeResult
-from rlvr.sandbox import Limits, run_python
+from rlvr.sandbox import Limits, isolation, run_python
 
 # Runs in the sandbox. The grader's own prints go to stderr; only the score uses stdout.
 _HARNESS = """
@@ -75,6 +75,9 @@ class PythonGrader(RowGrader):
     source: str
     limits: Limits = Limits()
     logged: set[str] = field(default_factory=set, compare=False)
+
+    def __post_init__(self) -> None:
+        isolation()  # fail closed: no sandbox (and no opt-in), no grader
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any], name: str) -> PythonGrader:

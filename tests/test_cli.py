@@ -116,3 +116,28 @@ def test_sigterm_keeps_what_eval_and_sample_finished(tmp_path, command):
     assert proc.returncode == 2 and "Traceback" not in stderr, stderr
     assert f"interrupted; finished {'problems' if command == 'eval' else 'prompts'} are saved in {out}" in stderr
     assert (out / "samples.jsonl").read_text().count("\n") >= 1
+
+
+def test_sigterm_while_a_reward_hangs_saves_and_exits_cleanly(tmp_path):
+    """A user's reward blocked on a dead server: SIGTERM abandons the step, saves the finished ones, exits 0."""
+    import os
+    import signal
+
+    run, flag = tmp_path / "run", tmp_path / "hang-now"
+    reward = f"{ROOT / 'tests' / 'train' / 'reward_fns.py'}:hang_when_told"
+    proc = subprocess.Popen([sys.executable, "-m", "rlvr", "train", "--config", "configs/tiny.yaml",
+                             "--output-dir", str(run), "--max-steps", "100000",
+                             "--set", "save_every=0", "--set", f"rewards=[{{name: '{reward}', timeout_s: 0}}]"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "RLVR_TEST_HANG": str(flag)})
+    metrics = run / "metrics.jsonl"
+    _wait_for_lines(metrics, 1, proc)
+    flag.touch()
+    hanging = tmp_path / "hang-now.hanging"
+    _wait_for_lines(hanging, 0, proc)  # a step whose reward now hangs
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    steps = len(metrics.read_text().splitlines())
+    assert "abandoning this step (reward function" in stdout + stderr and "stopped at step" in stdout + stderr
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [f"step-{steps:06d}"]

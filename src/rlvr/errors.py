@@ -7,3 +7,8 @@ keeps its traceback.
 
 class UserError(Exception):
     """A problem with the user's input; the message names the cause and the fix."""
+
+
+class StepAbandoned(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM while a step cannot finish on its own (a user's reward function is running):
+    the step is given up, the run saved as it was before the step, and stopped."""

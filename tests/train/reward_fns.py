@@ -13,3 +13,37 @@ def explode(completions, **kwargs):
 def has_digit(completions, **kwargs):
     """1 when the completion contains a digit: coarse, so some groups are all 0 or all 1."""
     return [float(any(ch.isdigit() for ch in c)) for c in completions]
+
+
+def hang(completions, **kwargs):
+    """Never returns on its own (a reward waiting on a server that went away)."""
+    import time
+
+    time.sleep(3600)
+
+
+def hang_when_told(completions, **kwargs):
+    """digit_share, until the file named by $RLVR_TEST_HANG exists: then it hangs (saying so in FILE.hanging)."""
+    import os
+    import time
+
+    if os.path.exists(os.environ["RLVR_TEST_HANG"]):
+        open(os.environ["RLVR_TEST_HANG"] + ".hanging", "w").close()
+        time.sleep(3600)
+    return digit_share(completions)
+
+
+def interrupted_while_hanging(completions, **kwargs):
+    """Ctrl-C arrives while this reward hangs."""
+    import os
+    import signal
+    import time
+
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(3600)
+
+
+def exits(completions, **kwargs):
+    import sys
+
+    sys.exit(3)

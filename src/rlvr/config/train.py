@@ -70,6 +70,10 @@ class RewardConfig:
     """Score only rows whose columns have these values, e.g. {kind: reasoning}; other rows get None
     (R1 stage 4: rule rewards for reasoning prompts, a reward model for general ones). A list value
     matches any of its items."""
+    timeout_s: float = 300.0
+    """Time limit of one call of your own reward function (one call scores a group, or the batch with
+    sampling.overlap_rewards: false); past it the run stops with an error naming the reward, after
+    saving. 0 = no limit. Built-in rewards have their own limits (math_accuracy's timeout_s, the sandbox's)."""
 
 
 @dataclass
@@ -202,6 +206,7 @@ class TrainConfig:
             (self.save_every >= 0 and self.sample_every >= 0, "save_every and sample_every must be >= 0"),
             (self.eval_every >= 0, "eval_every must be >= 0"),
             (self.threads >= 0, "threads must be >= 0 (0 = all cores)"),
+            (all(r.timeout_s >= 0 for r in self.rewards or []), "rewards[].timeout_s must be >= 0 (0 = no limit)"),
         ])
 
 

@@ -11,7 +11,9 @@ apply to this completion" and adds nothing to the total (NaN is read as None).
 The functions are independent, so they run at the same time: the built-in ones on a thread pool
 (the maths reward mostly waits for its worker processes), any other on the calling thread, since
 a user's function may rely on being there (math-verify's default timeouts use signal.alarm, which
-fails on any other thread). Results, per-function seconds and errors come back in spec order.
+fails on any other thread), under its time limit (rlvr.rewards.deadline). Results, per-function
+seconds and errors come back in spec order; a function that raises, or calls sys.exit, is reported
+in one line naming it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlvr.errors import UserError
+from rlvr.rewards.deadline import call_with_time_limit
 from rlvr.rewards.registry import is_builtin
 from rlvr.rewards.scores import TRL_KEYWORDS, GradeResult, columns_from_items
 
@@ -35,6 +38,7 @@ class RewardSpec:
     name: str  # as written in the config: the built-in name or "module:function"
     fn: Callable[..., list[float | None]]
     weight: float = 1.0
+    timeout_s: float | None = None  # the limit on one call of a user's function (rlvr.rewards.deadline)
 
 
 @dataclass
@@ -80,6 +84,11 @@ def compute_rewards(
         raw, seconds[spec.name], error = outcomes[spec.name]
         if isinstance(error, UserError):  # already one line naming the cause and the fix (a bad row, a judge down)
             raise error
+        if isinstance(error, SystemExit):  # would end the process without a word: end the run with one
+            raise UserError(
+                f"reward function '{spec.name}' called sys.exit({error.code!r}) (a reward must return one value "
+                "per completion: return None for completions it cannot score, or raise an exception)"
+            ) from None
         if error is not None:  # any other failure in user code becomes one readable line
             raise UserError(
                 f"reward function '{spec.name}' raised {type(error).__name__}: {error} "
@@ -94,26 +103,26 @@ def compute_rewards(
     return RewardResult(total=[float(t) for t in total], components=components, seconds=seconds, reasons=reasons)
 
 
-_Outcome = tuple[Any, float, Exception | None]  # (returned value, wall seconds, exception raised)
+_Outcome = tuple[Any, float, Exception | SystemExit | None]  # (returned value, wall seconds, exception raised)
 
 
 def _call_all(specs: list[RewardSpec], kwargs: dict[str, Any]) -> dict[str, _Outcome]:
     """Every spec's outcome by name: built-ins on a thread pool, the others meanwhile on this thread."""
     pooled = [spec for spec in specs if len(specs) > 1 and is_builtin(spec.fn)]
     if not pooled:
-        return {spec.name: _timed_call(spec.fn, kwargs) for spec in specs}
+        return {spec.name: _timed_call(spec, kwargs) for spec in specs}
     with ThreadPoolExecutor(max_workers=len(pooled), thread_name_prefix="reward") as executor:
-        futures = {spec.name: executor.submit(_timed_call, spec.fn, kwargs) for spec in pooled}
-        outcomes = {spec.name: _timed_call(spec.fn, kwargs) for spec in specs if spec.name not in futures}
+        futures = {spec.name: executor.submit(_timed_call, spec, kwargs) for spec in pooled}
+        outcomes = {spec.name: _timed_call(spec, kwargs) for spec in specs if spec.name not in futures}
         outcomes.update({name: future.result() for name, future in futures.items()})
     return outcomes
 
 
-def _timed_call(fn: Callable[..., Any], kwargs: dict[str, Any]) -> _Outcome:
+def _timed_call(spec: RewardSpec, kwargs: dict[str, Any]) -> _Outcome:
     start = time.perf_counter()
     try:
-        raw, error = fn(**kwargs), None
-    except Exception as e:  # reported, with the reward's name, by compute_rewards
+        raw, error = call_with_time_limit(spec.name, spec.fn, kwargs, spec.timeout_s), None
+    except (Exception, SystemExit) as e:  # reported, with the reward's name, by compute_rewards
         raw, error = None, e
     return raw, time.perf_counter() - start, error
 

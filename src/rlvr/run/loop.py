@@ -23,8 +23,8 @@ from tqdm import tqdm
 
 from rlvr import paths
 from rlvr.config import save_config
-from rlvr.errors import UserError
-from rlvr.run.checkpoint import load_state, save_checkpoint, set_rng_state
+from rlvr.errors import StepAbandoned, UserError
+from rlvr.run.checkpoint import load_state, rng_state, save_checkpoint, set_rng_state
 from rlvr.run.directory import resume_point, start_fresh
 from rlvr.run.lock import run_lock
 from rlvr.run.metrics import MetricsWriter, truncate_jsonl
@@ -141,6 +141,8 @@ def _loop(recipe: Recipe, save: Callable[[], Path], stop: StopFlag, on_step_end:
         with stop_on_signals(stop):
             while recipe.step_count < schedule.total_steps and not stop.stop_requested:
                 result = _step(recipe, save)
+                if result is None:
+                    break  # abandoned on a signal, rolled back: the run core saves and stops
                 step, metrics = recipe.step_count, dict(result.metrics)
                 if schedule.eval_every and step % schedule.eval_every == 0:
                     evaluation = _evaluate(recipe, f"step {step}")
@@ -160,13 +162,20 @@ def _loop(recipe: Recipe, save: Callable[[], Path], stop: StopFlag, on_step_end:
         writer.close()
 
 
-def _step(recipe: Recipe, save: Callable[[], Path]) -> StepResult:
-    """One step; a user mistake met inside it (a reward that throws) keeps the finished steps' work."""
-    done = recipe.step_count
+def _step(recipe: Recipe, save: Callable[[], Path]) -> StepResult | None:
+    """One step, or None when a signal abandoned it. A step that fails on a user mistake (a reward that
+    throws, hangs past its limit or calls sys.exit) or is abandoned leaves the run as it was before the
+    step: the recipe rolls back what it consumed (its prompt order), the RNG is put back here, and a
+    failure saves the finished steps' work before it is reported."""
+    done, rng = recipe.step_count, rng_state()
     try:
         return recipe.step()
+    except StepAbandoned:
+        set_rng_state(rng)
+        return None
     except UserError:
         if recipe.step_count == done and done > 0:
+            set_rng_state(rng)
             path = save()  # the weights are those of the last finished step
             tqdm.write(f"progress saved to {path}; fix the problem and continue with "
                        f"{recipe.resume_hint.format(run_dir=recipe.config.output_dir)}")

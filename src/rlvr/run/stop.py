@@ -1,5 +1,8 @@
 """Stopping a run cleanly: the first Ctrl-C or SIGTERM finishes the step, saves and returns; a second aborts.
 
+While a user's reward function runs, the step may never finish (the function may hang), so the first
+signal abandons it instead: the recipe rolls back to the start of the step, and the run is saved there.
+
 SIGTERM is what schedulers, `docker stop` and `kill` send: it gets the same treatment as Ctrl-C, so
 a run stopped from outside is saved and resumable, whatever `save_every` says. Aborting never
 corrupts the last checkpoint, because checkpoints are renamed into place only once complete
@@ -14,6 +17,9 @@ from contextlib import contextmanager
 from types import FrameType
 
 from tqdm import tqdm
+
+from rlvr.errors import StepAbandoned
+from rlvr.rewards import deadline
 
 SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
 
@@ -33,10 +39,17 @@ def stop_on_signals(flag: StopFlag) -> Iterator[None]:
     """Within the block, the first SIGINT or SIGTERM sets `flag`; a second one raises KeyboardInterrupt at once."""
 
     def handler(signum: int, frame: FrameType | None) -> None:
+        call = deadline.running()
+        if call is not None and call.expired:
+            raise KeyboardInterrupt  # a reward's time limit (rlvr.rewards.deadline), not the user
         if flag.stop_requested:
             raise KeyboardInterrupt
         flag.request_stop()
         name = SIGNALS.get(signal.Signals(signum), "signal")
+        if call is not None:  # a user's reward may never return: give the step up rather than wait for it
+            tqdm.write(f"{name}: abandoning this step (reward function '{call.name}' was running) "
+                       "and saving a checkpoint")
+            raise StepAbandoned
         tqdm.write(f"{name}: finishing this step and saving a checkpoint ({name} again to abort without saving)")
 
     previous = {}

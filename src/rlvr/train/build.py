@@ -10,13 +10,14 @@ from typing import Any
 import torch
 
 from rlvr import paths
-from rlvr.config import TrainConfig
+from rlvr.config import RewardConfig, TrainConfig
 from rlvr.data import TASKS, expected_format, load_examples, render_prompt, with_few_shot
 from rlvr.data.scoring import MATH, scoring_for_columns
 from rlvr.errors import UserError
 from rlvr.models import frozen_copy, load_configured, load_model
 from rlvr.records import Example, Scoring
 from rlvr.rewards import RewardSpec, load_reward_function
+from rlvr.rewards.registry import is_builtin
 from rlvr.rewards.routing import only_where
 
 
@@ -96,12 +97,12 @@ def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts
 
 def reward_specs(config: TrainConfig, scoring: Scoring) -> list[RewardSpec]:
     """The configured rewards (or the data's own when none are named), each loaded, bound and routed."""
-    entries = ([(r.name, r.weight, r.params, r.when) for r in config.rewards] if config.rewards
-               else [(name, weight, {}, None) for name, weight in scoring.rewards])
+    entries = config.rewards or [RewardConfig(name, weight) for name, weight in scoring.rewards]
     specs = []
-    for name, weight, params, when in entries:
-        fn = load_reward_function(name, **params)
-        specs.append(RewardSpec(name, fn if when is None else only_where(fn, when, name), weight))
+    for r in entries:
+        fn = load_reward_function(r.name, **r.params)
+        limit = None if is_builtin(fn) or not r.timeout_s else r.timeout_s  # built-ins have their own limits
+        specs.append(RewardSpec(r.name, fn if r.when is None else only_where(fn, r.when, r.name), r.weight, limit))
     if len({s.name for s in specs}) != len(specs):
         raise UserError("rewards lists the same reward function twice: "
                         "merge them into one entry with the summed weight")

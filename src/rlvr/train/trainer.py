@@ -11,6 +11,7 @@ Where this departs from DeepSeekMath's Algorithm 1 (Shao et al. 2024):
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -86,8 +87,15 @@ class Trainer:
     def sample_and_score(self) -> tuple[ScoredRollout, FillStats | None]:
         """Steps 1-2 for P prompts; with dynamic sampling (DAPO), zero-variance groups are replaced by fresh ones."""
         s = self.config.sampling
-        first = self.score_round(0)
-        return fill_informative(first, self.score_round, s.max_sampling_rounds) if s.dynamic_sampling else (first, None)
+        order = copy.deepcopy(self.prompts.state_dict())
+        try:
+            first = self.score_round(0)
+            if not s.dynamic_sampling:
+                return first, None
+            return fill_informative(first, self.score_round, s.max_sampling_rounds)
+        except BaseException:  # a reward failed, or the step was abandoned: it never happened (rlvr.run.loop)
+            self.prompts.load_state_dict(order)
+            raise
 
     def score_round(self, round_: int) -> ScoredRollout:
         """The next P prompts sampled and scored; each group's pass rate is shown to the prompt stream (curriculum)."""

@@ -1,0 +1,71 @@
+"""A user's reward that hangs, is interrupted, or calls sys.exit: the run stops with one line naming it,
+and is saved as it was before the failed step, so resuming it equals an unbroken run."""
+
+import copy
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from rlvr import paths
+from rlvr.config import TrainConfig
+from rlvr.errors import UserError
+from rlvr.rewards import RewardSpec
+from rlvr.run import resume_config, run_training
+from rlvr.train.trainer import Trainer, train_grpo
+
+from . import reward_fns
+from .test_step import DIGITS, tiny_config
+
+QUIET = ["eval_before=false", "eval_after=false"]
+
+
+def _swap_reward_after_step_1(trainer, spec, seen):
+    """At the end of step 1, replace the reward with `spec`, remembering the prompt order there."""
+    def on_step_end(step, metrics, stop):
+        if step == 1:
+            seen["order"] = copy.deepcopy(trainer.prompts.state_dict())
+            trainer.parts.rewards[0] = spec
+    return on_step_end
+
+
+def _weights(run):
+    return load_file(paths.latest_checkpoint(run) / "model" / "model.safetensors")
+
+
+@pytest.mark.parametrize("fn, limit, message", [
+    (reward_fns.hang, 0.5, "reward function 'mine:hang' did not return within its time limit of 0.5 s "
+                           "(make it faster, or raise rewards[].timeout_s; 0 = no limit)"),
+    (reward_fns.exits, None, "reward function 'mine:exits' called sys.exit(3)"),
+])
+def test_a_reward_that_hangs_or_exits_stops_the_run_with_one_line_after_saving(tmp_path, fn, limit, message):
+    trainer, seen = Trainer(tiny_config(tmp_path, DIGITS, *QUIET, steps=3)), {}
+    name = f"mine:{fn.__name__}"
+    with pytest.raises(UserError) as e:
+        run_training(trainer, on_step_end=_swap_reward_after_step_1(trainer, RewardSpec(name, fn, 1.0, limit), seen))
+    assert message in str(e.value) and "\n" not in str(e.value)
+    assert paths.latest_checkpoint(tmp_path / "run").name == "step-000001"
+    assert trainer.prompts.state_dict() == seen["order"]  # the failed step's prompts are not consumed
+
+
+def test_ctrl_c_while_a_reward_hangs_abandons_the_step_and_the_resumed_run_equals_an_unbroken_one(tmp_path):
+    train_grpo(tiny_config(tmp_path / "a", DIGITS, *QUIET, steps=2))
+    trainer, seen = Trainer(tiny_config(tmp_path / "b", DIGITS, *QUIET, steps=2)), {}
+    spec = RewardSpec("mine:interrupted_while_hanging", reward_fns.interrupted_while_hanging)
+    result = run_training(trainer, on_step_end=_swap_reward_after_step_1(trainer, spec, seen))
+    run_b = tmp_path / "b" / "run"
+    assert result["stopped_at"] == 1 and paths.latest_checkpoint(run_b).name == "step-000001"
+
+    train_grpo(resume_config(TrainConfig, run_b), resume=True)
+    unbroken, resumed = _weights(tmp_path / "a" / "run"), _weights(run_b)
+    assert all(torch.equal(p, resumed[name]) for name, p in unbroken.items())
+    assert [json.loads(line)["step"] for line in (run_b / "metrics.jsonl").read_text().splitlines()] == [1, 2]
+
+
+def test_a_user_reward_gets_the_configured_limit_and_built_ins_their_own(tmp_path):
+    config = tiny_config(tmp_path, QUIET[0], f"rewards=[{{name: '{reward_fns.__file__}:digit_share', timeout_s: 7}},"
+                                             "{name: boxed_format}]")
+    assert [s.timeout_s for s in Trainer(config).parts.rewards] == [7.0, None]
+    with pytest.raises(UserError, match="timeout_s must be >= 0"):
+        tiny_config(tmp_path, "rewards=[{name: boxed_format, timeout_s: -1}]")

@@ -160,3 +160,28 @@ def test_process_advantages_reject_bad_step_positions():
     assert shared.tolist() == [3.0] * 5 + [0.0]
     with pytest.raises(ValueError, match="one end position per step"):
         process_advantages([[1.0, 2.0]], [[5]], 10)
+
+
+@pytest.mark.parametrize("baseline", ["group_mean", "leave_one_out"])
+@pytest.mark.parametrize("scale", ["group_std", "none"])
+def test_an_unscored_completion_is_left_out_of_its_group(baseline, scale):
+    """NaN (unscored) gets advantage 0, and the others get exactly what they would without it, never
+    what a reward of 0 would give them."""
+    nan = math.nan
+    rewards = torch.tensor([[1.0, nan, 0.0, 1.0, 0.5], [nan, nan, 1.0, nan, nan], [0.0, 1.0, 1.0, 0.0, 1.0]])
+    adv = group_advantages(rewards, baseline=baseline, scale=scale)
+    assert adv[0, 1] == 0 and adv[1].abs().sum() == 0  # one scored completion: nothing to compare with
+    without = group_advantages(torch.tensor([[1.0, 0.0, 1.0, 0.5]]), baseline=baseline, scale=scale)[0]
+    assert adv[0, [0, 2, 3, 4]].tolist() == without.tolist()
+    assert adv[2].tolist() == group_advantages(rewards[2:], baseline=baseline, scale=scale)[0].tolist()
+    as_zero = group_advantages(rewards.nan_to_num(0.0), baseline=baseline, scale=scale)
+    assert as_zero[0, 1] < 0 and not torch.equal(as_zero[0], adv[0])  # what None used to mean
+    assert adv[0].sum().abs() < 1e-5
+
+
+def test_batch_std_is_over_the_scored_rewards_only():
+    rewards = torch.tensor([[1.0, math.nan, 0.0], [1.0, 1.0, 0.0]])
+    adv = group_advantages(rewards, scale="batch_std", eps=0.0)
+    sigma = torch.tensor([1.0, 0.0, 1.0, 1.0, 0.0]).std(correction=0).item()
+    assert adv[0].tolist() == pytest.approx([0.5 / sigma, 0.0, -0.5 / sigma])
+    assert zero_variance_groups(torch.tensor([[math.nan, math.nan], [1.0, math.nan]])).tolist() == [True, True]

@@ -8,7 +8,9 @@ Two independent settings shape an advantage:
   of every reward in the batch ("batch"), or nothing (Dr. GRPO, which argues the per-group
   division over-weights near-unanimous groups).
 
-All functions are pure: rewards [P, G] in, advantages [P, G] out.
+All functions are pure: rewards [P, G] in, advantages [P, G] out. A NaN reward marks a completion
+that could not be scored (rlvr.rewards.batch.unscored): it is left out of its group's statistics
+and gets advantage 0, so it neither pulls the baseline nor is pushed up or down itself.
 """
 
 from __future__ import annotations
@@ -21,14 +23,18 @@ from rlvr.config.choices import BASELINES, SCALES, STD_ESTIMATORS, Baseline, Sca
 
 
 def zero_variance_groups(rewards: torch.Tensor) -> torch.Tensor:
-    """[P, G] rewards -> [P] bool: True where every completion of the group scored the same.
+    """[P, G] rewards -> [P] bool: True where every scored completion of the group scored the same
+    (NaN = unscored; a group with fewer than two scored completions counts as uniform).
 
     Such groups carry no learning signal: every advantage is 0 (DAPO §3.2, Yu et al. 2025).
 
-    >>> zero_variance_groups(torch.tensor([[1., 1.], [1., 0.]])).tolist()
-    [True, False]
+    >>> zero_variance_groups(torch.tensor([[1., 1.], [1., 0.], [1., float("nan")]])).tolist()
+    [True, False, True]
     """
-    return (rewards.amax(dim=-1) - rewards.amin(dim=-1)) == 0
+    scored = ~rewards.isnan()
+    high = rewards.masked_fill(~scored, -torch.inf).amax(dim=-1)
+    low = rewards.masked_fill(~scored, torch.inf).amin(dim=-1)
+    return (high - low == 0) | (scored.sum(dim=-1) < 2)
 
 
 def group_baseline(rewards: torch.Tensor, baseline: Baseline = "group_mean") -> torch.Tensor:
@@ -80,6 +86,9 @@ def group_advantages(
     """
     if rewards.dim() != 2:
         raise ValueError(f"rewards must be [P, G], got shape {tuple(rewards.shape)}")
+    scored = ~rewards.isnan()
+    if not bool(scored.all()):
+        return _without_unscored(rewards, scored, baseline, scale, std_estimator, eps)
     centred = rewards - group_baseline(rewards, baseline)
     if scale == "group_std":
         centred = centred / (reward_std(rewards, std_estimator) + eps)
@@ -88,6 +97,27 @@ def group_advantages(
     elif scale != "none":
         raise ValueError(f"unknown advantage scale {scale!r}; choose from {SCALES}")
     return centred.masked_fill(zero_variance_groups(rewards).unsqueeze(-1), 0.0)
+
+
+def _without_unscored(rewards: torch.Tensor, scored: torch.Tensor, baseline: Baseline, scale: Scale,
+                      std_estimator: StdEstimator, eps: float) -> torch.Tensor:
+    """Each group's advantages computed over its scored completions only (the batch std over every scored
+    reward); 0 for the unscored ones and for groups with fewer than two scored completions.
+
+    >>> a = group_advantages(torch.tensor([[1., float("nan"), 0.], [float("nan"), 1., float("nan")]]))
+    >>> [[round(x, 3) for x in row] for row in a.tolist()]
+    [[1.0, 0.0, -1.0], [0.0, 0.0, 0.0]]
+    """
+    advantages = torch.zeros_like(rewards)
+    divisor = reward_std(rewards[scored].reshape(1, -1), std_estimator) + eps if scale == "batch_std" else None
+    for p in range(rewards.shape[0]):
+        keep = scored[p]
+        if int(keep.sum()) < 2:
+            continue
+        group = group_advantages(rewards[p, keep][None], baseline=baseline,
+                                 scale="none" if divisor is not None else scale, std_estimator=std_estimator, eps=eps)
+        advantages[p, keep] = group[0] if divisor is None else group[0] / divisor[0]
+    return advantages
 
 
 def process_advantages(

@@ -28,7 +28,7 @@ def test_the_critic_fits_the_returns_of_a_fixed_batch(tmp_path):
     losses = []
     for _ in range(30):
         old = ppo.values(rollout)
-        losses.append(ppo.update_critic(rollout, old, returns))
+        losses.append(ppo.update_critic(rollout, old, returns, rollout.completion_mask))
     assert losses[-1] < 0.2 * losses[0]
 
 

@@ -208,3 +208,19 @@ def test_accuracy_follows_the_tasks_verifier_wherever_it_is_listed(tmp_path):
     metrics = listed_second.step().metrics
     assert metrics["accuracy"] == metrics["reward/math_accuracy/mean"]
     assert Trainer(tiny_config(tmp_path, DIGITS)).parts.correctness == f"{REWARD_FNS}:digit_share"
+
+
+def test_a_completion_no_reward_could_score_gets_no_advantage_and_no_loss(tmp_path, monkeypatch):
+    """A reward that scores a group but not one of its completions (a failed check) leaves that
+    completion unscored: out of the group's statistics, out of the loss, counted in a metric."""
+    flaky = f"rewards=[{{name: '{REWARD_FNS}:digit_share_but_not_the_second'}}, {{name: boxed_format}}]"
+    trainer = Trainer(tiny_config(tmp_path, flaky))
+    metrics, batch = step_with_batch(trainer, monkeypatch)
+    g = batch.rollout.group_size
+    unscored = torch.zeros(batch.rollout.num_prompts, g, dtype=torch.bool)
+    unscored[:, 1] = True
+    assert torch.equal(batch.scored.rewards.isnan(), unscored)
+    assert metrics["reward/unscored"] == batch.rollout.num_prompts and not math.isnan(metrics["reward/mean"])
+    advantages = batch.advantages[:, 0].view(-1, g)
+    assert advantages[:, 1].abs().sum() == 0 and advantages.sum(-1).abs().max() < 1e-4
+    assert not batch.loss_mask.view(-1, g, batch.loss_mask.shape[1])[:, 1].any()

@@ -8,6 +8,7 @@ all score the same teaches nothing).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 
@@ -55,9 +56,15 @@ def length_quantiles(lengths: Sequence[int]) -> dict[str, float]:
 def reward_spread(rewards: torch.Tensor) -> dict[str, float]:
     """Per-group spread of rewards [P, G], averaged over groups: population std and max − min.
 
-    >>> reward_spread(torch.tensor([[0.0, 1.0], [1.0, 1.0]]))
+    >>> reward_spread(torch.tensor([[0.0, 1.0], [1.0, 1.0], [float("nan"), 1.0]]))
     {'std_mean': 0.25, 'range_mean': 0.5, 'range_max': 1.0}
+
+    Unscored completions (NaN) are left out, and groups with fewer than two scored ones.
     """
-    ranges = rewards.max(dim=1).values - rewards.min(dim=1).values
-    return {"std_mean": float(rewards.std(dim=1, correction=0).mean()), "range_mean": float(ranges.mean()),
-            "range_max": float(ranges.max())}
+    rows = [row[~row.isnan()] for row in rewards]
+    rows = [row for row in rows if row.numel() >= 2]
+    if not rows:
+        return {"std_mean": math.nan, "range_mean": math.nan, "range_max": math.nan}
+    ranges = torch.stack([row.max() - row.min() for row in rows])
+    stds = torch.stack([row.std(correction=0) for row in rows])
+    return {"std_mean": float(stds.mean()), "range_mean": float(ranges.mean()), "range_max": float(ranges.max())}

@@ -86,14 +86,15 @@ class PPOTrainer:
         with clock("rollout"):
             scored, _ = t.sample_and_score()
         rollout = scored.rollout
-        mask = rollout.completion_mask
+        unscored = scored.rewards.isnan().view(-1)  # no reward to learn from (rlvr.rewards.batch.unscored)
+        mask = rollout.completion_mask & ~unscored[:, None]
         with clock("logprobs"):
             batch = make_batch(scored, torch.zeros(mask.shape), policy=t.policy, reference=t.reference,
                                algo=c.algorithm, micro_batch_tokens=c.optim.micro_batch_tokens,
                                temperature=c.generation.temperature)
             values = self.values(rollout)
-        rewards = token_rewards(scored.rewards.view(-1), rollout.sampling_logprobs, batch.ref_logprobs, mask,
-                                c.algorithm.beta)
+        rewards = token_rewards(scored.rewards.view(-1).nan_to_num(0.0), rollout.sampling_logprobs,
+                                batch.ref_logprobs, mask, c.algorithm.beta)
         advantages, returns = gae(rewards, values, mask, s.gamma, s.lam)
         batch = dataclasses.replace(batch, advantages=whiten(advantages, mask),
                                     ref_logprobs=None)  # the KL is in the rewards now
@@ -102,9 +103,10 @@ class PPOTrainer:
             stats = policy_update(t.policy, t.optimizer, t.scheduler, batch, algo=no_kl,
                                   micro_batch_tokens=c.optim.micro_batch_tokens, temperature=c.generation.temperature,
                                   max_grad_norm=c.optim.max_grad_norm, max_new_tokens=c.generation.max_new_tokens)
-            stats["value_loss"] = self.update_critic(rollout, values, returns)
+            stats["value_loss"] = self.update_critic(rollout, values, returns, mask)
         t.step_count += 1
-        return StepResult({**stats, "reward/mean": float(scored.rewards.mean()),
+        return StepResult({**stats, "reward/mean": float(scored.rewards.nanmean()),
+                           "reward/unscored": int(unscored.sum()),
                            "completion_length/mean": float(rollout.lengths.float().mean()),
                            **{f"time/{k}": v for k, v in clock.seconds.items()},
                            "step_seconds": sum(clock.seconds.values())})
@@ -118,9 +120,10 @@ class PPOTrainer:
             out[mb.rows, : v.shape[1]] = v
         return out
 
-    def update_critic(self, rollout: Rollout, old_values: torch.Tensor, returns: torch.Tensor) -> float:
-        """One AdamW step on the clipped value loss ½·max((V − R)², (V_clip − R)²), token mean over the batch."""
-        mask = rollout.completion_mask
+    def update_critic(self, rollout: Rollout, old_values: torch.Tensor, returns: torch.Tensor,
+                      mask: torch.Tensor) -> float:
+        """One AdamW step on the clipped value loss ½·max((V − R)², (V_clip − R)²), token mean over the
+        `mask`ed tokens (the completions that have a reward)."""
         tokens = float(mask.sum().clamp(min=1))
         clip, total = self.settings.value_clip, 0.0
         self.critic_optimizer.zero_grad(set_to_none=True)
@@ -130,7 +133,7 @@ class PPOTrainer:
                             mb.completion_mask)
             old, target = old_values[mb.rows, :lc], returns[mb.rows, :lc]
             clipped = old + (v - old).clamp(-clip, clip)
-            loss = (0.5 * torch.maximum((v - target) ** 2, (clipped - target) ** 2) * mb.completion_mask).sum() / tokens
+            loss = (0.5 * torch.maximum((v - target) ** 2, (clipped - target) ** 2) * mb.loss_mask).sum() / tokens
             loss.backward()
             total += float(loss.detach())
         torch.nn.utils.clip_grad_norm_(self.critic.parameters(), 1.0)

@@ -17,6 +17,28 @@ from rlvr.records import Example, Rollout, ScoredRollout
 from rlvr.rewards.combine import RewardResult, RewardSpec, compute_rewards
 
 
+def unscored(components: dict[str, torch.Tensor]) -> torch.Tensor:
+    """[P, G] True for a completion that has no reward to learn from.
+
+    None (NaN here) from a reward means "does not apply" when it holds for the whole group: rewards
+    are routed by the row (`when`, a rule reward on a general prompt), and a row is the same for all
+    G completions. A reward that scores some completions of a group but not others could not score
+    those (a sandbox failure, an answer its checker could not parse): they are unscored, and so is a
+    completion no reward applies to. Unscored completions are left out of their group's statistics
+    and of the loss (rlvr.advantages), never given a reward of 0.
+
+    >>> nan = float("nan")
+    >>> unscored({"accuracy": torch.tensor([[1., nan, 0.], [nan, nan, nan]]),
+    ...           "format": torch.tensor([[1., 1., 0.], [nan, nan, nan]])}).tolist()
+    [[False, True, False], [True, True, True]]
+    >>> unscored({"rule": torch.tensor([[nan, nan]]), "judge": torch.tensor([[0.5, 1.]])}).tolist()
+    [[False, False]]
+    """
+    nan = torch.stack(list(components.values())).isnan()  # [R, P, G]
+    partial = nan & ~nan.all(dim=-1, keepdim=True)  # None here, a value for another completion of the group
+    return nan.all(dim=0) | partial.any(dim=0)
+
+
 def reward_inputs(examples: list[Example], group_size: int, texts: list[str], ids: list[list[int]]) -> dict[str, Any]:
     """TRL's keyword arguments for the completions of `examples` (G consecutive ones per example)."""
     prompts = [ex.prompt for ex in examples for _ in range(group_size)]
@@ -41,7 +63,8 @@ def score_rollout(rollout: Rollout, specs: list[RewardSpec]) -> ScoredRollout:
 
 
 def scored_rollout(rollout: Rollout, parts: list[RewardResult]) -> ScoredRollout:
-    """Assemble per-group (or whole-batch) reward results, in row order, into a ScoredRollout."""
+    """Assemble per-group (or whole-batch) reward results, in row order, into a ScoredRollout; the total
+    of an unscored completion is NaN."""
     shape = (rollout.num_prompts, rollout.group_size)
     total = [t for part in parts for t in part.total]
     names = list(parts[0].components)
@@ -52,7 +75,7 @@ def scored_rollout(rollout: Rollout, parts: list[RewardResult]) -> ScoredRollout
     }
     return ScoredRollout(
         rollout=rollout,
-        rewards=torch.tensor(total, dtype=torch.float32).view(shape),
+        rewards=torch.tensor(total, dtype=torch.float32).view(shape).masked_fill(unscored(components), math.nan),
         reward_components=components,
         reward_seconds={name: sum(part.seconds[name] for part in parts) for name in names},
     )

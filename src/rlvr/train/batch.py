@@ -111,12 +111,14 @@ def make_batch(
 
     With μ = 1, π_old is the policy of the same forward pass (DeepSeekMath's Algorithm 1 takes one
     update per batch): the loss uses its detached log-probs, the ratio is exactly 1, and no extra pass
-    is spent. `loss_mask` is the completion mask without truncated rows under `mask_truncated` (DAPO).
+    is spent. `loss_mask` is the completion mask without unscored rows, and without truncated rows under
+`mask_truncated` (DAPO).
     """
     rollout = scored.rollout
     loss_mask = rollout.completion_mask.clone()
     if algo.mask_truncated:
         loss_mask[rollout.truncated] = False
+    loss_mask[scored.rewards.isnan().view(-1)] = False  # unscored completions (rlvr.rewards.batch.unscored)
     old = batch_logprobs(policy, rollout, micro_batch_tokens, temperature) if algo.updates_per_batch > 1 else None
     ref = (batch_logprobs(reference, rollout, micro_batch_tokens, temperature)
            if reference is not None and algo.beta > 0 else None)

@@ -35,8 +35,9 @@ def step_metrics(batch: TrainBatch, updates: list[dict[str, float]], seconds: di
     """Everything worth plotting about one step. `updates` holds one entry per policy update (μ)."""
     scored, rollout = batch.scored, batch.rollout
     lengths = rollout.lengths.float()
-    m: dict[str, float] = {"reward/mean": float(scored.rewards.mean()),
-                           "reward/std": float(scored.rewards.std(correction=0))}
+    m: dict[str, float] = {}
+    m["reward/mean"], m["reward/std"] = _nan_stats(scored.rewards)
+    m["reward/unscored"] = int(scored.rewards.isnan().sum())  # left out of the statistics and the loss
     for name, values in scored.reward_components.items():
         m[f"reward/{name}/mean"], m[f"reward/{name}/std"] = _nan_stats(values)
         m[f"reward/{name}/seconds"] = scored.reward_seconds.get(name, 0.0)
@@ -84,7 +85,8 @@ def sample_groups(batch: TrainBatch, groups: int = 2) -> list[dict[str, Any]]:
     r, g, advantages = batch.rollout, batch.rollout.group_size, completion_advantages(batch)
     return [{
         "prompt": r.examples[p].prompt, "completions": r.completions[p * g:(p + 1) * g],
-        "rewards": batch.scored.rewards[p].tolist(), "advantages": advantages[p * g:(p + 1) * g].tolist(),
+        "rewards": [None if math.isnan(v) else v for v in batch.scored.rewards[p].tolist()],  # None = unscored
+        "advantages": advantages[p * g:(p + 1) * g].tolist(),
         "tokens": r.lengths[p * g:(p + 1) * g].tolist(),
     } for p in range(min(groups, r.num_prompts))]
 

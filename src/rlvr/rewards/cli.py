@@ -23,6 +23,7 @@ from typing import Any
 from rlvr.errors import UserError
 from rlvr.rewards.combine import grade_rows
 from rlvr.rewards.graders.build import VERIFIER_TYPES, load_grader
+from rlvr.rewards.graders.python import FAILED as GRADER_FAILED
 from rlvr.rewards.loading import load_reward_function
 from rlvr.rewards.scores import GradeResult
 from rlvr.rewards.text import completion_text
@@ -47,13 +48,26 @@ class Tally:
     rows: int = 0
     malformed: int = 0
     rewards: list[float] = field(default_factory=list)
+    failed: int = 0  # rows the grader itself failed on (scored 0, reason "grader failed ...")
+    first_failure: str | None = None
+
+    def count(self, row: Row, value: float | None) -> None:
+        self.rows += 1
+        self.malformed += row.problem is not None
+        if value is not None:
+            self.rewards.append(value)
+        reason = str(row.data.get("reason", ""))
+        if row.problem is None and reason.startswith(GRADER_FAILED):
+            self.failed += 1
+            self.first_failure = self.first_failure or f"line {row.line}: {reason}"
 
     def summary(self, name: str, source: str, output: str, seconds: float) -> str:
         skipped = self.rows - len(self.rewards)
         mean = f"{sum(self.rewards) / len(self.rewards):.4f}" if self.rewards else "n/a"
+        failed = f" ({self.failed} of them 0 because the grader failed: see 'reason')" if self.failed else ""
         return (
             f"graded {self.rows} rows of {source} with '{name}' in {seconds:.1f}s: "
-            f"{len(self.rewards)} scored, {skipped} skipped (null; {self.malformed} malformed), "
+            f"{len(self.rewards)} scored{failed}, {skipped} skipped (null; {self.malformed} malformed), "
             f"mean reward {mean}; wrote {output}"
         )
 
@@ -93,11 +107,16 @@ def run_grade(args: argparse.Namespace) -> int:
         for batch in _batches(read_rows(lines, str(source)), args.batch_size):
             for row, value in zip(batch, grade_batch(name, reward, batch), strict=True):
                 out.write(json.dumps(row.data, ensure_ascii=False) + "\n")
-                tally.rows += 1
-                tally.malformed += row.problem is not None
-                if value is not None:
-                    tally.rewards.append(value)
+                tally.count(row, value)
     print(tally.summary(name, str(source), str(output), time.perf_counter() - start))
+    graded = tally.rows - tally.malformed
+    if graded and tally.failed == graded:
+        raise UserError(f"grader '{name}' failed on every row, so the scores mean nothing "
+                        f"(first, {tally.first_failure}): fix the grader")
+    if tally.rows and tally.malformed == tally.rows:
+        raise UserError(f"no row of {source} could be graded (all {tally.rows} are malformed: see the lines above)")
+    if not tally.rows:
+        raise UserError(f"{source} holds no rows (give a JSONL file with one object per line, each with 'completion')")
     return 0
 
 
@@ -134,7 +153,7 @@ def parse_row(raw: bytes, number: int) -> Row:
         return Row(number, data, problem="no 'completion' field (add the text to grade as 'completion')")
     try:
         return Row(number, data, completion=completion_text(data["completion"]))
-    except (UserError, AttributeError):  # AttributeError: a list whose last element is not a message
+    except UserError:
         return Row(number, data, problem="'completion' is neither text nor a list of chat messages")
 
 

@@ -24,13 +24,18 @@ def completion_text(completion: Any) -> str:
     '\\\\boxed{4}'
     >>> completion_text([])
     ''
+    >>> completion_text({"text": "4"})
+    Traceback (most recent call last):
+    ...
+    rlvr.errors.UserError: a completion is a dict, not a string or a list of chat messages (pass completions the way TRL does: str, or [{'role': 'assistant', 'content': ...}])
     """
     if isinstance(completion, str):
         return completion
-    if isinstance(completion, dict):
-        return _content_text(completion.get("content", ""))
-    if isinstance(completion, (list, tuple)):
-        return _content_text(completion[-1].get("content", "")) if completion else ""
+    if isinstance(completion, (list, tuple)) and not completion:
+        return ""
+    message = completion[-1] if isinstance(completion, (list, tuple)) else completion
+    if isinstance(message, dict) and "content" in message:
+        return _content_text(message["content"])
     raise UserError(
         f"a completion is a {type(completion).__name__}, not a string or a list of chat messages "
         "(pass completions the way TRL does: str, or [{'role': 'assistant', 'content': ...}])"

@@ -152,3 +152,46 @@ def test_user_error_is_one_line_from_the_command_line(tmp_path):
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip().startswith("rlvr: error: input file") and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_completion_that_is_not_text_is_rejected_not_scored_zero(tmp_path, capsys):
+    lines = [json.dumps({"completion": c, "answer": "4"})
+             for c in (r"\boxed{4}", 4, None, {"text": r"\boxed{4}"}, [{"role": "assistant"}], ["4"])]
+    rows, out, err = grade(tmp_path, "math", lines, capsys)
+    assert [row["reward"] for row in rows] == [1.0, None, None, None, None, None]
+    assert len(err.splitlines()) == 5 and all("neither text nor a list of chat messages" in e for e in err.splitlines())
+    assert "1 scored, 5 skipped (null; 5 malformed)" in out
+
+
+BROKEN_AT_RUN_TIME = "import missing_module_xyz\ndef grade(sample, item):\n    return 1.0\n"
+
+
+@pytest.mark.parametrize("source, message", [
+    ("def grade(sample, item)\n    return 1.0\n", "its source does not compile: expected ':' (line 1)"),
+    ("def score(sample, item):\n    return 1.0\n", "defines no grade(sample, item) function"),
+    (BROKEN_AT_RUN_TIME, "failed on every row, so the scores mean nothing (first, line 1: grader failed (error): "
+                         "ModuleNotFoundError: No module named 'missing_module_xyz'): fix the grader"),
+])
+def test_a_python_grader_that_cannot_run_is_an_error(tmp_path, source, message):
+    spec = tmp_path / "grader.yaml"
+    spec.write_text(json.dumps({"type": "python", "source": source}))
+    (tmp_path / "input.jsonl").write_text('{"completion": "4"}\n{"completion": "5"}\n')
+    with pytest.raises(UserError) as e:
+        run_grade(run_args(tmp_path, grader=str(spec)))
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_rows_a_python_grader_failed_on_are_counted(tmp_path, capsys):
+    spec = tmp_path / "grader.yaml"
+    spec.write_text(json.dumps({"type": "python", "source": "def grade(sample, item):\n"
+                                                           "    return 1 / int(sample['output_text'])\n"}))
+    rows, out, _ = grade(tmp_path, spec, [json.dumps({"completion": c}) for c in ("4", "0", "2")], capsys)
+    assert [row["reward"] for row in rows] == [0.25, 0.0, 0.5]
+    assert rows[1]["reason"].startswith("grader failed (error): ZeroDivisionError")
+    assert "3 scored (1 of them 0 because the grader failed: see 'reason')" in out
+
+
+def test_an_empty_input_file_is_an_error(tmp_path):
+    (tmp_path / "input.jsonl").write_text("\n\n")
+    with pytest.raises(UserError, match="holds no rows"):
+        run_grade(run_args(tmp_path))

@@ -4,12 +4,16 @@
 fresh `rlvr.sandbox` process, never in the trainer's: ``sample = {"output_text": completion}``
 and ``item`` (the dataset row) arrive as JSON on stdin, and the score goes back as JSON. The
 trainer's process only parses that JSON: an int or float (not a bool, not NaN) is the reward.
-A grader that raises, times out, prints no score or returns a non-number scores 0.0 (the reason
-is logged once per distinct reason); a sandbox that cannot start gives None.
+A grader that does not compile or defines no ``grade`` is refused when it is built (its source is
+parsed here, never run here). At run time a grader that raises, times out, prints no score or
+returns a non-number scores 0.0 with a reason starting "grader failed" (logged once per distinct
+reason; `rlvr grade` counts them, and stops when every row failed); a sandbox that cannot start
+gives None.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import logging
 import math
@@ -19,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from rlvr.errors import UserError
 from rlvr.rewards.graders.rows import RowGrader
 from rlvr.rewards.graders.spec import get_str
 from rlvr.rewards.scores import GradeResult
@@ -40,6 +45,8 @@ else:
     channel.write(json.dumps({"invalid": repr(score)[:200]}))
 """
 _logger = logging.getLogger(__name__)
+FAILED = "grader failed"
+"""How the reason of a row the grader failed on begins."""
 
 
 def grade_in_sandbox(source: str, completion: str, item: dict[str, Any],
@@ -51,15 +58,15 @@ def grade_in_sandbox(source: str, completion: str, item: dict[str, Any],
         return None, f"sandbox failure: {result.stderr.strip()[-300:]}"
     if result.status != "ok":
         last = (result.stderr.strip().splitlines() or [""])[-1]
-        return 0.0, f"grader {result.status}: {last[:300]}"
+        return 0.0, f"{FAILED} ({result.status}): {last[:300]}"
     try:
         reply = json.loads(result.stdout)
     except ValueError:
-        return 0.0, "the grader printed no score"
+        return 0.0, f"{FAILED}: it printed no score"
     score = reply.get("score") if isinstance(reply, dict) else None
     if type(score) not in (int, float) or not math.isfinite(score):
         invalid = reply.get("invalid", score) if isinstance(reply, dict) else reply
-        return 0.0, f"not a finite number: grade() returned {invalid}"
+        return 0.0, f"{FAILED}: not a finite number: grade() returned {invalid}"
     return float(score), f"grade() returned {score:g}"
 
 
@@ -77,6 +84,7 @@ class PythonGrader(RowGrader):
     logged: set[str] = field(default_factory=set, compare=False)
 
     def __post_init__(self) -> None:
+        check_source(self.source, self.name)
         isolation()  # fail closed: no sandbox (and no opt-in), no grader
 
     @classmethod
@@ -88,10 +96,33 @@ class PythonGrader(RowGrader):
             graded = list(pool.map(lambda pair: grade_in_sandbox(self.source, pair[0], dict(pair[1]), self.limits),
                                    zip(completions, items)))
         for score, reason in graded:
-            if (score is None or not reason.startswith("grade() returned ")) and reason not in self.logged:
+            if (score is None or reason.startswith(FAILED)) and reason not in self.logged:
                 self.logged.add(reason)
                 _logger.warning("python grader: %s", reason)
         return [GradeResult(score, reason) for score, reason in graded]
+
+
+def check_source(source: str, name: str) -> None:
+    r"""A UserError when `source` does not compile or defines no top-level ``grade`` (parsed, not run).
+
+    >>> check_source("def grade(sample, item):\n    return 1.0\n", "g")
+    >>> check_source("def grade(sample, item)\n    return 1.0\n", "g")
+    Traceback (most recent call last):
+    ...
+    rlvr.errors.UserError: python grader 'g': its source does not compile: expected ':' (line 1)
+    """
+    try:
+        tree = ast.parse(source, filename="grader.py")
+    except SyntaxError as e:
+        raise UserError(f"python grader '{name}': its source does not compile: {e.msg} (line {e.lineno})") from None
+    defined = {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    defined |= {t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets
+                if isinstance(t, ast.Name)}
+    defined |= {alias.asname or alias.name for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))
+                for alias in node.names}
+    if "grade" not in defined:
+        raise UserError(f"python grader '{name}' defines no grade(sample, item) function "
+                        "(its source must define one at the top level)")
 
 
 def python_grader(source: str, *, limits: Limits = Limits()) -> PythonGrader:

@@ -24,10 +24,10 @@ def completion_text(completion: Any) -> str:
     '\\\\boxed{4}'
     >>> completion_text([])
     ''
-    >>> completion_text({"text": "4"})
+    >>> completion_text({"text": "4"})  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    rlvr.errors.UserError: a completion is a dict, not a string or a list of chat messages (pass completions the way TRL does: str, or [{'role': 'assistant', 'content': ...}])
+    rlvr.errors.UserError: a completion is a dict, not a string or a list of chat messages ...
     """
     if isinstance(completion, str):
         return completion

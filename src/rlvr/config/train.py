@@ -52,9 +52,15 @@ class DataConfig:
     """How many prompts to generate (built-in tasks) or keep (files)."""
     eval_size: int = 100
     """How many held-out prompts to evaluate."""
+    max_prompt_tokens: int | None = None
+    """Training prompts (as rendered: template and few-shot turns included) longer than this are skipped,
+    with a count; held-out ones are refused. None = the model's context length less
+    generation.max_new_tokens."""
 
     def validate(self) -> None:
-        check([(self.train_size >= 1 and self.eval_size >= 1, "data.train_size and data.eval_size must be >= 1")])
+        check([(self.train_size >= 1 and self.eval_size >= 1, "data.train_size and data.eval_size must be >= 1"),
+               (self.max_prompt_tokens is None or self.max_prompt_tokens >= 1,
+                "data.max_prompt_tokens must be >= 1 (or null for the model's context)")])
 
 
 @dataclass

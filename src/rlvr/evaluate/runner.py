@@ -18,6 +18,7 @@ from tqdm import tqdm
 import rlvr
 from rlvr.config import EvalConfig
 from rlvr.data import TASKS, render_prompt, with_few_shot
+from rlvr.data.lengths import prompt_limit, refuse_too_long
 from rlvr.errors import UserError
 from rlvr.evaluate.benchmarks import Benchmark, describe, load_benchmark
 from rlvr.evaluate.records import ProblemRecord
@@ -132,6 +133,8 @@ def _sample_missing(config: EvalConfig, benchmark: Benchmark, settings: dict[str
     shots = list(_few_shot(benchmark))
     texts = [render_prompt(with_few_shot(ex.prompt, shots), template=settings["template"], tokenizer=tokenizer,
                            system_prompt=config.data.system_prompt) for ex in benchmark.examples]
+    refuse_too_long(texts, [f"problem {i}" for i in ids], tokenizer, prompt_limit(model, settings["max_new_tokens"]),
+                    add_special_tokens=settings["template"] != "chat")
     plan = Plan(samples=config.samples, greedy=config.greedy, budgets=tuple(settings["budgets"]),
                 add_special_tokens=settings["template"] != "chat",
                 params=SamplingParams(max_new_tokens=settings["max_new_tokens"],

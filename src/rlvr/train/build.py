@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,7 @@ import torch
 from rlvr import paths
 from rlvr.config import RewardConfig, TrainConfig
 from rlvr.data import TASKS, expected_format, load_examples, render_prompt, with_few_shot
+from rlvr.data.lengths import prompt_limit, refuse_too_long, too_long
 from rlvr.data.scoring import MATH, scoring_for_columns
 from rlvr.errors import UserError
 from rlvr.models import frozen_copy, load_configured, load_model
@@ -85,14 +87,38 @@ def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts
                       system_prompt=d.system_prompt)
         for ex in exs
     ])
+    specials, new_tokens = d.template != "chat", config.generation.max_new_tokens or 0
+    train = fitting(render(train_examples), tokenizer, prompt_limit(policy, new_tokens, d.max_prompt_tokens),
+                    specials, d.train)
+    held_out = render(eval_examples) if eval_examples else None
+    if held_out is not None:  # a held-out set that silently shrank would not be the same measurement
+        limit = prompt_limit(policy, config.eval_max_new_tokens or new_tokens, d.max_prompt_tokens)
+        refuse_too_long(held_out.texts, [f"held-out row {ex.index + 1} of {eval_source}" for ex in held_out.examples],
+                        tokenizer, limit, specials)
     return RunParts(
         device=device, dtype=dtype, policy=policy, tokenizer=tokenizer, reference=reference,
-        train=render(train_examples), eval=render(eval_examples) if eval_examples else None,
+        train=train, eval=held_out,
         rewards=specs, correctness=correctness_reward([s.name for s in specs], scoring),
         accuracy_fns=(load_reward_function(scoring.strict), load_reward_function(scoring.lenient)),
         format_check=load_reward_function(expected_format(d.template)),
-        add_special_tokens=d.template != "chat",
+        add_special_tokens=specials,
     )
+
+
+def fitting(prompts: Prompts, tokenizer: Any, limit: int | None, add_special_tokens: bool, source: str) -> Prompts:
+    """`prompts` without those over `limit` tokens, saying how many were skipped; none left is an error."""
+    over = too_long(prompts.texts, tokenizer, limit, add_special_tokens)
+    if not over:
+        return prompts
+    first = prompts.examples[min(over)].index + 1
+    where = f"{len(over)} of {len(prompts.texts)} training prompts longer than {limit} tokens"
+    if len(over) == len(prompts.texts):
+        raise UserError(f"all {where} (the first is row {first} of {source}): shorten them, or raise "
+                        "data.max_prompt_tokens (at most the model's context less generation.max_new_tokens)")
+    print(f"rlvr: skipped {where} (the first is row {first} of {source}, {over[min(over)]}+ tokens); "
+          "data.max_prompt_tokens sets the limit", file=sys.stderr)
+    keep = [i for i in range(len(prompts.texts)) if i not in over]
+    return Prompts([prompts.examples[i] for i in keep], [prompts.texts[i] for i in keep])
 
 
 def reward_specs(config: TrainConfig, scoring: Scoring) -> list[RewardSpec]:

@@ -95,3 +95,32 @@ def test_the_explorer_shows_the_trainers_own_advantages(server):
 def test_malformed_explorer_input_falls_back_to_the_example(server):
     status, html = get(server, "/explore?g=3&r0=nan&r1=x&scale=<script>")
     assert status == 200 and "<script>" not in html and "0.625" in html
+
+
+def test_a_port_in_use_is_one_line_naming_it_and_the_fix():
+    first = make_server([], port=0)
+    try:
+        port = first.server_address[1]
+        with pytest.raises(UserError) as e:
+            make_server([], port=port)
+        assert str(e.value).startswith(f"cannot listen on 127.0.0.1:{port}: Address already in use; pass another "
+                                       "--port (--port 0 picks a free one)")
+    finally:
+        first.server_close()
+
+
+def test_an_idle_connection_is_closed_not_held_forever(monkeypatch):
+    import socket
+
+    import rlvr.dashboard.server as module
+
+    monkeypatch.setattr(module, "IDLE_SECONDS", 0.5)
+    server = make_server([], port=0)
+    start_in_background(server)
+    try:
+        idle = socket.create_connection(server.server_address, timeout=10)  # a hang fails in 10 s
+        assert idle.recv(1) == b""  # the server hung up on a connection that sent nothing
+        idle.close()
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -169,3 +169,52 @@ def test_a_folder_of_another_kind_is_never_emptied(tmp_path):
     with pytest.raises(UserError, match="is not a run directory"):
         train_grpo(config)
     assert (folder / "samples.jsonl").read_text() == '{"id": "gsm8k/0"}\n'
+
+
+def test_a_full_disk_stops_with_one_line_and_keeps_the_earlier_checkpoint(tmp_path):
+    import errno
+
+    trainer = Trainer(tiny_config(tmp_path, DIGITS, "save_every=1", "eval_before=false", "eval_after=false", steps=3))
+
+    def fill_the_disk(folder):
+        (folder / "model").mkdir()
+        (folder / "model" / "model.safetensors").write_bytes(b"half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def after(step, metrics, stop):  # called before the step's checkpoint is saved
+        if step == 2:
+            trainer.write_checkpoint = fill_the_disk
+
+    with pytest.raises(UserError) as e:
+        run_training(trainer, on_step_end=after)
+    run = tmp_path / "run"
+    assert str(e.value).startswith(f"no space left on the disk of {run} to save step 2") and "\n" not in str(e.value)
+    assert [p.name for p in (run / "checkpoints").iterdir()] == ["step-000001"]  # the half-written copy is gone
+    assert load_file(run / "checkpoints" / "step-000001" / "model" / "model.safetensors")
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 4 MiB tmpfs, where mounting one is allowed (root); skipped elsewhere."""
+    import subprocess
+
+    where = tmp_path / "disk"
+    where.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(where)], capture_output=True,
+                      timeout=10).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    yield where
+    subprocess.run(["umount", str(where)], timeout=10)
+
+
+def test_a_real_full_disk_is_recognised_from_torch_save(small_disk):
+    from rlvr.run.checkpoint import save_checkpoint
+
+    save = lambda step, numbers: save_checkpoint(  # noqa: E731
+        small_disk, step, write=lambda folder: None, state={"x": torch.zeros(numbers)}, config=TrainConfig())
+    save(1, 1000)
+    with pytest.raises(UserError, match="^no space left on the disk"):
+        save(2, 2_000_000)  # 8 MB: torch reports only "unexpected pos"
+    assert [p.name for p in (small_disk / "checkpoints").iterdir()] == ["step-000001"]
+    kept = torch.load(small_disk / "checkpoints" / "step-000001" / "trainer.pt", weights_only=False)
+    assert kept["x"].numel() == 1000

@@ -182,15 +182,36 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def parse_yaml(content: str, origin: str) -> Any:
+    """`content` parsed, or a UserError naming `origin`, the line and column, and the problem.
+
+    >>> parse_yaml("a: 1\nb: [2, 3", "grader spec g.yaml")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    rlvr.errors.UserError: grader spec g.yaml, line 3 column 1, is not valid YAML: expected ',' or ']'...
+    """
+    try:
+        return yaml.safe_load(content)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f", line {mark.line + 1} column {mark.column + 1}," if mark else ""
+        problem = getattr(e, "problem", None) or str(e).strip().splitlines()[0]
+        raise UserError(f"{origin}{where} is not valid YAML: {problem} (fix the syntax there)") from None
+
+
+def read_yaml_file(path: Path, origin: str) -> Any:
+    """The YAML file at `path` parsed; unreadable, not UTF-8 or not YAML is a UserError naming `origin`."""
+    try:
+        content = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"{origin}: cannot read it ({e}); give a readable UTF-8 file") from None
+    return parse_yaml(content, origin)
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise UserError(f"config file not found: {path} (check the path given to --config)")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark else ""
-        raise UserError(f"config file {path}{where} is not valid YAML: {getattr(e, 'problem', e)}") from None
+    data = read_yaml_file(path, f"config file {path}")
     if data is None:
         return {}
     if not isinstance(data, dict):

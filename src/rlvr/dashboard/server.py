@@ -12,6 +12,7 @@ server's own name are refused (DNS rebinding); nothing outside those two pages i
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import threading
 from html import escape
@@ -26,6 +27,7 @@ from rlvr.dashboard.run_data import read_run
 from rlvr.errors import UserError
 
 REFRESH_SECONDS = 5
+IDLE_SECONDS = 30  # a connection silent this long is closed
 # No maths here: the server computes every number; this only asks for the page again after each edit.
 EXPLORE_JS = ("document.querySelectorAll('form input, form select')"
               ".forEach(e => e.addEventListener('change', () => e.form.submit()));\n")
@@ -73,7 +75,11 @@ def make_server(runs: list[Path], host: str = "127.0.0.1", port: int = 8765,
     missing = [r for r in runs if not r.is_dir()]
     if missing:
         raise UserError(f"{missing[0]} is not a directory: give run directories made by rlvr train")
-    server = ThreadingHTTPServer((host, port), _handler(runs))
+    try:
+        server = ThreadingHTTPServer((host, port), _handler(runs))
+    except OSError as e:  # in use, not allowed (a port below 1024), or an address this machine does not have
+        raise UserError(f"cannot listen on {host}:{port}: {e.strerror or e}; pass another --port "
+                        "(--port 0 picks a free one)" + ("" if e.errno == errno.EADDRINUSE else " or --host")) from None
     server.allowed = allowed_hosts(host, server.server_address[1])  # port 0 picks a free one
     return server
 
@@ -97,6 +103,8 @@ def start_in_background(server: ThreadingHTTPServer) -> threading.Thread:
 
 def _handler(runs: list[Path]) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        timeout = IDLE_SECONDS  # a connection that sends nothing is closed, not held by a thread forever
+
         def do_GET(self) -> None:
             if self.headers.get("Host") not in self.server.allowed:
                 return self._send(403, _page("refused", "<p>Unknown Host header: "

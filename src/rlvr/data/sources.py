@@ -57,6 +57,8 @@ def load_examples(
     if limit is not None and not shuffle:
         rows = itertools.islice(rows, limit)  # stop reading (and validating) once we have enough
     examples = [_to_example(where, row, i, prompt_field) for i, (where, row) in enumerate(rows)]
+    if not examples and limit != 0:
+        raise UserError(f"data source {source!r} has no rows; give a file with one example per line (or row)")
     if shuffle:
         random.Random(seed).shuffle(examples)
     return examples if limit is None else examples[:limit]
@@ -88,15 +90,25 @@ def _task_hint(source: str) -> str:
 
 def _read_jsonl(path: Path) -> Iterator[Located]:
     """Yield each non-blank line's object; a line that is not JSON is a UserError naming it."""
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
+    for number, line in jsonl_lines(path):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise UserError(f"{path}:{number}: not valid JSON ({error}); write one JSON object per line") from None
+        yield f"{path}:{number}", row
+
+
+def jsonl_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each non-blank line; a line that is not UTF-8 is a UserError naming it."""
+    with path.open("rb") as lines:
+        for number, raw in enumerate(lines, start=1):
             try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise UserError(f"{path}:{number}: not valid JSON ({error}); write one JSON object per line") from None
-            yield f"{path}:{number}", row
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise UserError(f"{path}:{number}: byte {raw[error.start]:#04x} at column {error.start + 1} is not "
+                                "UTF-8; save the file as UTF-8") from None
+            if line.strip():
+                yield number, line
 
 
 def _read_parquet(path: Path) -> Iterator[Located]:
@@ -104,7 +116,11 @@ def _read_parquet(path: Path) -> Iterator[Located]:
         import pyarrow.parquet as pq
     except ImportError:
         raise UserError(f"reading {path} needs pyarrow: pip install pyarrow (or use a .jsonl file)") from None
-    rows = pq.read_table(path).to_pylist()
+    try:
+        rows = pq.read_table(path).to_pylist()
+    except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError
+        raise UserError(f"{path} is not a readable Parquet file ({str(error).splitlines()[0][:160]}); "
+                        "write it with pandas/pyarrow, or use a .jsonl file") from None
     return ((f"{path} row {i}", row) for i, row in enumerate(rows))
 
 

@@ -112,16 +112,23 @@ def load_pretrained(
     if not local.exists() and (name.startswith((".", "/", "~")) or name.count("/") > 1):
         raise UserError(f"model path not found: {name} "
                         "(give a checkpoint directory, a .gguf file, `smollm2` or `tiny`)")
+    if local.is_dir() and not (local / "config.json").is_file():
+        raise UserError(f"{name} is not a model directory: it has no config.json (give a checkpoint saved with "
+                        "save_pretrained, such as a run's checkpoints/step-N/model, a .gguf file, `smollm2` or `tiny`)")
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(local) if local.exists() else name)
         model = auto_class.from_pretrained(str(local) if local.exists() else name, dtype=torch.float32, **model_kwargs)
-    except OSError as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UserError(f"could not load model {name!r}: {first} "
+    except (OSError, ValueError) as e:  # missing files, a corrupt config or weights, no tokenizer
+        raise UserError(f"could not load model {name!r}: {_first_line(e)} "
                         "(check the name, or download it first when offline)") from None
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0][:300] if text else type(error).__name__
 
 
 def _smollm2_gguf_path() -> Path:
@@ -156,8 +163,12 @@ def convert_gguf(path: Path, cache_dir: Path) -> Path:
             raise UserError(f"loading a .gguf file needs the {needed} package: pip install 'rlvr[gguf]'")
     tmp = target.with_name(target.name + f".tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-    model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+        model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
+    except (OSError, ValueError, KeyError) as e:  # not GGUF, truncated, or an architecture transformers lacks
+        raise UserError(f"could not load {path} as a GGUF model: {_first_line(e)} (check the file is complete, "
+                        "or download it again)") from None
     # transformers 5 marks a GGUF-loaded model as quantised and refuses to save or train it;
     # after dequantisation the weights are plain fp32, so the marker is dropped.
     model.hf_quantizer = None

@@ -24,8 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from rlvr.config.loading import read_yaml_file
 from rlvr.errors import UserError
 
 KINDS = ("sft", "grpo", "sample", "rm")
@@ -54,10 +53,7 @@ def load_recipe(path: str | Path) -> Recipe:
     path = Path(path)
     if not path.is_file():
         raise UserError(f"recipe {path} not found (see recipes/ for examples)")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        raise UserError(f"{path} is not valid YAML: {str(e).splitlines()[0]}") from None
+    data = read_yaml_file(path, f"recipe {path}")
     if not isinstance(data, dict):
         raise UserError(f"{path}: a recipe is a mapping with `model` and `stages`")
     unknown = set(data) - {"name", "model", "stages", "eval", "output_dir"}

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlvr.data.sources import describe_value, is_messages
+from rlvr.data.sources import describe_value, is_messages, jsonl_lines
 from rlvr.errors import UserError
 from rlvr.records import Prompt
 
@@ -37,11 +37,7 @@ def load_pairs(path: str | Path) -> list[PreferencePair]:
     if path.suffix != ".jsonl":
         raise UserError(f"preference file {path} must be .jsonl: "
                         "one {\"prompt\", \"chosen\", \"rejected\"} object per line")
-    pairs = []
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            if line.strip():
-                pairs.append(parse_pair(line, f"{path}:{number}"))
+    pairs = [parse_pair(line, f"{path}:{number}") for number, line in jsonl_lines(path)]
     if not pairs:
         raise UserError(f"{path} holds no preference pairs: "
                         "write one {\"prompt\", \"chosen\", \"rejected\"} object per line")

@@ -11,6 +11,7 @@ needs (optimizer, scheduler, data order, step, the "before" evaluation), saved w
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import shutil
@@ -22,6 +23,7 @@ import torch
 
 from rlvr import paths
 from rlvr.config import save_config
+from rlvr.errors import UserError
 
 
 def save_checkpoint(run_dir: Path, step: int, *, write: Callable[[Path], None], state: dict[str, Any], config: Any,
@@ -33,13 +35,33 @@ def save_checkpoint(run_dir: Path, step: int, *, write: Callable[[Path], None], 
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    write(tmp)
-    torch.save({**state, "rng": rng_state()}, tmp / paths.TRAINER_STATE)
-    save_config(config, tmp / paths.CONFIG)
-    os.replace(tmp, final)
+    try:
+        tmp.mkdir()
+        write(tmp)
+        torch.save({**state, "rng": rng_state()}, tmp / paths.TRAINER_STATE)
+        save_config(config, tmp / paths.CONFIG)
+        os.replace(tmp, final)
+    except BaseException as error:  # the half-written copy goes; the earlier checkpoints are untouched
+        full = out_of_space(error, final.parent)
+        shutil.rmtree(tmp, ignore_errors=True)
+        if full:
+            raise UserError(f"no space left on the disk of {run_dir} to save step {step}: the half-written checkpoint "
+                            "was removed and the earlier ones are intact; free some space and continue with --resume "
+                            f"{run_dir}") from None
+        raise
     _prune(final.parent, keep)
     return final
+
+
+def out_of_space(error: BaseException, folder: Path) -> bool:
+    """Whether `error`, raised while writing into `folder`, means the disk is full. torch.save reports a
+    full disk only as "unexpected pos", so a folder with less than a mebibyte free counts too."""
+    if getattr(error, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or "No space left" in str(error):
+        return True
+    try:
+        return shutil.disk_usage(folder).free < 2**20
+    except OSError:
+        return False
 
 
 def load_state(checkpoint: Path) -> dict[str, Any]:

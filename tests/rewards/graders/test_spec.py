@@ -75,8 +75,9 @@ def test_spec_without_type_or_not_a_mapping(tmp_path):
 
 def test_invalid_yaml_and_json(tmp_path):
     broken = tmp_path / "broken.yaml"
-    broken.write_text("type: [math\n")
-    assert one_line_error(str(broken)).startswith(f"grader spec {broken} is not valid YAML")
+    broken.write_text("type: regex\npattern: [a\nflags: 1\n")
+    assert one_line_error(str(broken)).startswith(f"grader spec {broken}, line 3 column 6, is not valid YAML: "
+                                                  "expected ',' or ']'")
     broken_json = tmp_path / "broken.json"
     broken_json.write_text('{"type": "math",}')
     assert "is not valid JSON" in one_line_error(str(broken_json))

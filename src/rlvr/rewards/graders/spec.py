@@ -22,8 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from rlvr.config.loading import read_yaml_file
 from rlvr.errors import UserError
 
 COMMON_FIELDS = ("type", "name")
@@ -61,27 +60,28 @@ def _spec_from_text(text: str, types: Sequence[str]) -> tuple[Any, str]:
     if text in types:
         return {"type": text}, f"grader type '{text}'"
     if text.startswith("{"):
-        return _parse(text, "json", "inline grader spec"), "inline grader spec"
+        return _parse_json(text, "inline grader spec"), "inline grader spec"
     path = Path(text).expanduser()
     if path.is_file():
-        kind = "json" if path.suffix.lower() == ".json" else "yaml"
+        origin = f"grader spec {text}"
+        if path.suffix.lower() != ".json":
+            return read_yaml_file(path, origin), origin
         try:
             content = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as e:
-            raise UserError(f"grader spec {text}: cannot read it ({e}); give a readable UTF-8 file") from e
-        return _parse(content, kind, f"grader spec {text}"), f"grader spec {text}"
+            raise UserError(f"{origin}: cannot read it ({e}); give a readable UTF-8 file") from e
+        return _parse_json(content, origin), origin
     raise UserError(
         f"grader '{text}' is neither a file nor a grader type{did_you_mean(text, types)} "
         f"(types: {', '.join(types)}; or give a .yaml or .json spec file)"
     )
 
 
-def _parse(content: str, kind: str, origin: str) -> Any:
+def _parse_json(content: str, origin: str) -> Any:
     try:
-        return json.loads(content) if kind == "json" else yaml.safe_load(content)
-    except (json.JSONDecodeError, yaml.YAMLError) as e:
-        first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UserError(f"{origin} is not valid {kind.upper()}: {first_line} (fix the syntax)") from e
+        return json.loads(content)
+    except json.JSONDecodeError as e:
+        raise UserError(f"{origin} is not valid JSON: {e} (fix the syntax there)") from None
 
 
 def did_you_mean(name: str, choices: Sequence[str] | Mapping[str, Any]) -> str:

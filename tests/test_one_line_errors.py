@@ -1,0 +1,67 @@
+"""A user's mistake in a file or the machine is one line naming the cause and the fix, never a traceback."""
+
+import pytest
+
+from rlvr.cli import main
+
+TRAIN = ["train", "--set", "model.name=tiny", "--set", "data.train_size=4", "--set", "eval_before=false",
+         "--max-steps", "1", "--output-dir", "{t}/run"]
+
+
+def files(tmp_path):
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    (tmp_path / "latin1.jsonl").write_bytes(b'{"prompt": "1+1?", "answer": "2"}\n'
+                                            b'{"prompt": "caf\xe9", "answer": "2"}\n')
+    (tmp_path / "fake.parquet").write_text("not parquet")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "README.txt").write_text("not a model")
+    (tmp_path / "broken.gguf").write_bytes(b"GGUF" + bytes(range(256)) * 8)
+    (tmp_path / "pairs.jsonl").write_bytes(b'{"prompt": "p", "chosen": "\xff", "rejected": "b"}\n')
+    (tmp_path / "grader.yaml").write_text("type: regex\npattern: [a\nflags: 1\n")
+    (tmp_path / "rows.jsonl").write_text('{"completion": "a"}\n')
+
+
+CASES = {
+    "empty data file": ([*TRAIN, "--set", "data.train={t}/empty.jsonl"],
+                        "data source '{t}/empty.jsonl' has no rows"),
+    "non-UTF-8 byte": ([*TRAIN, "--set", "data.train={t}/latin1.jsonl"],
+                       "{t}/latin1.jsonl:2: byte 0xe9 at column 16 is not UTF-8; save the file as UTF-8"),
+    "not Parquet": ([*TRAIN, "--set", "data.train={t}/fake.parquet"],
+                    "{t}/fake.parquet is not a readable Parquet file"),
+    "not a model": ([*TRAIN, "--set", "model.name={t}/notes"], "{t}/notes is not a model directory: it has no config"),
+    "corrupt gguf": ([*TRAIN, "--set", "model.name={t}/broken.gguf", "--set", "model.cache_dir={t}/cache"],
+                     "could not load {t}/broken.gguf as a GGUF model"),
+    "--output-dir with --resume": (["train", "--resume", "{t}", "--output-dir", "{t}/other"],
+                                   "--resume continues a run with its own config and directory"),
+    "eval on an empty file": (["eval", "--model", "tiny", "--data", "{t}/empty.jsonl", "--output-dir", "{t}/e"],
+                              "data source '{t}/empty.jsonl' has no rows"),
+    "grader YAML": (["grade", "--grader", "{t}/grader.yaml", "--input", "{t}/rows.jsonl", "--output", "{t}/o.jsonl"],
+                    "grader spec {t}/grader.yaml, line 3 column 6, is not valid YAML"),
+    "non-UTF-8 pairs": (["rm", "--set", "data={t}/pairs.jsonl", "--set", "model=tiny", "--output-dir", "{t}/rm"],
+                        "{t}/pairs.jsonl:1: byte 0xff"),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_one_line_with_the_cause(tmp_path, capsys, case):
+    files(tmp_path)
+    args, message = CASES[case]
+    code = main([a.format(t=tmp_path) for a in args])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.startswith("rlvr")]
+    assert len(lines) == 1 and message.format(t=tmp_path) in lines[0], err
+    assert not (tmp_path / "run").exists()  # a run that could not start leaves nothing behind
+
+
+def test_the_dashboard_on_a_port_in_use(tmp_path, capsys):
+    from rlvr.dashboard.server import make_server
+
+    taken = make_server([], port=0)
+    try:
+        code = main(["dashboard", str(tmp_path), "--port", str(taken.server_address[1])])
+    finally:
+        taken.server_close()
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "Address already in use; pass another --port" in err
+

@@ -141,3 +141,22 @@ def test_sigterm_while_a_reward_hangs_saves_and_exits_cleanly(tmp_path):
     steps = len(metrics.read_text().splitlines())
     assert "abandoning this step (reward function" in stdout + stderr and "stopped at step" in stdout + stderr
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [f"step-{steps:06d}"]
+
+
+HEAVY = ("torch", "transformers", "numpy")
+
+
+@pytest.mark.parametrize("args", [
+    ["--help"], ["train", "--help"], ["train", "--set", "sampling.grup_size=4"], ["train", "--config", "nope.yaml"],
+    ["eval", "--model", "tiny", "--data", "x", "--samples", "0"], ["rm", "--set", "optim.lr=-1"],
+    ["sft", "--set", "bogus=1"], ["sample", "--set", "bogus=1"], ["pipeline", "no/such/recipe.yaml"],
+    ["grade", "--grader", "nope", "--input", "x", "--output", "y"], ["dashboard", "--help"],
+])
+def test_help_and_argument_or_config_errors_answer_before_torch_is_imported(args):
+    """Parse first, import after: the answer to a typo does not wait seconds for torch and transformers."""
+    script = ("import sys\nfrom rlvr.cli import main\ntry:\n    code = main(sys.argv[1:])\nexcept SystemExit as e:\n"
+              "    code = e.code\nprint('loaded:', *sorted(m for m in sys.modules if m in " + repr(HEAVY) + "))\n"
+              "sys.exit(code)")
+    out = subprocess.run([sys.executable, "-c", script, *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == (0 if "--help" in args else 2), out.stderr
+    assert out.stdout.splitlines()[-1] == "loaded:", out.stdout[-300:]

@@ -8,6 +8,7 @@ only once the arguments are known to be sound.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 
@@ -44,11 +45,14 @@ MODEL_COMMANDS = ("train", "eval", "rm", "sample", "sft", "pipeline")  # the com
 
 
 def _quiet_transformers() -> None:
-    """No per-file download bars or library warnings: the commands print their own progress."""
-    import transformers
-
-    transformers.utils.logging.disable_progress_bar()
-    transformers.utils.logging.set_verbosity_error()
+    """No per-file download bars or library warnings: the commands print their own progress. Set through
+    the environment (a user's own setting wins), so transformers is not imported before the config is checked."""
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    if "transformers" in sys.modules:  # already imported (main called from Python): tell it directly
+        transformers = sys.modules["transformers"]
+        transformers.utils.logging.disable_progress_bar()
+        transformers.utils.logging.set_verbosity_error()
 
 
 def _terminate(signum: int, frame: object) -> None:

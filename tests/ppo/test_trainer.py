@@ -39,8 +39,8 @@ def test_a_resumed_ppo_run_equals_an_unbroken_one(tmp_path):
     from rlvr import paths
     from rlvr.config import TrainConfig
     from rlvr.ppo.trainer import train_ppo
-    from rlvr.run import resume_config
     from rlvr.run.checkpoint import load_state
+    from rlvr.run.directory import resume_config
 
     quiet = ["eval_before=false", "eval_after=false", "algorithm.beta=0.04"]
     train_ppo(tiny_config(tmp_path / "a", DIGITS, *quiet, steps=3))
@@ -59,7 +59,7 @@ def test_a_ppo_run_is_not_resumed_as_grpo(tmp_path):
     from rlvr.config import TrainConfig
     from rlvr.errors import UserError
     from rlvr.ppo.trainer import train_ppo
-    from rlvr.run import resume_config
+    from rlvr.run.directory import resume_config
     from rlvr.train.trainer import train_grpo
 
     train_ppo(tiny_config(tmp_path, DIGITS, "eval_before=false", "eval_after=false", steps=1))

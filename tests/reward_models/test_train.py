@@ -13,7 +13,7 @@ from rlvr.errors import UserError
 from rlvr.models.reward_model import STATS_FILE
 from rlvr.reward_models.train import train_reward_model
 from rlvr.rewards.reward_model import RewardModelScorer
-from rlvr.run import resume_config
+from rlvr.run.directory import resume_config
 
 from .conftest import tiny_rm_config
 

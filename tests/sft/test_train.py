@@ -13,7 +13,7 @@ from rlvr import paths
 from rlvr.config import SFTConfig
 from rlvr.errors import UserError
 from rlvr.models import load_model, resolve_model_path
-from rlvr.run import resume_config
+from rlvr.run.directory import resume_config
 from rlvr.sft.train import train_sft
 
 from .conftest import echo_rows, tiny_sft_config, write_rows

@@ -11,7 +11,8 @@ from safetensors.torch import load_file
 from rlvr import paths
 from rlvr.config import TrainConfig
 from rlvr.errors import UserError
-from rlvr.run import resume_config, run_training
+from rlvr.run.directory import resume_config
+from rlvr.run.loop import run_training
 from rlvr.train.trainer import Trainer, train_grpo
 
 from .test_step import DIGITS, tiny_config

@@ -12,7 +12,8 @@ from rlvr import paths
 from rlvr.config import TrainConfig
 from rlvr.errors import UserError
 from rlvr.rewards import RewardSpec
-from rlvr.run import resume_config, run_training
+from rlvr.run.directory import resume_config
+from rlvr.run.loop import run_training
 from rlvr.train.trainer import Trainer, train_grpo
 
 from . import reward_fns

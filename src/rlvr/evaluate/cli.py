@@ -63,12 +63,13 @@ def _int_list(text: str) -> list[int]:
 
 def run_eval_command(args: argparse.Namespace) -> int:
     from rlvr.config import load_command_config
-    from rlvr.evaluate.report import headline
-    from rlvr.evaluate.runner import run_eval
 
     options = {k: v for k, v in vars(args).items() if k not in ("command", "config", "overrides")}
     keys = {_KEYS.get(k, k): v for k, v in options.items()}
     config = load_command_config(EvalConfig, args.config, args.overrides, **keys)
+    from rlvr.evaluate.report import headline  # torch and the models only once the config is known to be sound
+    from rlvr.evaluate.runner import run_eval
+
     try:
         summary = run_eval(config)
     except KeyboardInterrupt:

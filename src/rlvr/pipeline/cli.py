@@ -15,6 +15,9 @@ def add_pipeline_parser(subparsers: argparse._SubParsersAction) -> argparse.Argu
 
 
 def run_pipeline_command(args: argparse.Namespace) -> int:
+    from rlvr.pipeline.recipe import load_recipe
+
+    load_recipe(args.recipe)  # a recipe's mistakes before torch and the models are imported
     from rlvr.pipeline.runner import run_pipeline
 
     summary = run_pipeline(args.recipe, args.output_dir)

@@ -19,8 +19,8 @@ import yaml
 from rlvr import paths
 from rlvr.config import RewardModelConfig, SampleConfig, SFTConfig, TrainConfig, load_command_config, load_config
 from rlvr.config.loading import canonical
-from rlvr.run import resume_config
 from rlvr.run.checkpoint import load_state
+from rlvr.run.directory import resume_config
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,8 @@ from rlvr.config import TrainConfig
 from rlvr.logprobs import predicting_hidden
 from rlvr.ppo.gae import gae, token_rewards, whiten
 from rlvr.records import Rollout
-from rlvr.run import StepResult, Stopwatch, launch
-from rlvr.run.loop import OnStepEnd
+from rlvr.run.clock import Stopwatch
+from rlvr.run.loop import OnStepEnd, StepResult, launch
 from rlvr.train.batch import make_batch, micro_batches
 from rlvr.train.trainer import Trainer
 from rlvr.train.update import policy_update

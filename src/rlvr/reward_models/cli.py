@@ -20,11 +20,12 @@ def add_rm_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPa
 
 
 def run_rm(args: argparse.Namespace) -> int:
-    # heavy imports only once the arguments are known to be sound
     from rlvr.config import RewardModelConfig
-    from rlvr.reward_models.train import train_reward_model
 
     config = run_config(RewardModelConfig, args, **{"data": args.data, "model.name": args.model})
+    # torch and the models only once the config is known to be sound
+    from rlvr.reward_models.train import train_reward_model
+
     summary = train_reward_model(config, resume=bool(args.resume))
     if "stopped_at" in summary:
         return 0

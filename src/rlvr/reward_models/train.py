@@ -37,8 +37,9 @@ from rlvr.models.reward_model import (
 from rlvr.optim import build_optimizer
 from rlvr.reward_models.bradley_terry import bradley_terry_loss, pairwise_accuracy, pairwise_wins
 from rlvr.reward_models.pairs import PreferencePair, load_pairs, split_pairs
-from rlvr.run import Schedule, StepResult, batch_order, launch, save_pretrained
-from rlvr.run.loop import OnStepEnd
+from rlvr.run.checkpoint import save_pretrained
+from rlvr.run.loop import OnStepEnd, Schedule, StepResult, launch
+from rlvr.run.order import batch_order
 
 
 def train_reward_model(config: RewardModelConfig, *, resume: bool = False,

@@ -9,14 +9,6 @@
     process.py     threads and the global seed
     order.py       a resumable order of examples (SFT, reward models)
     options.py     the command-line options every training command shares
+
+Nothing is imported here, so `rlvr` parses its arguments before loading torch: import from the modules.
 """
-
-from rlvr.run.checkpoint import save_pretrained
-from rlvr.run.clock import Stopwatch
-from rlvr.run.directory import resume_config
-from rlvr.run.loop import Recipe, Schedule, StepResult, launch, run_training
-from rlvr.run.order import batch_order
-from rlvr.run.stop import StopFlag
-
-__all__ = ["Recipe", "Schedule", "StepResult", "StopFlag", "Stopwatch", "batch_order", "launch", "resume_config",
-           "run_training", "save_pretrained"]

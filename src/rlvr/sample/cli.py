@@ -39,10 +39,8 @@ def add_sample_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
 
 
 def run_sample_command(args: argparse.Namespace) -> int:
-    # heavy imports only once the arguments are known to be sound
     from rlvr.config import SampleConfig, load_command_config
     from rlvr.errors import UserError
-    from rlvr.sample.runner import run_sample
 
     config = load_command_config(
         SampleConfig, args.config, args.overrides,
@@ -51,6 +49,8 @@ def run_sample_command(args: argparse.Namespace) -> int:
         format=args.format, min_tokens=args.min_tokens, max_tokens=args.max_tokens, max_per_prompt=args.max_per_prompt,
         output=args.output, output_dir=args.output_dir, seed=args.seed, threads=args.threads,
     )
+    from rlvr.sample.runner import run_sample  # torch and the models only once the config is known to be sound
+
     try:
         summary = run_sample(config)
     except KeyboardInterrupt:

@@ -21,11 +21,11 @@ def add_sft_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
 
 
 def run_sft(args: argparse.Namespace) -> int:
-    # heavy imports only once the arguments are known to be sound
     from rlvr.config import SFTConfig
-    from rlvr.sft.train import train_sft
 
     config = run_config(SFTConfig, args, **{"data": args.data, "model.name": args.model})
+    from rlvr.sft.train import train_sft  # torch and the models only once the config is known to be sound
+
     summary = train_sft(config, resume=bool(args.resume))
     if "stopped_at" in summary:
         return 0

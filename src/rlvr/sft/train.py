@@ -26,8 +26,9 @@ from rlvr.errors import UserError
 from rlvr.models import load_configured
 from rlvr.models.devices import autocast
 from rlvr.optim import build_optimizer
-from rlvr.run import Schedule, StepResult, batch_order, launch, save_pretrained
-from rlvr.run.loop import OnStepEnd
+from rlvr.run.checkpoint import save_pretrained
+from rlvr.run.loop import OnStepEnd, Schedule, StepResult, launch
+from rlvr.run.order import batch_order
 from rlvr.sft.data import SFTExample, prepare_data, read_rows
 from rlvr.sft.loss import completion_nll, held_out_loss
 from rlvr.sft.masking import trained_count

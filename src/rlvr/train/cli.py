@@ -17,11 +17,11 @@ def add_train_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
 
 
 def run_train(args: argparse.Namespace) -> int:
-    # heavy imports only once the arguments are known to be sound
     from rlvr.config import TrainConfig
-    from rlvr.train.trainer import train_grpo
 
     config = run_config(TrainConfig, args)
+    from rlvr.train.trainer import train_grpo  # torch and the models only once the config is known to be sound
+
     summary = train_grpo(config, resume=bool(args.resume))
     _print_summary(summary, config.output_dir)
     return 0

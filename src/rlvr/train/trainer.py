@@ -27,8 +27,9 @@ from rlvr.records import Rollout, ScoredRollout
 from rlvr.rewards.batch import score_rollout
 from rlvr.rewards.reward_model import ProcessRewardScorer
 from rlvr.rollout import SamplingParams, rollout
-from rlvr.run import Schedule, StepResult, Stopwatch, launch, save_pretrained
-from rlvr.run.loop import OnStepEnd
+from rlvr.run.checkpoint import save_pretrained
+from rlvr.run.clock import Stopwatch
+from rlvr.run.loop import OnStepEnd, Schedule, StepResult, launch
 from rlvr.run.process import derived_seed
 from rlvr.train.batch import make_batch, outcome_advantages
 from rlvr.train.build import build_parts

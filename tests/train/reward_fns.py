@@ -1,9 +1,14 @@
 """TRL-style reward functions used by the training tests (loaded by file path, like a user's would be)."""
 
 
+def _text(completion):
+    """TRL hands a completion over as text, or (chat prompts) as [{"role": "assistant", "content": text}]."""
+    return completion if isinstance(completion, str) else completion[0]["content"]
+
+
 def digit_share(completions, **kwargs):
     """Share of characters that are digits: a dense signal even a random model's samples vary on."""
-    return [sum(ch.isdigit() for ch in c) / max(1, len(c)) for c in completions]
+    return [sum(ch.isdigit() for ch in _text(c)) / max(1, len(_text(c))) for c in completions]
 
 
 def explode(completions, **kwargs):
@@ -12,7 +17,7 @@ def explode(completions, **kwargs):
 
 def has_digit(completions, **kwargs):
     """1 when the completion contains a digit: coarse, so some groups are all 0 or all 1."""
-    return [float(any(ch.isdigit() for ch in c)) for c in completions]
+    return [float(any(ch.isdigit() for ch in _text(c))) for c in completions]
 
 
 def hang(completions, **kwargs):
@@ -52,3 +57,24 @@ def exits(completions, **kwargs):
 def digit_share_but_not_the_second(completions, **kwargs):
     """digit_share, with None for the second completion of every group of 4 (a check that failed there)."""
     return [None if i % 4 == 1 else v for i, v in enumerate(digit_share(completions))]
+
+
+SEEN = []  # what the TRL-style rewards below were called with
+
+
+def conversational_digits(prompts, completions, solution, **kwargs):
+    """Written for TRL's conversational form, as open-r1's rewards are: indexes the assistant message,
+    and reads the gold answer as `solution`."""
+    SEEN.append({"prompts": prompts, "completions": completions, "solution": solution})
+    return [float(solution[i] in c[0]["content"]) for i, c in enumerate(completions)]
+
+
+def get_length_reward(scale, cap=64):
+    """A reward factory, like TRL's get_soft_overlong_punishment: the config's params go to it once."""
+    def length_reward(completions, **kwargs):
+        return [scale * min(len(_text(c)), cap) for c in completions]
+    return length_reward
+
+
+def get_nothing(scale=1.0):
+    """A factory that forgets to return its reward."""

@@ -158,11 +158,13 @@ def test_reward_params_reach_the_function(tmp_path):
 def test_overlapped_scoring_equals_scoring_after_decoding(tmp_path):
     calls = []
 
+    from rlvr.rewards import RewardSpec
+
+    from .reward_fns import digit_share
+
     def counting(completions, **kwargs):
         calls.append(len(completions))
-        return [sum(ch.isdigit() for ch in c) / max(1, len(c)) for c in completions]
-
-    from rlvr.rewards import RewardSpec
+        return digit_share(completions)
 
     results = {}
     for overlap in (True, False):

@@ -10,7 +10,9 @@ The spellings a config's ``rewards:`` list (or ``rlvr grade --grader``) accepts:
 
 Any function with TRL's reward signature works unchanged (see rlvr.rewards.combine). Parameters from
 the config (``load_reward_function("math_accuracy", timeout_s=5)``) are bound with functools.partial,
-after checking that the function has a parameter of each name.
+after checking that the function has a parameter of each name. A function that takes neither
+``completions`` nor ``**kwargs`` is a reward factory (TRL's ``get_soft_overlong_punishment``, open-r1's
+``get_cosine_scaled_reward``): it is called once with the parameters, and what it returns is the reward.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import difflib
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -55,8 +58,44 @@ def load_reward_function(spec: str, **params: Any) -> Callable[..., Any]:
             raise UserError(f"reward '{spec}' is a grader spec file: give its settings in the file, not as params")
         return load_grader(spec)
     fn = _load(spec)
+    if ":" in spec and is_factory(fn):
+        fn = _made_by(fn, params, spec)
+        params = {}
     require_sandbox(fn)
     return bind(fn, params, spec) if params else fn
+
+
+def is_factory(fn: Callable[..., Any]) -> bool:
+    """Whether `fn` makes reward functions rather than being one, like TRL's `get_soft_overlong_punishment`
+    or open-r1's `get_cosine_scaled_reward`: it takes neither `completions` nor the columns (**kwargs).
+
+    >>> def get_length_reward(scale=1.0):
+    ...     return lambda completions, **kwargs: [scale * len(c) for c in completions]
+    >>> is_factory(get_length_reward), is_factory(get_length_reward())
+    (True, False)
+    """
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # no readable signature: call it as a reward
+        return False
+    return not any(p.name == "completions" or p.kind == p.VAR_KEYWORD for p in parameters)
+
+
+def _made_by(factory: Callable[..., Any], params: dict[str, Any], spec: str) -> Callable[..., Any]:
+    """The reward function `factory(**params)` returns; its mistakes are one line naming it."""
+    try:
+        inspect.signature(factory).bind(**params)
+    except TypeError as e:
+        raise UserError(f"reward factory '{spec}' cannot take params {sorted(params)}: {e} "
+                        "(see its signature)") from None
+    try:
+        made = factory(**params)
+    except Exception as e:  # the user's code failed
+        raise UserError(f"reward factory '{spec}' raised {type(e).__name__}: {e} (fix its params)") from e
+    if not callable(made) or is_factory(made):
+        raise UserError(f"reward '{spec}' takes no `completions`, so it was called as a factory, and it returned "
+                        f"{type(made).__name__}, not a reward function (a reward takes completions and **kwargs)")
+    return made
 
 
 def _load(spec: str) -> Callable[..., Any]:

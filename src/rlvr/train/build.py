@@ -15,6 +15,7 @@ from rlvr.config import RewardConfig, TrainConfig
 from rlvr.data import TASKS, expected_format, load_examples, render_prompt, with_few_shot
 from rlvr.data.lengths import prompt_limit, refuse_too_long, too_long
 from rlvr.data.scoring import MATH, scoring_for_columns
+from rlvr.data.trl_form import trl_form
 from rlvr.errors import UserError
 from rlvr.models import frozen_copy, load_configured, load_model
 from rlvr.records import Example, Scoring
@@ -80,6 +81,9 @@ def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts
     scoring = (task.scoring if task
                else scoring_for_columns(train_examples[0].columns if train_examples else (), d.train, MATH))
     specs = reward_specs(config, scoring)
+    # in TRL's form (chat messages, `solution`), so reward functions written for TRL run unchanged
+    train_examples = trl_form(train_examples, chat=d.template == "chat")
+    eval_examples = trl_form(eval_examples, chat=d.template == "chat") if eval_examples else eval_examples
     shots = ([(t.prompt, t.completion) for t in d.few_shot] if d.few_shot is not None
              else list(task.few_shot) if task else [])
     render = lambda exs: Prompts(exs, [  # noqa: E731

@@ -183,12 +183,12 @@ def _plain(value: Any) -> Any:
 
 
 def parse_yaml(content: str, origin: str) -> Any:
-    """`content` parsed, or a UserError naming `origin`, the line and column, and the problem.
+    r"""`content` parsed, or a UserError naming `origin`, the line and column, and the problem.
 
     >>> parse_yaml("a: 1\nb: [2, 3", "grader spec g.yaml")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    rlvr.errors.UserError: grader spec g.yaml, line 3 column 1, is not valid YAML: expected ',' or ']'...
+    rlvr.errors.UserError: grader spec g.yaml, line 2 column 9, is not valid YAML: expected ',' or ']'...
     """
     try:
         return yaml.safe_load(content)

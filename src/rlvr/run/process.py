@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 
@@ -15,6 +17,13 @@ def derived_seed(seed: int, index: int) -> int:
 
 
 def configure_process(threads: int, seed: int) -> None:
-    """`threads` torch threads (0 = as many as torch would use) and torch's global RNG seeded with `seed`."""
-    torch.set_num_threads(threads or torch.get_num_threads())
+    """`threads` torch threads (0 = `default_threads()`) and torch's global RNG seeded with `seed`."""
+    torch.set_num_threads(threads or default_threads())
     torch.manual_seed(seed)
+
+
+def default_threads() -> int:
+    """Torch's own count (the machine's cores), but no more than the CPUs this process may run on: under
+    `taskset`, a container's cpuset or a scheduler's allocation, more threads than CPUs only take turns."""
+    allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(torch.get_num_threads(), allowed))

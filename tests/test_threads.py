@@ -1,0 +1,29 @@
+"""CPU threads: idle OpenMP threads sleep (measured in bench/threads_under_load.py), and a run uses no more
+threads than the CPUs it may run on."""
+
+import os
+import subprocess
+import sys
+
+import torch
+
+from rlvr.run.process import default_threads
+
+
+def _wait_policy(**env):
+    clean = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"} | env
+    script = "import rlvr, os, torch; print(os.environ['OMP_WAIT_POLICY'])"
+    return subprocess.run([sys.executable, "-c", script], env=clean, capture_output=True, text=True,
+                          timeout=120).stdout.strip()
+
+
+def test_openmp_threads_sleep_when_idle_unless_the_user_says_otherwise():
+    assert _wait_policy() == "PASSIVE"
+    assert _wait_policy(OMP_WAIT_POLICY="ACTIVE") == "ACTIVE"
+
+
+def test_threads_are_capped_by_the_cpus_the_process_may_use(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3})
+    assert default_threads() == 1
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(1024)))
+    assert default_threads() == torch.get_num_threads()

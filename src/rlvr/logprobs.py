@@ -107,6 +107,25 @@ def length_buckets(lengths: list[int], min_gain: int = 16) -> list[list[int]]:
     return buckets
 
 
+class PolicyModule(torch.nn.Module):
+    """The policy as the one module DDP and FSDP wrap: its forward *is* `completion_logprobs`.
+
+    Those wrappers act only through `forward`'s hooks, while `completion_logprobs` reads the backbone and
+    the output layer directly; called on a wrapped model, gradients would skip the all-reduce and the
+    replicas drift apart without an error. Calling this module keeps the log-probs inside the hooks.
+    """
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, row_prompt: torch.Tensor,
+                completion_ids: torch.Tensor, completion_mask: torch.Tensor, temperature: float = 1.0,
+                share_prompt: bool = True) -> TokenStats:
+        return completion_logprobs(self.model, prompt_ids, prompt_mask, row_prompt, completion_ids, completion_mask,
+                                   temperature, share_prompt)
+
+
 def completion_logprobs(
     model: torch.nn.Module,
     prompt_ids: torch.Tensor,

@@ -11,10 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from torch.nn.parallel import DistributedDataParallel
 
 from rlvr.advantages import group_advantages
 from rlvr.config import AlgorithmConfig
-from rlvr.logprobs import TokenStats, completion_logprobs
+from rlvr.logprobs import PolicyModule, TokenStats, completion_logprobs
 from rlvr.records import Rollout, ScoredRollout, TrainBatch
 
 
@@ -81,10 +82,12 @@ def _micro_batch(rollout: Rollout, loss_mask: torch.Tensor, rows: torch.Tensor) 
 
 
 def forward(model: torch.nn.Module, mb: MicroBatch, temperature: float) -> TokenStats:
-    """Log-probabilities (and entropies) of the micro-batch's completion tokens under `model`."""
-    return completion_logprobs(
-        model, mb.prompt_ids, mb.prompt_mask, mb.row_prompt, mb.completion_ids, mb.completion_mask, temperature
-    )
+    """Log-probabilities (and entropies) of the micro-batch's completion tokens under `model`: a causal
+    LM, or a PolicyModule (wrapped by DDP), which is called so that its wrapper's hooks run."""
+    args = (mb.prompt_ids, mb.prompt_mask, mb.row_prompt, mb.completion_ids, mb.completion_mask, temperature)
+    if isinstance(model, (PolicyModule, DistributedDataParallel)):
+        return model(*args)  # type: ignore[no-any-return]
+    return completion_logprobs(model, *args)
 
 
 @torch.no_grad()

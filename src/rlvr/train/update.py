@@ -9,11 +9,13 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 
 import torch
+from torch.nn.parallel import DistributedDataParallel
 
 from rlvr.config import AlgorithmConfig
 from rlvr.kl import kl_estimate
 from rlvr.losses import aggregate_loss, clip_fractions, clipped_policy_loss
 from rlvr.records import TrainBatch
+from rlvr.run.world import SINGLE, World, sum_across
 from rlvr.train.batch import forward, micro_batches
 
 
@@ -54,24 +56,34 @@ def policy_update(
     max_grad_norm: float,
     max_new_tokens: int,
     autocast: Callable[[], AbstractContextManager] = nullcontext,
+    world: World = SINGLE,
 ) -> dict[str, float]:
     """One optimizer step on the whole batch, gradients accumulated over micro-batches; returns its
-    statistics. `autocast` wraps each forward pass (reduced precision on a GPU, rlvr.models.devices)."""
-    num_sequences = int((batch.loss_mask.sum(-1) > 0).sum().clamp(min=1))
-    num_tokens = int(batch.loss_mask.sum().clamp(min=1))
+    statistics. `autocast` wraps each forward pass (reduced precision on a GPU, rlvr.models.devices).
+
+    Data-parallel (`world` of several ranks, `policy` a DDP-wrapped PolicyModule, each rank holding whole
+    groups of the global batch): the loss is normalised by the global token and sequence counts and
+    multiplied by the world size, since DDP averages gradients, so the step equals the single-process
+    step on the global batch. Gradients are all-reduced once, on each rank's last micro-batch (ranks may
+    hold different numbers), and the statistics are sums over all ranks."""
+    local = [float((batch.loss_mask.sum(-1) > 0).sum()), float(batch.loss_mask.sum())]
+    num_sequences, num_tokens = (max(1, int(n)) for n in sum_across(local, world))
     totals = {"loss": 0.0, "kl": 0.0, "clip_low_fraction": 0.0, "clip_high_fraction": 0.0, "entropy": 0.0}
     optimizer.zero_grad(set_to_none=True)
-    for mb in micro_batches(batch.rollout, batch.loss_mask, micro_batch_tokens):
-        with autocast():
-            stats = forward(policy, mb, temperature)
-        lc = mb.completion_ids.shape[1]
-        logprobs, mask = stats.logprobs, mb.loss_mask.to(stats.logprobs.device)
-        old = logprobs.detach() if batch.old_logprobs is None else batch.old_logprobs[mb.rows, :lc].to(logprobs)
-        ref = None if batch.ref_logprobs is None else batch.ref_logprobs[mb.rows, :lc].to(logprobs)
-        advantages = batch.advantages[mb.rows, :lc].to(logprobs)
-        loss, kl = grpo_loss(logprobs, old, ref, advantages, mask, algo, num_sequences=num_sequences,
-                             num_tokens=num_tokens, constant=algo.loss_constant or max_new_tokens)
-        loss.backward()
+    runs = micro_batches(batch.rollout, batch.loss_mask, micro_batch_tokens)
+    for i, mb in enumerate(runs):
+        last = i == len(runs) - 1
+        with policy.no_sync() if isinstance(policy, DistributedDataParallel) and not last else nullcontext():
+            with autocast():
+                stats = forward(policy, mb, temperature)
+            lc = mb.completion_ids.shape[1]
+            logprobs, mask = stats.logprobs, mb.loss_mask.to(stats.logprobs.device)
+            old = logprobs.detach() if batch.old_logprobs is None else batch.old_logprobs[mb.rows, :lc].to(logprobs)
+            ref = None if batch.ref_logprobs is None else batch.ref_logprobs[mb.rows, :lc].to(logprobs)
+            advantages = batch.advantages[mb.rows, :lc].to(logprobs)
+            loss, kl = grpo_loss(logprobs, old, ref, advantages, mask, algo, num_sequences=num_sequences,
+                                 num_tokens=num_tokens, constant=algo.loss_constant or max_new_tokens)
+            (loss * world.size).backward()
         low, high = clip_fractions(logprobs, old, advantages, mask, algo.clip_low, algo.clip_high)
         share = float(mask.sum()) / num_tokens
         totals["loss"] += float(loss.detach())
@@ -79,6 +91,7 @@ def policy_update(
         totals["clip_low_fraction"] += low * share
         totals["clip_high_fraction"] += high * share
         totals["entropy"] += float((stats.entropy * mask).sum()) / num_tokens
+    totals = dict(zip(totals, sum_across(list(totals.values()), world)))
     params = [p for p in policy.parameters() if p.requires_grad]
     max_norm = max_grad_norm if max_grad_norm > 0 else float("inf")
     totals["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, max_norm))

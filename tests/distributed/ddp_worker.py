@@ -1,0 +1,86 @@
+"""One rank of the data-parallel update check, started by torchrun from test_ddp_update.py.
+
+    python -m torch.distributed.run --standalone --nproc_per_node 2 ddp_worker.py CASE.pt OUT_DIR
+
+CASE.pt holds the starting weights, the global TrainBatch, which groups each rank takes, and the
+settings; each rank runs `policy_update` (μ times) on its share through DDP, and rank 0 saves the
+gradients, weights and statistics, with a check that the replicas are bitwise identical.
+"""
+
+import dataclasses
+import sys
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from rlvr.config import AlgorithmConfig, OptimConfig
+from rlvr.logprobs import PolicyModule
+from rlvr.models import build_tiny_model
+from rlvr.optim import build_optimizer
+from rlvr.run.world import World, join
+from rlvr.train.batch import micro_batches
+from rlvr.train.update import policy_update
+
+
+def select_groups(batch, groups):
+    """The TrainBatch of the given prompt groups only (their prompts and all G completions of each)."""
+    r, g = batch.rollout, batch.rollout.group_size
+    rows = torch.tensor([p * g + j for p in groups for j in range(g)])
+    prompts = torch.tensor(groups)
+    rollout = dataclasses.replace(
+        r, examples=[r.examples[p] for p in groups], prompt_ids=r.prompt_ids[prompts],
+        prompt_mask=r.prompt_mask[prompts],
+        completion_ids=r.completion_ids[rows], completion_mask=r.completion_mask[rows],
+        sampling_logprobs=r.sampling_logprobs[rows], truncated=r.truncated[rows],
+        completions=[r.completions[i] for i in rows.tolist()])
+    scored = dataclasses.replace(batch.scored, rollout=rollout, rewards=batch.scored.rewards[prompts],
+                                 reward_components={k: v[prompts] for k, v in batch.scored.reward_components.items()})
+    pick = lambda t: None if t is None else t[rows]  # noqa: E731
+    return dataclasses.replace(batch, scored=scored, advantages=batch.advantages[rows],
+                               old_logprobs=pick(batch.old_logprobs), ref_logprobs=pick(batch.ref_logprobs),
+                               loss_mask=batch.loss_mask[rows])
+
+
+def run_update(model, batch, case, aggregation, world=None):
+    """μ policy updates of `model` (a DDP-wrapped PolicyModule when `world` is given) on `batch`."""
+    algo = dataclasses.replace(AlgorithmConfig(**case["algo"]), loss_aggregation=aggregation)
+    optimizer, scheduler = build_optimizer(model.module.model if world else model, OptimConfig(**case["optim"]), 10)
+    kwargs = dict(algo=algo, micro_batch_tokens=case["micro_batch_tokens"], temperature=1.0, max_grad_norm=1.0,
+                  max_new_tokens=case["max_new_tokens"])
+    if world:
+        kwargs["world"] = world
+    return [policy_update(model, optimizer, scheduler, batch, **kwargs) for _ in range(algo.updates_per_batch)]
+
+
+def main():
+    torch.set_num_threads(1)
+    case = torch.load(sys.argv[1], weights_only=False)
+    world = World.from_env()
+    join(world, torch.device("cpu"), timeout_s=60)
+    mine = select_groups(case["batch"], case["groups"][world.rank])
+    counts = [len(micro_batches(select_groups(case["batch"], gs).rollout, select_groups(case["batch"], gs).loss_mask,
+                                case["micro_batch_tokens"])) for gs in case["groups"]]
+    results = {"micro_batches": counts}
+    for aggregation in case["aggregations"]:
+        model, _ = build_tiny_model(0)
+        model.load_state_dict(case["weights"])
+        ddp = DistributedDataParallel(PolicyModule(model), broadcast_buffers=False)
+        stats = run_update(ddp, mine, case, aggregation, world)
+        flat = torch.cat([p.detach().flatten() for p in model.parameters()])
+        high, low = flat.clone(), flat.clone()
+        dist.all_reduce(high, op=dist.ReduceOp.MAX)
+        dist.all_reduce(low, op=dist.ReduceOp.MIN)
+        results[aggregation] = {
+            "stats": stats, "replica_spread": float((high - low).abs().max()),
+            "grads": {n: p.grad.clone() for n, p in model.named_parameters()},
+            "weights": {n: p.detach().clone() for n, p in model.named_parameters()},
+        }
+    if world.is_main:
+        torch.save(results, f"{sys.argv[2]}/ranks.pt")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

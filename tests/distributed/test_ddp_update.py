@@ -1,0 +1,93 @@
+"""Data-parallel GRPO update (DDP over gloo, 2 ranks launched by torchrun) equals the single-process
+update on the same global batch: gradients, grad-norm, weights after μ = 2 AdamW steps with clipping
+active and β > 0, and the step statistics, for each loss aggregation, with the ranks holding unequal
+shares and numbers of micro-batches. The replicas stay bitwise identical."""
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from rlvr.train.batch import make_batch, micro_batches
+from rlvr.train.trainer import Trainer
+
+from ..train.test_step import DIGITS, tiny_config
+from .ddp_worker import run_update, select_groups
+
+AGGREGATIONS = ["token_mean", "sequence_mean", "constant"]
+HERE = Path(__file__).parent
+
+
+def launch(args, env, timeout):
+    """(exit code, stderr) of torchrun with `args`; past `timeout` every rank prints its Python stack
+    (faulthandler, SIGABRT) and the whole process group is killed, so a hang fails here and leaves nothing."""
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", *args], env=env,
+                                stdout=subprocess.DEVNULL, stderr=err, text=True, start_new_session=True)
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for sig in (signal.SIGABRT, signal.SIGKILL):
+                os.killpg(proc.pid, sig)
+                time.sleep(3)
+            code = -1
+        err.seek(0)
+        return code, ("" if code != -1 else f"timed out after {timeout} s\n") + err.read()
+
+
+@pytest.fixture(scope="module")
+def case(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("ddp")
+    trainer = Trainer(tiny_config(tmp, DIGITS, "sampling.batch_size=16", "algorithm.beta=0.04",
+                                  "algorithm.updates_per_batch=2", "algorithm.clip_low=0.05",
+                                  "algorithm.clip_high=0.05", "generation.max_new_tokens=16", steps=1))
+    scored, _ = trainer.sample_and_score()
+    a = trainer.config.algorithm
+    batch = make_batch(scored, trainer.advantages(scored), policy=trainer.policy, reference=trainer.reference, algo=a,
+                       micro_batch_tokens=10_000, temperature=1.0)
+    budget = int(batch.rollout.lengths[:4].sum() + batch.rollout.prompt_mask[0].sum())  # about one group
+    case = {"weights": {n: t.clone() for n, t in trainer.policy.state_dict().items()}, "batch": batch,
+            "groups": [[0], [1, 2, 3]], "aggregations": AGGREGATIONS, "micro_batch_tokens": budget,
+            "algo": {k: getattr(a, k) for k in ("beta", "clip_low", "clip_high", "kl_estimator", "updates_per_batch")},
+            "optim": {"lr": 1e-3}, "max_new_tokens": 16}
+    torch.save(case, tmp / "case.pt")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1", "PYTHONPATH": str(HERE.parents[1])}
+    code, stderr = launch(["--standalone", "--nproc_per_node", "2", str(HERE / "ddp_worker.py"), str(tmp / "case.pt"),
+                           str(tmp)], env, timeout=120)
+    assert code == 0, stderr[-4000:]
+    return case, torch.load(tmp / "ranks.pt", weights_only=False)
+
+
+def test_the_ranks_hold_unequal_shares_and_micro_batch_counts(case):
+    case, ranks = case
+    assert len(set(ranks["micro_batches"])) == 2, ranks["micro_batches"]
+    full = select_groups(case["batch"], [0, 1, 2, 3])
+    assert torch.equal(full.loss_mask, case["batch"].loss_mask)  # the union of the shares is the batch
+    assert len(micro_batches(full.rollout, full.loss_mask, case["micro_batch_tokens"])) > 1
+
+
+@pytest.mark.parametrize("aggregation", AGGREGATIONS)
+def test_two_ranks_equal_one_process_on_the_global_batch(case, aggregation):
+    from rlvr.models import build_tiny_model
+
+    case, ranks = case
+    model, _ = build_tiny_model(0)
+    model.load_state_dict(case["weights"])
+    single = run_update(model, case["batch"], case, aggregation)
+    ddp = ranks[aggregation]
+    assert ddp["replica_spread"] == 0.0  # the replicas are bitwise identical
+    assert single[1]["clip_low_fraction"] + single[1]["clip_high_fraction"] > 0  # clipping is exercised
+    for n, p in model.named_parameters():
+        # after μ = 2 steps: summation order differs between the shares, and Adam scales tiny differences up
+        assert float((ddp["grads"][n] - p.grad).abs().max()) <= 1e-5 * float(p.grad.abs().max()) + 1e-9, n
+        assert torch.allclose(ddp["weights"][n], p.detach(), rtol=0, atol=1e-6), n
+    for mine, theirs in zip(ddp["stats"], single):
+        assert mine["grad_norm"] == pytest.approx(theirs["grad_norm"], rel=1e-6)
+        for key in ("loss", "kl", "clip_low_fraction", "clip_high_fraction", "entropy"):
+            assert mine[key] == pytest.approx(theirs[key], rel=1e-5, abs=1e-9), key

@@ -71,16 +71,21 @@ def test_an_unfinished_stage_is_the_only_one_run_again(tiny_run, monkeypatch):
     assert ran == ["all_scenarios"] and (out / "all_scenarios" / "stage.json").is_file()
 
 
+def _resolve_data_paths(recipe):
+    """The recipe's data paths as the first run resolved them (recipes/data), for a copy written elsewhere."""
+    for stage in recipe["stages"]:
+        for key, value in stage["config"].items():
+            if isinstance(value, str) and value.startswith("data/"):
+                stage["config"][key] = str(RECIPES / value)
+    data = recipe["stages"][5]["config"]["data"]
+    data["train"] = str(RECIPES / data["train"])
+
+
 def test_changed_settings_of_a_finished_stage_are_refused(tiny_run, tmp_path):
     out, _ = tiny_run
     recipe = yaml.safe_load((RECIPES / "tiny.yaml").read_text())
     recipe["stages"][0]["config"]["max_steps"] = 7
-    for stage in recipe["stages"]:  # keep the data paths pointing at recipes/data
-        for key, value in stage["config"].items():
-            if isinstance(value, str) and value.startswith("data/"):
-                stage["config"][key] = str(RECIPES / value)
-    stage = recipe["stages"][5]["config"]["data"]
-    stage["train"] = str(RECIPES / stage["train"])
+    _resolve_data_paths(recipe)
     changed = tmp_path / "changed.yaml"
     changed.write_text(yaml.safe_dump(recipe))
     with pytest.raises(UserError, match="stage 'cold_start' already ran with other settings"):
@@ -97,11 +102,7 @@ def test_a_recipe_rewritten_with_the_current_keys_still_matches_its_finished_sta
         moved = {key: sampling.pop(key) for key in ("max_new_tokens", "temperature") if key in sampling}
         if moved:
             stage["config"]["generation"] = moved
-        for key, value in stage["config"].items():  # the data paths as the first run resolved them
-            if isinstance(value, str) and value.startswith("data/"):
-                stage["config"][key] = str(RECIPES / value)
-    data = recipe["stages"][5]["config"]["data"]
-    data["train"] = str(RECIPES / data["train"])
+    _resolve_data_paths(recipe)
     rewritten = tmp_path / "tiny.yaml"
     rewritten.write_text(yaml.safe_dump(recipe))
     monkeypatch.setattr(runner, "run_stage", lambda *a: pytest.fail("a finished stage ran again"))

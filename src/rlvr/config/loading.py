@@ -199,13 +199,17 @@ def parse_yaml(content: str, origin: str) -> Any:
         raise UserError(f"{origin}{where} is not valid YAML: {problem} (fix the syntax there)") from None
 
 
-def read_yaml_file(path: Path, origin: str) -> Any:
-    """The YAML file at `path` parsed; unreadable, not UTF-8 or not YAML is a UserError naming `origin`."""
+def read_text_file(path: Path, origin: str) -> str:
+    """The text of `path`; unreadable or not UTF-8 is a UserError naming `origin`."""
     try:
-        content = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"{origin}: cannot read it ({e}); give a readable UTF-8 file") from None
-    return parse_yaml(content, origin)
+
+
+def read_yaml_file(path: Path, origin: str) -> Any:
+    """The YAML file at `path` parsed; unreadable, not UTF-8 or not YAML is a UserError naming `origin`."""
+    return parse_yaml(read_text_file(path, origin), origin)
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:

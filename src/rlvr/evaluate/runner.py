@@ -133,10 +133,11 @@ def _sample_missing(config: EvalConfig, benchmark: Benchmark, settings: dict[str
     shots = list(_few_shot(benchmark))
     texts = [render_prompt(with_few_shot(ex.prompt, shots), template=settings["template"], tokenizer=tokenizer,
                            system_prompt=config.data.system_prompt) for ex in benchmark.examples]
+    specials = settings["template"] != "chat"  # the chat template writes its own special tokens
     refuse_too_long(texts, [f"problem {i}" for i in ids], tokenizer, prompt_limit(model, settings["max_new_tokens"]),
-                    add_special_tokens=settings["template"] != "chat")
+                    add_special_tokens=specials)
     plan = Plan(samples=config.samples, greedy=config.greedy, budgets=tuple(settings["budgets"]),
-                add_special_tokens=settings["template"] != "chat",
+                add_special_tokens=specials,
                 params=SamplingParams(max_new_tokens=settings["max_new_tokens"],
                                       temperature=config.generation.temperature,
                                       top_p=config.generation.top_p, top_k=config.generation.top_k))

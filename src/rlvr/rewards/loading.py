@@ -30,6 +30,7 @@ from typing import Any
 
 from rlvr.errors import UserError
 from rlvr.rewards.graders.build import SPEC_TYPES, VERIFIER_TYPES, build_grader, load_grader
+from rlvr.rewards.graders.spec import did_you_mean
 from rlvr.rewards.registry import BUILTIN_REWARDS, bind, require_sandbox
 
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
@@ -114,8 +115,7 @@ def _builtin(name: str) -> Callable[..., Any]:
     if name in BUILTIN_REWARDS:
         return BUILTIN_REWARDS[name]
     graders = [*SPEC_TYPES, "multi", *VERIFIER_TYPES]
-    close = difflib.get_close_matches(name, [*BUILTIN_REWARDS, *graders], n=1)
-    hint = f"; did you mean '{close[0]}'?" if close else ""
+    hint = did_you_mean(name, [*BUILTIN_REWARDS, *graders])
     raise UserError(
         f"unknown reward '{name}'{hint} (built-ins: {', '.join(BUILTIN_REWARDS)}; grader types: "
         f"{', '.join(graders)}; or write 'module.path:function', 'path/to/file.py:function' or a grader spec file)"

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rlvr.config.loading import read_yaml_file
+from rlvr.config.loading import read_text_file, read_yaml_file
 from rlvr.errors import UserError
 
 COMMON_FIELDS = ("type", "name")
@@ -66,11 +66,7 @@ def _spec_from_text(text: str, types: Sequence[str]) -> tuple[Any, str]:
         origin = f"grader spec {text}"
         if path.suffix.lower() != ".json":
             return read_yaml_file(path, origin), origin
-        try:
-            content = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise UserError(f"{origin}: cannot read it ({e}); give a readable UTF-8 file") from e
-        return _parse_json(content, origin), origin
+        return _parse_json(read_text_file(path, origin), origin), origin
     raise UserError(
         f"grader '{text}' is neither a file nor a grader type{did_you_mean(text, types)} "
         f"(types: {', '.join(types)}; or give a .yaml or .json spec file)"

@@ -16,6 +16,7 @@ and gets advantage 0, so it neither pulls the baseline nor is pushed up or down 
 from __future__ import annotations
 
 import itertools
+import math
 
 import torch
 
@@ -66,6 +67,29 @@ def reward_std(rewards: torch.Tensor, estimator: StdEstimator = "population") ->
     return rewards.std(dim=-1, keepdim=True, correction=0 if estimator == "population" else 1)
 
 
+def reward_moments(rewards: torch.Tensor) -> tuple[float, float, float]:
+    """(Σr, Σr², n) over the scored rewards: what ranks holding parts of a batch add up to get its std.
+
+    >>> reward_moments(torch.tensor([[1., 0.], [2., float("nan")]]))
+    (3.0, 5.0, 3.0)
+    """
+    r = rewards[~rewards.isnan()].double()
+    return float(r.sum()), float((r * r).sum()), float(r.numel())
+
+
+def std_from_moments(total: float, total_sq: float, count: float, estimator: StdEstimator = "population") -> float:
+    """The standard deviation of rewards known by their moments (`reward_moments`, summed across ranks).
+
+    >>> r = torch.tensor([[1., 0., 0.5, 0.25]])
+    >>> round(std_from_moments(*reward_moments(r)), 6) == round(float(reward_std(r)[0, 0]), 6)
+    True
+    """
+    if count < 1 or (estimator == "unbiased" and count < 2):
+        return float("nan")
+    variance = max(0.0, total_sq / count - (total / count) ** 2)
+    return math.sqrt(variance * count / (count - 1) if estimator == "unbiased" else variance)
+
+
 def group_advantages(
     rewards: torch.Tensor,
     *,
@@ -73,10 +97,13 @@ def group_advantages(
     scale: Scale = "group_std",
     std_estimator: StdEstimator = "population",
     eps: float = 1e-4,
+    batch_std: float | None = None,
 ) -> torch.Tensor:
     """Rewards [P, G] -> advantages [P, G]; defaults are DeepSeekMath's outcome supervision Â_i = (r_i − μ)/(σ + ε).
 
     Groups whose rewards are all equal get exactly zero advantage (not 0/ε noise from rounding).
+    `batch_std`: with scale "batch_std", the std of the whole batch when `rewards` is only part of it
+    (a data-parallel rank's groups); measured from `rewards` when None.
 
     The explorer's worked example (G = 8, five right: μ = 0.625, σ = 0.484):
 
@@ -88,19 +115,20 @@ def group_advantages(
         raise ValueError(f"rewards must be [P, G], got shape {tuple(rewards.shape)}")
     scored = ~rewards.isnan()
     if not bool(scored.all()):
-        return _without_unscored(rewards, scored, baseline, scale, std_estimator, eps)
+        return _without_unscored(rewards, scored, baseline, scale, std_estimator, eps, batch_std)
     centred = rewards - group_baseline(rewards, baseline)
     if scale == "group_std":
         centred = centred / (reward_std(rewards, std_estimator) + eps)
     elif scale == "batch_std":
-        centred = centred / (reward_std(rewards.reshape(1, -1), std_estimator) + eps)
+        std = reward_std(rewards.reshape(1, -1), std_estimator) if batch_std is None else batch_std
+        centred = centred / (std + eps)
     elif scale != "none":
         raise ValueError(f"unknown advantage scale {scale!r}; choose from {SCALES}")
     return centred.masked_fill(zero_variance_groups(rewards).unsqueeze(-1), 0.0)
 
 
 def _without_unscored(rewards: torch.Tensor, scored: torch.Tensor, baseline: Baseline, scale: Scale,
-                      std_estimator: StdEstimator, eps: float) -> torch.Tensor:
+                      std_estimator: StdEstimator, eps: float, batch_std: float | None = None) -> torch.Tensor:
     """Each group's advantages computed over its scored completions only (the batch std over every scored
     reward); 0 for the unscored ones and for groups with fewer than two scored completions.
 
@@ -109,14 +137,17 @@ def _without_unscored(rewards: torch.Tensor, scored: torch.Tensor, baseline: Bas
     [[1.0, 0.0, -1.0], [0.0, 0.0, 0.0]]
     """
     advantages = torch.zeros_like(rewards)
-    divisor = reward_std(rewards[scored].reshape(1, -1), std_estimator) + eps if scale == "batch_std" else None
+    divisor = None
+    if scale == "batch_std":
+        divisor = (reward_std(rewards[scored].reshape(1, -1), std_estimator)[0, 0] if batch_std is None
+                   else torch.tensor(batch_std)) + eps
     for p in range(rewards.shape[0]):
         keep = scored[p]
         if int(keep.sum()) < 2:
             continue
         group = group_advantages(rewards[p, keep][None], baseline=baseline,
                                  scale="none" if divisor is not None else scale, std_estimator=std_estimator, eps=eps)
-        advantages[p, keep] = group[0] if divisor is None else group[0] / divisor[0]
+        advantages[p, keep] = group[0] if divisor is None else group[0] / divisor
     return advantages
 
 

@@ -25,6 +25,7 @@ from rlvr.evaluate.cli import add_eval_parser, run_eval_command
 from rlvr.pipeline.cli import add_pipeline_parser, run_pipeline_command
 from rlvr.reward_models.cli import add_rm_parser, run_rm
 from rlvr.rewards.cli import add_grade_parser, run_grade
+from rlvr.run.launcher import add_nproc_option, relaunch, restore_interrupts
 from rlvr.sample.cli import add_sample_parser, run_sample_command
 from rlvr.sft.cli import add_sft_parser, run_sft
 from rlvr.train.cli import add_train_parser, run_train
@@ -42,6 +43,7 @@ COMMANDS = {
     "explore": (add_explore_parser, run_explore),
 }
 MODEL_COMMANDS = ("train", "eval", "rm", "sample", "sft", "pipeline")  # the commands that load models
+PARALLEL_COMMANDS = ("train", "eval", "rm", "sample", "sft")  # the commands that run on several ranks (--nproc)
 
 
 def _quiet_transformers() -> None:
@@ -64,16 +66,24 @@ def _terminate(signum: int, frame: object) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rlvr", description="GRPO with verifiable rewards")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add_parser, _ in COMMANDS.values():
-        add_parser(sub)
+    for name, (add_parser, _) in COMMANDS.items():
+        command = add_parser(sub)
+        if name in PARALLEL_COMMANDS:
+            add_nproc_option(command)
     args = parser.parse_args(argv)
+    if getattr(args, "nproc", 1) < 1:
+        parser.error("--nproc must be at least 1")
+    if getattr(args, "nproc", 1) > 1 and "RANK" not in os.environ:  # (a rank itself ignores --nproc)
+        return relaunch(sys.argv[1:] if argv is None else argv, args.nproc)
+    restore_interrupts()
     if args.command in MODEL_COMMANDS:
         _quiet_transformers()
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         return COMMANDS[args.command][1](args)
     except UserError as e:
-        print(f"rlvr: error: {e}", file=sys.stderr)
+        rank = f" (rank {os.environ['RANK']})" if int(os.environ.get("WORLD_SIZE", 1)) > 1 else ""
+        print(f"rlvr: error{rank}: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("rlvr: interrupted", file=sys.stderr)

@@ -65,7 +65,7 @@ def main():
     for aggregation in case["aggregations"]:
         model, _ = build_tiny_model(0)
         model.load_state_dict(case["weights"])
-        ddp = DistributedDataParallel(PolicyModule(model), broadcast_buffers=False)
+        ddp = DistributedDataParallel(PolicyModule(model), forward_sync_buffers=False)
         stats = run_update(ddp, mine, case, aggregation, world)
         flat = torch.cat([p.detach().flatten() for p in model.parameters()])
         high, low = flat.clone(), flat.clone()

@@ -13,7 +13,7 @@ from rlvr.errors import UserError
 from rlvr.optim import build_optimizer
 from rlvr.rewards.batch import score_rollout
 from rlvr.train.batch import make_batch, micro_batches, outcome_advantages
-from rlvr.train.metrics import step_metrics
+from rlvr.train.metrics import step_record
 from rlvr.train.trainer import Trainer, train_grpo
 from rlvr.train.update import policy_update
 
@@ -34,8 +34,8 @@ def step_with_batch(trainer, monkeypatch):
     import rlvr.train.trainer as module
 
     seen = []
-    monkeypatch.setattr(module, "step_metrics", lambda batch, *args: seen.append(batch) or real(batch, *args))
-    real = step_metrics
+    monkeypatch.setattr(module, "step_record", lambda batch, *args: seen.append(batch) or real(batch, *args))
+    real = step_record
     return trainer.step().metrics, seen[0]
 
 

@@ -16,7 +16,14 @@ from rlvr.config.loading import (
     parse_override,
     save_config,
 )
-from rlvr.config.sections import BAD_DEVICE, DEVICE_PATTERN, GenerationConfig, ModelConfig, OptimConfig
+from rlvr.config.sections import (
+    BAD_DEVICE,
+    DEVICE_PATTERN,
+    DistributedConfig,
+    GenerationConfig,
+    ModelConfig,
+    OptimConfig,
+)
 from rlvr.config.train import (
     DEFAULT_REFLECTION_PHRASES,
     PRESETS,
@@ -35,6 +42,7 @@ __all__ = [
     "PRESETS",
     "AlgorithmConfig",
     "DataConfig",
+    "DistributedConfig",
     "EvalConfig",
     "FewShotTurn",
     "GenerationConfig",

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from rlvr.config.choices import FORMAT_NAMES, MODES, ExtractionMode
-from rlvr.config.sections import GenerationConfig, ModelConfig, OptimConfig, check
+from rlvr.config.sections import DistributedConfig, GenerationConfig, ModelConfig, OptimConfig, check
 
 _MOVED = {"cache_dir": "model.cache_dir"}
 _SAMPLING_MOVED = {
@@ -191,6 +191,8 @@ class SFTConfig:
     """Optimizer steps; 0 = as many as `epochs` passes take."""
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(schedule="cosine"))
     """AdamW, warm-up, schedule, gradient clipping and micro_batch_tokens, as for `rlvr train` (optim.lr, ...)."""
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
+    """Several ranks under torchrun (or `--nproc N`), as for `rlvr train`."""
     seed: int = 0
     """Seeds the held-out split and the order of the examples."""
     output_dir: str = "runs/sft"
@@ -207,6 +209,7 @@ class SFTConfig:
     def validate(self) -> None:
         self.model.validate()
         self.optim.validate()
+        self.distributed.validate()
         check([
             (bool(self.data), 'no SFT data: give --data train.jsonl (one {"prompt", "completion"} or '
                               '{"messages": [...]} object per line)'),
@@ -245,6 +248,8 @@ class RewardModelConfig:
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=1e-5, betas=(0.9, 0.999)))
     """AdamW as for `rlvr train` (optim.lr, ...); here constant at 1e-5 with torch's default betas.
     (micro_batch_tokens does not apply: a step is one forward of its 2 · batch_size sequences.)"""
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
+    """Several ranks under torchrun (or `--nproc N`), as for `rlvr train`."""
     stats_completions: int = 1000
     """Training completions (a seeded sample of chosen and rejected ones) scored at each checkpoint
     for the mean and std that normalise the reward; 0 = all."""
@@ -260,6 +265,7 @@ class RewardModelConfig:
     def validate(self) -> None:
         self.model.validate()
         self.optim.validate()
+        self.distributed.validate()
         check([
             (bool(self.data), "no preference data: give --data pairs.jsonl "
                               '(one {"prompt", "chosen", "rejected"} object per line)'),

@@ -1,8 +1,8 @@
 """The config sections every command shares: which model, how to generate, how to optimise.
 
 `rlvr train`, `sft`, `rm`, `eval` and `sample` all hold a `model:` section, the sampling commands a
-`generation:` section and the training commands an `optim:` section, each documented and validated
-here once. A section given as a plain string sets its SHORTHAND field: `model: tiny` is
+`generation:` section and the training commands an `optim:` and a `distributed:` section, each
+documented and validated here once. A section given as a plain string sets its SHORTHAND field: `model: tiny` is
 `model: {name: tiny}`.
 """
 
@@ -102,3 +102,16 @@ class OptimConfig:
              "optim.warmup_steps, optim.max_grad_norm and optim.weight_decay must be >= 0"),
             (0 <= self.min_lr_ratio <= 1, "optim.min_lr_ratio must be in [0, 1]"),
         ])
+
+
+@dataclass
+class DistributedConfig:
+    strategy: Literal["ddp"] = "ddp"
+    """How the ranks started by torchrun (or `--nproc N`) share the training: `ddp` keeps a whole copy of
+    the model on each rank and averages the gradients. One process ignores this section."""
+    timeout_s: float = 600.0
+    """A rank that waits longer than this for the others (a lost rank, a hang) ends the run with an error,
+    instead of every rank waiting forever. Raise it when one step's sampling can take longer."""
+
+    def validate(self) -> None:
+        check([(self.timeout_s > 0, "distributed.timeout_s must be positive (seconds)")])

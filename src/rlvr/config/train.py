@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from rlvr.config.choices import Aggregation, Baseline, KLEstimator, Scale, StdEstimator
-from rlvr.config.sections import GenerationConfig, ModelConfig, OptimConfig, check
+from rlvr.config.sections import DistributedConfig, GenerationConfig, ModelConfig, OptimConfig, check
 
 # Counted by the reflection_rate metric (rlvr/evaluate/emergence.py): words of self-checking.
 DEFAULT_REFLECTION_PHRASES = ("wait", "let me reconsider", "let me verify", "let me check", "actually", "hmm")
@@ -178,6 +178,7 @@ class TrainConfig:
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
     max_steps: int = 40
     """Training steps (one sampled batch each)."""
     seed: int = 0
@@ -202,7 +203,8 @@ class TrainConfig:
     """Phrases counted as reflection in the `reflection_rate` metric (whole words, any case)."""
 
     def validate(self) -> None:
-        for section in (self.model, self.data, self.sampling, self.generation, self.algorithm, self.optim):
+        for section in (self.model, self.data, self.sampling, self.generation, self.algorithm, self.optim,
+                        self.distributed):
             section.validate()
         check([
             (self.generation.max_new_tokens is not None, "generation.max_new_tokens must be a number for training"),

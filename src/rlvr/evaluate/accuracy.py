@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import torch
 
@@ -12,6 +12,7 @@ from rlvr.records import Example
 from rlvr.rewards import RewardSpec
 from rlvr.rewards.batch import score_rollout
 from rlvr.rollout import SamplingParams, rollout
+from rlvr.run.world import SINGLE, World, gather_across, shard, unshard
 
 Z95 = 1.959963984540054
 
@@ -105,6 +106,8 @@ class EvalResult:
     strict_correct: list[float]  # per problem, 1/0 (None-scored problems dropped)
     lenient_correct: list[float]
     completions: list[str]
+    strict_scores: list[float] = field(default_factory=list, repr=False)  # per example, NaN where not applicable
+    lenient_scores: list[float] = field(default_factory=list, repr=False)
 
     def summary(self) -> dict:
         return {"n": len(self.strict_correct), "strict": asdict(self.strict), "lenient": asdict(self.lenient)}
@@ -122,12 +125,20 @@ def evaluate_accuracy(
     max_new_tokens: int,
     batch_prompts: int = 32,
     add_special_tokens: bool = False,
+    world: World = SINGLE,
 ) -> EvalResult:
-    """Greedy completion for every example, scored by the strict and the lenient verifier."""
+    """Greedy completion for every example, scored by the strict and the lenient verifier. Data-parallel,
+    each rank completes every world.size-th example and all ranks get the whole result, in order."""
+    if world.distributed:
+        mine = shard(range(len(examples)), world)
+        part = evaluate_accuracy(model, tokenizer, [examples[i] for i in mine], [prompt_texts[i] for i in mine],
+                                 strict=strict, lenient=lenient, max_new_tokens=max_new_tokens,
+                                 batch_prompts=batch_prompts, add_special_tokens=add_special_tokens)
+        return _merge(gather_across(part, world))
     was_training = model.training
     model.eval()
-    strict_scores: list[float | None] = []
-    lenient_scores: list[float | None] = []
+    strict_scores: list[float] = []
+    lenient_scores: list[float] = []
     texts: list[str] = []
     params = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0)
     specs = [RewardSpec("strict", strict), RewardSpec("lenient", lenient)]
@@ -140,6 +151,11 @@ def evaluate_accuracy(
         lenient_scores += scored.reward_components["lenient"].view(-1).tolist()
         texts += out.completions
     model.train(was_training)
+    return _result(strict_scores, lenient_scores, texts)
+
+
+def _result(strict_scores: list[float], lenient_scores: list[float], texts: list[str]) -> EvalResult:
+    """Intervals over the problems the strict verifier could score (NaN = not applicable)."""
     keep = [i for i, s in enumerate(strict_scores) if not math.isnan(s)]
     s = [strict_scores[i] for i in keep]
     lenient_kept = [0.0 if math.isnan(lenient_scores[i]) else lenient_scores[i] for i in keep]
@@ -149,4 +165,13 @@ def evaluate_accuracy(
         strict_correct=s,
         lenient_correct=lenient_kept,
         completions=texts,
+        strict_scores=strict_scores,
+        lenient_scores=lenient_scores,
     )
+
+
+def _merge(parts: list[EvalResult]) -> EvalResult:
+    """The result of the examples that `shard` split across ranks, from each rank's, in the examples' order."""
+    strict = unshard([p.strict_scores for p in parts])
+    lenient = unshard([p.lenient_scores for p in parts])
+    return _result(strict, lenient, unshard([p.completions for p in parts]))

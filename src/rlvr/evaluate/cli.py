@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rlvr.config import EvalConfig
 from rlvr.errors import UserError
+from rlvr.run.launcher import is_main_rank
 
 _DEFAULTS = EvalConfig()
 # command-line option -> config key (the rest have the same name)
@@ -64,7 +65,7 @@ def _int_list(text: str) -> list[int]:
 def run_eval_command(args: argparse.Namespace) -> int:
     from rlvr.config import load_command_config
 
-    options = {k: v for k, v in vars(args).items() if k not in ("command", "config", "overrides")}
+    options = {k: v for k, v in vars(args).items() if k not in ("command", "config", "overrides", "nproc")}
     keys = {_KEYS.get(k, k): v for k, v in options.items()}
     config = load_command_config(EvalConfig, args.config, args.overrides, **keys)
     from rlvr.evaluate.report import headline  # torch and the models only once the config is known to be sound
@@ -75,6 +76,8 @@ def run_eval_command(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         raise UserError(f"interrupted; finished problems are saved in {config.output_dir}: "
                         "run the same command to resume") from None
+    if not is_main_rank():  # under torchrun, rank 0 reports
+        return 0
     s = summary["settings"]
     print(f"\n{s['benchmark']} · {s['model']} · {summary['strict']['problems']} problems · n={s['samples']} · "
           f"T={s['temperature']} top-p={s['top_p']} · {s['max_new_tokens']} tokens · {s['template']} template")

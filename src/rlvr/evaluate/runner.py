@@ -3,6 +3,9 @@
 Problems are taken in fixed chunks of batch_size // samples; chunk c samples with a generator
 seeded by (seed, c). A chunk's records are on disk before the next starts, so an interrupted
 evaluation resumes where it stopped and gives the same numbers as one that never stopped.
+
+Under torchrun the ranks take turns: rank r samples chunks r, r + N, ... and rank 0 writes every
+chunk's records, in order. A chunk's numbers do not depend on which rank sampled it.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from rlvr.models import load_configured
 from rlvr.models.devices import autocast, compute_dtype, resolve_device
 from rlvr.rollout import SamplingParams
 from rlvr.run.process import derived_seed
+from rlvr.run.world import World, barrier, gather_across, join
 
 DEFAULT_K = (1, 4, 16, 64)
 
@@ -50,7 +54,8 @@ def run_eval(config: EvalConfig, scorer: Scorer | None = None, progress: bool = 
     store = EvalStore(Path(config.output_dir))
     records = sample_into_store(config, benchmark, settings, store, scorer, progress)
     summary = summarise(records, settings)
-    write_report(store, summary, records)
+    if World.from_env().is_main:
+        write_report(store, summary, records)
     return summary
 
 
@@ -60,11 +65,15 @@ def sample_into_store(config: EvalConfig, benchmark: Benchmark, settings: dict[s
     `settings`, else a UserError) as stored, the others sampled now and appended chunk by chunk.
 
     Shared by `rlvr eval` and `rlvr sample` (rejection sampling), so both resume the same way.
+    Under torchrun, every rank of the world its environment describes samples a share of the chunks.
     """
-    done = store.open(settings)
+    world = World.from_env()
+    join(world, resolve_device(config.model.device))
+    done = gather_across(store.open(settings) if world.is_main else None, world)[0]  # rank 0's store
     ids = [benchmark.problem_id(ex) for ex in benchmark.examples]
     if any(i not in done for i in ids):
-        _sample_missing(config, benchmark, settings, store, done, ids, scorer, progress)
+        _sample_missing(config, benchmark, settings, store, done, ids, scorer, progress, world)
+    barrier(world)
     finished = {r.id: r for r in store.read()}
     return [finished[i] for i in ids]
 
@@ -126,7 +135,8 @@ def _few_shot(benchmark: Benchmark) -> tuple[tuple[str, str], ...]:
 
 
 def _sample_missing(config: EvalConfig, benchmark: Benchmark, settings: dict[str, Any], store: EvalStore,
-                    done: dict[str, ProblemRecord], ids: list[str], scorer: Scorer | None, progress: bool) -> None:
+                    done: dict[str, ProblemRecord], ids: list[str], scorer: Scorer | None, progress: bool,
+                    world: World) -> None:
     model, tokenizer, device, dtype = load_configured(config.model, config.seed)
     model.eval()
     scorer = scorer or _configured_scorer(config)
@@ -142,21 +152,26 @@ def _sample_missing(config: EvalConfig, benchmark: Benchmark, settings: dict[str
                                       temperature=config.generation.temperature,
                                       top_p=config.generation.top_p, top_k=config.generation.top_k))
     per_chunk = max(1, config.batch_size // config.samples)
+    chunks = [slice(start, start + per_chunk) for start in range(0, len(ids), per_chunk)]
+    todo = [c for c, chunk in enumerate(chunks) if any(i not in done for i in ids[chunk])]
     bar = tqdm(total=len(ids), initial=sum(i in done for i in ids), desc=f"sample {benchmark.name}",
-               unit="problem", disable=not progress, dynamic_ncols=True)
+               unit="problem", disable=not (progress and world.is_main), dynamic_ncols=True)
     started = time.perf_counter()
-    for c, start in enumerate(range(0, len(ids), per_chunk)):
-        chunk = slice(start, start + per_chunk)
-        if all(i in done for i in ids[chunk]):
-            continue
-        generator = torch.Generator(device=next(model.parameters()).device).manual_seed(derived_seed(config.seed, c))
-        with autocast(device, dtype):
-            records = sample_problems(model, tokenizer, benchmark, benchmark.examples[chunk], texts[chunk], plan,
-                                      generator, scorer)
-        store.append([r for r in records if r.id not in done])
-        bar.update(sum(r.id not in done for r in records))
+    for turn in range(0, len(todo), world.size):  # one chunk per rank and turn
+        records: list[ProblemRecord] = []
+        if turn + world.rank < len(todo):
+            c = todo[turn + world.rank]
+            generator = torch.Generator(device=next(model.parameters()).device).manual_seed(
+                derived_seed(config.seed, c))
+            with autocast(device, dtype):
+                records = sample_problems(model, tokenizer, benchmark, benchmark.examples[chunks[c]],
+                                          texts[chunks[c]], plan, generator, scorer)
+        for part in gather_across(records, world):
+            if world.is_main:
+                store.append([r for r in part if r.id not in done])
+            bar.update(sum(r.id not in done for r in part))
     bar.close()
-    if progress:
+    if progress and world.is_main:
         print(f"sampled in {time.perf_counter() - started:.0f} s")
 
 

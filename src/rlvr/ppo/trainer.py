@@ -20,11 +20,13 @@ from typing import Any
 import torch
 
 from rlvr.config import TrainConfig
+from rlvr.errors import UserError
 from rlvr.logprobs import predicting_hidden
 from rlvr.ppo.gae import gae, token_rewards, whiten
 from rlvr.records import Rollout
 from rlvr.run.clock import Stopwatch
 from rlvr.run.loop import OnStepEnd, StepResult, launch
+from rlvr.run.world import SINGLE, World
 from rlvr.train.batch import make_batch, micro_batches
 from rlvr.train.trainer import Trainer
 from rlvr.train.update import policy_update
@@ -41,7 +43,7 @@ class PPOSettings:
 def train_ppo(config: TrainConfig, settings: PPOSettings = PPOSettings(), *, resume: bool = False,
               on_step_end: OnStepEnd | None = None) -> dict[str, Any]:
     """Run PPO on the job `config` describes (`resume`: continue the run in config.output_dir); return its summary."""
-    return launch(lambda c, checkpoint: PPOTrainer(c, settings, checkpoint), config, resume=resume,
+    return launch(lambda c, checkpoint, world: PPOTrainer(c, settings, checkpoint, world), config, resume=resume,
                   on_step_end=on_step_end)
 
 
@@ -67,8 +69,12 @@ class PPOTrainer:
     resume_hint = "rlvr.ppo.trainer.train_ppo(resume_config(TrainConfig, '{run_dir}'), resume=True)"
     label = "PPO"
 
-    def __init__(self, config: TrainConfig, settings: PPOSettings = PPOSettings(), checkpoint: Path | None = None):
-        self.grpo = Trainer(config, checkpoint)
+    def __init__(self, config: TrainConfig, settings: PPOSettings = PPOSettings(), checkpoint: Path | None = None,
+                 world: World = SINGLE):
+        if world.distributed:
+            raise UserError("PPO runs in one process (its critic is not data-parallel): start it without torchrun, "
+                            "or train GRPO on several ranks")
+        self.grpo, self.world = Trainer(config, checkpoint), world
         self.config, self.schedule, self.settings = config, self.grpo.schedule, settings
         self.critic = ValueModel(self.grpo.policy).to(self.grpo.parts.device)
         self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=settings.critic_lr)

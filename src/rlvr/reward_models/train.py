@@ -40,6 +40,7 @@ from rlvr.reward_models.pairs import PreferencePair, load_pairs, split_pairs
 from rlvr.run.checkpoint import save_pretrained
 from rlvr.run.loop import OnStepEnd, Schedule, StepResult, launch
 from rlvr.run.order import batch_order
+from rlvr.run.world import SINGLE, World
 
 
 def train_reward_model(config: RewardModelConfig, *, resume: bool = False,
@@ -51,9 +52,9 @@ def train_reward_model(config: RewardModelConfig, *, resume: bool = False,
 class RewardModelTrainer:
     resume_hint, label = "rlvr rm --resume {run_dir}", "reward model"
 
-    def __init__(self, config: RewardModelConfig, checkpoint: Path | None = None):
+    def __init__(self, config: RewardModelConfig, checkpoint: Path | None = None, world: World = SINGLE):
         """The pairs (read before the model: a bad row fails in a second), the model and the plan of steps."""
-        self.config, c = config, config
+        self.config, c, self.world = config, config, world
         self.train, self.held_out = split_pairs(load_pairs(c.data), c.eval_fraction, c.seed)
         self.device = resolve_device(c.model.device)
         self.dtype = compute_dtype(c.model.dtype, self.device)

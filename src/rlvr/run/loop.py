@@ -8,6 +8,10 @@ core supplies everything around it, the same for all: the directory rules, seedi
 TensorBoard, Ctrl-C, atomic checkpoints, and one resume semantics (`--resume RUN_DIR` continues
 exactly: the weights, optimizer, schedule, data order and RNG of the checkpoint, and the "before"
 evaluation measured when the run started).
+
+Under torchrun every rank runs this loop on its share of each step (rlvr.run.world): rank 0 alone
+writes the run's files and the progress bar, and a stop asked of any rank (Ctrl-C, SIGTERM) is agreed
+at the end of the step, so that every rank saves the same step and returns.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -30,6 +35,7 @@ from rlvr.run.lock import run_lock
 from rlvr.run.metrics import MetricsWriter, truncate_jsonl
 from rlvr.run.process import configure_process
 from rlvr.run.stop import StopFlag, stop_on_signals
+from rlvr.run.world import World, any_across, barrier, join
 
 
 @dataclass(frozen=True)
@@ -57,9 +63,10 @@ class Recipe(Protocol):
 
     resume_hint: str  # how to continue it, with {run_dir}: "rlvr train --resume {run_dir}"
     label: str  # the progress bar's name
-    config: Any  # its config dataclass (has output_dir, threads, seed)
+    config: Any  # its config dataclass (has output_dir, threads, seed, model, distributed)
     schedule: Schedule
     step_count: int
+    world: World  # the ranks it runs on (one process: rlvr.run.world.SINGLE)
 
     def step(self) -> StepResult: ...
     def evaluate(self) -> dict[str, Any] | None: ...  # held-out measurement; None = nothing to measure
@@ -76,17 +83,21 @@ class Recipe(Protocol):
 OnStepEnd = Callable[[int, dict[str, float], StopFlag], None]
 
 
-def launch(build: Callable[[Any, Path | None], Recipe], config: Any, *, resume: bool = False,
+def launch(build: Callable[[Any, Path | None, World], Recipe], config: Any, *, resume: bool = False,
            on_step_end: OnStepEnd | None = None) -> dict[str, Any]:
-    """Run `build(config, checkpoint)` to its end in config.output_dir: fresh, or resumed from the
-    latest checkpoint (`build` loads that checkpoint's weights; the rest of its state is restored here)."""
-    run_dir = Path(config.output_dir)
+    """Run `build(config, checkpoint, world)` to its end in config.output_dir: fresh, or resumed from the
+    latest checkpoint (`build` loads that checkpoint's weights; the rest of its state is restored here).
+    Under torchrun, this process is one rank of the world its environment describes."""
+    from rlvr.models.devices import resolve_device
+
+    run_dir, world = Path(config.output_dir), World.from_env()
     checkpoint = resume_point(run_dir) if resume else None
-    with run_lock(run_dir):
-        if checkpoint is None:
+    with run_lock(run_dir) if world.is_main else nullcontext():
+        if checkpoint is None and world.is_main:
             start_fresh(run_dir)
+        join(world, resolve_device(config.model.device), config.distributed.timeout_s)
         configure_process(config.threads, config.seed)
-        recipe = build(config, checkpoint)
+        recipe = build(config, checkpoint, world)
         before = None
         if checkpoint is not None:
             state = load_state(checkpoint)
@@ -99,46 +110,53 @@ def launch(build: Callable[[Any, Path | None], Recipe], config: Any, *, resume: 
 def run_training(recipe: Recipe, *, before: dict[str, Any] | None = None, resumed: bool = False,
                  on_step_end: OnStepEnd | None = None) -> dict[str, Any]:
     """The loop itself, for a recipe built and (when `resumed`) restored already."""
-    with run_lock(Path(recipe.config.output_dir)):
+    with run_lock(Path(recipe.config.output_dir)) if recipe.world.is_main else nullcontext():
         return _run(recipe, before, resumed, on_step_end)
 
 
 def _run(recipe: Recipe, before: dict[str, Any] | None, resumed: bool, on_step_end: OnStepEnd | None) -> dict[str, Any]:
-    run_dir, schedule = Path(recipe.config.output_dir), recipe.schedule
-    save_config(recipe.config, run_dir / paths.CONFIG)
-    if resumed:
+    run_dir, schedule, main = Path(recipe.config.output_dir), recipe.schedule, recipe.world.is_main
+    if main:
+        save_config(recipe.config, run_dir / paths.CONFIG)
+    if resumed and main:
         truncate_jsonl(run_dir / paths.SAMPLES, recipe.step_count)
     elif schedule.eval_before:
         before = _evaluate(recipe, "before")
 
-    def save() -> Path:
-        state = {**recipe.state_dict(), "step": recipe.step_count, "before": before}
-        return save_checkpoint(run_dir, recipe.step_count, write=recipe.write_checkpoint, config=recipe.config,
-                               state=state)
+    def save() -> Path:  # rank 0 writes it (data-parallel replicas are identical); the others wait for it
+        if main:
+            state = {**recipe.state_dict(), "step": recipe.step_count, "before": before}
+            save_checkpoint(run_dir, recipe.step_count, write=recipe.write_checkpoint, config=recipe.config,
+                            state=state)
+        barrier(recipe.world)
+        return paths.step_dir(run_dir, recipe.step_count)
 
     stop, start = StopFlag(), time.perf_counter()
     _loop(recipe, save, stop, on_step_end, resumed)
     path = save()
     if stop.stop_requested and recipe.step_count < schedule.total_steps:
-        tqdm.write(f"stopped at step {recipe.step_count}; checkpoint {path}; "
-                   f"continue with: {recipe.resume_hint.format(run_dir=run_dir)}")
+        if main:
+            tqdm.write(f"stopped at step {recipe.step_count}; checkpoint {path}; "
+                       f"continue with: {recipe.resume_hint.format(run_dir=run_dir)}")
         return {"stopped_at": recipe.step_count, "checkpoint": str(path), "run_dir": str(run_dir)}
     after = _evaluate(recipe, "after") if schedule.eval_after else None
     summary = recipe.summary(before, after, time.perf_counter() - start, path)
-    (run_dir / paths.SUMMARY).write_text(json.dumps(summary, indent=2))
+    if main:
+        (run_dir / paths.SUMMARY).write_text(json.dumps(summary, indent=2))
     return summary
 
 
 def _loop(recipe: Recipe, save: Callable[[], Path], stop: StopFlag, on_step_end: OnStepEnd | None,
           resumed: bool) -> None:
-    schedule, run_dir = recipe.schedule, Path(recipe.config.output_dir)
+    schedule, run_dir, world = recipe.schedule, Path(recipe.config.output_dir), recipe.world
     # TensorBoard mirrors the log unless the config turns it off (SFTConfig.tensorboard; the others have no switch)
     writer = MetricsWriter(run_dir, tensorboard=getattr(recipe.config, "tensorboard", True),
-                           resume_step=recipe.step_count if resumed else None)
+                           resume_step=recipe.step_count if resumed else None) if world.is_main else None
     bar = tqdm(total=schedule.total_steps, initial=recipe.step_count, desc=recipe.label, unit="step",
-               dynamic_ncols=True)
+               dynamic_ncols=True, disable=not world.is_main)
     try:
-        with stop_on_signals(stop):
+        # a rank waits for the others at the end of its step, so a signal never abandons a step there
+        with stop_on_signals(stop, abandon=not world.distributed):
             while recipe.step_count < schedule.total_steps and not stop.stop_requested:
                 result = _step(recipe, save)
                 if result is None:
@@ -147,19 +165,23 @@ def _loop(recipe: Recipe, save: Callable[[], Path], stop: StopFlag, on_step_end:
                 if schedule.eval_every and step % schedule.eval_every == 0:
                     evaluation = _evaluate(recipe, f"step {step}")
                     metrics.update(recipe.eval_metrics(evaluation) if evaluation is not None else {})
-                writer.write(step, metrics)
+                if writer is not None:
+                    writer.write(step, metrics)
                 bar.update(1)
                 bar.set_postfix(recipe.progress(metrics))
-                if schedule.sample_every and step % schedule.sample_every == 0 and result.samples:
+                if schedule.sample_every and step % schedule.sample_every == 0 and result.samples and world.is_main:
                     record_samples(run_dir, step, result.samples)
                 if on_step_end is not None:
                     on_step_end(step, metrics, stop)
+                if any_across(stop.stop_requested, world):  # one rank's Ctrl-C or SIGTERM stops them all
+                    stop.request_stop()
                 due = schedule.save_every and step % schedule.save_every == 0 and step < schedule.total_steps
                 if due and not stop.stop_requested:
                     save()
     finally:
         bar.close()
-        writer.close()
+        if writer is not None:
+            writer.close()
 
 
 def _step(recipe: Recipe, save: Callable[[], Path]) -> StepResult | None:
@@ -173,8 +195,8 @@ def _step(recipe: Recipe, save: Callable[[], Path]) -> StepResult | None:
     except StepAbandoned:
         set_rng_state(rng)
         return None
-    except UserError:
-        if recipe.step_count == done and done > 0:
+    except UserError:  # (data-parallel, the other ranks wait in a collective: the last checkpoint stands)
+        if recipe.step_count == done and done > 0 and not recipe.world.distributed:
             set_rng_state(rng)
             path = save()  # the weights are those of the last finished step
             tqdm.write(f"progress saved to {path}; fix the problem and continue with "
@@ -187,7 +209,8 @@ def _evaluate(recipe: Recipe, when: str) -> dict[str, Any] | None:
     evaluation = recipe.evaluate()
     if evaluation is None:
         return None
-    tqdm.write(f"  {when}: {recipe.describe(evaluation)}")
+    if recipe.world.is_main:
+        tqdm.write(f"  {when}: {recipe.describe(evaluation)}")
     return {"step": recipe.step_count, **evaluation}
 
 

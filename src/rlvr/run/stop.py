@@ -4,7 +4,9 @@ While a user's reward function runs, the step may never finish (the function may
 signal abandons it instead: the recipe rolls back to the start of the step, and the run is saved there.
 
 SIGTERM is what schedulers, `docker stop` and `kill` send: it gets the same treatment as Ctrl-C, so
-a run stopped from outside is saved and resumable, whatever `save_every` says. Aborting never
+a run stopped from outside is saved and resumable, whatever `save_every` says. Under torchrun a Ctrl-C
+reaches each rank twice, from the terminal and forwarded by torchrun: a repeat within REPEAT_S of the
+first signal is the same request, not the second one that aborts. Aborting never
 corrupts the last checkpoint, because checkpoints are renamed into place only once complete
 (rlvr.run.checkpoint).
 """
@@ -12,6 +14,7 @@ corrupts the last checkpoint, because checkpoints are renamed into place only on
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -22,6 +25,7 @@ from rlvr.errors import StepAbandoned
 from rlvr.rewards import deadline
 
 SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
+REPEAT_S = 1.0
 
 
 class StopFlag:
@@ -29,24 +33,30 @@ class StopFlag:
 
     def __init__(self) -> None:
         self.stop_requested = False
+        self.requested_at = 0.0
 
     def request_stop(self) -> None:
+        if not self.stop_requested:
+            self.requested_at = time.monotonic()
         self.stop_requested = True
 
 
 @contextmanager
-def stop_on_signals(flag: StopFlag) -> Iterator[None]:
-    """Within the block, the first SIGINT or SIGTERM sets `flag`; a second one raises KeyboardInterrupt at once."""
+def stop_on_signals(flag: StopFlag, abandon: bool = True) -> Iterator[None]:
+    """Within the block, the first SIGINT or SIGTERM sets `flag`; a second one raises KeyboardInterrupt at once.
+    `abandon`: a signal while a user's reward runs gives the step up (one process; ranks finish theirs)."""
 
     def handler(signum: int, frame: FrameType | None) -> None:
         call = deadline.running()
         if call is not None and call.expired:
             raise KeyboardInterrupt  # a reward's time limit (rlvr.rewards.deadline), not the user
         if flag.stop_requested:
+            if time.monotonic() - flag.requested_at < REPEAT_S:
+                return  # the same Ctrl-C, forwarded by torchrun
             raise KeyboardInterrupt
         flag.request_stop()
         name = SIGNALS.get(signal.Signals(signum), "signal")
-        if call is not None:  # a user's reward may never return: give the step up rather than wait for it
+        if call is not None and abandon:  # a user's reward may never return: give the step up rather than wait
             tqdm.write(f"{name}: abandoning this step (reward function '{call.name}' was running) "
                        "and saving a checkpoint")
             raise StepAbandoned

@@ -3,7 +3,9 @@
 torchrun sets RANK, WORLD_SIZE and LOCAL_RANK in each process; `World.from_env` reads them (a plain
 `python -m rlvr` is rank 0 of 1, exactly as before). `join` starts the process group: gloo on CPUs,
 NCCL on GPUs, with a timeout on every collective so a lost rank ends the others instead of hanging
-them. `sum_across` is the one reduction a data-parallel step needs: counts and sums over all ranks.
+them. The reductions a data-parallel step needs are here, each a no-op in one process: counts and
+sums over all ranks (`sum_across`), one decision for all (`any_across`), and every rank's records in
+rank order (`gather_across`), with `shard`/`unshard` to split a list across ranks and put it back.
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ import datetime
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
 
 COLLECTIVE_TIMEOUT_S = 600.0
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -54,8 +58,16 @@ def join(world: World, device: torch.device, timeout_s: float = COLLECTIVE_TIMEO
     if not world.distributed or dist.is_initialized():
         return
     backend = "nccl" if device.type == "cuda" else "gloo"
+    if device.type == "cuda":  # one GPU per rank of a node: `cuda` means this rank's own
+        torch.cuda.set_device(world.local_rank)
     dist.init_process_group(backend, rank=world.rank, world_size=world.size,
                             timeout=datetime.timedelta(seconds=timeout_s))
+
+
+def barrier(world: World) -> None:
+    """Wait until every rank is here (nothing in one process)."""
+    if world.distributed:
+        dist.barrier()
 
 
 def sum_across(values: Sequence[float], world: World) -> list[float]:
@@ -64,10 +76,67 @@ def sum_across(values: Sequence[float], world: World) -> list[float]:
     >>> sum_across([3.0, 5.0], SINGLE)
     [3.0, 5.0]
     """
+    return _reduce(values, world, "sum")
+
+
+def _reduce(values: Sequence[float], world: World, op: str) -> list[float]:
     if not world.distributed:
         return [float(v) for v in values]
     total = torch.tensor(list(values), dtype=torch.float64)
     if dist.get_backend() == "nccl":
         total = total.cuda()
-    dist.all_reduce(total, op=dist.ReduceOp.SUM)
+    dist.all_reduce(total, op=dist.ReduceOp.SUM if op == "sum" else dist.ReduceOp.MAX)
     return total.cpu().tolist()
+
+
+def any_across(flag: bool, world: World) -> bool:
+    """Whether `flag` is set on any rank, so that every rank takes the same decision (stop, sample more).
+
+    >>> any_across(True, SINGLE)
+    True
+    """
+    return max_across([1.0 if flag else 0.0], world)[0] > 0
+
+
+def max_across(values: Sequence[float], world: World) -> list[float]:
+    """`values` maximised over every rank; unchanged in one process.
+
+    >>> max_across([2.0], SINGLE)
+    [2.0]
+    """
+    return _reduce(values, world, "max")
+
+
+def gather_across(record: T, world: World) -> list[T]:
+    """Every rank's `record` (any picklable object), in rank order, on every rank.
+
+    >>> gather_across({"n": 3}, SINGLE)
+    [{'n': 3}]
+    """
+    if not world.distributed:
+        return [record]
+    out: list[Any] = [None] * world.size
+    dist.all_gather_object(out, record)
+    return out
+
+
+def shard(items: Sequence[T], world: World) -> list[T]:
+    """This rank's share of `items`: every world.size-th, starting at its rank (all of them in one process).
+
+    >>> shard(list("abcdefg"), World(rank=1, size=3))
+    ['b', 'e']
+    """
+    return list(items[world.rank::world.size])
+
+
+def unshard(shares: Sequence[Sequence[T]]) -> list[T]:
+    """The list that `shard` split into `shares` (one per rank, in rank order), in its original order.
+
+    >>> unshard([["a", "d", "g"], ["b", "e"], ["c", "f"]])
+    ['a', 'b', 'c', 'd', 'e', 'f', 'g']
+    """
+    size = len(shares)
+    out: list[T] = []
+    for i in range(sum(len(s) for s in shares)):
+        out.append(shares[i % size][i // size])
+    return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from rlvr.config.choices import MODES
+from rlvr.run.launcher import is_main_rank
 
 
 def add_sample_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -56,6 +57,8 @@ def run_sample_command(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         raise UserError(f"interrupted; finished prompts are saved in {config.output_dir}: "
                         "run the same command to resume") from None
+    if not is_main_rank():  # under torchrun, rank 0 reports
+        return 0
     print(f"\n{config.model.name} on {config.data.name}: "
           f"{summary['samples']} completions of {summary['problems']} prompts, "
           f"{100 * summary['pass_rate']:.1f}% verified ({config.verdict})")

@@ -23,6 +23,7 @@ from rlvr.errors import UserError
 from rlvr.evaluate import runner as evaluation
 from rlvr.evaluate.benchmarks import MATH_BENCHMARKS, Benchmark, load_benchmark
 from rlvr.evaluate.store import EvalStore
+from rlvr.run.world import World
 from rlvr.sample.dataset import sft_row, summarise, write_jsonl
 from rlvr.sample.filters import filter_samples
 
@@ -43,6 +44,8 @@ def run_sample(config: SampleConfig, progress: bool = True) -> dict[str, Any]:
     settings = evaluation.eval_settings(eval_config, benchmark)
     store = EvalStore(Path(config.output_dir))
     records = evaluation.sample_into_store(eval_config, benchmark, settings, store, progress=progress)
+    if not World.from_env().is_main:  # under torchrun, rank 0 writes the dataset
+        return {}
 
     prompts = {benchmark.problem_id(ex): ex.prompt for ex in benchmark.examples}
     rows: list[dict[str, Any]] = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from rlvr.run.launcher import is_main_rank
 from rlvr.run.options import add_run_options, run_config
 
 
@@ -27,7 +28,7 @@ def run_sft(args: argparse.Namespace) -> int:
     from rlvr.sft.train import train_sft  # torch and the models only once the config is known to be sound
 
     summary = train_sft(config, resume=bool(args.resume))
-    if "stopped_at" in summary:
+    if "stopped_at" in summary or not is_main_rank():
         return 0
     print(f"\nrun directory: {summary['run_dir']}   "
           f"({summary['steps']} steps, {summary['train_examples']} training examples"

@@ -29,6 +29,7 @@ from rlvr.optim import build_optimizer
 from rlvr.run.checkpoint import save_pretrained
 from rlvr.run.loop import OnStepEnd, Schedule, StepResult, launch
 from rlvr.run.order import batch_order
+from rlvr.run.world import SINGLE, World
 from rlvr.sft.data import SFTExample, prepare_data, read_rows
 from rlvr.sft.loss import completion_nll, held_out_loss
 from rlvr.sft.masking import trained_count
@@ -43,9 +44,9 @@ def train_sft(config: SFTConfig, *, resume: bool = False, on_step_end: OnStepEnd
 class SFTTrainer:
     resume_hint, label = "rlvr sft --resume {run_dir}", "SFT"
 
-    def __init__(self, config: SFTConfig, checkpoint: Path | None = None):
+    def __init__(self, config: SFTConfig, checkpoint: Path | None = None, world: World = SINGLE):
         """The data (read before the model: a bad row fails in a second), the model and the plan of steps."""
-        self.config, c = config, config
+        self.config, c, self.world = config, config, world
         rows = read_rows(c.data)
         self.model, self.tokenizer, self.device, self.dtype = load_configured(
             c.model, c.seed, str(checkpoint / paths.MODEL) if checkpoint else None)

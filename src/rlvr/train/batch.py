@@ -13,21 +13,27 @@ from dataclasses import dataclass
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from rlvr.advantages import group_advantages
+from rlvr.advantages import group_advantages, reward_moments, std_from_moments
 from rlvr.config import AlgorithmConfig
 from rlvr.logprobs import PolicyModule, TokenStats, completion_logprobs
 from rlvr.records import Rollout, ScoredRollout, TrainBatch
+from rlvr.run.world import SINGLE, World, sum_across
 
 
-def outcome_advantages(scored: ScoredRollout, algo: AlgorithmConfig) -> torch.Tensor:
+def outcome_advantages(scored: ScoredRollout, algo: AlgorithmConfig, world: World = SINGLE) -> torch.Tensor:
     """[P, G] rewards -> [N, Lc] advantages: each completion's group-relative advantage on every one of
-    its tokens (outcome supervision, DeepSeekMath §4.1.2)."""
+    its tokens (outcome supervision, DeepSeekMath §4.1.2). Groups are whole on each rank, so only the
+    batch std needs the other ranks' rewards: their moments, summed."""
+    batch_std = None
+    if algo.advantage_scale == "batch_std" and world.distributed:
+        batch_std = std_from_moments(*sum_across(reward_moments(scored.rewards), world), algo.std_estimator)
     per_completion = group_advantages(
         scored.rewards,
         baseline=algo.advantage_baseline,
         scale=algo.advantage_scale,
         std_estimator=algo.std_estimator,
         eps=algo.advantage_eps,
+        batch_std=batch_std,
     ).reshape(-1)
     return per_completion[:, None].expand(-1, scored.rollout.completion_ids.shape[1])
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from rlvr.run.launcher import is_main_rank
 from rlvr.run.options import add_run_options, run_config
 
 
@@ -28,7 +29,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def _print_summary(summary: dict[str, Any], run_dir: str) -> None:
-    if "stopped_at" in summary:
+    if "stopped_at" in summary or not is_main_rank():
         return
     print(f"\nrun directory: {run_dir}")
     for block in ("before", "after"):

@@ -26,9 +26,13 @@ class FillStats:
     padded_groups: int  # set-aside groups put back because the cap was reached
 
 
-def fill_informative(first: ScoredRollout, sample_more: Callable[[int], ScoredRollout],
-                     max_rounds: int) -> tuple[ScoredRollout, FillStats]:
-    """P informative groups if `max_rounds` rounds can find them; `sample_more(round)` samples P more."""
+def fill_informative(first: ScoredRollout, sample_more: Callable[[int], ScoredRollout], max_rounds: int,
+                     all_done: Callable[[bool], bool] = bool) -> tuple[ScoredRollout, FillStats]:
+    """P informative groups if `max_rounds` rounds can find them; `sample_more(round)` samples P more.
+
+    Data-parallel, each rank fills its own share and `all_done(mine)` says whether every rank's is
+    full: a rank keeps sampling rounds while another still needs one, so that all draw the same
+    global batches and their prompt streams stay identical."""
     want = first.rollout.num_prompts
     sampled, kept, spare = [first], [], []
     while True:
@@ -37,7 +41,7 @@ def fill_informative(first: ScoredRollout, sample_more: Callable[[int], ScoredRo
         have = sum(k.rollout.num_prompts for k in kept)
         kept.append(take_groups(scored, informative.nonzero().flatten().tolist()[: want - have]))
         spare.append(take_groups(scored, (~informative).nonzero().flatten().tolist()))
-        if have + kept[-1].rollout.num_prompts == want or len(sampled) == max_rounds:
+        if all_done(have + kept[-1].rollout.num_prompts == want) or len(sampled) == max_rounds:
             break
         sampled.append(sample_more(len(sampled)))
     short = want - sum(k.rollout.num_prompts for k in kept)

@@ -1,6 +1,9 @@
 """What a GRPO step reports, computed from its records in one call, and the groups it records.
 
     TrainBatch + update statistics + phase times ─step_metrics─▶ {name: number} ─▶ metrics.jsonl / TensorBoard
+
+Data-parallel, every rank's scored groups are gathered first (`gather_step`), so the metrics are those
+of the whole global batch, computed exactly as in one process (no means of per-rank means).
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from rlvr.evaluate.emergence import length_quantiles, reflection_rate, reward_sp
 from rlvr.models.devices import peak_memory_gb
 from rlvr.records import ScoredRollout, TrainBatch
 from rlvr.rewards import workers
-from rlvr.train.dynamic import FillStats
+from rlvr.run.world import World, gather_across
+from rlvr.train.dynamic import FillStats, concat_scored
 
 
 @dataclass(frozen=True)
@@ -30,10 +34,42 @@ class MetricSources:
     device: torch.device
 
 
-def step_metrics(batch: TrainBatch, updates: list[dict[str, float]], seconds: dict[str, float], fill: FillStats | None,
+@dataclass(frozen=True)
+class StepRecord:
+    """What the metrics are computed from: the step's scored groups and their completions' advantages."""
+
+    scored: ScoredRollout
+    advantages: torch.Tensor  # [N] one per completion (`completion_advantages`)
+    fill: FillStats | None
+    peak_memory_gb: float
+    verifier_timeouts: int
+    verifier_failures: int
+
+
+def step_record(batch: TrainBatch, fill: FillStats | None, device: torch.device) -> StepRecord:
+    verifier = workers.stats()  # cumulative: a rising count means answers that hit the time bound
+    return StepRecord(batch.scored, completion_advantages(batch), fill, peak_memory_gb(device), verifier.timeouts,
+                      verifier.failures)
+
+
+def gather_step(record: StepRecord, world: World) -> StepRecord:
+    """The whole global batch's record from every rank's (unchanged in one process): groups concatenated
+    in rank order, sampling rounds the same on all ranks, counts summed, peak memory the largest."""
+    if not world.distributed:
+        return record
+    parts = gather_across(record, world)
+    fills = [p.fill for p in parts if p.fill is not None]
+    fill = FillStats(max(f.rounds for f in fills), sum(f.dropped_groups for f in fills),
+                     sum(f.padded_groups for f in fills)) if fills else None
+    return StepRecord(concat_scored([p.scored for p in parts]), torch.cat([p.advantages for p in parts]), fill,
+                      max(p.peak_memory_gb for p in parts), sum(p.verifier_timeouts for p in parts),
+                      sum(p.verifier_failures for p in parts))
+
+
+def step_metrics(record: StepRecord, updates: list[dict[str, float]], seconds: dict[str, float],
                  sources: MetricSources) -> dict[str, float]:
     """Everything worth plotting about one step. `updates` holds one entry per policy update (μ)."""
-    scored, rollout = batch.scored, batch.rollout
+    scored, rollout, fill = record.scored, record.scored.rollout, record.fill
     lengths = rollout.lengths.float()
     m: dict[str, float] = {}
     m["reward/mean"], m["reward/std"] = _nan_stats(scored.rewards)
@@ -43,7 +79,7 @@ def step_metrics(batch: TrainBatch, updates: list[dict[str, float]], seconds: di
         m[f"reward/{name}/seconds"] = scored.reward_seconds.get(name, 0.0)
     m["accuracy"] = m[f"reward/{sources.correctness}/mean"]
     m["zero_variance_fraction"] = float(zero_variance_groups(scored.rewards).float().mean())
-    m["advantage/abs_mean"] = float(completion_advantages(batch).abs().mean())
+    m["advantage/abs_mean"] = float(record.advantages.abs().mean())
     m["completion_length/mean"], m["completion_length/max"] = float(lengths.mean()), float(lengths.max())
     m["truncation_rate"] = float(rollout.truncated.float().mean())
     m["entropy"], m["lr"] = updates[0]["entropy"], updates[0]["lr"]  # the step's first update; the rest average over μ
@@ -52,10 +88,9 @@ def step_metrics(batch: TrainBatch, updates: list[dict[str, float]], seconds: di
     m.update({f"time/{key}": value for key, value in seconds.items()})
     m["step_seconds"] = sum(seconds.values())
     m["tokens_per_second"] = float(lengths.sum()) / max(m["step_seconds"], 1e-9)
-    m["memory/peak_gb"] = peak_memory_gb(sources.device)
+    m["memory/peak_gb"] = record.peak_memory_gb
     m.update(emergence_metrics(scored, sources.reflection_phrases, sources.format_check))
-    verifier = workers.stats()  # cumulative: a rising count means answers that hit the time bound
-    m["verifier/timeouts"], m["verifier/failures"] = verifier.timeouts, verifier.failures
+    m["verifier/timeouts"], m["verifier/failures"] = record.verifier_timeouts, record.verifier_failures
     if fill is not None:
         m["sampling/rounds"], m["sampling/dropped_groups"], m["sampling/padded_groups"] = (
             fill.rounds, fill.dropped_groups, fill.padded_groups

@@ -3,6 +3,10 @@
     rlvr.train.trainer.train_grpo(config)               # a fresh run in config.output_dir
     rlvr.train.trainer.train_grpo(config, resume=True)  # continue it from its latest checkpoint
 
+Under torchrun each rank samples, scores and trains on its own whole groups of every global batch
+(data-parallel, rlvr.run.world): the loss normalisers, the batch std and the metrics are reduced over
+all ranks, so a step equals the one-process step on the same global batch.
+
 Where this departs from DeepSeekMath's Algorithm 1 (Shao et al. 2024):
 - with μ = 1 (the default) π_old is the current policy, so log π_old is the detached log π_θ of the
   same forward pass: the ratio is exactly 1 and no extra forward pass is spent on it;
@@ -16,11 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch.nn.parallel import DistributedDataParallel
 
 from rlvr import paths
 from rlvr.config import TrainConfig
 from rlvr.errors import UserError
 from rlvr.evaluate.accuracy import Interval, evaluate_accuracy, paired_gain_interval
+from rlvr.logprobs import PolicyModule
 from rlvr.models.devices import autocast
 from rlvr.optim import build_optimizer
 from rlvr.records import Rollout, ScoredRollout
@@ -31,11 +37,12 @@ from rlvr.run.checkpoint import save_pretrained
 from rlvr.run.clock import Stopwatch
 from rlvr.run.loop import OnStepEnd, Schedule, StepResult, launch
 from rlvr.run.process import derived_seed
+from rlvr.run.world import SINGLE, World, any_across, gather_across, shard
 from rlvr.train.batch import make_batch, outcome_advantages
 from rlvr.train.build import build_parts
 from rlvr.train.curriculum import CurriculumStream
 from rlvr.train.dynamic import FillStats, fill_informative
-from rlvr.train.metrics import MetricSources, sample_groups, step_metrics
+from rlvr.train.metrics import MetricSources, gather_step, sample_groups, step_metrics, step_record
 from rlvr.train.process import process_batch_advantages
 from rlvr.train.prompts import PromptStream
 from rlvr.train.sampling import GroupDone, score_while_sampling
@@ -50,11 +57,20 @@ def train_grpo(config: TrainConfig, *, resume: bool = False, on_step_end: OnStep
 class Trainer:
     resume_hint, label = "rlvr train --resume {run_dir}", "GRPO"
 
-    def __init__(self, config: TrainConfig, checkpoint: Path | None = None):
-        """The policy (from `checkpoint` when resuming), reference, prompts, rewards and optimizer of a run."""
-        self.config, c, s = config, config, config.sampling
+    def __init__(self, config: TrainConfig, checkpoint: Path | None = None, world: World = SINGLE):
+        """The policy (from `checkpoint` when resuming), reference, prompts, rewards and optimizer of a run,
+        on this rank of `world`."""
+        self.config, c, s, self.world = config, config, config.sampling, world
+        prompts_per_step = s.batch_size // s.group_size
+        if prompts_per_step % world.size:
+            raise UserError(f"sampling.batch_size={s.batch_size} is {prompts_per_step} prompts a step "
+                            f"(group_size {s.group_size}), which {world.size} ranks cannot share whole: make "
+                            f"batch_size / group_size a multiple of {world.size}")
         self.parts = build_parts(config, checkpoint)
         self.policy, self.tokenizer, self.reference = self.parts.policy, self.parts.tokenizer, self.parts.reference
+        self.trained = self.policy if not world.distributed else DistributedDataParallel(  # what the update runs
+            PolicyModule(self.policy), forward_sync_buffers=False,
+            device_ids=[self.parts.device.index] if self.parts.device.type == "cuda" else None)
         stream = CurriculumStream if c.data.curriculum else PromptStream
         self.prompts = stream(len(self.parts.train.examples), s.batch_size // s.group_size, c.seed)
         path = c.algorithm.process_reward_model
@@ -77,13 +93,14 @@ class Trainer:
             batch = make_batch(scored, advantages, policy=self.policy, reference=self.reference, algo=a,
                                micro_batch_tokens=o.micro_batch_tokens, temperature=g.temperature)
         with clock("update"):  # 5. clipped surrogate + β·KL: μ optimizer steps on the same batch
-            updates = [policy_update(self.policy, self.optimizer, self.scheduler, batch, algo=a,
+            updates = [policy_update(self.trained, self.optimizer, self.scheduler, batch, algo=a,
                                      micro_batch_tokens=o.micro_batch_tokens, temperature=g.temperature,
                                      max_grad_norm=o.max_grad_norm, max_new_tokens=g.max_new_tokens,
-                                     autocast=self.autocast) for _ in range(a.updates_per_batch)]
+                                     autocast=self.autocast, world=self.world) for _ in range(a.updates_per_batch)]
         self.step_count += 1
         self.refresh_reference()  # 6. iterative GRPO: π_ref ← π_θ every K steps
-        return StepResult(step_metrics(batch, updates, clock.seconds, fill, self.sources), sample_groups(batch))
+        record = gather_step(step_record(batch, fill, self.parts.device), self.world)  # the global batch's
+        return StepResult(step_metrics(record, updates, clock.seconds, self.sources), sample_groups(batch))
 
     def sample_and_score(self) -> tuple[ScoredRollout, FillStats | None]:
         """Steps 1-2 for P prompts; with dynamic sampling (DAPO), zero-variance groups are replaced by fresh ones."""
@@ -93,27 +110,32 @@ class Trainer:
             first = self.score_round(0)
             if not s.dynamic_sampling:
                 return first, None
-            return fill_informative(first, self.score_round, s.max_sampling_rounds)
+            return fill_informative(first, self.score_round, s.max_sampling_rounds,
+                                    all_done=lambda done: not any_across(not done, self.world))
         except BaseException:  # a reward failed, or the step was abandoned: it never happened (rlvr.run.loop)
             self.prompts.load_state_dict(order)
             raise
 
     def score_round(self, round_: int) -> ScoredRollout:
-        """The next P prompts sampled and scored; each group's pass rate is shown to the prompt stream (curriculum)."""
-        positions = self.prompts.next_batch()
+        """This rank's share of the next P prompts, sampled and scored; every group's pass rate, from all
+        ranks, is shown to the prompt stream (curriculum), so that its state stays the same on every rank."""
+        positions = shard(self.prompts.next_batch(), self.world)
         examples, g = [self.parts.train.examples[i] for i in positions], self.config.sampling.group_size
         if self.config.sampling.overlap_rewards:
             scored = score_while_sampling(lambda done: self.sample(positions, done, round_), examples, g,
                                       self.parts.rewards)
         else:
             scored = score_rollout(self.sample(positions, round_=round_), self.parts.rewards)
-        self.prompts.observe(positions, scored.reward_components[self.parts.correctness].nanmean(dim=1).tolist())
+        accuracies = scored.reward_components[self.parts.correctness].nanmean(dim=1).tolist()
+        for seen, rates in gather_across((positions, accuracies), self.world):
+            self.prompts.observe(seen, rates)
         return scored
 
     def sample(self, positions: list[int], on_group_done: GroupDone | None = None, round_: int = 0) -> Rollout:
-        """G completions for each training prompt at `positions`, seeded by (seed, step, sampling round)."""
+        """G completions for each training prompt at `positions`, seeded by (seed, step, sampling round, rank)."""
         gen, train = self.config.generation, self.parts.train
-        generator = torch.Generator().manual_seed(derived_seed(self.config.seed, self.step_count + (round_ << 32)))
+        stream = self.step_count + (round_ << 32) + (self.world.rank << 48)
+        generator = torch.Generator().manual_seed(derived_seed(self.config.seed, stream))
         self.policy.eval()  # no dropout while sampling; the update runs in train mode
         with self.autocast():  # entered here: sampling may run on a worker thread, and autocast is per thread
             out = rollout(
@@ -128,7 +150,7 @@ class Trainer:
     def advantages(self, scored: ScoredRollout) -> torch.Tensor:
         """[N, Lc] from the rewards (outcome supervision), or from a process reward model's step scores."""
         if self.process_scorer is None:
-            return outcome_advantages(scored, self.config.algorithm)
+            return outcome_advantages(scored, self.config.algorithm, self.world)
         return process_batch_advantages(scored, self.process_scorer, self.tokenizer,
                                         self.config.algorithm.step_separator)
 
@@ -154,7 +176,7 @@ class Trainer:
                 self.policy, self.tokenizer, self.parts.eval.examples, self.parts.eval.texts,
                 strict=strict, lenient=lenient,
                 max_new_tokens=c.eval_max_new_tokens or c.generation.max_new_tokens,
-                add_special_tokens=self.parts.add_special_tokens,
+                add_special_tokens=self.parts.add_special_tokens, world=self.world,
             )
         return {**result.summary(), "strict_correct": result.strict_correct, "lenient_correct": result.lenient_correct,
                 "examples": result.completions[:5]}

@@ -25,7 +25,7 @@ from rlvr.evaluate.cli import add_eval_parser, run_eval_command
 from rlvr.pipeline.cli import add_pipeline_parser, run_pipeline_command
 from rlvr.reward_models.cli import add_rm_parser, run_rm
 from rlvr.rewards.cli import add_grade_parser, run_grade
-from rlvr.run.launcher import add_nproc_option, relaunch, restore_interrupts
+from rlvr.run.launcher import add_nproc_option, relaunch
 from rlvr.sample.cli import add_sample_parser, run_sample_command
 from rlvr.sft.cli import add_sft_parser, run_sft
 from rlvr.train.cli import add_train_parser, run_train
@@ -63,6 +63,17 @@ def _terminate(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _another_rank_failed(error: Exception) -> bool:
+    """Whether `error` is a collective that failed because another rank is gone (its own error says why)."""
+    if int(os.environ.get("WORLD_SIZE", 1)) < 2 or "torch.distributed" not in sys.modules:
+        return False
+    import torch.distributed as dist
+
+    text = str(error)
+    return isinstance(error, dist.DistError) or any(
+        mark in text for mark in ("Connection closed by peer", "Connection reset by peer", "Broken pipe"))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rlvr", description="GRPO with verifiable rewards")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -75,7 +86,6 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--nproc must be at least 1")
     if getattr(args, "nproc", 1) > 1 and "RANK" not in os.environ:  # (a rank itself ignores --nproc)
         return relaunch(sys.argv[1:] if argv is None else argv, args.nproc)
-    restore_interrupts()
     if args.command in MODEL_COMMANDS:
         _quiet_transformers()
     previous = signal.signal(signal.SIGTERM, _terminate)
@@ -88,6 +98,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("rlvr: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:
+        if not _another_rank_failed(e):
+            raise
+        print(f"rlvr: error (rank {os.environ['RANK']}): another rank stopped, see its error", file=sys.stderr)
+        return 1
     finally:
         signal.signal(signal.SIGTERM, previous)
 

@@ -3,12 +3,6 @@ update on the same global batch: gradients, grad-norm, weights after μ = 2 Adam
 active and β > 0, and the step statistics, for each loss aggregation, with the ranks holding unequal
 shares and numbers of micro-batches. The replicas stay bitwise identical."""
 
-import os
-import signal
-import subprocess
-import sys
-import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -19,26 +13,10 @@ from rlvr.train.trainer import Trainer
 
 from ..train.test_step import DIGITS, tiny_config
 from .ddp_worker import run_update, select_groups
+from .launching import launch, rank_env
 
 AGGREGATIONS = ["token_mean", "sequence_mean", "constant"]
 HERE = Path(__file__).parent
-
-
-def launch(args, env, timeout):
-    """(exit code, stderr) of torchrun with `args`; past `timeout` every rank prints its Python stack
-    (faulthandler, SIGABRT) and the whole process group is killed, so a hang fails here and leaves nothing."""
-    with tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", *args], env=env,
-                                stdout=subprocess.DEVNULL, stderr=err, text=True, start_new_session=True)
-        try:
-            code = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            for sig in (signal.SIGABRT, signal.SIGKILL):
-                os.killpg(proc.pid, sig)
-                time.sleep(3)
-            code = -1
-        err.seek(0)
-        return code, ("" if code != -1 else f"timed out after {timeout} s\n") + err.read()
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +35,7 @@ def case(tmp_path_factory):
             "algo": {k: getattr(a, k) for k in ("beta", "clip_low", "clip_high", "kl_estimator", "updates_per_batch")},
             "optim": {"lr": 1e-3}, "max_new_tokens": 16}
     torch.save(case, tmp / "case.pt")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1", "PYTHONPATH": str(HERE.parents[1])}
+    env = rank_env()
     code, stderr = launch(["--standalone", "--nproc_per_node", "2", str(HERE / "ddp_worker.py"), str(tmp / "case.pt"),
                            str(tmp)], env, timeout=120)
     assert code == 0, stderr[-4000:]

@@ -78,3 +78,12 @@ def get_length_reward(scale, cap=64):
 
 def get_nothing(scale=1.0):
     """A factory that forgets to return its reward."""
+
+
+def has_digit_but_rank_1_fails(completions, **kwargs):
+    """has_digit, except on rank 1 of a torchrun world, where it raises (a rank that fails alone)."""
+    import os
+
+    if os.environ.get("RANK") == "1":
+        raise RuntimeError("this rank's reward is broken on purpose")
+    return has_digit(completions)

@@ -2,10 +2,10 @@
 
     rlvr train --nproc 2 ...   ≡   torchrun --standalone --nproc_per_node 2 -m rlvr train ...
 
-with two things set for you: each rank gets its share of the CPU threads (OMP_NUM_THREADS, unless
-set), and Ctrl-C or SIGTERM sent to this process reaches every rank, not torchrun, so that the ranks
-finish the step, all save the same one and exit 0 (torchrun itself would give them 30 s, then kill
-them). No torch here: it only starts torchrun.
+with three things set for you: each rank gets its share of the CPU threads (OMP_NUM_THREADS, unless
+set); on Ctrl-C or SIGTERM torchrun passes the signal on to the ranks and gives them SHUTDOWN_S to
+finish the step and save before it kills them (plain torchrun gives 30 s); and a failed rank is
+reported in one line (rlvr.run.torchrun). No torch here: it only starts torchrun.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import subprocess
 import sys
 from types import FrameType
 
-LAUNCHED = "RLVR_NPROC"  # set in the ranks' environment: their Ctrl-C is restored (torchrun starts them ignoring it)
+SHUTDOWN_S = 3600  # how long torchrun waits for the ranks to save after a stop signal
 
 
 def add_nproc_option(p: argparse.ArgumentParser) -> None:
@@ -41,7 +41,7 @@ def torchrun_command(argv: list[str], nproc: int) -> list[str]:
     """The torchrun command line that runs `rlvr argv`, less its --nproc, on `nproc` ranks.
 
     >>> torchrun_command(["train", "--nproc", "2", "--max-steps", "3"], 2)[3:9]
-    ['--standalone', '--nproc_per_node', '2', '--signals-to-handle', 'SIGHUP,SIGQUIT', '-m']
+    ['--standalone', '--nproc_per_node', '2', '--shutdown-timeout', '3600', '-m']
     >>> torchrun_command(["train", "--nproc", "2", "--max-steps", "3"], 2)[9:]
     ['rlvr', 'train', '--max-steps', '3']
     >>> torchrun_command(["eval", "--nproc=4"], 4)[-2:]
@@ -55,39 +55,27 @@ def torchrun_command(argv: list[str], nproc: int) -> list[str]:
         skip = arg == "--nproc"
         if not skip:
             rest.append(arg)
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc),
-            "--signals-to-handle", "SIGHUP,SIGQUIT", "-m", "rlvr", *rest]
+    return [sys.executable, "-m", "rlvr.run.torchrun", "--standalone", "--nproc_per_node", str(nproc),
+            "--shutdown-timeout", str(SHUTDOWN_S), "-m", "rlvr", *rest]
 
 
 def relaunch(argv: list[str], nproc: int) -> int:
     """Run `rlvr argv` on `nproc` ranks under torchrun; its exit code (0 when every rank succeeded)."""
-    env = {**os.environ, LAUNCHED: str(nproc)}
+    env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", str(rank_threads(nproc)))
-    # torchrun and the ranks start in their own session with Ctrl-C and SIGTERM ignored (torchrun keeps
-    # ignoring them; the ranks install their own handlers); this process forwards both to that session
-    signals = (signal.SIGINT, signal.SIGTERM)
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in signals}
+    proc = subprocess.Popen(torchrun_command(argv, nproc), env=env)
+
+    def forward(signum: int, frame: FrameType | None) -> None:  # torchrun passes it on to the ranks
+        proc.send_signal(signum)
+
+    # the terminal's Ctrl-C reaches torchrun too (same process group): this process only waits for it
+    previous = {signal.SIGINT: signal.signal(signal.SIGINT, signal.SIG_IGN),
+                signal.SIGTERM: signal.signal(signal.SIGTERM, forward)}
     try:
-        proc = subprocess.Popen(torchrun_command(argv, nproc), env=env, start_new_session=True)
-
-        def forward(signum: int, frame: FrameType | None) -> None:
-            try:
-                os.killpg(proc.pid, signum)
-            except ProcessLookupError:  # already gone
-                pass
-
-        for sig in signals:
-            signal.signal(sig, forward)
         return proc.wait()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-
-
-def restore_interrupts() -> None:
-    """In a rank started by `relaunch`: Ctrl-C interrupts again (it was ignored to keep torchrun out of it)."""
-    if os.environ.get(LAUNCHED) and "RANK" in os.environ:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def is_main_rank() -> bool:

@@ -118,8 +118,9 @@ def _run(recipe: Recipe, before: dict[str, Any] | None, resumed: bool, on_step_e
     run_dir, schedule, main = Path(recipe.config.output_dir), recipe.schedule, recipe.world.is_main
     if main:
         save_config(recipe.config, run_dir / paths.CONFIG)
-    if resumed and main:
-        truncate_jsonl(run_dir / paths.SAMPLES, recipe.step_count)
+    if resumed:
+        if main:
+            truncate_jsonl(run_dir / paths.SAMPLES, recipe.step_count)
     elif schedule.eval_before:
         before = _evaluate(recipe, "before")
 

@@ -1,0 +1,34 @@
+"""torchrun, as `--nproc` starts it: the same launcher, with its failure report cut to one line.
+
+When a rank fails, it has printed its own one-line error already (`rlvr: error (rank 1): ...`); torchrun
+would add a traceback of its own and a block per rank. Here it says which rank failed first, and how.
+Stopped by Ctrl-C or SIGTERM, torchrun has passed the signal on and waited for the ranks to save; it
+then raises, which here is a normal end.
+
+    python -m rlvr.run.torchrun [torchrun options] -m rlvr train ...
+"""
+
+from __future__ import annotations
+
+import sys
+
+from torch.distributed.elastic.multiprocessing.api import SignalException
+from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+from torch.distributed.run import parse_args, run
+
+
+def main(argv: list[str]) -> int:
+    try:
+        run(parse_args(argv))  # type: ignore[no-untyped-call]
+    except ChildFailedError as failed:
+        rank, failure = failed.get_first_failure()
+        how = f"signal {-failure.exitcode}" if failure.exitcode < 0 else f"exit code {failure.exitcode}"
+        print(f"rlvr: rank {rank} failed first ({how}); its error is above", file=sys.stderr)
+        return 1
+    except SignalException:  # Ctrl-C or SIGTERM, passed on to the ranks, which saved and said so
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

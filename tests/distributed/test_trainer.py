@@ -1,0 +1,113 @@
+"""The GRPO trainer on 2 ranks (torchrun, gloo): each rank samples its own whole groups of the global
+batch the prompt stream draws for all, dynamic-sampling rounds and the curriculum stay in lockstep,
+and the batch-std advantages and the step's metrics are those one process computes on the global
+batch. Run through the command line, rank 0 alone writes the run's files, and a run resumes at
+another world size with the same data order."""
+
+import math
+
+import pytest
+import torch
+
+from rlvr.config import load_config
+from rlvr.run.world import World, shard
+from rlvr.train.batch import outcome_advantages
+from rlvr.train.dynamic import concat_scored
+from rlvr.train.prompts import PromptStream
+
+from ..train.test_step import REWARD_FNS, TINY
+from .launching import ROOT, launch, rank_env
+
+HERE = ROOT / "tests" / "distributed"
+CHECKED = [*TINY, "sampling.batch_size=16", "generation.max_new_tokens=3", "sampling.dynamic_sampling=true",
+           "sampling.max_sampling_rounds=3", "data.curriculum=true", "algorithm.advantage_scale=batch_std",
+           "algorithm.beta=0.04", f"rewards=[{{name: '{REWARD_FNS}:digit_share'}}]"]
+
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("trainer")
+    code, stderr = launch(["--standalone", "--nproc_per_node", "2", str(HERE / "trainer_worker.py"), str(tmp),
+                           *CHECKED, f"output_dir={tmp / 'run'}"], rank_env(), timeout=120)
+    assert code == 0, stderr[-4000:]
+    return torch.load(tmp / "ranks.pt", weights_only=False)
+
+
+def test_every_rank_draws_the_same_global_batches_and_samples_its_own_share(ranks):
+    first, second = ranks
+    assert any(len(step["drawn"]) > 1 for step in first), "dynamic sampling should have needed a second round"
+    for mine, theirs in zip(first, second):
+        assert mine["drawn"] == theirs["drawn"]  # the same rounds, the same global batches
+        for rank, step in enumerate((mine, theirs)):
+            assert step["sampled"] == [shard(batch, World(rank=rank, size=2)) for batch in step["drawn"]]
+        for batch, a, b in zip(mine["drawn"], mine["sampled"], theirs["sampled"]):
+            assert sorted(a + b) == sorted(batch) and not set(a) & set(b)  # whole groups, each on one rank
+
+
+def test_the_prompt_stream_stays_identical_on_every_rank(ranks):
+    for mine, theirs in zip(*ranks):
+        assert mine["stream"] == theirs["stream"]
+    assert any(rate is not None for rate in ranks[0][-1]["stream"]["pass_rates"])  # the curriculum observed
+
+
+def test_batch_std_advantages_equal_the_one_process_ones(ranks):
+    algo, differs = load_config(None, CHECKED).algorithm, []
+    for mine, theirs in zip(*ranks):
+        whole = concat_scored([mine["scored"], theirs["scored"]])
+        expected = outcome_advantages(whole, algo)[:, 0]
+        assert torch.allclose(torch.cat([mine["advantages"], theirs["advantages"]]), expected, atol=1e-6)
+        alone = outcome_advantages(mine["scored"], algo)[:, 0]
+        differs.append(not torch.allclose(alone, expected[:len(alone)], atol=1e-3))
+    assert any(differs)  # a rank's own std would not have done
+
+
+def test_the_step_metrics_are_those_of_the_global_batch(ranks):
+    for mine, theirs in zip(*ranks):
+        whole = concat_scored([mine["scored"], theirs["scored"]])
+        rewards, lengths = whole.rewards, whole.rollout.lengths.float()
+        advantages = torch.cat([mine["advantages"], theirs["advantages"]])
+        m = mine["metrics"]
+        assert m["reward/mean"] == pytest.approx(float(rewards.mean()), abs=1e-6)
+        assert m["reward/std"] == pytest.approx(float(rewards.std(correction=0)), abs=1e-6)
+        assert m["completion_length/mean"] == pytest.approx(float(lengths.mean()), abs=1e-6)
+        assert m["advantage/abs_mean"] == pytest.approx(float(advantages.abs().mean()), abs=1e-6)
+        assert m["sampling/rounds"] == len(mine["drawn"])
+        same = {k for k in m if not k.startswith(("time/", "memory/")) and k not in ("step_seconds",
+                                                                                    "tokens_per_second")}
+        assert all(m[k] == theirs["metrics"][k] or (math.isnan(m[k]) and math.isnan(theirs["metrics"][k]))
+                   for k in same)  # every rank logs the same numbers (rank 0 writes them)
+
+
+def test_the_replicas_stay_bitwise_identical(ranks):
+    assert [step["replica_spread"] for step in ranks[0]] == [0.0, 0.0]
+
+
+RUN = [*TINY, "save_every=1", "data.eval_size=4"]
+
+
+def rlvr_args(*args):
+    sets = [a for kv in RUN for a in ("--set", kv)]
+    return ["-m", "rlvr", "train", *sets, *args]
+
+
+def test_nproc_runs_rank_0_writes_and_resuming_at_another_world_size_keeps_the_data_order(tmp_path):
+    import subprocess
+    import sys
+
+    run = tmp_path / "run"
+    out = subprocess.run([sys.executable, *rlvr_args("--nproc", "2", "--max-steps", "2", "--output-dir", str(run))],
+                         env=rank_env(), capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-4000:]
+    assert out.stdout.count("run directory:") == 1 and out.stdout.count("before: strict") == 1
+    assert [line.count('"step"') for line in (run / "metrics.jsonl").read_text().splitlines()] == [1, 1]
+    for nproc, steps in (("1", 3), ("2", 4)):  # 2 ranks -> 1 process -> 2 ranks
+        more = subprocess.run([sys.executable, "-m", "rlvr", "train", "--nproc", nproc, "--resume", str(run),
+                               "--max-steps", str(steps)], env=rank_env(), capture_output=True, text=True,
+                              timeout=180)
+        assert more.returncode == 0, more.stderr[-4000:]
+    assert len((run / "metrics.jsonl").read_text().splitlines()) == 4
+    state = torch.load(run / "checkpoints" / "step-000004" / "trainer.pt", weights_only=False)
+    stream = PromptStream(32, 2, 0)
+    for _ in range(4):
+        stream.next_batch()
+    assert state["prompts"] == stream.state_dict()  # the global data order, whatever the world size

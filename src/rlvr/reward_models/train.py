@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch.nn.parallel import DistributedDataParallel
 
 from rlvr import paths
 from rlvr.config import RewardModelConfig
@@ -40,7 +41,7 @@ from rlvr.reward_models.pairs import PreferencePair, load_pairs, split_pairs
 from rlvr.run.checkpoint import save_pretrained
 from rlvr.run.loop import OnStepEnd, Schedule, StepResult, launch
 from rlvr.run.order import batch_order
-from rlvr.run.world import SINGLE, World
+from rlvr.run.world import SINGLE, World, gather_across, map_sharded, shard
 
 
 def train_reward_model(config: RewardModelConfig, *, resume: bool = False,
@@ -68,18 +69,27 @@ class RewardModelTrainer:
         self.plan = batch_order(len(self.train), c.batch_size, steps, c.seed)  # each step's pairs
         self.step_count = 0
         self.schedule = Schedule(steps, save_every=c.save_every)
+        self.trained = self.model if not world.distributed else DistributedDataParallel(  # what the step runs
+            self.model, forward_sync_buffers=False,
+            device_ids=[self.device.index] if self.device.type == "cuda" else None)
 
     def step(self) -> StepResult:
-        """One AdamW step on the Bradley–Terry loss of the step's pairs; chosen and rejected share one forward."""
-        started, c = time.perf_counter(), self.config
-        pairs: list[PreferencePair] = [self.train[i] for i in self.plan[self.step_count]]
+        """One AdamW step on the Bradley–Terry loss of the step's pairs; chosen and rejected share one forward.
+
+        Data-parallel, each rank takes its share of the pairs and weighs its loss by its share of the
+        global count (times the world size: DDP averages gradients); a rank whose share is empty runs
+        one pair weighted 0, so that it still meets the all-reduce. The metrics are the global batch's."""
+        started, c, world = time.perf_counter(), self.config, self.world
+        chosen_ids = self.plan[self.step_count]
+        mine, weight = (shard(chosen_ids, world), 1.0) if world.rank < len(chosen_ids) else (chosen_ids[:1], 0.0)
+        pairs: list[PreferencePair] = [self.train[i] for i in mine]
         n = len(pairs)
         ids, mask = encode(self.tokenizer, [p.prompt for p in pairs] * 2,
                            [p.chosen for p in pairs] + [p.rejected for p in pairs], c.max_length)
         with autocast(self.device, self.dtype):
-            scores = forward_scores(self.model, ids, mask).float()  # [2n]: n chosen, then n rejected
+            scores = forward_scores(self.trained, ids, mask).float()  # [2n]: n chosen, then n rejected
         chosen, rejected = scores[:n], scores[n:]
-        loss = bradley_terry_loss(chosen, rejected)
+        loss = bradley_terry_loss(chosen, rejected) * (weight * n * world.size / len(chosen_ids))
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         params = [p for p in self.model.parameters() if p.requires_grad]
@@ -88,21 +98,23 @@ class RewardModelTrainer:
         self.optimizer.step()
         self.scheduler.step()
         self.step_count += 1
-        chosen, rejected = chosen.detach(), rejected.detach()
+        parts = gather_across((chosen.detach().cpu(), rejected.detach().cpu(), weight, int(mask.sum())), world)
+        chosen, rejected = (torch.cat([p[i] for p in parts if p[2]]) for i in (0, 1))
         return StepResult({
-            "loss": float(loss.detach()), "accuracy": pairwise_accuracy(chosen, rejected),
-            "margin": float((chosen - rejected).mean()), "grad_norm": float(grad_norm), "tokens": int(mask.sum()),
-            "step_seconds": time.perf_counter() - started,
+            "loss": float(bradley_terry_loss(chosen, rejected)), "accuracy": pairwise_accuracy(chosen, rejected),
+            "margin": float((chosen - rejected).mean()), "grad_norm": float(grad_norm),
+            "tokens": sum(p[3] for p in parts if p[2]), "step_seconds": time.perf_counter() - started,
         })
 
     def evaluate(self) -> dict[str, Any] | None:
         """Pairwise accuracy on the held-out pairs with its 95% Wilson interval (ties count half); None if
-        there are none."""
+        there are none. Data-parallel, each rank scores its share."""
         if not self.held_out:
             return None
-        prompts = [p.prompt for p in self.held_out]
-        chosen = torch.tensor(self.scores(prompts, [p.chosen for p in self.held_out]))
-        rejected = torch.tensor(self.scores(prompts, [p.rejected for p in self.held_out]))
+        both = map_sharded(lambda pairs: list(zip(self.scores([p.prompt for p in pairs], [p.chosen for p in pairs]),
+                                                  self.scores([p.prompt for p in pairs], [p.rejected for p in pairs]),
+                                                  strict=True)), self.held_out, self.world)
+        chosen, rejected = torch.tensor([c for c, _ in both]), torch.tensor([r for _, r in both])
         wins = float(pairwise_wins(chosen, rejected).sum())
         return {"n": len(self.held_out), "pairwise_accuracy": asdict(wilson_interval(wins, len(self.held_out))),
                 "margin": float((chosen - rejected).mean())}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -21,6 +21,7 @@ import torch.distributed as dist
 
 COLLECTIVE_TIMEOUT_S = 600.0
 T = TypeVar("T")
+U = TypeVar("U")
 
 
 @dataclass(frozen=True)
@@ -140,3 +141,15 @@ def unshard(shares: Sequence[Sequence[T]]) -> list[T]:
     for i in range(sum(len(s) for s in shares)):
         out.append(shares[i % size][i // size])
     return out
+
+
+def map_sharded(fn: Callable[[list[T]], list[U]], items: Sequence[T], world: World) -> list[U]:
+    """`fn(items)`, each rank computing it on its share (`shard`) and every rank getting all the results,
+    in the items' order (`fn` returns one result per item).
+
+    >>> map_sharded(lambda xs: [x * x for x in xs], [1, 2, 3], SINGLE)
+    [1, 4, 9]
+    """
+    if not world.distributed:
+        return fn(list(items))
+    return unshard(gather_across(fn(shard(items, world)), world))

@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.nn.parallel import DistributedDataParallel
 
 from rlvr.logprobs import selective_logprobs
+from rlvr.run.world import SINGLE, World, shard, sum_across
 from rlvr.sft.data import SFTExample
 from rlvr.sft.packing import MicroBatch, attention_bias, loss_targets, micro_batches
 
@@ -28,7 +30,10 @@ class TokenNLL:
 
 
 def completion_nll(model: torch.nn.Module, batch: MicroBatch) -> TokenNLL:
-    """Summed NLL of `batch`'s trained tokens under `model` (a causal LM: backbone + output layer)."""
+    """Summed NLL of `batch`'s trained tokens under `model` (a causal LM: backbone + output layer, or an
+    NLLModule, wrapped by DDP, which is called so that the wrapper's hooks run)."""
+    if isinstance(model, (NLLModule, DistributedDataParallel)):
+        return model(batch)  # type: ignore[no-any-return]
     param = next(model.parameters())
     ids, positions, segments = (t.to(param.device) for t in (batch.input_ids, batch.position_ids, batch.segment_ids))
     backbone = getattr(model, model.base_model_prefix)
@@ -40,21 +45,36 @@ def completion_nll(model: torch.nn.Module, batch: MicroBatch) -> TokenNLL:
     return TokenNLL(total=-logprobs.sum(), tokens=int(trained.sum()), entropy=float(entropy.sum()))
 
 
+class NLLModule(torch.nn.Module):
+    """A causal LM whose forward is `completion_nll`: the one module DDP wraps, so that its gradient
+    hooks run (calling completion_nll on the bare model would skip them)."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, batch: MicroBatch) -> TokenNLL:
+        return completion_nll(self.model, batch)
+
+
 @torch.no_grad()
 def held_out_loss(model: torch.nn.Module, examples: list[SFTExample], *, packing: bool, max_length: int,
-                  micro_batch_tokens: int, pad_id: int) -> dict[str, Any] | None:
-    """Token-mean NLL of `examples` (and its perplexity) in eval mode; None when there are none."""
+                  micro_batch_tokens: int, pad_id: int, world: World = SINGLE) -> dict[str, Any] | None:
+    """Token-mean NLL of `examples` (and its perplexity) in eval mode; None when there are none.
+    Data-parallel, each rank measures its share and the sums are added up."""
     if not examples:
         return None
     was_training = model.training
     model.eval()
     total, tokens = 0.0, 0
     try:
-        for mb in micro_batches(examples, packing=packing, max_length=max_length,
+        for mb in micro_batches(shard(examples, world), packing=packing, max_length=max_length,
                                 micro_batch_tokens=micro_batch_tokens, pad_id=pad_id):
             nll = completion_nll(model, mb)
             total, tokens = total + float(nll.total), tokens + nll.tokens
     finally:
         model.train(was_training)
+    total, tokens = sum_across([total, tokens], world)
+    tokens = int(tokens)
     loss = total / tokens
     return {"examples": len(examples), "tokens": tokens, "loss": loss, "perplexity": math.exp(min(loss, 50.0))}

@@ -10,15 +10,18 @@ summary.json (held-out loss before and after).
 
 The order of the examples is a pure function of (seed, number of training rows, batch_size), so a
 resumed run sees exactly the batches the unbroken run would have, and ends with the same weights.
+Under torchrun each rank trains on its share of every step's examples (DDP), at any world size.
 """
 
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 import torch
+from torch.nn.parallel import DistributedDataParallel
 
 from rlvr import paths
 from rlvr.config import SFTConfig
@@ -29,11 +32,11 @@ from rlvr.optim import build_optimizer
 from rlvr.run.checkpoint import save_pretrained
 from rlvr.run.loop import OnStepEnd, Schedule, StepResult, launch
 from rlvr.run.order import batch_order
-from rlvr.run.world import SINGLE, World
+from rlvr.run.world import SINGLE, World, shard, sum_across
 from rlvr.sft.data import SFTExample, prepare_data, read_rows
-from rlvr.sft.loss import completion_nll, held_out_loss
+from rlvr.sft.loss import NLLModule, completion_nll, held_out_loss
 from rlvr.sft.masking import trained_count
-from rlvr.sft.packing import micro_batches
+from rlvr.sft.packing import MicroBatch, micro_batches
 
 
 def train_sft(config: SFTConfig, *, resume: bool = False, on_step_end: OnStepEnd | None = None) -> dict[str, Any]:
@@ -56,22 +59,27 @@ class SFTTrainer:
         self.optimizer, self.scheduler = build_optimizer(self.model, c.optim, steps)
         self.plan = batch_order(len(self.data.train), c.batch_size, steps, c.seed)  # each step's examples
         self.step_count, self.resumed_from = 0, None
+        self.trained = self.model if not world.distributed else DistributedDataParallel(  # what the step runs
+            NLLModule(self.model), forward_sync_buffers=False,
+            device_ids=[self.device.index] if self.device.type == "cuda" else None)
         self.schedule = Schedule(steps, save_every=c.save_every, eval_every=c.eval_every)
 
     def step(self) -> StepResult:
-        """One AdamW step on the token-mean NLL of the step's completion tokens (rlvr.sft.loss)."""
-        started, c = time.perf_counter(), self.config
-        examples: list[SFTExample] = [self.data.train[i] for i in self.plan[self.step_count]]
+        """One AdamW step on the token-mean NLL of the step's completion tokens (rlvr.sft.loss).
+
+        Data-parallel, each rank takes its share of the step's examples and divides by the global count
+        of trained tokens (times the world size: DDP averages gradients). A rank whose share is empty
+        (more ranks than examples) runs one example weighted 0, so that it still meets the all-reduce."""
+        started, c, world = time.perf_counter(), self.config, self.world
+        chosen = self.plan[self.step_count]
+        mine, weight = (shard(chosen, world), 1.0) if world.rank < len(chosen) else (chosen[:1], 0.0)
+        examples: list[SFTExample] = [self.data.train[i] for i in mine]
         batches = micro_batches(examples, packing=c.packing, max_length=c.max_length,
                                 micro_batch_tokens=c.optim.micro_batch_tokens, pad_id=self.tokenizer.pad_token_id)
-        count = sum(trained_count(e.labels) for e in examples)
+        count = int(sum_across([weight * sum(trained_count(e.labels) for e in examples)], world)[0])
         self.optimizer.zero_grad(set_to_none=True)
-        loss = entropy = 0.0
-        for mb in batches:
-            with autocast(self.device, self.dtype):
-                nll = completion_nll(self.model, mb)
-            (nll.total / count).backward()  # Σ over micro-batches = the batch's token mean
-            loss, entropy = loss + float(nll.total.detach()) / count, entropy + nll.entropy / count
+        loss, entropy = self.accumulate(batches, weight * world.size / count)
+        loss, entropy = (value / world.size for value in sum_across([loss, entropy], world))
         params = [p for p in self.model.parameters() if p.requires_grad]
         max_norm = c.optim.max_grad_norm if c.optim.max_grad_norm > 0 else float("inf")
         grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
@@ -80,20 +88,36 @@ class SFTTrainer:
         self.scheduler.step()
         self.step_count += 1
         seconds = time.perf_counter() - started
-        tokens, slots = sum(mb.real_tokens for mb in batches), sum(mb.input_ids.numel() for mb in batches)
+        tokens, slots, runs = sum_across([weight * sum(mb.real_tokens for mb in batches),
+                                          weight * sum(mb.input_ids.numel() for mb in batches),
+                                          weight * len(batches)], world)
         return StepResult({
-            "loss": loss, "lr": lr, "grad_norm": float(grad_norm), "entropy": entropy, "tokens": tokens,
-            "completion_tokens": count, "padding_fraction": 1 - tokens / slots, "micro_batches": len(batches),
+            "loss": loss, "lr": lr, "grad_norm": float(grad_norm), "entropy": entropy, "tokens": int(tokens),
+            "completion_tokens": count, "padding_fraction": 1 - tokens / slots, "micro_batches": int(runs),
             "step_seconds": seconds,
             "tokens_per_second": tokens / max(seconds, 1e-9),
         })
+
+    def accumulate(self, batches: list[MicroBatch], scale: float) -> tuple[float, float]:
+        """Backward of Σ NLL · `scale` over the micro-batches (gradients all-reduced on the last one only);
+        (Σ NLL, Σ entropy) times `scale`."""
+        loss = entropy = 0.0
+        for i, mb in enumerate(batches):
+            later = isinstance(self.trained, DistributedDataParallel) and i < len(batches) - 1
+            with self.trained.no_sync() if later else nullcontext():  # type: ignore[operator]
+                with autocast(self.device, self.dtype):
+                    nll = completion_nll(self.trained, mb)
+                (nll.total * scale).backward()  # Σ over micro-batches (and ranks) = the batch's token mean
+            loss, entropy = loss + float(nll.total.detach()) * scale, entropy + nll.entropy * scale
+        return loss, entropy
 
     def evaluate(self) -> dict[str, Any] | None:
         """Token-mean NLL (and perplexity) of the held-out rows; None when there are none."""
         c = self.config
         with autocast(self.device, self.dtype):
             return held_out_loss(self.model, self.data.held_out, packing=c.packing, max_length=c.max_length,
-                                 micro_batch_tokens=c.optim.micro_batch_tokens, pad_id=self.tokenizer.pad_token_id)
+                                 micro_batch_tokens=c.optim.micro_batch_tokens, pad_id=self.tokenizer.pad_token_id,
+                                 world=self.world)
 
     def eval_metrics(self, evaluation: dict[str, Any]) -> dict[str, float]:
         return {"eval_loss": evaluation["loss"]}

@@ -5,6 +5,11 @@ batch. Run through the command line, rank 0 alone writes the run's files, and a 
 another world size with the same data order."""
 
 import math
+import os
+import signal
+import socket
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -91,9 +96,6 @@ def rlvr_args(*args):
 
 
 def test_nproc_runs_rank_0_writes_and_resuming_at_another_world_size_keeps_the_data_order(tmp_path):
-    import subprocess
-    import sys
-
     run = tmp_path / "run"
     out = subprocess.run([sys.executable, *rlvr_args("--nproc", "2", "--max-steps", "2", "--output-dir", str(run))],
                          env=rank_env(), capture_output=True, text=True, timeout=180)
@@ -111,3 +113,27 @@ def test_nproc_runs_rank_0_writes_and_resuming_at_another_world_size_keeps_the_d
     for _ in range(4):
         stream.next_batch()
     assert state["prompts"] == stream.state_dict()  # the global data order, whatever the world size
+
+
+def test_two_nodes_on_localhost_run_a_step_through_a_c10d_rendezvous(tmp_path):
+    """`torchrun --nnodes 2 --nproc_per_node 1 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:PORT` on each
+    "node": the two meet at the endpoint, form one world of 2 ranks and train."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    run = tmp_path / "run"
+    node = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc_per_node", "1",
+            "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "rlvr-test",
+            *rlvr_args("--max-steps", "1", "--set", "eval_before=false", "--set", "eval_after=false",
+                       "--output-dir", str(run))]
+    nodes = [subprocess.Popen(node, env=rank_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True) for _ in range(2)]
+    try:
+        results = [p.communicate(timeout=120) for p in nodes]
+    finally:
+        for p in nodes:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+    assert [p.returncode for p in nodes] == [0, 0], results[0][1][-3000:] + results[1][1][-3000:]
+    assert len((run / "metrics.jsonl").read_text().splitlines()) == 1
+    assert sum(out.count("run directory:") for out, _ in results) == 1  # one world, one rank 0

@@ -14,8 +14,13 @@ from rlvr.train.trainer import train_grpo
 
 def job_config(job: dict):
     """The benchmark job as an rlvr TrainConfig."""
+    return load_config(None, job_overrides(job), max_steps=job["steps"])
+
+
+def job_overrides(job: dict) -> list[str]:
+    """The benchmark job as `rlvr train --set` settings."""
     g = job["group_size"]
-    overrides = [
+    return [
         f"model.name={job['model']}", f"data.train={job['data']}", "data.few_shot=[]", "data.template=chat",
         "rewards=[{name: math_accuracy}]", f"sampling.group_size={g}", f"sampling.batch_size={g * job['prompts_per_step']}",
         f"generation.max_new_tokens={job['max_new_tokens']}", f"generation.temperature={job['temperature']}",
@@ -23,7 +28,6 @@ def job_config(job: dict):
         "eval_before=false", "eval_after=false", "sample_every=0", f"output_dir={job['output_dir']}",
         *job.get("overrides", []),  # rlvr-only settings under test, e.g. optim.micro_batch_tokens=512
     ]
-    return load_config(None, overrides, max_steps=job["steps"])
 
 
 def main():

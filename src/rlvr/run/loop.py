@@ -35,7 +35,7 @@ from rlvr.run.lock import run_lock
 from rlvr.run.metrics import MetricsWriter, truncate_jsonl
 from rlvr.run.process import configure_process
 from rlvr.run.stop import StopFlag, stop_on_signals
-from rlvr.run.world import World, any_across, barrier, join
+from rlvr.run.world import World, any_across, barrier, join, tag_warnings
 
 
 @dataclass(frozen=True)
@@ -96,6 +96,7 @@ def launch(build: Callable[[Any, Path | None, World], Recipe], config: Any, *, r
         if checkpoint is None and world.is_main:
             start_fresh(run_dir)
         join(world, resolve_device(config.model.device), config.distributed.timeout_s)
+        tag_warnings(world)
         configure_process(config.threads, config.seed)
         recipe = build(config, checkpoint, world)
         before = None

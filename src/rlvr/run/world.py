@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -63,6 +64,19 @@ def join(world: World, device: torch.device, timeout_s: float = COLLECTIVE_TIMEO
         torch.cuda.set_device(world.local_rank)
     dist.init_process_group(backend, rank=world.rank, world_size=world.size,
                             timeout=datetime.timedelta(seconds=timeout_s))
+
+
+def tag_warnings(world: World) -> None:
+    """Python warnings of this rank say which rank they come from (nothing in one process)."""
+    if not world.distributed or getattr(warnings.formatwarning, "rank_tagged", False):
+        return
+    plain = warnings.formatwarning
+
+    def tagged(*args: Any, **kwargs: Any) -> str:
+        return f"[rank {world.rank}] {plain(*args, **kwargs)}"
+
+    tagged.rank_tagged = True  # type: ignore[attr-defined]
+    warnings.formatwarning = tagged
 
 
 def barrier(world: World) -> None:

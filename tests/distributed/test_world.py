@@ -1,0 +1,38 @@
+"""The pure parts of running on several ranks, without starting any: sharing out and putting back,
+the torchrun command `--nproc` builds, threads per rank, warnings tagged with their rank."""
+
+import warnings
+
+import pytest
+
+from rlvr.run.launcher import rank_threads, torchrun_command
+from rlvr.run.world import World, shard, tag_warnings, unshard
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5])
+@pytest.mark.parametrize("n", [0, 1, 4, 7, 16])
+def test_the_shares_cover_every_item_once_and_unshard_restores_the_order(n, size):
+    items = [f"item{i}" for i in range(n)]
+    shares = [shard(items, World(rank=r, size=size)) for r in range(size)]
+    assert sorted(x for s in shares for x in s) == sorted(items)
+    assert max(map(len, shares)) - min(map(len, shares)) <= 1  # as even as it gets
+    assert unshard(shares) == items
+
+
+def test_nproc_becomes_torchrun_without_the_option_and_with_a_long_shutdown():
+    command = torchrun_command(["sft", "--data", "d.jsonl", "--nproc", "4", "--set", "x=1"], 4)
+    assert command[command.index("--nproc_per_node") + 1] == "4"
+    assert command[command.index("-m", 3):] == ["-m", "rlvr", "sft", "--data", "d.jsonl", "--set", "x=1"]
+    assert int(command[command.index("--shutdown-timeout") + 1]) >= 600
+
+
+def test_each_rank_gets_its_share_of_the_cpus():
+    assert [rank_threads(n, cpus=8) for n in (1, 2, 3, 8, 16)] == [8, 4, 2, 1, 1]
+
+
+def test_a_ranks_warnings_carry_its_rank(monkeypatch):
+    monkeypatch.setattr(warnings, "formatwarning", warnings.formatwarning)
+    tag_warnings(World(rank=1, size=2))
+    tag_warnings(World(rank=1, size=2))  # once only
+    text = warnings.formatwarning("careful", UserWarning, "f.py", 3)
+    assert text.startswith("[rank 1] f.py:3: UserWarning: careful")

@@ -73,3 +73,26 @@ def test_a_run_directory_or_checkpoint_resolves_to_its_latest_model_folder(tmp_p
     assert resolve_model_path(str(tmp_path / "run" / "checkpoints" / "step-000010")) == latest
     assert resolve_model_path(latest) == latest
     assert resolve_model_path("HuggingFaceTB/SmolLM2-135M") == "HuggingFaceTB/SmolLM2-135M"  # a hub id is left alone
+
+
+def test_a_gguf_converted_by_another_rank_meanwhile_is_used_not_an_error(tmp_path, monkeypatch):
+    """Ranks of one run convert the same .gguf at once: the one that finishes second keeps the first's."""
+    import rlvr.models.loading as loading
+
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    model, tokenizer = build_tiny_model(0)
+    save = model.save_pretrained
+
+    def save_while_another_rank_finishes(folder, *args, **kwargs):
+        save(folder, *args, **kwargs)
+        target = folder.with_name(folder.name.split(".tmp-")[0])  # the other rank renames its copy first
+        save(target)
+        tokenizer.save_pretrained(target)
+
+    monkeypatch.setattr(model, "save_pretrained", save_while_another_rank_finishes)
+    monkeypatch.setattr(loading.AutoModelForCausalLM, "from_pretrained", lambda *a, **k: model)
+    monkeypatch.setattr(loading.AutoTokenizer, "from_pretrained", lambda *a, **k: tokenizer)
+    target = loading.convert_gguf(gguf, tmp_path / "cache")
+    assert (target / "config.json").is_file()
+    assert [p.name for p in target.parent.iterdir()] == [target.name]  # this rank's copy is gone

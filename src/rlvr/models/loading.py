@@ -176,7 +176,12 @@ def convert_gguf(path: Path, cache_dir: Path) -> Path:
         del model.config.quantization_config
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
-    tmp.rename(target)
+    try:
+        tmp.rename(target)
+    except OSError:  # another process (a rank of the same run) converted it meanwhile
+        if not (target / "config.json").is_file():
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
     return target
 
 

@@ -3,8 +3,9 @@
     python -m torch.distributed.run --standalone --nproc_per_node 2 ddp_worker.py CASE.pt OUT_DIR
 
 CASE.pt holds the starting weights, the global TrainBatch, which groups each rank takes, and the
-settings; each rank runs `policy_update` (μ times) on its share through DDP, and rank 0 saves the
-gradients, weights and statistics, with a check that the replicas are bitwise identical.
+settings; each rank runs steps of μ `policy_update`s on its share through DDP, and rank 0 saves the
+last gradients, the weights after each step and the statistics, with a check that the replicas are
+bitwise identical.
 """
 
 import dataclasses
@@ -43,14 +44,20 @@ def select_groups(batch, groups):
 
 
 def run_update(model, batch, case, aggregation, world=None):
-    """μ policy updates of `model` (a DDP-wrapped PolicyModule when `world` is given) on `batch`."""
+    """`case["steps"]` steps of μ policy updates of `model` (a DDP-wrapped PolicyModule when `world` is given)
+    on `batch`, with one optimizer as a run has; (the statistics of each update, the weights after each step)."""
     algo = dataclasses.replace(AlgorithmConfig(**case["algo"]), loss_aggregation=aggregation)
-    optimizer, scheduler = build_optimizer(model.module.model if world else model, OptimConfig(**case["optim"]), 10)
+    inner = model.module.model if world else model
+    optimizer, scheduler = build_optimizer(inner, OptimConfig(**case["optim"]), 10)
     kwargs = dict(algo=algo, micro_batch_tokens=case["micro_batch_tokens"], temperature=1.0, max_grad_norm=1.0,
                   max_new_tokens=case["max_new_tokens"])
     if world:
         kwargs["world"] = world
-    return [policy_update(model, optimizer, scheduler, batch, **kwargs) for _ in range(algo.updates_per_batch)]
+    stats, weights = [], []
+    for _ in range(case["steps"]):
+        stats += [policy_update(model, optimizer, scheduler, batch, **kwargs) for _ in range(algo.updates_per_batch)]
+        weights.append({n: p.detach().clone() for n, p in inner.named_parameters()})
+    return stats, weights
 
 
 def main():
@@ -66,15 +73,14 @@ def main():
         model, _ = build_tiny_model(0)
         model.load_state_dict(case["weights"])
         ddp = DistributedDataParallel(PolicyModule(model), forward_sync_buffers=False)
-        stats = run_update(ddp, mine, case, aggregation, world)
+        stats, weights = run_update(ddp, mine, case, aggregation, world)
         flat = torch.cat([p.detach().flatten() for p in model.parameters()])
         high, low = flat.clone(), flat.clone()
         dist.all_reduce(high, op=dist.ReduceOp.MAX)
         dist.all_reduce(low, op=dist.ReduceOp.MIN)
         results[aggregation] = {
             "stats": stats, "replica_spread": float((high - low).abs().max()),
-            "grads": {n: p.grad.clone() for n, p in model.named_parameters()},
-            "weights": {n: p.detach().clone() for n, p in model.named_parameters()},
+            "grads": {n: p.grad.clone() for n, p in model.named_parameters()}, "weights": weights,
         }
     if world.is_main:
         torch.save(results, f"{sys.argv[2]}/ranks.pt")

@@ -12,7 +12,6 @@ import dataclasses
 import sys
 
 import torch
-import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from rlvr.config import AlgorithmConfig, OptimConfig
@@ -22,6 +21,7 @@ from rlvr.optim import build_optimizer
 from rlvr.run.world import World, join
 from rlvr.train.batch import micro_batches
 from rlvr.train.update import policy_update
+from tests.distributed.rank_tools import replica_spread, save_and_leave
 
 
 def select_groups(batch, groups):
@@ -74,18 +74,11 @@ def main():
         model.load_state_dict(case["weights"])
         ddp = DistributedDataParallel(PolicyModule(model), forward_sync_buffers=False)
         stats, weights = run_update(ddp, mine, case, aggregation, world)
-        flat = torch.cat([p.detach().flatten() for p in model.parameters()])
-        high, low = flat.clone(), flat.clone()
-        dist.all_reduce(high, op=dist.ReduceOp.MAX)
-        dist.all_reduce(low, op=dist.ReduceOp.MIN)
         results[aggregation] = {
-            "stats": stats, "replica_spread": float((high - low).abs().max()),
+            "stats": stats, "replica_spread": replica_spread(model),
             "grads": {n: p.grad.clone() for n, p in model.named_parameters()}, "weights": weights,
         }
-    if world.is_main:
-        torch.save(results, f"{sys.argv[2]}/ranks.pt")
-    dist.barrier()
-    dist.destroy_process_group()
+    save_and_leave(results, f"{sys.argv[2]}/ranks.pt", world)
 
 
 if __name__ == "__main__":

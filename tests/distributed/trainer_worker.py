@@ -11,12 +11,12 @@ and how far apart the ranks' weights are.
 import sys
 
 import torch
-import torch.distributed as dist
 
 import rlvr.train.trainer as trainer_module
 from rlvr.config import load_config
 from rlvr.run.world import World, gather_across, join
 from rlvr.train.metrics import completion_advantages
+from tests.distributed.rank_tools import replica_spread, save_and_leave
 
 
 def main():
@@ -34,20 +34,12 @@ def main():
     for _ in range(2):
         metrics = trainer.step().metrics
         batch = seen["batch"][-1]
-        flat = torch.cat([p.detach().flatten() for p in trainer.policy.parameters()])
-        high, low = flat.clone(), flat.clone()
-        dist.all_reduce(high, op=dist.ReduceOp.MAX)
-        dist.all_reduce(low, op=dist.ReduceOp.MIN)
         steps.append({"drawn": list(seen["drawn"]), "sampled": list(seen["sampled"]),
                       "stream": trainer.prompts.state_dict(), "scored": batch.scored,
                       "advantages": completion_advantages(batch), "metrics": metrics,
-                      "replica_spread": float((high - low).abs().max())})
+                      "replica_spread": replica_spread(trainer.policy)})
         seen["drawn"].clear(), seen["sampled"].clear()
-    ranks = gather_across(steps, world)
-    if world.is_main:
-        torch.save(ranks, f"{out}/ranks.pt")
-    dist.barrier()
-    dist.destroy_process_group()
+    save_and_leave(gather_across(steps, world), f"{out}/ranks.pt", world)
 
 
 if __name__ == "__main__":

@@ -63,6 +63,18 @@ def _terminate(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _leave_process_group() -> None:
+    """Under torchrun, wait for every rank and close the process group: torch.distributed threads still
+    running when the interpreter exits can abort it (`terminate called without an active exception`)."""
+    if "torch.distributed" not in sys.modules:
+        return
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
 def _another_rank_failed(error: Exception) -> bool:
     """Whether `error` is a collective that failed because another rank is gone (its own error says why)."""
     if int(os.environ.get("WORLD_SIZE", 1)) < 2 or "torch.distributed" not in sys.modules:
@@ -90,7 +102,9 @@ def main(argv: list[str] | None = None) -> int:
         _quiet_transformers()
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        return COMMANDS[args.command][1](args)
+        code = COMMANDS[args.command][1](args)
+        _leave_process_group()
+        return code
     except UserError as e:
         rank = f" (rank {os.environ['RANK']})" if int(os.environ.get("WORLD_SIZE", 1)) > 1 else ""
         print(f"rlvr: error{rank}: {e}", file=sys.stderr)

@@ -12,12 +12,16 @@ Two savings over the obvious `model(prompt + completion).logits`:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 from transformers import DynamicCache
 
 from rlvr.rollout import positions
+
+T = TypeVar("T")
 
 CHUNK_TOKENS = 512
 
@@ -124,6 +128,11 @@ class PolicyModule(torch.nn.Module):
                 share_prompt: bool = True) -> TokenStats:
         return completion_logprobs(self.model, prompt_ids, prompt_mask, row_prompt, completion_ids, completion_mask,
                                    temperature, share_prompt)
+
+    def sample(self, fn: Callable[[torch.nn.Module], T]) -> T:
+        """`fn(model)`, for decoding, which calls the model outside `forward`: FSDP registers this method as a
+        forward of its own, so the weights it holds at this level are whole meanwhile (rlvr.run.parallel)."""
+        return fn(self.model)
 
 
 def completion_logprobs(

@@ -3,21 +3,21 @@
     python -m torch.distributed.run --standalone --nproc_per_node 2 ddp_worker.py CASE.pt OUT_DIR
 
 CASE.pt holds the starting weights, the global TrainBatch, which groups each rank takes, and the
-settings; each rank runs steps of μ `policy_update`s on its share through DDP, and rank 0 saves the
-last gradients, the weights after each step and the statistics, with a check that the replicas are
-bitwise identical.
+settings; each rank runs steps of μ `policy_update`s on its share through DDP or FSDP2 (the case's
+strategy), and rank 0 saves the last gradients, the weights after each step (whole) and the
+statistics, with, under DDP, a check that the replicas are bitwise identical.
 """
 
 import dataclasses
 import sys
 
 import torch
-from torch.nn.parallel import DistributedDataParallel
 
 from rlvr.config import AlgorithmConfig, OptimConfig
 from rlvr.logprobs import PolicyModule
 from rlvr.models import build_tiny_model
 from rlvr.optim import build_optimizer
+from rlvr.run.parallel import spread, unwrap
 from rlvr.run.world import World, join
 from rlvr.train.batch import micro_batches
 from rlvr.train.update import policy_update
@@ -47,7 +47,7 @@ def run_update(model, batch, case, aggregation, world=None):
     """`case["steps"]` steps of μ policy updates of `model` (a DDP-wrapped PolicyModule when `world` is given)
     on `batch`, with one optimizer as a run has; (the statistics of each update, the weights after each step)."""
     algo = dataclasses.replace(AlgorithmConfig(**case["algo"]), loss_aggregation=aggregation)
-    inner = model.module.model if world else model
+    inner = unwrap(model)
     optimizer, scheduler = build_optimizer(inner, OptimConfig(**case["optim"]), 10)
     kwargs = dict(algo=algo, micro_batch_tokens=case["micro_batch_tokens"], temperature=1.0, max_grad_norm=1.0,
                   max_new_tokens=case["max_new_tokens"])
@@ -56,8 +56,13 @@ def run_update(model, batch, case, aggregation, world=None):
     stats, weights = [], []
     for _ in range(case["steps"]):
         stats += [policy_update(model, optimizer, scheduler, batch, **kwargs) for _ in range(algo.updates_per_batch)]
-        weights.append({n: p.detach().clone() for n, p in inner.named_parameters()})
+        weights.append({n: whole(p).detach().clone() for n, p in inner.named_parameters()})
     return stats, weights
+
+
+def whole(tensor):
+    """A tensor as one process holds it (a sharded DTensor gathered from every rank)."""
+    return tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor
 
 
 def main():
@@ -72,11 +77,11 @@ def main():
     for aggregation in case["aggregations"]:
         model, _ = build_tiny_model(0)
         model.load_state_dict(case["weights"])
-        ddp = DistributedDataParallel(PolicyModule(model), forward_sync_buffers=False)
-        stats, weights = run_update(ddp, mine, case, aggregation, world)
+        wrapped = spread(PolicyModule(model), world, case["strategy"], torch.device("cpu"), torch.float32)
+        stats, weights = run_update(wrapped, mine, case, aggregation, world)
         results[aggregation] = {
-            "stats": stats, "replica_spread": replica_spread(model),
-            "grads": {n: p.grad.clone() for n, p in model.named_parameters()}, "weights": weights,
+            "stats": stats, "replica_spread": replica_spread(model) if case["strategy"] == "ddp" else None,
+            "grads": {n: whole(p.grad).clone() for n, p in model.named_parameters()}, "weights": weights,
         }
     save_and_leave(results, f"{sys.argv[2]}/ranks.pt", world)
 

@@ -1,4 +1,4 @@
-"""Data-parallel GRPO update (DDP over gloo, 2 ranks launched by torchrun) equals the single-process
+"""Data-parallel GRPO update (DDP and FSDP2 over gloo, 2 ranks launched by torchrun) equals the single-process
 update on the same global batch: gradients, grad-norm, weights after one and after three steps of
 μ = 2 AdamW updates with clipping active and β > 0, and the statistics, for each loss aggregation,
 with the ranks holding unequal shares and numbers of micro-batches. The replicas stay bitwise identical."""
@@ -19,9 +19,9 @@ AGGREGATIONS = ["token_mean", "sequence_mean", "constant"]
 HERE = Path(__file__).parent
 
 
-@pytest.fixture(scope="module")
-def case(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("ddp")
+@pytest.fixture(scope="module", params=["ddp", "fsdp"])
+def case(tmp_path_factory, request):
+    tmp = tmp_path_factory.mktemp(request.param)
     trainer = Trainer(tiny_config(tmp, DIGITS, "sampling.batch_size=16", "algorithm.beta=0.04",
                                   "algorithm.updates_per_batch=2", "algorithm.clip_low=0.05",
                                   "algorithm.clip_high=0.05", "generation.max_new_tokens=16", steps=1))
@@ -33,7 +33,7 @@ def case(tmp_path_factory):
     case = {"weights": {n: t.clone() for n, t in trainer.policy.state_dict().items()}, "batch": batch,
             "groups": [[0], [1, 2, 3]], "aggregations": AGGREGATIONS, "micro_batch_tokens": budget,
             "algo": {k: getattr(a, k) for k in ("beta", "clip_low", "clip_high", "kl_estimator", "updates_per_batch")},
-            "optim": {"lr": 1e-3}, "max_new_tokens": 16, "steps": 3}
+            "optim": {"lr": 1e-3}, "max_new_tokens": 16, "steps": 3, "strategy": request.param}
     torch.save(case, tmp / "case.pt")
     env = rank_env()
     code, stderr = launch(["--standalone", "--nproc_per_node", "2", str(HERE / "ddp_worker.py"), str(tmp / "case.pt"),
@@ -59,15 +59,20 @@ def test_two_ranks_equal_one_process_on_the_global_batch(case, aggregation):
     model.load_state_dict(case["weights"])
     single, weights = run_update(model, case["batch"], case, aggregation)
     ddp = ranks[aggregation]
-    assert ddp["replica_spread"] == 0.0  # the replicas are bitwise identical
+    assert ddp["replica_spread"] in (0.0, None)  # DDP's replicas are bitwise identical (FSDP's are shards)
     assert single[1]["clip_low_fraction"] + single[1]["clip_high_fraction"] > 0  # clipping is exercised
     for n, p in model.named_parameters():
         # summation order differs between the shares, and Adam scales tiny differences up
         assert float((ddp["grads"][n] - p.grad).abs().max()) <= 1e-5 * float(p.grad.abs().max()) + 1e-9, n
-    for step, tolerance in ((0, 1e-6), (2, 1e-5)):  # after one step (μ = 2 updates) and after three
+    # after one step (μ = 2 updates) and after three; FSDP reduces the gradients in another order (a
+    # reduce-scatter of flattened shards), and Adam divides the tiniest gradients by their own size
+    tolerances = ((0, 1e-6), (2, 1e-5)) if ddp["replica_spread"] is not None else ((0, 1e-5), (2, 1e-4))
+    for step, tolerance in tolerances:
         for n, w in weights[step].items():
-            assert torch.allclose(ddp["weights"][step][n], w, rtol=0, atol=tolerance), (step, n)
+            gap = float((ddp["weights"][step][n] - w).abs().max())
+            assert gap <= tolerance, (step, n, gap)
     for i, (mine, theirs) in enumerate(zip(ddp["stats"], single, strict=True)):
         assert mine["grad_norm"] == pytest.approx(theirs["grad_norm"], rel=1e-6 if i < 2 else 1e-5)
         for key in ("loss", "kl", "clip_low_fraction", "clip_high_fraction", "entropy"):
-            assert mine[key] == pytest.approx(theirs[key], rel=1e-5, abs=1e-9), key
+            # (the loss of a group-centred batch at ratio 1 is a sum that cancels to ~1e-8: absolute)
+            assert mine[key] == pytest.approx(theirs[key], rel=1e-5, abs=1e-6 if key == "loss" else 1e-9), key

@@ -95,10 +95,16 @@ def rlvr_args(*args):
     return ["-m", "rlvr", "train", *sets, *args]
 
 
-def test_nproc_runs_rank_0_writes_and_resuming_at_another_world_size_keeps_the_data_order(tmp_path):
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_nproc_runs_rank_0_writes_and_resuming_at_another_world_size_keeps_the_data_order(tmp_path, strategy):
+    """2 ranks -> 1 process -> 2 ranks; under fsdp with a reference (refreshed) and μ = 2, so that every
+    sharded model and the optimizer state go through a checkpoint."""
     run = tmp_path / "run"
-    out = subprocess.run([sys.executable, *rlvr_args("--nproc", "2", "--max-steps", "2", "--output-dir", str(run))],
-                         env=rank_env(), capture_output=True, text=True, timeout=180)
+    sets = ["--set", f"distributed.strategy={strategy}", "--set", "algorithm.updates_per_batch=2",
+            "--set", "algorithm.ref_refresh_steps=2"]
+    out = subprocess.run([sys.executable, *rlvr_args("--nproc", "2", "--max-steps", "2", "--output-dir", str(run),
+                                                     *sets)], env=rank_env(), capture_output=True, text=True,
+                         timeout=180)
     assert out.returncode == 0, out.stderr[-4000:]
     assert out.stdout.count("run directory:") == 1 and out.stdout.count("before: strict") == 1
     assert [line.count('"step"') for line in (run / "metrics.jsonl").read_text().splitlines()] == [1, 1]
@@ -108,11 +114,17 @@ def test_nproc_runs_rank_0_writes_and_resuming_at_another_world_size_keeps_the_d
                               timeout=180)
         assert more.returncode == 0, more.stderr[-4000:]
     assert len((run / "metrics.jsonl").read_text().splitlines()) == 4
-    state = torch.load(run / "checkpoints" / "step-000004" / "trainer.pt", weights_only=False)
+    last = run / "checkpoints" / "step-000004"
+    state = torch.load(last / "trainer.pt", weights_only=False)
     stream = PromptStream(32, 2, 0)
     for _ in range(4):
         stream.next_batch()
     assert state["prompts"] == stream.state_dict()  # the global data order, whatever the world size
+    from transformers import AutoModelForCausalLM
+
+    for folder in ("model", "reference"):  # whole models, whatever held them
+        model = AutoModelForCausalLM.from_pretrained(last / folder)
+        assert set(state["optimizer"]["state"]) == {n for n, _ in model.named_parameters()}
 
 
 def test_two_nodes_on_localhost_run_a_step_through_a_c10d_rendezvous(tmp_path):

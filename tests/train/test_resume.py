@@ -25,7 +25,8 @@ COARSE = f"rewards=[{{name: '{Path(__file__).parent / 'reward_fns.py'}:has_digit
 CURRICULUM = [COARSE, "data.curriculum=true", "sampling.dynamic_sampling=true", "sampling.max_sampling_rounds=3"]
 
 
-@pytest.mark.parametrize("extra", [[DIGITS], CURRICULUM], ids=["shuffled", "curriculum+dynamic"])
+@pytest.mark.parametrize("extra", [[DIGITS], CURRICULUM, [DIGITS, "algorithm.ref_refresh_steps=1"]],
+                         ids=["shuffled", "curriculum+dynamic", "refreshed reference"])
 def test_resumed_run_equals_unbroken_run(tmp_path, extra):
     train_grpo(tiny_config(tmp_path / "a", *extra, *STEPS, steps=4))
     config = tiny_config(tmp_path / "b", *extra, *STEPS, steps=4)

@@ -106,9 +106,11 @@ class OptimConfig:
 
 @dataclass
 class DistributedConfig:
-    strategy: Literal["ddp"] = "ddp"
+    strategy: Literal["ddp", "fsdp"] = "ddp"
     """How the ranks started by torchrun (or `--nproc N`) share the training: `ddp` keeps a whole copy of
-    the model on each rank and averages the gradients. One process ignores this section."""
+    the model on each rank and averages the gradients; `fsdp` (FSDP2, `rlvr train` only) shards the
+    weights, gradients and optimizer state of the policy and the reference across the ranks, per decoder
+    layer. One process ignores this section."""
     timeout_s: float = 600.0
     """A rank that waits longer than this for the others (a lost rank, a hang) ends the run with an error,
     instead of every rank waiting forever. Raise it when one step's sampling can take longer."""

@@ -56,6 +56,9 @@ class RewardModelTrainer:
     def __init__(self, config: RewardModelConfig, checkpoint: Path | None = None, world: World = SINGLE):
         """The pairs (read before the model: a bad row fails in a second), the model and the plan of steps."""
         self.config, c, self.world = config, config, world
+        if world.distributed and c.distributed.strategy != "ddp":
+            raise UserError(f"distributed.strategy={c.distributed.strategy} is built for rlvr train so far: run "
+                            "rlvr rm with distributed.strategy=ddp")
         self.train, self.held_out = split_pairs(load_pairs(c.data), c.eval_fraction, c.seed)
         self.device = resolve_device(c.model.device)
         self.dtype = compute_dtype(c.model.dtype, self.device)

@@ -70,9 +70,10 @@ def load_state(checkpoint: Path) -> dict[str, Any]:
     return state
 
 
-def save_pretrained(folder: Path, model: Any, tokenizer: Any = None) -> None:
-    """A transformers model (and its tokenizer) in `folder`, loadable with from_pretrained."""
-    model.save_pretrained(folder)
+def save_pretrained(folder: Path, model: Any, tokenizer: Any = None, state_dict: dict[str, Any] | None = None) -> None:
+    """A transformers model (and its tokenizer) in `folder`, loadable with from_pretrained; `state_dict`: its
+    weights when the model holds only a shard of them (gathered by rlvr.run.parallel.full_state_dict)."""
+    model.save_pretrained(folder, state_dict=state_dict)
     if tokenizer is not None:
         tokenizer.save_pretrained(folder)
 

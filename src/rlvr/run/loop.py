@@ -74,7 +74,9 @@ class Recipe(Protocol):
     def describe(self, evaluation: dict[str, Any]) -> str: ...  # one line for the console
     def progress(self, metrics: dict[str, float]) -> dict[str, str]: ...  # the progress bar's postfix
     def write_checkpoint(self, folder: Path) -> None: ...  # models (model/ loads with transformers), extra files
-    def state_dict(self) -> dict[str, Any]: ...  # optimizer, scheduler, data order, ... (not the step, not the RNG)
+    # optimizer, scheduler, data order, ... (not the step, not the RNG); called on every rank before rank 0
+    # writes the checkpoint, so that what is sharded across ranks can be gathered
+    def state_dict(self) -> dict[str, Any]: ...
     def load_state_dict(self, state: dict[str, Any]) -> None: ...  # sets step_count from state["step"] too
     def summary(self, before: dict[str, Any] | None, after: dict[str, Any] | None, seconds: float,
                 checkpoint: Path) -> dict[str, Any]: ...
@@ -125,9 +127,9 @@ def _run(recipe: Recipe, before: dict[str, Any] | None, resumed: bool, on_step_e
     elif schedule.eval_before:
         before = _evaluate(recipe, "before")
 
-    def save() -> Path:  # rank 0 writes it (data-parallel replicas are identical); the others wait for it
+    def save() -> Path:  # every rank gives its state (a sharded one is gathered), rank 0 writes, all wait for it
+        state = {**recipe.state_dict(), "step": recipe.step_count, "before": before}
         if main:
-            state = {**recipe.state_dict(), "step": recipe.step_count, "before": before}
             save_checkpoint(run_dir, recipe.step_count, write=recipe.write_checkpoint, config=recipe.config,
                             state=state)
         barrier(recipe.world)

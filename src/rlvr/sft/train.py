@@ -50,6 +50,9 @@ class SFTTrainer:
     def __init__(self, config: SFTConfig, checkpoint: Path | None = None, world: World = SINGLE):
         """The data (read before the model: a bad row fails in a second), the model and the plan of steps."""
         self.config, c, self.world = config, config, world
+        if world.distributed and c.distributed.strategy != "ddp":
+            raise UserError(f"distributed.strategy={c.distributed.strategy} is built for rlvr train so far: run "
+                            "rlvr sft with distributed.strategy=ddp")
         rows = read_rows(c.data)
         self.model, self.tokenizer, self.device, self.dtype = load_configured(
             c.model, c.seed, str(checkpoint / paths.MODEL) if checkpoint else None)

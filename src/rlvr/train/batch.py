@@ -17,6 +17,7 @@ from rlvr.advantages import group_advantages, reward_moments, std_from_moments
 from rlvr.config import AlgorithmConfig
 from rlvr.logprobs import PolicyModule, TokenStats, completion_logprobs
 from rlvr.records import Rollout, ScoredRollout, TrainBatch
+from rlvr.run.parallel import equal_counts, is_sharded
 from rlvr.run.world import SINGLE, World, sum_across
 
 
@@ -87,22 +88,28 @@ def _micro_batch(rollout: Rollout, loss_mask: torch.Tensor, rows: torch.Tensor) 
     )
 
 
-def forward(model: torch.nn.Module, mb: MicroBatch, temperature: float) -> TokenStats:
+def forward(model: torch.nn.Module, mb: MicroBatch, temperature: float, share_prompt: bool = True) -> TokenStats:
     """Log-probabilities (and entropies) of the micro-batch's completion tokens under `model`: a causal
-    LM, or a PolicyModule (wrapped by DDP), which is called so that its wrapper's hooks run."""
-    args = (mb.prompt_ids, mb.prompt_mask, mb.row_prompt, mb.completion_ids, mb.completion_mask, temperature)
+    LM, or a PolicyModule (wrapped by DDP or sharded by FSDP), which is called so that the hooks run."""
+    args = (mb.prompt_ids, mb.prompt_mask, mb.row_prompt, mb.completion_ids, mb.completion_mask, temperature,
+            share_prompt)
     if isinstance(model, (PolicyModule, DistributedDataParallel)):
         return model(*args)  # type: ignore[no-any-return]
     return completion_logprobs(model, *args)
 
 
 @torch.no_grad()
-def batch_logprobs(model: torch.nn.Module, rollout: Rollout, size: int, temperature: float) -> torch.Tensor:
-    """[N, Lc] log-probabilities of every completion token under `model`, without gradients."""
+def batch_logprobs(model: torch.nn.Module, rollout: Rollout, size: int, temperature: float,
+                   world: World = SINGLE) -> torch.Tensor:
+    """[N, Lc] log-probabilities of every completion token under `model`, without gradients (a sharded
+    model: as many passes as the busiest rank's, rlvr.run.parallel.equal_counts)."""
     out = torch.zeros(rollout.completion_ids.shape)
-    for mb in micro_batches(rollout, rollout.completion_mask, size):
-        lp = forward(model, mb, temperature).logprobs.cpu()
-        out[mb.rows, : lp.shape[1]] = lp
+    real = micro_batches(rollout, rollout.completion_mask, size)
+    sharded = is_sharded(model)
+    for i, mb in enumerate(equal_counts(real, world, sharded)):
+        lp = forward(model, mb, temperature, share_prompt=not sharded).logprobs.cpu()
+        if i < len(real):
+            out[mb.rows, : lp.shape[1]] = lp
     return out
 
 
@@ -115,6 +122,7 @@ def make_batch(
     algo: AlgorithmConfig,
     micro_batch_tokens: int,
     temperature: float,
+    world: World = SINGLE,
 ) -> TrainBatch:
     """Attach what the ratio and the KL need: log π_old (only when μ > 1) and log π_ref (only when β > 0).
 
@@ -128,7 +136,8 @@ def make_batch(
     if algo.mask_truncated:
         loss_mask[rollout.truncated] = False
     loss_mask[scored.rewards.isnan().view(-1)] = False  # unscored completions (rlvr.rewards.batch.unscored)
-    old = batch_logprobs(policy, rollout, micro_batch_tokens, temperature) if algo.updates_per_batch > 1 else None
-    ref = (batch_logprobs(reference, rollout, micro_batch_tokens, temperature)
+    old = (batch_logprobs(policy, rollout, micro_batch_tokens, temperature, world)
+           if algo.updates_per_batch > 1 else None)
+    ref = (batch_logprobs(reference, rollout, micro_batch_tokens, temperature, world)
            if reference is not None and algo.beta > 0 else None)
     return TrainBatch(scored=scored, advantages=advantages, old_logprobs=old, ref_logprobs=ref, loss_mask=loss_mask)

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.nn.parallel import DistributedDataParallel
 
 from rlvr import paths
 from rlvr.config import TrainConfig
@@ -36,6 +35,15 @@ from rlvr.rollout import SamplingParams, rollout
 from rlvr.run.checkpoint import save_pretrained
 from rlvr.run.clock import Stopwatch
 from rlvr.run.loop import OnStepEnd, Schedule, StepResult, launch
+from rlvr.run.parallel import (
+    full_state_dict,
+    is_sharded,
+    load_optimizer_state,
+    optimizer_state,
+    spread,
+    unwrap,
+    with_weights,
+)
 from rlvr.run.process import derived_seed
 from rlvr.run.world import SINGLE, World, any_across, gather_across, shard
 from rlvr.train.batch import make_batch, outcome_advantages
@@ -67,10 +75,15 @@ class Trainer:
                             f"(group_size {s.group_size}), which {world.size} ranks cannot share whole: make "
                             f"batch_size / group_size a multiple of {world.size}")
         self.parts = build_parts(config, checkpoint)
-        self.policy, self.tokenizer, self.reference = self.parts.policy, self.parts.tokenizer, self.parts.reference
-        self.trained = self.policy if not world.distributed else DistributedDataParallel(  # what the update runs
-            PolicyModule(self.policy), forward_sync_buffers=False,
-            device_ids=[self.parts.device.index] if self.parts.device.type == "cuda" else None)
+        self.policy, self.tokenizer = self.parts.policy, self.parts.tokenizer
+        p, strategy = self.parts, c.distributed.strategy
+        # what the update runs: the policy itself, DDP-wrapped, or sharded in place (rlvr.run.parallel)
+        self.trained = (self.policy if not world.distributed
+                        else spread(PolicyModule(self.policy), world, strategy, p.device, p.dtype))
+        self.sharded = is_sharded(self.trained)
+        self.reference = p.reference if p.reference is None or not self.sharded else spread(
+            PolicyModule(p.reference), world, strategy, p.device, p.dtype, trained=False)
+        self.whole: dict[str, dict[str, Any]] = {}  # sharded weights gathered for rank 0's checkpoint
         stream = CurriculumStream if c.data.curriculum else PromptStream
         self.prompts = stream(len(self.parts.train.examples), s.batch_size // s.group_size, c.seed)
         path = c.algorithm.process_reward_model
@@ -90,8 +103,9 @@ class Trainer:
             scored, fill = self.sample_and_score()
         advantages = self.advantages(scored)  # 3. group-relative advantages, [N, Lc]
         with clock("logprobs"), self.autocast():  # 4. log π_old (μ > 1) and log π_ref (β > 0)
-            batch = make_batch(scored, advantages, policy=self.policy, reference=self.reference, algo=a,
-                               micro_batch_tokens=o.micro_batch_tokens, temperature=g.temperature)
+            batch = make_batch(scored, advantages, policy=self.trained if self.sharded else self.policy,
+                               reference=self.reference, algo=a, micro_batch_tokens=o.micro_batch_tokens,
+                               temperature=g.temperature, world=self.world)
         with clock("update"):  # 5. clipped surrogate + β·KL: μ optimizer steps on the same batch
             updates = [policy_update(self.trained, self.optimizer, self.scheduler, batch, algo=a,
                                      micro_batch_tokens=o.micro_batch_tokens, temperature=g.temperature,
@@ -138,12 +152,12 @@ class Trainer:
         generator = torch.Generator().manual_seed(derived_seed(self.config.seed, stream))
         self.policy.eval()  # no dropout while sampling; the update runs in train mode
         with self.autocast():  # entered here: sampling may run on a worker thread, and autocast is per thread
-            out = rollout(
-                self.policy, self.tokenizer, [train.examples[i] for i in positions],
+            out = with_weights(self.trained, lambda model: rollout(
+                model, self.tokenizer, [train.examples[i] for i in positions],
                 [train.texts[i] for i in positions], self.config.sampling.group_size,
                 SamplingParams(gen.max_new_tokens, gen.temperature, gen.top_p, gen.top_k),
                 generator=generator, add_special_tokens=self.parts.add_special_tokens, on_group_done=on_group_done,
-            )
+            ))
         self.policy.train()
         return out
 
@@ -157,8 +171,8 @@ class Trainer:
     def refresh_reference(self) -> None:
         """π_ref ← π_θ every `ref_refresh_steps` steps (DeepSeekMath Algorithm 1, iterative RL), when asked for."""
         k = self.config.algorithm.ref_refresh_steps
-        if self.reference is not None and k and self.step_count % k == 0:
-            self.reference.load_state_dict(self.policy.state_dict())
+        if self.reference is not None and k and self.step_count % k == 0:  # (sharded alike when sharded)
+            unwrap(self.reference).load_state_dict(self.policy.state_dict())
 
     def autocast(self):
         """The forward passes' precision context (rlvr.models.devices): nothing in fp32."""
@@ -172,12 +186,12 @@ class Trainer:
         strict, lenient = self.parts.accuracy_fns
         c = self.config
         with self.autocast():
-            result = evaluate_accuracy(
-                self.policy, self.tokenizer, self.parts.eval.examples, self.parts.eval.texts,
+            result = with_weights(self.trained, lambda model: evaluate_accuracy(
+                model, self.tokenizer, self.parts.eval.examples, self.parts.eval.texts,
                 strict=strict, lenient=lenient,
                 max_new_tokens=c.eval_max_new_tokens or c.generation.max_new_tokens,
                 add_special_tokens=self.parts.add_special_tokens, world=self.world,
-            )
+            ))
         return {**result.summary(), "strict_correct": result.strict_correct, "lenient_correct": result.lenient_correct,
                 "examples": result.completions[:5]}
 
@@ -194,20 +208,31 @@ class Trainer:
 
     def write_checkpoint(self, folder: Path) -> None:
         """model/ (policy and tokenizer, loadable by transformers), and reference/ once it has been refreshed."""
-        save_pretrained(folder / paths.MODEL, self.policy, self.tokenizer)
+        save_pretrained(folder / paths.MODEL, self.policy, self.tokenizer, self.whole.get("policy"))
+        if self.reference is not None and self.reference_refreshed():
+            # with the tokenizer: resuming loads it as a model directory like any other
+            save_pretrained(folder / paths.REFERENCE, unwrap(self.reference), self.tokenizer,
+                            self.whole.get("reference"))
+
+    def reference_refreshed(self) -> bool:
         k = self.config.algorithm.ref_refresh_steps
-        if self.reference is not None and k and self.step_count >= k:
-            save_pretrained(folder / paths.REFERENCE, self.reference)
+        return bool(k) and self.step_count >= k
 
     def state_dict(self) -> dict[str, Any]:
-        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+        """The optimizer keyed by parameter name (any world size, either strategy loads it); sharded, the
+        weights are gathered here too, for write_checkpoint (rank 0). Every rank calls this."""
+        if self.sharded:
+            self.whole = {"policy": full_state_dict(self.policy)}
+            if self.reference is not None and self.reference_refreshed():
+                self.whole["reference"] = full_state_dict(unwrap(self.reference))
+        return {"optimizer": optimizer_state(self.policy, self.optimizer), "scheduler": self.scheduler.state_dict(),
                 "prompts": self.prompts.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if "critic" in state:  # a PPO run continued as GRPO would lose its critic (PPOTrainer passes GRPO's part)
             raise UserError("cannot resume: this run is PPO (its checkpoint holds a critic); continue it with "
                             "rlvr.ppo.trainer.train_ppo(resume_config(TrainConfig, RUN_DIR), resume=True)")
-        self.optimizer.load_state_dict(state["optimizer"])
+        load_optimizer_state(self.policy, self.optimizer, state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.prompts.load_state_dict(state["prompts"])
         self.step_count = state["step"]

@@ -15,6 +15,7 @@ from rlvr.config import AlgorithmConfig
 from rlvr.kl import kl_estimate
 from rlvr.losses import aggregate_loss, clip_fractions, clipped_policy_loss
 from rlvr.records import TrainBatch
+from rlvr.run.parallel import equal_counts, grad_norm, is_sharded
 from rlvr.run.world import SINGLE, World, sum_across
 from rlvr.train.batch import forward, micro_batches
 
@@ -61,21 +62,23 @@ def policy_update(
     """One optimizer step on the whole batch, gradients accumulated over micro-batches; returns its
     statistics. `autocast` wraps each forward pass (reduced precision on a GPU, rlvr.models.devices).
 
-    Data-parallel (`world` of several ranks, `policy` a DDP-wrapped PolicyModule, each rank holding whole
-    groups of the global batch): the loss is normalised by the global token and sequence counts and
-    multiplied by the world size, since DDP averages gradients, so the step equals the single-process
-    step on the global batch. Gradients are all-reduced once, on each rank's last micro-batch (ranks may
-    hold different numbers), and the statistics are sums over all ranks."""
+    Data-parallel (`world` of several ranks, `policy` a DDP-wrapped or FSDP-sharded PolicyModule, each
+    rank holding whole groups of the global batch): the loss is normalised by the global token and
+    sequence counts and multiplied by the world size, since DDP and FSDP average gradients, so the step
+    equals the single-process step on the global batch. Under DDP gradients are all-reduced once, on
+    each rank's last micro-batch (ranks may hold different numbers); under FSDP every rank runs as many
+    micro-batches as the busiest (rlvr.run.parallel.equal_counts). The statistics are sums over all ranks."""
     local = [float((batch.loss_mask.sum(-1) > 0).sum()), float(batch.loss_mask.sum())]
     num_sequences, num_tokens = (max(1, int(n)) for n in sum_across(local, world))
     totals = {"loss": 0.0, "kl": 0.0, "clip_low_fraction": 0.0, "clip_high_fraction": 0.0, "entropy": 0.0}
     optimizer.zero_grad(set_to_none=True)
-    runs = micro_batches(batch.rollout, batch.loss_mask, micro_batch_tokens)
+    sharded = is_sharded(policy)  # FSDP: the same passes on every rank, each prompt run with its completions
+    runs = equal_counts(micro_batches(batch.rollout, batch.loss_mask, micro_batch_tokens), world, sharded)
     for i, mb in enumerate(runs):
         last = i == len(runs) - 1
         with policy.no_sync() if isinstance(policy, DistributedDataParallel) and not last else nullcontext():
             with autocast():
-                stats = forward(policy, mb, temperature)
+                stats = forward(policy, mb, temperature, share_prompt=not sharded)
             lc = mb.completion_ids.shape[1]
             logprobs, mask = stats.logprobs, mb.loss_mask.to(stats.logprobs.device)
             old = logprobs.detach() if batch.old_logprobs is None else batch.old_logprobs[mb.rows, :lc].to(logprobs)
@@ -94,7 +97,7 @@ def policy_update(
     totals = dict(zip(totals, sum_across(list(totals.values()), world)))
     params = [p for p in policy.parameters() if p.requires_grad]
     max_norm = max_grad_norm if max_grad_norm > 0 else float("inf")
-    totals["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, max_norm))
+    totals["grad_norm"] = grad_norm(torch.nn.utils.clip_grad_norm_(params, max_norm))
     totals["lr"] = optimizer.param_groups[0]["lr"]
     optimizer.step()
     scheduler.step()

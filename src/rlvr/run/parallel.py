@@ -1,0 +1,148 @@
+"""How a model is spread over the ranks (`distributed.strategy`): DDP, a whole copy on every rank with
+the gradients averaged, or FSDP2 (`torch.distributed.fsdp.fully_shard`), the weights, gradients and
+optimizer state sharded per decoder layer and gathered layer by layer for each forward and backward.
+
+FSDP2 asks two things of the code that runs the model, both handled here:
+- every rank runs the same sequence of forward and backward passes (each one gathers weights from
+  all ranks): `equal_counts` pads a rank's micro-batches with dummies that carry no loss;
+- decoding runs through `gathered`, which gathers every layer once for the whole rollout (the ranks
+  may then decode different lengths, with no collective in the loop) and shards them again after.
+
+State leaves a sharded model only whole (`full_state_dict`, `optimizer_state`), keyed by parameter
+name, so a checkpoint loads at any world size and under either strategy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import torch
+import torch.distributed as dist
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_optimizer_state_dict,
+)
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard, register_fsdp_forward_method
+from torch.nn.parallel import DistributedDataParallel
+
+from rlvr.logprobs import PolicyModule
+from rlvr.run.world import World, max_across
+
+T = TypeVar("T")
+M = TypeVar("M")
+
+
+def spread(module: PolicyModule, world: World, strategy: str, device: torch.device, dtype: torch.dtype,
+           *, trained: bool = True) -> torch.nn.Module:
+    """`module` as the ranks run it: itself in one process; DDP-wrapped (`trained`) or as it is (a frozen
+    reference: nothing to average) under ddp; sharded in place under fsdp, in bf16 compute with fp32
+    gradient reduction when `dtype` is bf16 (FSDP2's MixedPrecisionPolicy)."""
+    if not world.distributed or (strategy == "ddp" and not trained):
+        return module
+    if strategy == "ddp":
+        return DistributedDataParallel(module, forward_sync_buffers=False,
+                                       device_ids=[device.index] if device.type == "cuda" else None)
+    from torch.distributed.device_mesh import init_device_mesh
+
+    mesh = init_device_mesh(device.type, (world.size,))
+    precision = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+                 if dtype == torch.bfloat16 else MixedPrecisionPolicy())
+    layers = set(getattr(module.model, "_no_split_modules", None) or ())
+    for sub in module.model.modules():
+        if type(sub).__name__ in layers:  # the decoder layers: one gather each
+            fully_shard(sub, mesh=mesh, mp_policy=precision)
+    fully_shard(module, mesh=mesh, mp_policy=precision)  # the rest (embeddings, final norm, head)
+    register_fsdp_forward_method(module, "sample")
+    return module
+
+
+def is_sharded(module: torch.nn.Module) -> bool:
+    return isinstance(module, FSDPModule)
+
+
+def unwrap(module: torch.nn.Module) -> torch.nn.Module:
+    """The causal LM inside `module`: a PolicyModule's, DDP-wrapped or not, or `module` itself.
+
+    >>> from rlvr.models import build_tiny_model
+    >>> model = build_tiny_model(0)[0]
+    >>> unwrap(PolicyModule(model)) is model and unwrap(model) is model
+    True
+    """
+    inner = module.module if isinstance(module, DistributedDataParallel) else module
+    return inner.model if isinstance(inner, PolicyModule) else inner
+
+
+def with_weights(module: torch.nn.Module, fn: Callable[[torch.nn.Module], T]) -> T:
+    """`fn(model)` with the causal LM inside `module` (a PolicyModule, possibly wrapped), its weights whole
+    for the duration: for decoding, which calls the model outside the wrapper's forward."""
+    if is_sharded(module):
+        with gathered(module):
+            return module.sample(fn)  # type: ignore[operator, no-any-return]
+    return fn(unwrap(module))
+
+
+@contextmanager
+def gathered(module: torch.nn.Module) -> Iterator[None]:
+    """Every FSDP unit inside `module` gathered once and kept whole until the block ends."""
+    units = [m for m in module.modules() if isinstance(m, FSDPModule) and m is not module]
+    for unit in units:
+        unit.unshard()
+        unit.set_reshard_after_forward(False)
+    try:
+        yield
+    finally:
+        for unit in units:
+            unit.reshard()
+            unit.set_reshard_after_forward(True)
+        module.reshard()  # type: ignore[operator]
+
+
+def equal_counts(runs: list[M], world: World, sharded: bool) -> list[M]:
+    """Under FSDP, `runs` (micro-batches, with a `loss_mask`) padded to the largest count on any rank with
+    copies of the first whose loss mask is empty: they take part in every gather and add nothing."""
+    if not sharded or not world.distributed:
+        return runs
+    most = int(max_across([len(runs)], world)[0])
+    first: Any = runs[0]
+    dummy = dataclasses.replace(first, loss_mask=torch.zeros_like(first.loss_mask))
+    return runs + [dummy] * (most - len(runs))
+
+
+def grad_norm(norm: torch.Tensor) -> float:
+    """A gradient norm as a number (a sharded model's is a DTensor over every rank's shard)."""
+    full = getattr(norm, "full_tensor", None)
+    return float(full() if full is not None else norm)
+
+
+def full_state_dict(model: torch.nn.Module) -> dict[str, Any]:
+    """The whole state dict of `model` (a causal LM, possibly with FSDP units inside), on the CPU of rank 0
+    (empty on the others). Every rank must call it: it gathers."""
+    if not any(isinstance(m, FSDPModule) for m in model.modules()):
+        return model.state_dict()
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    """The optimizer's whole state keyed by parameter name, as one process, any number of DDP ranks and
+    any sharding all read it. Every rank must call it: it gathers (rank 0 holds the result)."""
+    offload = dist.is_initialized()  # cpu_offload needs a process group; without one the state is whole already
+    return get_optimizer_state_dict(model, optimizer,
+                                    options=StateDictOptions(full_state_dict=True, cpu_offload=offload))
+
+
+def load_optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
+    """Restore `optimizer_state`'s output, or an optimizer's own state dict (checkpoints of earlier rlvr
+    versions, keyed by position among the trainable parameters)."""
+    if state["state"] and all(isinstance(k, int) for k in state["state"]):
+        if not any(isinstance(m, FSDPModule) for m in model.modules()):
+            optimizer.load_state_dict(state)
+            return
+        names = [n for n, p in model.named_parameters() if p.requires_grad]
+        state = {"state": {names[i]: v for i, v in state["state"].items()},
+                 "param_groups": [{**g, "params": [names[i] for i in g["params"]]} for g in state["param_groups"]]}
+    set_optimizer_state_dict(model, optimizer, state, options=StateDictOptions(full_state_dict=True))

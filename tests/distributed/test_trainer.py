@@ -29,11 +29,12 @@ CHECKED = [*TINY, "sampling.batch_size=16", "generation.max_new_tokens=3", "samp
            "algorithm.beta=0.04", f"rewards=[{{name: '{REWARD_FNS}:digit_share'}}]"]
 
 
-@pytest.fixture(scope="module")
-def ranks(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("trainer")
+@pytest.fixture(scope="module", params=["ddp", "fsdp"])
+def ranks(tmp_path_factory, request):
+    tmp = tmp_path_factory.mktemp(request.param)
     code, stderr = launch(["--standalone", "--nproc_per_node", "2", str(HERE / "trainer_worker.py"), str(tmp),
-                           *CHECKED, f"output_dir={tmp / 'run'}"], rank_env(), timeout=120)
+                           *CHECKED, f"output_dir={tmp / 'run'}", f"distributed.strategy={request.param}"],
+                          rank_env(), timeout=120)
     assert code == 0, stderr[-4000:]
     return torch.load(tmp / "ranks.pt", weights_only=False)
 
@@ -83,7 +84,9 @@ def test_the_step_metrics_are_those_of_the_global_batch(ranks):
                    for k in same)  # every rank logs the same numbers (rank 0 writes them)
 
 
-def test_the_replicas_stay_bitwise_identical(ranks):
+def test_ddp_replicas_stay_bitwise_identical(ranks):
+    if ranks[0][0]["replica_spread"] is None:
+        pytest.skip("FSDP holds shards, not replicas")
     assert [step["replica_spread"] for step in ranks[0]] == [0.0, 0.0]
 
 

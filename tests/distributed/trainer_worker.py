@@ -37,7 +37,7 @@ def main():
         steps.append({"drawn": list(seen["drawn"]), "sampled": list(seen["sampled"]),
                       "stream": trainer.prompts.state_dict(), "scored": batch.scored,
                       "advantages": completion_advantages(batch), "metrics": metrics,
-                      "replica_spread": replica_spread(trainer.policy)})
+                      "replica_spread": None if trainer.sharded else replica_spread(trainer.policy)})
         seen["drawn"].clear(), seen["sampled"].clear()
     save_and_leave(gather_across(steps, world), f"{out}/ranks.pt", world)
 

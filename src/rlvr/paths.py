@@ -24,6 +24,8 @@ STEP_PREFIX = "step-"
 MODEL = "model"  # inside a checkpoint: save_pretrained weights and tokenizer, loadable by transformers
 REFERENCE = "reference"  # inside a GRPO checkpoint, once the reference has been refreshed from the policy
 TRAINER_STATE = "trainer.pt"  # inside a checkpoint: optimizer, scheduler, data order, RNG, step
+SHARDS = "dcp"  # inside a checkpoint of several ranks: model and optimizer in parts (torch.distributed.checkpoint)
+RANK_RNG = "rng"  # inside a checkpoint of several ranks: rank{r}.pt, each rank's RNG state
 
 
 def checkpoint_dir(run_dir: Path) -> Path:

@@ -123,11 +123,16 @@ def test_nproc_runs_rank_0_writes_and_resuming_at_another_world_size_keeps_the_d
     for _ in range(4):
         stream.next_batch()
     assert state["prompts"] == stream.state_dict()  # the global data order, whatever the world size
+    from torch.distributed.checkpoint import FileSystemReader
     from transformers import AutoModelForCausalLM
 
-    for folder in ("model", "reference"):  # whole models, whatever held them
-        model = AutoModelForCausalLM.from_pretrained(last / folder)
-        assert set(state["optimizer"]["state"]) == {n for n, _ in model.named_parameters()}
+    # each rank wrote its part: model and optimizer in dcp/ (every parameter's AdamW moments), its RNG
+    saved = FileSystemReader(str(last / "dcp")).read_metadata().state_dict_metadata
+    assert sorted(p.name for p in (last / "rng").iterdir()) == ["rank0.pt", "rank1.pt"]
+    for folder in ("model", "reference"):  # and rank 0 the whole models, whatever held them
+        names = {n for n, _ in AutoModelForCausalLM.from_pretrained(last / folder).named_parameters()}
+        assert {f"optimizer.state.{n}.exp_avg" for n in names} <= set(saved)
+        assert {f"model.{n}" for n in names} <= set(saved)
 
 
 def test_two_nodes_on_localhost_run_a_step_through_a_c10d_rendezvous(tmp_path):

@@ -27,16 +27,18 @@ from rlvr.errors import UserError
 
 
 def save_checkpoint(run_dir: Path, step: int, *, write: Callable[[Path], None], state: dict[str, Any], config: Any,
-                    keep: int = 2) -> Path:
-    """Write step `step` atomically; keep only the newest `keep` checkpoints (0 = all)."""
+                    keep: int = 2, tmp: Path | None = None) -> Path:
+    """Write step `step` atomically; keep only the newest `keep` checkpoints (0 = all). `tmp`: the temporary
+    folder, when other processes have written into it already (rlvr.run.sharded)."""
     final = paths.step_dir(run_dir, step)
     if final.exists():
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
+    if tmp is None:
+        tmp = temporary_dir(final, os.getpid())
+        shutil.rmtree(tmp, ignore_errors=True)
     try:
-        tmp.mkdir()
+        tmp.mkdir(exist_ok=True)
         write(tmp)
         torch.save({**state, "rng": rng_state()}, tmp / paths.TRAINER_STATE)
         save_config(config, tmp / paths.CONFIG)
@@ -51,6 +53,11 @@ def save_checkpoint(run_dir: Path, step: int, *, write: Callable[[Path], None], 
         raise
     _prune(final.parent, keep)
     return final
+
+
+def temporary_dir(final: Path, pid: int) -> Path:
+    """Where checkpoint `final` is written before it is renamed into place (stale ones are pruned)."""
+    return final.with_name(f".{final.name}.tmp-{pid}")
 
 
 def out_of_space(error: BaseException, folder: Path) -> bool:

@@ -34,6 +34,7 @@ from rlvr.run.directory import resume_point, start_fresh
 from rlvr.run.lock import run_lock
 from rlvr.run.metrics import MetricsWriter, truncate_jsonl
 from rlvr.run.process import configure_process
+from rlvr.run.sharded import restore_rng, save_sharded_checkpoint
 from rlvr.run.stop import StopFlag, stop_on_signals
 from rlvr.run.world import World, any_across, barrier, join, tag_warnings
 
@@ -75,7 +76,8 @@ class Recipe(Protocol):
     def progress(self, metrics: dict[str, float]) -> dict[str, str]: ...  # the progress bar's postfix
     def write_checkpoint(self, folder: Path) -> None: ...  # models (model/ loads with transformers), extra files
     # optimizer, scheduler, data order, ... (not the step, not the RNG); called on every rank before rank 0
-    # writes the checkpoint, so that what is sharded across ranks can be gathered
+    # writes the checkpoint, so that what is sharded across ranks can be gathered. A recipe may also have
+    # sharded_state() / load_sharded(checkpoint): what each rank writes and reads in parts (rlvr.run.sharded)
     def state_dict(self) -> dict[str, Any]: ...
     def load_state_dict(self, state: dict[str, Any]) -> None: ...  # sets step_count from state["step"] too
     def summary(self, before: dict[str, Any] | None, after: dict[str, Any] | None, seconds: float,
@@ -105,7 +107,9 @@ def launch(build: Callable[[Any, Path | None, World], Recipe], config: Any, *, r
         if checkpoint is not None:
             state = load_state(checkpoint)
             recipe.load_state_dict(state)
-            set_rng_state(state["rng"])
+            if hasattr(recipe, "load_sharded"):  # what several ranks wrote in parts (rlvr.run.sharded)
+                recipe.load_sharded(checkpoint)
+            restore_rng(checkpoint, state, world)
             before = state["before"] if "before" in state else _legacy_before(run_dir)
         return run_training(recipe, before=before, resumed=checkpoint is not None, on_step_end=on_step_end)
 
@@ -127,8 +131,11 @@ def _run(recipe: Recipe, before: dict[str, Any] | None, resumed: bool, on_step_e
     elif schedule.eval_before:
         before = _evaluate(recipe, "before")
 
-    def save() -> Path:  # every rank gives its state (a sharded one is gathered), rank 0 writes, all wait for it
+    def save() -> Path:  # every rank gives its state; several ranks write their parts, rank 0 the rest
         state = {**recipe.state_dict(), "step": recipe.step_count, "before": before}
+        if recipe.world.distributed and hasattr(recipe, "sharded_state"):
+            return save_sharded_checkpoint(run_dir, recipe.step_count, write=recipe.write_checkpoint, state=state,
+                                           config=recipe.config, shards=recipe.sharded_state(), world=recipe.world)
         if main:
             save_checkpoint(run_dir, recipe.step_count, write=recipe.write_checkpoint, config=recipe.config,
                             state=state)

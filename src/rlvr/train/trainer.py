@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
 from rlvr import paths
 from rlvr.config import TrainConfig
@@ -45,6 +46,7 @@ from rlvr.run.parallel import (
     with_weights,
 )
 from rlvr.run.process import derived_seed
+from rlvr.run.sharded import load_shards
 from rlvr.run.world import SINGLE, World, any_across, gather_across, shard
 from rlvr.train.batch import make_batch, outcome_advantages
 from rlvr.train.build import build_parts
@@ -219,20 +221,37 @@ class Trainer:
         return bool(k) and self.step_count >= k
 
     def state_dict(self) -> dict[str, Any]:
-        """The optimizer keyed by parameter name (any world size, either strategy loads it); sharded, the
+        """Scheduler, prompt stream and (one process) the optimizer keyed by parameter name; sharded, the
         weights are gathered here too, for write_checkpoint (rank 0). Every rank calls this."""
         if self.sharded:
             self.whole = {"policy": full_state_dict(self.policy)}
             if self.reference is not None and self.reference_refreshed():
                 self.whole["reference"] = full_state_dict(unwrap(self.reference))
-        return {"optimizer": optimizer_state(self.policy, self.optimizer), "scheduler": self.scheduler.state_dict(),
-                "prompts": self.prompts.state_dict()}
+        state = {"scheduler": self.scheduler.state_dict(), "prompts": self.prompts.state_dict()}
+        if not self.world.distributed:  # (several ranks write it in parts: sharded_state)
+            state["optimizer"] = optimizer_state(self.policy, self.optimizer)
+        return state
+
+    def sharded_state(self) -> dict[str, Any]:
+        """The policy and its optimizer as this rank holds them (shards under FSDP), keyed by parameter name,
+        for torch.distributed.checkpoint (rlvr.run.sharded)."""
+        model, optimizer = get_state_dict(self.policy, self.optimizer)
+        return {"model": model, "optimizer": optimizer}
+
+    def load_sharded(self, checkpoint: Path) -> None:
+        """The policy and optimizer from the parts several ranks wrote, at this world size (or nothing, for a
+        checkpoint of one process)."""
+        loaded = load_shards(checkpoint, self.sharded_state())
+        if loaded is not None:
+            set_state_dict(self.policy, self.optimizer, model_state_dict=loaded["model"],
+                           optim_state_dict=loaded["optimizer"])
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if "critic" in state:  # a PPO run continued as GRPO would lose its critic (PPOTrainer passes GRPO's part)
             raise UserError("cannot resume: this run is PPO (its checkpoint holds a critic); continue it with "
                             "rlvr.ppo.trainer.train_ppo(resume_config(TrainConfig, RUN_DIR), resume=True)")
-        load_optimizer_state(self.policy, self.optimizer, state["optimizer"])
+        if "optimizer" in state:  # (else in the checkpoint's parts: load_sharded)
+            load_optimizer_state(self.policy, self.optimizer, state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.prompts.load_state_dict(state["prompts"])
         self.step_count = state["step"]

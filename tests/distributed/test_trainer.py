@@ -157,3 +157,26 @@ def test_two_nodes_on_localhost_run_a_step_through_a_c10d_rendezvous(tmp_path):
     assert [p.returncode for p in nodes] == [0, 0], results[0][1][-3000:] + results[1][1][-3000:]
     assert len((run / "metrics.jsonl").read_text().splitlines()) == 1
     assert sum(out.count("run directory:") for out, _ in results) == 1  # one world, one rank 0
+
+
+def test_a_sharded_run_resumed_from_its_parts_ends_as_the_unbroken_run(tmp_path):
+    """FSDP on 2 ranks, stopped after step 2 and resumed from dcp/ on 2 ranks, ends with the weights of
+    the run that never stopped: the shards, AdamW moments, each rank's RNG and the stream all came back."""
+    from safetensors.torch import load_file
+
+    sets = ["--set", "distributed.strategy=fsdp", "--set", "eval_before=false", "--set", "eval_after=false"]
+
+    def train(*args):
+        done = subprocess.run([sys.executable, "-m", "rlvr", "train", "--nproc", "2", *args], env=rank_env(),
+                              capture_output=True, text=True, timeout=180)
+        assert done.returncode == 0, done.stderr[-4000:]
+
+    def last_weights(run):
+        return load_file(run / "checkpoints" / "step-000003" / "model" / "model.safetensors")
+
+    train(*rlvr_args(*sets)[3:], "--max-steps", "3", "--output-dir", str(tmp_path / "a"))
+    train(*rlvr_args(*sets)[3:], "--max-steps", "2", "--output-dir", str(tmp_path / "b"))
+    train("--resume", str(tmp_path / "b"), "--max-steps", "3")
+    unbroken, resumed = last_weights(tmp_path / "a"), last_weights(tmp_path / "b")
+    for name, weight in unbroken.items():
+        assert torch.equal(resumed[name], weight), name

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.nn.parallel import DistributedDataParallel
 
 from rlvr import paths
 from rlvr.config import RewardModelConfig
@@ -41,6 +40,7 @@ from rlvr.reward_models.pairs import PreferencePair, load_pairs, split_pairs
 from rlvr.run.checkpoint import save_pretrained
 from rlvr.run.loop import OnStepEnd, Schedule, StepResult, launch
 from rlvr.run.order import batch_order
+from rlvr.run.parallel import spread
 from rlvr.run.world import SINGLE, World, gather_across, map_sharded, shard
 
 
@@ -72,9 +72,7 @@ class RewardModelTrainer:
         self.plan = batch_order(len(self.train), c.batch_size, steps, c.seed)  # each step's pairs
         self.step_count = 0
         self.schedule = Schedule(steps, save_every=c.save_every)
-        self.trained = self.model if not world.distributed else DistributedDataParallel(  # what the step runs
-            self.model, forward_sync_buffers=False,
-            device_ids=[self.device.index] if self.device.type == "cuda" else None)
+        self.trained = spread(self.model, world, "ddp", self.device, self.dtype)  # what the step runs
 
     def step(self) -> StepResult:
         """One AdamW step on the Bradley–Terry loss of the step's pairs; chosen and rejected share one forward.

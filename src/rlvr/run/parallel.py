@@ -37,23 +37,25 @@ T = TypeVar("T")
 M = TypeVar("M")
 
 
-def spread(module: PolicyModule, world: World, strategy: str, device: torch.device, dtype: torch.dtype,
+def spread(module: torch.nn.Module, world: World, strategy: str, device: torch.device, dtype: torch.dtype,
            *, trained: bool = True) -> torch.nn.Module:
     """`module` as the ranks run it: itself in one process; DDP-wrapped (`trained`) or as it is (a frozen
-    reference: nothing to average) under ddp; sharded in place under fsdp, in bf16 compute with fp32
-    gradient reduction when `dtype` is bf16 (FSDP2's MixedPrecisionPolicy)."""
+    reference: nothing to average) under ddp; sharded in place under fsdp (a module holding the causal LM
+    as `.model`: PolicyModule), in bf16 compute with fp32 gradient reduction when `dtype` is bf16
+    (FSDP2's MixedPrecisionPolicy)."""
     if not world.distributed or (strategy == "ddp" and not trained):
         return module
     if strategy == "ddp":
-        return DistributedDataParallel(module, forward_sync_buffers=False,
-                                       device_ids=[device.index] if device.type == "cuda" else None)
+        gpu = [torch.cuda.current_device() if device.index is None else device.index] if device.type == "cuda" else None
+        return DistributedDataParallel(module, forward_sync_buffers=False, device_ids=gpu)
     from torch.distributed.device_mesh import init_device_mesh
 
     mesh = init_device_mesh(device.type, (world.size,))
     precision = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
                  if dtype == torch.bfloat16 else MixedPrecisionPolicy())
-    layers = set(getattr(module.model, "_no_split_modules", None) or ())
-    for sub in module.model.modules():
+    model: torch.nn.Module = module.model  # type: ignore[assignment]
+    layers = set(getattr(model, "_no_split_modules", None) or ())
+    for sub in model.modules():
         if type(sub).__name__ in layers:  # the decoder layers: one gather each
             fully_shard(sub, mesh=mesh, mp_policy=precision)
     fully_shard(module, mesh=mesh, mp_policy=precision)  # the rest (embeddings, final norm, head)

@@ -32,6 +32,7 @@ from rlvr.optim import build_optimizer
 from rlvr.run.checkpoint import save_pretrained
 from rlvr.run.loop import OnStepEnd, Schedule, StepResult, launch
 from rlvr.run.order import batch_order
+from rlvr.run.parallel import spread
 from rlvr.run.world import SINGLE, World, shard, sum_across
 from rlvr.sft.data import SFTExample, prepare_data, read_rows
 from rlvr.sft.loss import NLLModule, completion_nll, held_out_loss
@@ -62,9 +63,8 @@ class SFTTrainer:
         self.optimizer, self.scheduler = build_optimizer(self.model, c.optim, steps)
         self.plan = batch_order(len(self.data.train), c.batch_size, steps, c.seed)  # each step's examples
         self.step_count, self.resumed_from = 0, None
-        self.trained = self.model if not world.distributed else DistributedDataParallel(  # what the step runs
-            NLLModule(self.model), forward_sync_buffers=False,
-            device_ids=[self.device.index] if self.device.type == "cuda" else None)
+        self.trained = (self.model if not world.distributed  # what the step runs
+                        else spread(NLLModule(self.model), world, "ddp", self.device, self.dtype))
         self.schedule = Schedule(steps, save_every=c.save_every, eval_every=c.eval_every)
 
     def step(self) -> StepResult:

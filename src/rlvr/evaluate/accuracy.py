@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import torch
 
@@ -101,13 +101,31 @@ def _newcombe_paired(before: list[float], after: list[float], z: float) -> Inter
 
 @dataclass
 class EvalResult:
-    strict: Interval
-    lenient: Interval
-    strict_correct: list[float]  # per problem, 1/0 (None-scored problems dropped)
-    lenient_correct: list[float]
+    """Each example's greedy completion and verdicts; the rest is derived from them. The strict verifier
+    decides which problems count: one it cannot score (NaN, not applicable) is left out of both."""
+
+    strict_scores: list[float]  # per example, 1/0, NaN where not applicable
+    lenient_scores: list[float]
     completions: list[str]
-    strict_scores: list[float] = field(default_factory=list, repr=False)  # per example, NaN where not applicable
-    lenient_scores: list[float] = field(default_factory=list, repr=False)
+
+    @property
+    def strict_correct(self) -> list[float]:
+        """Per counted problem, 1/0."""
+        return [s for s in self.strict_scores if not math.isnan(s)]
+
+    @property
+    def lenient_correct(self) -> list[float]:
+        """Per counted problem, 1/0 (a lenient NaN counts as wrong)."""
+        return [0.0 if math.isnan(v) else v for s, v in zip(self.strict_scores, self.lenient_scores, strict=True)
+                if not math.isnan(s)]
+
+    @property
+    def strict(self) -> Interval:
+        return wilson_interval(int(sum(self.strict_correct)), len(self.strict_correct))
+
+    @property
+    def lenient(self) -> Interval:
+        return wilson_interval(int(sum(self.lenient_correct)), len(self.lenient_correct))
 
     def summary(self) -> dict:
         return {"n": len(self.strict_correct), "strict": asdict(self.strict), "lenient": asdict(self.lenient)}
@@ -151,27 +169,10 @@ def evaluate_accuracy(
         lenient_scores += scored.reward_components["lenient"].view(-1).tolist()
         texts += out.completions
     model.train(was_training)
-    return _result(strict_scores, lenient_scores, texts)
-
-
-def _result(strict_scores: list[float], lenient_scores: list[float], texts: list[str]) -> EvalResult:
-    """Intervals over the problems the strict verifier could score (NaN = not applicable)."""
-    keep = [i for i, s in enumerate(strict_scores) if not math.isnan(s)]
-    s = [strict_scores[i] for i in keep]
-    lenient_kept = [0.0 if math.isnan(lenient_scores[i]) else lenient_scores[i] for i in keep]
-    return EvalResult(
-        strict=wilson_interval(int(sum(s)), len(s)),
-        lenient=wilson_interval(int(sum(lenient_kept)), len(lenient_kept)),
-        strict_correct=s,
-        lenient_correct=lenient_kept,
-        completions=texts,
-        strict_scores=strict_scores,
-        lenient_scores=lenient_scores,
-    )
+    return EvalResult(strict_scores, lenient_scores, texts)
 
 
 def _merge(parts: list[EvalResult]) -> EvalResult:
     """The result of the examples that `shard` split across ranks, from each rank's, in the examples' order."""
-    strict = unshard([p.strict_scores for p in parts])
-    lenient = unshard([p.lenient_scores for p in parts])
-    return _result(strict, lenient, unshard([p.completions for p in parts]))
+    return EvalResult(unshard([p.strict_scores for p in parts]), unshard([p.lenient_scores for p in parts]),
+                      unshard([p.completions for p in parts]))

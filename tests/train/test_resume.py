@@ -220,3 +220,18 @@ def test_a_real_full_disk_is_recognised_from_torch_save(small_disk):
     assert [p.name for p in (small_disk / "checkpoints").iterdir()] == ["step-000001"]
     kept = torch.load(small_disk / "checkpoints" / "step-000001" / "trainer.pt", weights_only=False)
     assert kept["x"].numel() == 1000
+
+
+def test_an_optimizer_state_of_earlier_versions_keyed_by_position_still_loads(tmp_path):
+    """Checkpoints written before states were keyed by parameter name hold the optimizer's own state dict."""
+    from rlvr.run.parallel import load_optimizer_state, optimizer_state
+
+    trained = Trainer(tiny_config(tmp_path / "a", DIGITS, "algorithm.beta=0"))
+    trained.step()
+    fresh = Trainer(tiny_config(tmp_path / "b", DIGITS, "algorithm.beta=0"))
+    load_optimizer_state(fresh.policy, fresh.optimizer, trained.optimizer.state_dict())  # the old format
+    saved, loaded = (optimizer_state(t.policy, t.optimizer)["state"] for t in (trained, fresh))
+    assert set(loaded) == {n for n, _ in fresh.policy.named_parameters()}
+    for name, moments in saved.items():
+        for key in ("step", "exp_avg", "exp_avg_sq"):
+            assert torch.equal(loaded[name][key], moments[key]), (name, key)

@@ -47,12 +47,17 @@ def save_checkpoint(run_dir: Path, step: int, *, write: Callable[[Path], None], 
         full = out_of_space(error, final.parent)
         shutil.rmtree(tmp, ignore_errors=True)
         if full:
-            raise UserError(f"no space left on the disk of {run_dir} to save step {step}: the half-written checkpoint "
-                            "was removed and the earlier ones are intact; free some space and continue with --resume "
-                            f"{run_dir}") from None
+            raise disk_full(run_dir, step) from None
         raise
     _prune(final.parent, keep)
     return final
+
+
+def disk_full(run_dir: Path, step: int) -> UserError:
+    """The one-line error of a checkpoint that did not fit on the disk."""
+    return UserError(f"no space left on the disk of {run_dir} to save step {step}: the half-written checkpoint "
+                     "was removed and the earlier ones are intact; free some space and continue with --resume "
+                     f"{run_dir}")
 
 
 def temporary_dir(final: Path, pid: int) -> Path:

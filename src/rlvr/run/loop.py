@@ -107,8 +107,8 @@ def launch(build: Callable[[Any, Path | None, World], Recipe], config: Any, *, r
         if checkpoint is not None:
             state = load_state(checkpoint)
             recipe.load_state_dict(state)
-            if hasattr(recipe, "load_sharded"):  # what several ranks wrote in parts (rlvr.run.sharded)
-                recipe.load_sharded(checkpoint)
+            if (checkpoint / paths.SHARDS).is_dir():  # what several ranks wrote in parts (rlvr.run.sharded)
+                recipe.load_sharded(checkpoint)  # type: ignore[attr-defined]
             restore_rng(checkpoint, state, world)
             before = state["before"] if "before" in state else _legacy_before(run_dir)
         return run_training(recipe, before=before, resumed=checkpoint is not None, on_step_end=on_step_end)

@@ -20,7 +20,6 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import torch
-import torch.distributed as dist
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
     get_model_state_dict,
@@ -121,30 +120,30 @@ def grad_norm(norm: torch.Tensor) -> float:
     return float(full() if full is not None else norm)
 
 
+def holds_shards(model: torch.nn.Module) -> bool:
+    """Whether FSDP has sharded `model` or any module inside it."""
+    return any(isinstance(m, FSDPModule) for m in model.modules())
+
+
 def full_state_dict(model: torch.nn.Module) -> dict[str, Any]:
     """The whole state dict of `model` (a causal LM, possibly with FSDP units inside), on the CPU of rank 0
     (empty on the others). Every rank must call it: it gathers."""
-    if not any(isinstance(m, FSDPModule) for m in model.modules()):
+    if not holds_shards(model):
         return model.state_dict()
     return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
 
 
 def optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
-    """The optimizer's whole state keyed by parameter name, as one process, any number of DDP ranks and
-    any sharding all read it. Every rank must call it: it gathers (rank 0 holds the result)."""
-    offload = dist.is_initialized()  # cpu_offload needs a process group; without one the state is whole already
-    return get_optimizer_state_dict(model, optimizer,
-                                    options=StateDictOptions(full_state_dict=True, cpu_offload=offload))
+    """One process's optimizer state keyed by parameter name, so that a run of several ranks, under either
+    strategy, can continue from it (they save theirs in parts: rlvr.run.sharded)."""
+    return get_optimizer_state_dict(model, optimizer, options=StateDictOptions(full_state_dict=True))
 
 
 def load_optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
     """Restore `optimizer_state`'s output, or an optimizer's own state dict (checkpoints of earlier rlvr
-    versions, keyed by position among the trainable parameters)."""
+    versions, keyed by position among the trainable parameters), into a whole or a sharded model."""
     if state["state"] and all(isinstance(k, int) for k in state["state"]):
-        if not any(isinstance(m, FSDPModule) for m in model.modules()):
-            optimizer.load_state_dict(state)
-            return
-        names = [n for n, p in model.named_parameters() if p.requires_grad]
+        names = [n for n, p in model.named_parameters() if p.requires_grad]  # the optimizer's order
         state = {"state": {names[i]: v for i, v in state["state"].items()},
                  "param_groups": [{**g, "params": [names[i] for i in g["params"]]} for g in state["param_groups"]]}
     set_optimizer_state_dict(model, optimizer, state, options=StateDictOptions(full_state_dict=True))

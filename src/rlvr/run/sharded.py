@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,14 @@ from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 
 from rlvr import paths
-from rlvr.run.checkpoint import rng_state, save_checkpoint, set_rng_state, temporary_dir
+from rlvr.run.checkpoint import (
+    disk_full,
+    out_of_space,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+    temporary_dir,
+)
 from rlvr.run.world import World, barrier, gather_across
 
 
@@ -41,8 +49,15 @@ def save_sharded_checkpoint(run_dir: Path, step: int, *, write: Callable[[Path],
         shutil.rmtree(tmp, ignore_errors=True)
         (tmp / paths.RANK_RNG).mkdir(parents=True)
     barrier(world)
-    dcp_save(shards, checkpoint_id=str(tmp / paths.SHARDS))
-    torch.save(rng_state(), tmp / paths.RANK_RNG / f"rank{world.rank}.pt")
+    try:
+        dcp_save(shards, checkpoint_id=str(tmp / paths.SHARDS))
+        torch.save(rng_state(), tmp / paths.RANK_RNG / f"rank{world.rank}.pt")
+    except BaseException as error:  # the half-written copy goes (the other ranks' writes then fail too)
+        full = out_of_space(error, tmp.parent)
+        shutil.rmtree(tmp, ignore_errors=True)
+        if full:
+            raise disk_full(run_dir, step) from None
+        raise
     barrier(world)
     if world.is_main:
         save_checkpoint(run_dir, step, write=write, state=state, config=config, keep=keep, tmp=tmp)
@@ -50,13 +65,12 @@ def save_sharded_checkpoint(run_dir: Path, step: int, *, write: Callable[[Path],
     return final
 
 
-def load_shards(checkpoint: Path, template: dict[str, Any]) -> dict[str, Any] | None:
-    """`template` (the recipe's sharded state, as it is now) filled from the checkpoint's dcp/, or None when
-    the checkpoint has none (written by one process)."""
-    folder = checkpoint / paths.SHARDS
-    if not folder.is_dir():
-        return None
-    dcp_load(template, checkpoint_id=str(folder))
+def load_shards(checkpoint: Path, template: dict[str, Any]) -> dict[str, Any]:
+    """`template` (the recipe's sharded state, as it is now, at this world size) filled from the checkpoint's
+    dcp/, resharded as needed."""
+    with warnings.catch_warnings():  # in one process DCP says it assumes one process: that is the point here
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+        dcp_load(template, checkpoint_id=str(checkpoint / paths.SHARDS))
     return template
 
 

@@ -4,9 +4,9 @@ While a user's reward function runs, the step may never finish (the function may
 signal abandons it instead: the recipe rolls back to the start of the step, and the run is saved there.
 
 SIGTERM is what schedulers, `docker stop` and `kill` send: it gets the same treatment as Ctrl-C, so
-a run stopped from outside is saved and resumable, whatever `save_every` says. Under torchrun a Ctrl-C
-reaches each rank twice, from the terminal and forwarded by torchrun: a repeat within REPEAT_S of the
-first signal is the same request, not the second one that aborts. Aborting never
+a run stopped from outside is saved and resumable, whatever `save_every` says. A scheduler that signals
+every process of a job (SLURM's scancel, say) reaches each rank twice, directly and passed on by
+torchrun: a repeat within REPEAT_S of the first signal is the same request, not the second that aborts. Aborting never
 corrupts the last checkpoint, because checkpoints are renamed into place only once complete
 (rlvr.run.checkpoint).
 """
@@ -52,7 +52,7 @@ def stop_on_signals(flag: StopFlag, abandon: bool = True) -> Iterator[None]:
             raise KeyboardInterrupt  # a reward's time limit (rlvr.rewards.deadline), not the user
         if flag.stop_requested:
             if time.monotonic() - flag.requested_at < REPEAT_S:
-                return  # the same Ctrl-C, forwarded by torchrun
+                return  # the same request, delivered twice (directly and through torchrun)
             raise KeyboardInterrupt
         flag.request_stop()
         name = SIGNALS.get(signal.Signals(signum), "signal")

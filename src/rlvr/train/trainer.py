@@ -87,7 +87,7 @@ class Trainer:
             PolicyModule(p.reference), world, strategy, p.device, p.dtype, trained=False)
         self.whole: dict[str, dict[str, Any]] = {}  # sharded weights gathered for rank 0's checkpoint
         stream = CurriculumStream if c.data.curriculum else PromptStream
-        self.prompts = stream(len(self.parts.train.examples), s.batch_size // s.group_size, c.seed)
+        self.prompts = stream(len(self.parts.train.examples), prompts_per_step, c.seed)
         path = c.algorithm.process_reward_model
         self.process_scorer = ProcessRewardScorer(path) if path else None
         self.optimizer, self.scheduler = build_optimizer(self.policy, c.optim, c.max_steps)
@@ -115,7 +115,7 @@ class Trainer:
                                      autocast=self.autocast, world=self.world) for _ in range(a.updates_per_batch)]
         self.step_count += 1
         self.refresh_reference()  # 6. iterative GRPO: π_ref ← π_θ every K steps
-        record = gather_step(step_record(batch, fill, self.parts.device), self.world)  # the global batch's
+        record = gather_step(step_record(batch, fill, self.sources.device), self.world)  # the global batch's
         return StepResult(step_metrics(record, updates, clock.seconds, self.sources), sample_groups(batch))
 
     def sample_and_score(self) -> tuple[ScoredRollout, FillStats | None]:
@@ -239,12 +239,10 @@ class Trainer:
         return {"model": model, "optimizer": optimizer}
 
     def load_sharded(self, checkpoint: Path) -> None:
-        """The policy and optimizer from the parts several ranks wrote, at this world size (or nothing, for a
-        checkpoint of one process)."""
+        """The policy and optimizer from the parts several ranks wrote, at this world size."""
         loaded = load_shards(checkpoint, self.sharded_state())
-        if loaded is not None:
-            set_state_dict(self.policy, self.optimizer, model_state_dict=loaded["model"],
-                           optim_state_dict=loaded["optimizer"])
+        set_state_dict(self.policy, self.optimizer, model_state_dict=loaded["model"],
+                       optim_state_dict=loaded["optimizer"])
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if "critic" in state:  # a PPO run continued as GRPO would lose its critic (PPOTrainer passes GRPO's part)

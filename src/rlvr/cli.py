@@ -25,7 +25,7 @@ from rlvr.evaluate.cli import add_eval_parser, run_eval_command
 from rlvr.pipeline.cli import add_pipeline_parser, run_pipeline_command
 from rlvr.reward_models.cli import add_rm_parser, run_rm
 from rlvr.rewards.cli import add_grade_parser, run_grade
-from rlvr.run.launcher import add_nproc_option, relaunch
+from rlvr.run.launcher import add_nproc_option, rank_of_many, relaunch
 from rlvr.sample.cli import add_sample_parser, run_sample_command
 from rlvr.sft.cli import add_sft_parser, run_sft
 from rlvr.train.cli import add_train_parser, run_train
@@ -77,7 +77,7 @@ def _leave_process_group() -> None:
 
 def _another_rank_failed(error: Exception) -> bool:
     """Whether `error` is a collective that failed because another rank is gone (its own error says why)."""
-    if int(os.environ.get("WORLD_SIZE", 1)) < 2 or "torch.distributed" not in sys.modules:
+    if rank_of_many() is None or "torch.distributed" not in sys.modules:
         return False
     import torch.distributed as dist
 
@@ -106,8 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         _leave_process_group()
         return code
     except UserError as e:
-        rank = f" (rank {os.environ['RANK']})" if int(os.environ.get("WORLD_SIZE", 1)) > 1 else ""
-        print(f"rlvr: error{rank}: {e}", file=sys.stderr)
+        rank = rank_of_many()
+        print(f"rlvr: error{'' if rank is None else f' (rank {rank})'}: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("rlvr: interrupted", file=sys.stderr)
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:
         if not _another_rank_failed(e):
             raise
-        print(f"rlvr: error (rank {os.environ['RANK']}): another rank stopped, see its error", file=sys.stderr)
+        print(f"rlvr: error (rank {rank_of_many()}): another rank stopped, see its error", file=sys.stderr)
         return 1
     finally:
         signal.signal(signal.SIGTERM, previous)

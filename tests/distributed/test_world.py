@@ -36,3 +36,16 @@ def test_a_ranks_warnings_carry_its_rank(monkeypatch):
     tag_warnings(World(rank=1, size=2))  # once only
     text = warnings.formatwarning("careful", UserWarning, "f.py", 3)
     assert text.startswith("[rank 1] f.py:3: UserWarning: careful")
+
+
+def test_the_launcher_reads_the_rank_as_world_does(monkeypatch):
+    from rlvr.run.launcher import is_main_rank, rank_of_many
+
+    for env, rank in (({}, None), ({"RANK": "0", "WORLD_SIZE": "1"}, None), ({"RANK": "1", "WORLD_SIZE": "2"}, 1)):
+        for key in ("RANK", "WORLD_SIZE"):
+            monkeypatch.delenv(key, raising=False)
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        world = World.from_env()
+        assert rank_of_many() == (world.rank if world.distributed else None) == rank
+        assert is_main_rank() == world.is_main

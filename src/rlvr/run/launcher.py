@@ -78,6 +78,12 @@ def relaunch(argv: list[str], nproc: int) -> int:
             signal.signal(sig, handler)
 
 
+def rank_of_many() -> int | None:
+    """This process's rank when torchrun started several, None for a single process (torchrun's
+    environment read without torch; rlvr.run.world.World.from_env reads the same)."""
+    return int(os.environ["RANK"]) if int(os.environ.get("WORLD_SIZE", 1)) > 1 else None
+
+
 def is_main_rank() -> bool:
     """Whether this process prints a command's result: rank 0 of torchrun's ranks, or the only process."""
-    return os.environ.get("RANK", "0") == "0"
+    return rank_of_many() in (None, 0)

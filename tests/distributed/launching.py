@@ -20,7 +20,7 @@ def rank_env(**extra):
 
 def launch(args, env, timeout):
     """(exit code, stderr) of torchrun with `args`; past `timeout` every rank prints its Python stack
-    (faulthandler, SIGABRT) and the whole process group is killed, so a hang fails here and leaves nothing."""
+    (faulthandler, SIGABRT) and every process is killed, so a hang fails here and leaves nothing."""
     with tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", *args], env=env,
                                 stdout=subprocess.DEVNULL, stderr=err, text=True, start_new_session=True)
@@ -28,7 +28,7 @@ def launch(args, env, timeout):
             code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             for sig in (signal.SIGABRT, signal.SIGKILL):
-                os.killpg(proc.pid, sig)
+                signal_all(proc.pid, sig)
                 time.sleep(3)
             code = -1
         err.seek(0)
@@ -47,3 +47,36 @@ def children(pid):
             if int(stat.rpartition(")")[2].split()[1]) == pid:
                 found.append(int(entry.name))
     return found
+
+
+def signal_all(pid, sig):
+    """`sig` to `pid`'s process group and to every process below it: torchrun starts each rank in a
+    session of its own, out of reach of the group's signals."""
+    pending, seen = [pid], []
+    while pending:
+        seen.append(pending.pop())
+        pending += children(seen[-1])
+    for each in seen[1:]:
+        try:
+            os.kill(each, sig)
+        except ProcessLookupError:
+            pass
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def run_ranks(command, timeout, env=None):
+    """`subprocess.run(command)` for a command that starts ranks (`rlvr … --nproc 2`, torchrun), its output
+    captured: past `timeout` every process below it is killed too, so that a hang fails the test at once
+    (subprocess.run would kill the launcher only, then wait on the ranks holding its pipes)."""
+    proc = subprocess.Popen(command, env=env or rank_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        signal_all(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise AssertionError(f"{command[1:5]} still running after {timeout} s:\n{err[-3000:]}") from None
+    return subprocess.CompletedProcess(command, proc.returncode, out, err)

@@ -1,12 +1,11 @@
 """`rlvr eval` and `rlvr sample` on 2 ranks write what one process writes, byte for byte: each chunk of
 problems is sampled with its own seed, whichever rank samples it, and rank 0 writes them in order."""
 
-import subprocess
 import sys
 
 import pytest
 
-from .launching import rank_env
+from .launching import run_ranks
 
 COMMON = ["--model", "tiny", "--data", "arithmetic", "--limit", "12", "--samples", "2", "--max-new-tokens", "8",
           "--set", "batch_size=4"]
@@ -18,8 +17,8 @@ def test_two_ranks_write_what_one_process_writes(tmp_path, command):
     for nproc in (1, 2):
         out = tmp_path / f"{nproc}proc"
         extra = ["--output", str(out / "sft.jsonl")] if command == "sample" else []
-        done = subprocess.run([sys.executable, "-m", "rlvr", command, *COMMON, *extra, "--output-dir", str(out),
-                               "--nproc", str(nproc)], env=rank_env(), capture_output=True, text=True, timeout=180)
+        done = run_ranks([sys.executable, "-m", "rlvr", command, *COMMON, *extra, "--output-dir", str(out),
+                               "--nproc", str(nproc)], timeout=180)
         assert done.returncode == 0, done.stderr[-4000:]
         outputs.append((out, done.stdout))
     (one, _), (two, stdout) = outputs

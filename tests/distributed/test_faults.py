@@ -11,7 +11,9 @@ import time
 import pytest
 
 from ..train.test_step import REWARD_FNS, TINY
-from .launching import children, rank_env
+from .launching import ROOT, children, launch, rank_env, signal_all
+
+HERE = ROOT / "tests" / "distributed"
 
 
 def torchrun_train(run, *settings, nproc=False):
@@ -29,7 +31,7 @@ def finish(proc, seconds):
     try:
         out, err = proc.communicate(timeout=seconds)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        signal_all(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
         raise AssertionError(f"still running after {seconds} s:\n{err[-3000:]}") from None
     return proc.returncode, out, err
@@ -67,3 +69,14 @@ def test_a_rank_that_fails_ends_every_rank_with_its_error(tmp_path):
     assert "rlvr: error (rank 1): " in err and "broken on purpose" in err, err[-3000:]
     assert "rlvr: error (rank 0): another rank stopped" in err and "rank 1 failed first (exit code 2)" in err
     assert "Traceback" not in err, err[-3000:]
+
+
+def test_a_signal_landing_after_the_ranks_agreed_to_go_on_waits_for_the_next_agreement(tmp_path):
+    import torch
+
+    sets = [*TINY, "max_steps=6", "eval_before=false", "eval_after=false", f"output_dir={tmp_path / 'run'}"]
+    code, stderr = launch(["--standalone", "--nproc_per_node", "2", str(HERE / "late_signal_worker.py"),
+                           str(tmp_path), *sets], rank_env(), timeout=120)
+    assert code == 0, stderr[-4000:]
+    summaries = torch.load(tmp_path / "summaries.pt", weights_only=False)
+    assert [s["stopped_at"] for s in summaries] == [3, 3]  # both ranks ran step 3 and saved it

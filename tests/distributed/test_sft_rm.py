@@ -3,7 +3,6 @@ step and the same weights at the end, with the ranks holding unequal shares and 
 examples than ranks (the empty rank runs a zero-weighted example to meet the all-reduce)."""
 
 import json
-import subprocess
 import sys
 
 import pytest
@@ -15,14 +14,13 @@ from rlvr.sft.train import SFTTrainer
 
 from ..reward_models.conftest import tiny_rm_config, write_pairs
 from ..sft.conftest import echo_rows, tiny_sft_config, write_rows
-from .launching import rank_env
+from .launching import run_ranks
 
 
 def run(command, data, out, settings, nproc):
     sets = [a for kv in settings for a in ("--set", kv)]
-    done = subprocess.run([sys.executable, "-m", "rlvr", command, "--model", "tiny", "--data", str(data), *sets,
-                           "--output-dir", str(out), "--nproc", str(nproc)], env=rank_env(), capture_output=True,
-                          text=True, timeout=180)
+    done = run_ranks([sys.executable, "-m", "rlvr", command, "--model", "tiny", "--data", str(data), *sets,
+                           "--output-dir", str(out), "--nproc", str(nproc)], timeout=180)
     assert done.returncode == 0, done.stderr[-4000:]
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     return metrics, load_file(paths.latest_checkpoint(out) / "model" / "model.safetensors"), done.stdout

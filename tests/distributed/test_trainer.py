@@ -5,7 +5,6 @@ batch. Run through the command line, rank 0 alone writes the run's files, and a 
 another world size with the same data order."""
 
 import math
-import os
 import signal
 import socket
 import subprocess
@@ -21,7 +20,7 @@ from rlvr.train.dynamic import concat_scored
 from rlvr.train.prompts import PromptStream
 
 from ..train.test_step import REWARD_FNS, TINY
-from .launching import ROOT, launch, rank_env
+from .launching import ROOT, launch, rank_env, run_ranks, signal_all
 
 HERE = ROOT / "tests" / "distributed"
 CHECKED = [*TINY, "sampling.batch_size=16", "generation.max_new_tokens=3", "sampling.dynamic_sampling=true",
@@ -105,16 +104,14 @@ def test_nproc_runs_rank_0_writes_and_resuming_at_another_world_size_keeps_the_d
     run = tmp_path / "run"
     sets = ["--set", f"distributed.strategy={strategy}", "--set", "algorithm.updates_per_batch=2",
             "--set", "algorithm.ref_refresh_steps=2"]
-    out = subprocess.run([sys.executable, *rlvr_args("--nproc", "2", "--max-steps", "2", "--output-dir", str(run),
-                                                     *sets)], env=rank_env(), capture_output=True, text=True,
-                         timeout=180)
+    out = run_ranks([sys.executable, *rlvr_args("--nproc", "2", "--max-steps", "2", "--output-dir", str(run),
+                                                     *sets)], timeout=180)
     assert out.returncode == 0, out.stderr[-4000:]
     assert out.stdout.count("run directory:") == 1 and out.stdout.count("before: strict") == 1
     assert [line.count('"step"') for line in (run / "metrics.jsonl").read_text().splitlines()] == [1, 1]
     for nproc, steps in (("1", 3), ("2", 4)):  # 2 ranks -> 1 process -> 2 ranks
-        more = subprocess.run([sys.executable, "-m", "rlvr", "train", "--nproc", nproc, "--resume", str(run),
-                               "--max-steps", str(steps)], env=rank_env(), capture_output=True, text=True,
-                              timeout=180)
+        more = run_ranks([sys.executable, "-m", "rlvr", "train", "--nproc", nproc, "--resume", str(run),
+                               "--max-steps", str(steps)], timeout=180)
         assert more.returncode == 0, more.stderr[-4000:]
     assert len((run / "metrics.jsonl").read_text().splitlines()) == 4
     last = run / "checkpoints" / "step-000004"
@@ -153,7 +150,7 @@ def test_two_nodes_on_localhost_run_a_step_through_a_c10d_rendezvous(tmp_path):
     finally:
         for p in nodes:
             if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
+                signal_all(p.pid, signal.SIGKILL)
     assert [p.returncode for p in nodes] == [0, 0], results[0][1][-3000:] + results[1][1][-3000:]
     assert len((run / "metrics.jsonl").read_text().splitlines()) == 1
     assert sum(out.count("run directory:") for out, _ in results) == 1  # one world, one rank 0
@@ -167,8 +164,7 @@ def test_a_sharded_run_resumed_from_its_parts_ends_as_the_unbroken_run(tmp_path)
     sets = ["--set", "distributed.strategy=fsdp", "--set", "eval_before=false", "--set", "eval_after=false"]
 
     def train(*args):
-        done = subprocess.run([sys.executable, "-m", "rlvr", "train", "--nproc", "2", *args], env=rank_env(),
-                              capture_output=True, text=True, timeout=180)
+        done = run_ranks([sys.executable, "-m", "rlvr", "train", "--nproc", "2", *args], timeout=180)
         assert done.returncode == 0, done.stderr[-4000:]
 
     def last_weights(run):

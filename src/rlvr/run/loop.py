@@ -167,8 +167,12 @@ def _loop(recipe: Recipe, save: Callable[[], Path], stop: StopFlag, on_step_end:
                dynamic_ncols=True, disable=not world.is_main)
     try:
         # a rank waits for the others at the end of its step, so a signal never abandons a step there
+        agreed = False  # the ranks' decision to stop, taken together at the end of each step
         with stop_on_signals(stop, abandon=not world.distributed):
-            while recipe.step_count < schedule.total_steps and not stop.stop_requested:
+            # one process stops as soon as asked; a rank only on the agreed decision: a signal that lands
+            # after it (on one rank) waits for the next step's, or that rank would leave the others behind
+            while recipe.step_count < schedule.total_steps and not (agreed if world.distributed
+                                                                    else stop.stop_requested):
                 result = _step(recipe, save)
                 if result is None:
                     break  # abandoned on a signal, rolled back: the run core saves and stops
@@ -184,10 +188,11 @@ def _loop(recipe: Recipe, save: Callable[[], Path], stop: StopFlag, on_step_end:
                     record_samples(run_dir, step, result.samples)
                 if on_step_end is not None:
                     on_step_end(step, metrics, stop)
-                if any_across(stop.stop_requested, world):  # one rank's Ctrl-C or SIGTERM stops them all
+                agreed = any_across(stop.stop_requested, world)  # one rank's Ctrl-C or SIGTERM stops them all
+                if agreed:
                     stop.request_stop()
                 due = schedule.save_every and step % schedule.save_every == 0 and step < schedule.total_steps
-                if due and not stop.stop_requested:
+                if due and not agreed:
                     save()
     finally:
         bar.close()

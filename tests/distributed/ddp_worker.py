@@ -77,11 +77,17 @@ def main():
     for aggregation in case["aggregations"]:
         model, _ = build_tiny_model(0)
         model.load_state_dict(case["weights"])
-        wrapped = spread(PolicyModule(model), world, case["strategy"], torch.device("cpu"), torch.float32)
+        wrapped = spread(PolicyModule(model), world, case["strategy"], torch.device("cpu"),
+                         case.get("dtype", torch.float32))
+        seen = []  # the dtype of the weights a projection computes with (FSDP2's mixed precision casts them)
+        hook = model.model.layers[0].self_attn.q_proj.register_forward_pre_hook(
+            lambda module, _, seen=seen: seen.append(module.weight.dtype))
         stats, weights = run_update(wrapped, mine, case, aggregation, world)
+        hook.remove()
         results[aggregation] = {
             "stats": stats, "replica_spread": replica_spread(model) if case["strategy"] == "ddp" else None,
             "grads": {n: whole(p.grad).clone() for n, p in model.named_parameters()}, "weights": weights,
+            "compute_dtypes": set(seen), "stored_dtypes": {p.dtype for p in model.parameters()},
         }
     save_and_leave(results, f"{sys.argv[2]}/ranks.pt", world)
 

@@ -19,11 +19,10 @@ AGGREGATIONS = ["token_mean", "sequence_mean", "constant"]
 HERE = Path(__file__).parent
 
 
-@pytest.fixture(scope="module", params=["ddp", "fsdp"])
-def case(tmp_path_factory, request):
-    tmp = tmp_path_factory.mktemp(request.param)
+def run_case(tmp, strategy, mu=2, **overrides):
+    """The case (starting weights, the global batch, the ranks' groups, settings) and what the 2 ranks saved."""
     trainer = Trainer(tiny_config(tmp, DIGITS, "sampling.batch_size=16", "algorithm.beta=0.04",
-                                  "algorithm.updates_per_batch=2", "algorithm.clip_low=0.05",
+                                  f"algorithm.updates_per_batch={mu}", "algorithm.clip_low=0.05",
                                   "algorithm.clip_high=0.05", "generation.max_new_tokens=16", steps=1))
     scored, _ = trainer.sample_and_score()
     a = trainer.config.algorithm
@@ -33,13 +32,17 @@ def case(tmp_path_factory, request):
     case = {"weights": {n: t.clone() for n, t in trainer.policy.state_dict().items()}, "batch": batch,
             "groups": [[0], [1, 2, 3]], "aggregations": AGGREGATIONS, "micro_batch_tokens": budget,
             "algo": {k: getattr(a, k) for k in ("beta", "clip_low", "clip_high", "kl_estimator", "updates_per_batch")},
-            "optim": {"lr": 1e-3}, "max_new_tokens": 16, "steps": 3, "strategy": request.param}
+            "optim": {"lr": 1e-3}, "max_new_tokens": 16, "steps": 3, "strategy": strategy, **overrides}
     torch.save(case, tmp / "case.pt")
-    env = rank_env()
     code, stderr = launch(["--standalone", "--nproc_per_node", "2", str(HERE / "ddp_worker.py"), str(tmp / "case.pt"),
-                           str(tmp)], env, timeout=120)
+                           str(tmp)], rank_env(), timeout=120)
     assert code == 0, stderr[-4000:]
     return case, torch.load(tmp / "ranks.pt", weights_only=False)
+
+
+@pytest.fixture(scope="module", params=["ddp", "fsdp"])
+def case(tmp_path_factory, request):
+    return run_case(tmp_path_factory.mktemp(request.param), request.param)
 
 
 def test_the_ranks_hold_unequal_shares_and_micro_batch_counts(case):
@@ -76,3 +79,24 @@ def test_two_ranks_equal_one_process_on_the_global_batch(case, aggregation):
         for key in ("loss", "kl", "clip_low_fraction", "clip_high_fraction", "entropy"):
             # (the loss of a group-centred batch at ratio 1 is a sum that cancels to ~1e-8: absolute)
             assert mine[key] == pytest.approx(theirs[key], rel=1e-5, abs=1e-6 if key == "loss" else 1e-9), key
+
+
+def test_fsdp_computes_in_bf16_and_keeps_fp32_weights_and_gradients(tmp_path):
+    """FSDP2's mixed precision (`model.dtype: bfloat16`): the layers compute with bf16 copies of the
+    weights, the shards, their gradients (reduced in fp32) and so Adam's update stay fp32, and the
+    gradients are the fp32 ones within bf16's precision (one update from the same weights: after an Adam
+    step, which moves every weight by about the learning rate whatever the gradient's size, the tiniest
+    gradients' rounding has become a difference in the weights)."""
+    from rlvr.models import build_tiny_model
+
+    case, ranks = run_case(tmp_path, "fsdp", dtype=torch.bfloat16, aggregations=["token_mean"], steps=1, mu=1)
+    bf16 = ranks["token_mean"]
+    assert bf16["compute_dtypes"] == {torch.bfloat16} and bf16["stored_dtypes"] == {torch.float32}
+    model, _ = build_tiny_model(0)
+    model.load_state_dict(case["weights"])
+    run_update(model, case["batch"], case, "token_mean")
+    fp32 = torch.cat([p.grad.flatten() for p in model.parameters()])
+    mixed = torch.cat([bf16["grads"][n].flatten() for n, _ in model.named_parameters()])
+    assert mixed.dtype == torch.float32 and not torch.equal(mixed, fp32)  # computed otherwise, yet
+    assert float(torch.nn.functional.cosine_similarity(mixed, fp32, dim=0)) > 0.99  # the same direction
+    assert float((mixed - fp32).norm() / fp32.norm()) < 0.1  # and size, to bf16's ~3 significant digits

@@ -1,4 +1,4 @@
-"""Command line: `rlvr train | eval | grade | rm | sft | sample | pipeline | report | dashboard | explore …`.
+"""Command line: `rlvr train | eval | grade | rm | sft | sample | export | pipeline | report | dashboard | explore …`.
 
 User mistakes print one line and exit 2; bugs keep their traceback. Each command's parser and runner
 live with its package (`<package>/cli.py`); the runners import the models and the training machinery
@@ -22,6 +22,7 @@ from rlvr.dashboard.cli import (
 )
 from rlvr.errors import UserError
 from rlvr.evaluate.cli import add_eval_parser, run_eval_command
+from rlvr.models.export import add_export_parser, run_export
 from rlvr.pipeline.cli import add_pipeline_parser, run_pipeline_command
 from rlvr.reward_models.cli import add_rm_parser, run_rm
 from rlvr.rewards.cli import add_grade_parser, run_grade
@@ -37,12 +38,13 @@ COMMANDS = {
     "rm": (add_rm_parser, run_rm),
     "sample": (add_sample_parser, run_sample_command),
     "sft": (add_sft_parser, run_sft),
+    "export": (add_export_parser, run_export),
     "pipeline": (add_pipeline_parser, run_pipeline_command),
     "report": (add_report_parser, run_report),
     "dashboard": (add_dashboard_parser, run_dashboard),
     "explore": (add_explore_parser, run_explore),
 }
-MODEL_COMMANDS = ("train", "eval", "rm", "sample", "sft", "pipeline")  # the commands that load models
+MODEL_COMMANDS = ("train", "eval", "rm", "sample", "sft", "export", "pipeline")  # the commands that load models
 PARALLEL_COMMANDS = ("train", "eval", "rm", "sample", "sft")  # the commands that run on several ranks (--nproc)
 
 

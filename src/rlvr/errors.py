@@ -12,3 +12,13 @@ class UserError(Exception):
 class StepAbandoned(KeyboardInterrupt):
     """Ctrl-C or SIGTERM while a step cannot finish on its own (a user's reward function is running):
     the step is given up, the run saved as it was before the step, and stopped."""
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of an error's message (at most 300 characters), or its type's name when it has none.
+
+    >>> first_line(ValueError("bad value\\nmore detail")), first_line(KeyError())
+    ('bad value', 'KeyError')
+    """
+    text = str(error).strip()
+    return text.splitlines()[0][:300] if text else type(error).__name__

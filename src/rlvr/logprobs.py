@@ -19,6 +19,7 @@ from typing import TypeVar
 import torch
 from transformers import DynamicCache
 
+from rlvr.models.adapters import decoder
 from rlvr.rollout import positions
 
 T = TypeVar("T")
@@ -154,7 +155,7 @@ def completion_logprobs(
     device = next(model.parameters()).device
     prompt_ids, prompt_mask, row_prompt = prompt_ids.to(device), prompt_mask.to(device), row_prompt.to(device)
     completion_ids, completion_mask = completion_ids.to(device), completion_mask.to(device)
-    backbone = getattr(model, model.base_model_prefix)
+    backbone = decoder(model)
     if share_prompt and not getattr(backbone, "gradient_checkpointing", False):
         predicting = _hidden_shared_prompt(backbone, prompt_ids, prompt_mask, row_prompt, completion_ids,
                                            completion_mask)

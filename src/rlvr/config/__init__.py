@@ -21,6 +21,7 @@ from rlvr.config.sections import (
     DEVICE_PATTERN,
     DistributedConfig,
     GenerationConfig,
+    LoraConfig,
     ModelConfig,
     OptimConfig,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "EvalConfig",
     "FewShotTurn",
     "GenerationConfig",
+    "LoraConfig",
     "ModelConfig",
     "OptimConfig",
     "ProblemsConfig",

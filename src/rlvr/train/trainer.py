@@ -27,6 +27,7 @@ from rlvr.config import TrainConfig
 from rlvr.errors import UserError
 from rlvr.evaluate.accuracy import Interval, evaluate_accuracy, paired_gain_interval
 from rlvr.logprobs import PolicyModule
+from rlvr.models.adapters import AdaptersOff, has_adapters
 from rlvr.models.devices import autocast
 from rlvr.optim import build_optimizer
 from rlvr.records import Rollout, ScoredRollout
@@ -83,8 +84,7 @@ class Trainer:
         self.trained = (self.policy if not world.distributed
                         else spread(PolicyModule(self.policy), world, strategy, p.device, p.dtype))
         self.sharded = is_sharded(self.trained)
-        self.reference = p.reference if p.reference is None or not self.sharded else spread(
-            PolicyModule(p.reference), world, strategy, p.device, p.dtype, trained=False)
+        self.reference = self.build_reference()
         self.whole: dict[str, dict[str, Any]] = {}  # sharded weights gathered for rank 0's checkpoint
         stream = CurriculumStream if c.data.curriculum else PromptStream
         self.prompts = stream(len(self.parts.train.examples), prompts_per_step, c.seed)
@@ -169,6 +169,19 @@ class Trainer:
             return outcome_advantages(scored, self.config.algorithm, self.world)
         return process_batch_advantages(scored, self.process_scorer, self.tokenizer,
                                         self.config.algorithm.step_separator)
+
+    def build_reference(self) -> torch.nn.Module | None:
+        """π_ref when β > 0: with LoRA the policy's own network with its adapters off (no copy); else the
+        frozen copy build_parts loaded, sharded like the policy under FSDP."""
+        p = self.parts
+        if self.config.algorithm.beta == 0:
+            return None
+        if has_adapters(self.policy):
+            return AdaptersOff(self.trained if self.sharded else PolicyModule(self.policy), self.policy)
+        if p.reference is None or not self.sharded:
+            return p.reference
+        return spread(PolicyModule(p.reference), self.world, self.config.distributed.strategy, p.device, p.dtype,
+                      trained=False)
 
     def refresh_reference(self) -> None:
         """π_ref ← π_θ every `ref_refresh_steps` steps (DeepSeekMath Algorithm 1, iterative RL), when asked for."""

@@ -1,0 +1,118 @@
+"""Low-rank adapters (LoRA, Hu et al. 2021) through peft: W x + (α / r) · B A x, with W frozen.
+
+Only A and B are trained, so gradients and AdamW's moments exist for a few percent of the weights,
+and the reference policy π_ref of the KL term is the same network with the adapters switched off
+(`AdaptersOff`): no second copy of the model. A checkpoint's model/ then holds the adapters only
+(adapter_config.json names the base they belong to), which `load_adapted` puts back on that base.
+
+peft is imported only when adapters are used (it takes seconds to import).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rlvr.config import LoraConfig
+from rlvr.errors import UserError, first_line
+
+ADAPTER_CONFIG = "adapter_config.json"  # what peft's save_pretrained writes next to the adapter weights
+
+
+def has_adapters(model: Any) -> bool:
+    """Whether `model` is a peft model (without importing peft: a model cannot be one before it is)."""
+    peft = sys.modules.get("peft")
+    return peft is not None and isinstance(model, peft.PeftModel)
+
+
+def is_adapter_dir(path: str | Path) -> bool:
+    return (Path(path) / ADAPTER_CONFIG).is_file()
+
+
+def add_adapters(model: torch.nn.Module, lora: LoraConfig, base: str) -> torch.nn.Module:
+    """`model` with new adapters (B = 0: the same function as before) and its own weights frozen; `base` is
+    recorded as where the base model loads from, so the saved adapters can be put back on it."""
+    import peft
+
+    targets = "all-linear" if lora.target_modules == ["all-linear"] else list(lora.target_modules)
+    config = peft.LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=targets,
+                             task_type="CAUSAL_LM")
+    try:
+        with quiet_peft():
+            adapted = peft.get_peft_model(model, config)
+    except ValueError as e:  # target modules the model does not have
+        raise UserError(f"model.lora.target_modules={lora.target_modules}: {first_line(e)} (use all-linear, or "
+                        "names of the model's linear layers such as q_proj, v_proj)") from None
+    adapted.peft_config["default"].base_model_name_or_path = base  # (peft sets the model's own name, often none)
+    return adapted
+
+
+def load_adapted(folder: Path, load_base: Callable[[str], tuple[torch.nn.Module, Any]], *,
+                 trainable: bool) -> tuple[torch.nn.Module, Any]:
+    """(model, tokenizer) from adapters saved in `folder` on the base their config names (loaded by
+    `load_base`): trainable adapters (resuming) or, for sampling and evaluation, merged into the weights."""
+    import peft
+
+    base_name = json.loads((folder / ADAPTER_CONFIG).read_text()).get("base_model_name_or_path")
+    if not base_name:
+        raise UserError(f"{folder / ADAPTER_CONFIG} names no base model (base_model_name_or_path): add it, "
+                        "or load the base and the adapters with peft yourself")
+    base, tokenizer = load_base(base_name)
+    with quiet_peft():
+        adapted = peft.PeftModel.from_pretrained(base, str(folder), is_trainable=trainable)
+    return (adapted, tokenizer) if trainable else (adapted.merge_and_unload(), tokenizer)
+
+
+@contextmanager
+def quiet_peft() -> Iterator[None]:
+    """Without the deprecation notice peft 0.21 triggers in transformers 5 (`is_gradient_checkpointing`)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        yield
+
+
+def decoder(model: torch.nn.Module) -> torch.nn.Module:
+    """The decoder stack of a causal LM (its `base_model_prefix` attribute), of the wrapped model for a peft
+    model (on which that attribute is the whole causal LM)."""
+    inner: Any = model.get_base_model() if has_adapters(model) else model
+    return getattr(inner, inner.base_model_prefix)  # type: ignore[no-any-return]
+
+
+def trainable_share(model: torch.nn.Module) -> str:
+    """'trainable parameters: 8,192 of 88,704 (9.24%)'.
+
+    >>> layer = torch.nn.Linear(4, 2)
+    >>> _ = layer.bias.requires_grad_(False)
+    >>> trainable_share(layer)
+    'trainable parameters: 8 of 10 (80.00%)'
+    """
+    params = {id(p): p for p in model.parameters()}.values()  # tied weights once
+    total = sum(p.numel() for p in params)
+    trained = sum(p.numel() for p in params if p.requires_grad)
+    return f"trainable parameters: {trained:,} of {total:,} ({100 * trained / max(total, 1):.2f}%)"
+
+
+class AdaptersOff(torch.nn.Module):
+    """The reference policy of a LoRA run: calling it calls `policy_module` (a PolicyModule over the peft
+    model, or that module as DDP or FSDP run it) with the adapters of `adapted` switched off, that is the
+    frozen base, exactly (peft's `disable_adapter`). It holds no weights of its own."""
+
+    def __init__(self, policy_module: torch.nn.Module, adapted: torch.nn.Module) -> None:
+        super().__init__()
+        self._parts = (policy_module, adapted)  # a tuple: not registered as submodules, nothing to copy or save
+
+    @property
+    def module(self) -> torch.nn.Module:
+        return self._parts[0]
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        policy_module, adapted = self._parts
+        with adapted.disable_adapter():  # type: ignore[operator]
+            return policy_module(*args, **kwargs)

@@ -1,0 +1,77 @@
+"""``rlvr export RUN_DIR --output DIR [--merge]``: a run's latest model as a folder other tools load.
+
+A full fine-tune's model/ is copied as it is (transformers' `from_pretrained`). A LoRA run's model/ holds
+adapters: copied as they are (peft, transformers with peft installed, or vLLM's LoRA support load them on
+the base their adapter_config.json names), or with `--merge` folded into the base weights,
+W + (α / r) · B A, as a plain transformers checkpoint that needs neither peft nor rlvr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+from pathlib import Path
+
+from rlvr.errors import UserError
+
+
+def add_export_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add ``export`` to the ``rlvr`` command's subparsers; run it with `run_export`."""
+    p = subparsers.add_parser("export", help="write a run's latest model (or LoRA adapters, merged or not) as a "
+                                             "folder that transformers, peft and vLLM load without rlvr")
+    p.add_argument("source", help="a run directory, one of its checkpoints, or a model/ folder")
+    p.add_argument("--output", required=True, help="the folder to write (must not exist yet, or be empty)")
+    p.add_argument("--merge", action="store_true",
+                   help="fold LoRA adapters into the base weights: one plain transformers checkpoint")
+    p.add_argument("--cache-dir", default="~/.cache/rlvr", help="where .gguf bases are converted (default %(default)s)")
+    return p
+
+
+def run_export(args: argparse.Namespace) -> int:
+    written = export_model(Path(args.source), Path(args.output), merge=args.merge, cache_dir=args.cache_dir)
+    print(f"exported {written} to {args.output}")
+    return 0
+
+
+def export_model(source: Path, output: Path, *, merge: bool, cache_dir: str = "~/.cache/rlvr") -> str:
+    """Write `source`'s model into `output` (atomically: a folder named `output` is complete); what was
+    written, in words."""
+    from rlvr.models.adapters import ADAPTER_CONFIG, is_adapter_dir
+    from rlvr.models.loading import find_model_dir
+
+    folder = find_model_dir(source.expanduser()) if source.exists() else None
+    if folder is None:
+        raise UserError(f"no model in {source}: give a run directory, one of its checkpoints/step-N folders, "
+                        "or a model/ folder")
+    if output.exists() and (not output.is_dir() or any(output.iterdir())):
+        raise UserError(f"{output} exists and is not empty: give a new folder to --output")
+    tmp = output.with_name(f".{output.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    adapters = is_adapter_dir(folder)
+    try:
+        if adapters and merge:
+            _write_merged(folder, tmp, cache_dir)
+        else:
+            shutil.copytree(folder, tmp, ignore=shutil.ignore_patterns("README.md"))
+        if output.is_dir():
+            output.rmdir()
+        tmp.rename(output)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if not adapters:
+        return f"the model of {folder}"
+    if merge:
+        return f"the base model with the adapters of {folder} merged into it"
+    base = json.loads((folder / ADAPTER_CONFIG).read_text()).get("base_model_name_or_path")
+    return f"the adapters of {folder} (for the base {base})"
+
+
+def _write_merged(folder: Path, target: Path, cache_dir: str) -> None:
+    from rlvr.models.loading import load_model
+
+    model, tokenizer = load_model(str(folder), cache_dir)  # merged: a plain transformers model
+    model.save_pretrained(target)
+    tokenizer.save_pretrained(target)

@@ -1,0 +1,104 @@
+"""GRPO with LoRA adapters (peft): only the adapters train, the reference is the base with them off
+(exactly a frozen copy), sampled log-probs are the update's, and a stopped run resumes exactly."""
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from rlvr import paths
+from rlvr.config import TrainConfig
+from rlvr.errors import UserError
+from rlvr.logprobs import PolicyModule
+from rlvr.models import build_tiny_model, frozen_copy
+from rlvr.models.adapters import AdaptersOff, has_adapters
+from rlvr.run.directory import resume_config
+from rlvr.train.batch import batch_logprobs
+from rlvr.train.trainer import Trainer, train_grpo
+
+from .test_step import DIGITS, tiny_config
+
+LORA = ["model.lora.rank=4", "algorithm.beta=0.04", DIGITS]
+
+
+def lora_trainer(tmp_path, *extra, steps=2):
+    return Trainer(tiny_config(tmp_path, *LORA, *extra, steps=steps))
+
+
+def test_only_the_adapters_train_and_the_base_stays_bitwise(tmp_path, capfd):
+    trainer = lora_trainer(tmp_path, "optim.weight_decay=0.1")
+    assert has_adapters(trainer.policy) and trainer.parts.reference is None  # no copy of the model is held
+    assert "trainable parameters: 8,192 of 88,704 (9.24%)" in capfd.readouterr().err
+    before = {n: p.detach().clone() for n, p in trainer.policy.named_parameters()}
+    trainer.step(), trainer.step()
+    trained = {id(p) for group in trainer.optimizer.param_groups for p in group["params"]}
+    for name, p in trainer.policy.named_parameters():
+        adapter = "lora_" in name
+        assert (id(p) in trained) == adapter == p.requires_grad, name  # optimizer state for the adapters alone
+        assert torch.equal(before[name], p) != adapter, name  # every adapter moved, no base weight did
+    assert len(trainer.optimizer.state) == len(trained)
+
+
+def test_the_reference_is_the_base_model_exactly(tmp_path):
+    trainer = lora_trainer(tmp_path)
+    base = frozen_copy(build_tiny_model(0)[0])  # what the run started from, held apart
+    trainer.step(), trainer.step()  # the adapters are no longer zero: the policy has moved away from the base
+    rollout = trainer.sample(trainer.prompts.next_batch())
+    assert isinstance(trainer.reference, AdaptersOff)
+    reference = batch_logprobs(trainer.reference, rollout, 10_000, 1.0)
+    assert torch.equal(reference, batch_logprobs(base, rollout, 10_000, 1.0))
+    policy = batch_logprobs(PolicyModule(trainer.policy), rollout, 10_000, 1.0)
+    assert not torch.allclose(policy, reference, atol=1e-4)  # (so the adapters were on there, and off here)
+
+
+def test_sampled_log_probs_are_the_updates_recomputation(tmp_path):
+    trainer = lora_trainer(tmp_path)
+    trainer.step()
+    rollout = trainer.sample(trainer.prompts.next_batch())
+    mask = rollout.completion_mask
+    for share_prompt_budget in (10_000, 20):  # the shared-prompt pass, and micro-batches of single rows
+        again = batch_logprobs(trainer.policy, rollout, share_prompt_budget, trainer.config.generation.temperature)
+        assert float((again - rollout.sampling_logprobs)[mask].abs().max()) < 1e-4
+
+
+def test_gradient_checkpointing_gives_the_adapters_the_same_gradients(tmp_path):
+    grads = []
+    for checkpointing in (False, True):
+        torch.manual_seed(0)  # (peft draws the adapters' A at random)
+        trainer = lora_trainer(tmp_path / str(checkpointing), f"model.gradient_checkpointing={checkpointing}",
+                               "optim.max_grad_norm=0")
+        trainer.step()
+        grads.append({n: p.grad.clone() for n, p in trainer.policy.named_parameters() if p.requires_grad})
+    plain, recomputed = grads
+    assert any(float(g.abs().max()) > 0 for g in recomputed.values())
+    for name, g in plain.items():
+        assert torch.allclose(g, recomputed[name], rtol=1e-4, atol=1e-7), name
+
+
+def test_a_stopped_lora_run_resumes_exactly(tmp_path):
+    steps = ["algorithm.updates_per_batch=2", "eval_before=false", "eval_after=false"]
+    train_grpo(tiny_config(tmp_path / "a", *LORA, *steps, steps=4))
+    config = tiny_config(tmp_path / "b", *LORA, *steps, steps=4)
+    train_grpo(config, on_step_end=lambda step, m, stop: stop.request_stop() if step == 2 else None)
+    checkpoint = paths.latest_checkpoint(tmp_path / "b" / "run")
+    saved = sorted(p.name for p in (checkpoint / paths.MODEL).iterdir())
+    assert "adapter_model.safetensors" in saved and "model.safetensors" not in saved  # the adapters alone
+    train_grpo(resume_config(TrainConfig, tmp_path / "b" / "run"), resume=True)
+    unbroken, resumed = (load_file(paths.latest_checkpoint(run) / paths.MODEL / "adapter_model.safetensors")
+                         for run in (tmp_path / "a" / "run", tmp_path / "b" / "run"))
+    assert unbroken.keys() == resumed.keys() and len(unbroken) > 0
+    for name, p in unbroken.items():
+        assert torch.equal(p, resumed[name]), name
+    metrics = [json.loads(x) for x in (tmp_path / "b" / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [1, 2, 3, 4]
+
+
+def test_the_reference_cannot_be_refreshed_under_lora(tmp_path):
+    with pytest.raises(UserError, match="ref_refresh_steps cannot refresh the reference with model.lora"):
+        tiny_config(tmp_path, *LORA, "algorithm.ref_refresh_steps=2")
+
+
+def test_unknown_target_modules_are_one_line(tmp_path):
+    with pytest.raises(UserError, match=r"model.lora.target_modules=\['nope'\]"):
+        lora_trainer(tmp_path, "model.lora.target_modules=[nope]")

@@ -1,0 +1,83 @@
+"""A LoRA run's adapters leave rlvr: `rlvr export` copies them (peft loads them on their base) or merges
+them into a plain transformers checkpoint with the adapter-on log-probs and greedy output, and
+`rlvr eval` / `sample` take the run directory as it is."""
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from rlvr.cli import main
+from rlvr.errors import UserError
+from rlvr.logprobs import PolicyModule
+from rlvr.models import build_tiny_model, load_model
+from rlvr.models.export import export_model
+from rlvr.run.loop import run_training
+from rlvr.train.batch import batch_logprobs
+from rlvr.train.trainer import Trainer
+
+from .test_step import DIGITS, tiny_config
+
+
+@pytest.fixture(scope="module")
+def lora_run(tmp_path_factory):
+    """A 2-step LoRA run on a tiny base saved as a folder (as a pretrained model is), and its trainer."""
+    tmp = tmp_path_factory.mktemp("lora")
+    model, tokenizer = build_tiny_model(0)
+    model.save_pretrained(tmp / "base")
+    tokenizer.save_pretrained(tmp / "base")
+    trainer = Trainer(tiny_config(tmp, f"model.name={tmp / 'base'}", "model.lora.rank=4", "optim.lr=2e-2", DIGITS,
+                                  "eval_before=false", "eval_after=false"))
+    run_training(trainer)
+    rollout = trainer.sample(trainer.prompts.next_batch())
+    return tmp, trainer, rollout
+
+
+def greedy(model, tokenizer, text="12+7="):
+    ids = tokenizer(text, return_tensors="pt").input_ids
+    return model.generate(ids, max_new_tokens=8, do_sample=False, pad_token_id=tokenizer.pad_token_id)[0].tolist()
+
+
+def test_the_merged_export_is_a_plain_checkpoint_with_the_adapted_policy(lora_run, tmp_path):
+    tmp, trainer, rollout = lora_run
+    assert main(["export", str(tmp / "run"), "--output", str(tmp_path / "merged"), "--merge"]) == 0
+    assert not (tmp_path / "merged" / "adapter_config.json").exists()
+    merged = AutoModelForCausalLM.from_pretrained(tmp_path / "merged").eval()  # plain transformers, no peft
+    trainer.policy.eval()
+    adapted = batch_logprobs(PolicyModule(trainer.policy), rollout, 10_000, 1.0)
+    assert float((batch_logprobs(merged, rollout, 10_000, 1.0) - adapted).abs().max()) < 1e-5
+    base = batch_logprobs(AutoModelForCausalLM.from_pretrained(tmp / "base"), rollout, 10_000, 1.0)
+    assert float((base - adapted).abs().max()) > 1e-3  # the adapters changed the policy, and the export has them
+    with torch.no_grad():
+        assert greedy(merged, trainer.tokenizer) == greedy(trainer.policy, trainer.tokenizer)
+
+
+def test_the_adapter_export_loads_on_its_base_with_peft(lora_run, tmp_path):
+    from peft import PeftModel
+
+    tmp, trainer, rollout = lora_run
+    export_model(tmp / "run", tmp_path / "adapters", merge=False)
+    assert (tmp_path / "adapters" / "adapter_model.safetensors").is_file()
+    assert not (tmp_path / "adapters" / "model.safetensors").exists()  # small: the adapters alone
+    loaded = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tmp / "base"), tmp_path / "adapters")
+    trainer.policy.eval()
+    expected = batch_logprobs(PolicyModule(trainer.policy), rollout, 10_000, 1.0)
+    assert torch.equal(batch_logprobs(PolicyModule(loaded.eval()), rollout, 10_000, 1.0), expected)
+
+
+def test_a_lora_run_directory_is_a_model_for_eval_and_sample(lora_run):
+    tmp, trainer, rollout = lora_run
+    model, _ = load_model(str(tmp / "run"))  # what `rlvr eval --model RUN_DIR` and `rlvr sample` load
+    trainer.policy.eval()
+    expected = batch_logprobs(PolicyModule(trainer.policy), rollout, 10_000, 1.0)
+    assert float((batch_logprobs(model, rollout, 10_000, 1.0) - expected).abs().max()) < 1e-5
+
+
+def test_export_mistakes_are_one_line(lora_run, tmp_path, capsys):
+    tmp, _, _ = lora_run
+    assert main(["export", str(tmp_path / "nothing"), "--output", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.startswith("rlvr: error: no model in")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("")
+    with pytest.raises(UserError, match="exists and is not empty"):
+        export_model(tmp / "run", tmp_path / "full", merge=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["full"]  # nothing half-written left

@@ -65,3 +65,20 @@ def test_a_ppo_run_is_not_resumed_as_grpo(tmp_path):
     train_ppo(tiny_config(tmp_path, DIGITS, "eval_before=false", "eval_after=false", steps=1))
     with pytest.raises(UserError, match="this run is PPO"):
         train_grpo(resume_config(TrainConfig, tmp_path / "run", max_steps=2), resume=True)
+
+
+def test_ppo_with_lora_trains_the_policys_and_the_critics_adapters_only(tmp_path):
+    """The critic copies the adapted backbone: its own adapters and its head train, the base of neither."""
+    ppo = PPOTrainer(tiny_config(tmp_path, DIGITS, "algorithm.beta=0.04", "model.lora.rank=4"))
+    policy = {n: p.detach().clone() for n, p in ppo.grpo.policy.named_parameters()}
+    critic = {n: p.detach().clone() for n, p in ppo.critic.named_parameters()}
+    ppo.step()
+    for model, before in ((ppo.grpo.policy, policy), (ppo.critic, critic)):
+        for name, p in model.named_parameters():
+            assert p.requires_grad == ("lora_" in name or name.startswith("head.")), name
+            if not p.requires_grad:
+                assert torch.equal(before[name], p), name  # the base, bitwise
+    # what a first step moves: the policy's B and the critic's head (A's gradient is multiplied by B, 0 at
+    # first, and the critic's backbone gets its gradient through the head, 0 at first)
+    assert all(not torch.equal(policy[n], p) for n, p in ppo.grpo.policy.named_parameters() if "lora_B" in n)
+    assert not torch.equal(critic["head.weight"], ppo.critic.head.weight)

@@ -9,6 +9,7 @@ directory, a hub id), where and in what precision they compute, and reward model
 """
 
 from rlvr.models.loading import (
+    adapt,
     build_tiny_model,
     build_tiny_tokenizer,
     convert_gguf,
@@ -22,6 +23,7 @@ from rlvr.models.loading import (
 )
 
 __all__ = [
+    "adapt",
     "build_tiny_model",
     "build_tiny_tokenizer",
     "convert_gguf",

@@ -36,14 +36,15 @@ def is_adapter_dir(path: str | Path) -> bool:
     return (Path(path) / ADAPTER_CONFIG).is_file()
 
 
-def add_adapters(model: torch.nn.Module, lora: LoraConfig, base: str) -> torch.nn.Module:
+def add_adapters(model: torch.nn.Module, lora: LoraConfig, base: str, task: str = "CAUSAL_LM") -> torch.nn.Module:
     """`model` with new adapters (B = 0: the same function as before) and its own weights frozen; `base` is
-    recorded as where the base model loads from, so the saved adapters can be put back on it."""
+    recorded as where the base model loads from, so the saved adapters can be put back on it. `task`:
+    peft's task type; SEQ_CLS (a reward model) trains and saves the new score head whole, with the adapters."""
     import peft
 
     targets = "all-linear" if lora.target_modules == ["all-linear"] else list(lora.target_modules)
     config = peft.LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=targets,
-                             task_type="CAUSAL_LM")
+                             task_type=task)
     try:
         with quiet_peft():
             adapted = peft.get_peft_model(model, config)

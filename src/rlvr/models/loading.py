@@ -78,17 +78,26 @@ def load_configured(m: ModelConfig, seed: int = 0,
                                   trainable_adapters=m.lora is not None)
     if m.gradient_checkpointing:
         set_checkpointing(model, True)
-    if m.lora is not None and not has_adapters(model):
-        base = m.name if m.name == "tiny" else resolve_model_path(m.name, m.cache_dir)
-        model = add_adapters(model, m.lora, base=base)
-    if has_adapters(model) and os.environ.get("RANK", "0") == "0":  # (rank 0 alone, under torchrun)
-        print(f"rlvr: LoRA adapters, {trainable_share(model)}", file=sys.stderr)
-    if m.gradient_checkpointing and has_adapters(model):
-        # the frozen embeddings' output must require grad, or reentrant checkpointing leaves the adapters of
-        # a checkpointed layer without gradients (peft's advice; transformers' default is non-reentrant)
-        model.enable_input_require_grads()
+    model = adapt(model, m)
     model.to(device)
     return model.train(), tokenizer, device, compute_dtype(m.dtype, device)
+
+
+def adapt(model: torch.nn.Module, m: ModelConfig, task: str = "CAUSAL_LM") -> torch.nn.Module:
+    """With `model.lora`: `model` with new trainable adapters (unless it has its own already, resuming), the
+    trainable share printed (rank 0); without: `model` as it is."""
+    if m.lora is None:
+        return model
+    if not has_adapters(model):
+        base = m.name if m.name == "tiny" else resolve_model_path(m.name, m.cache_dir)
+        model = add_adapters(model, m.lora, base=base, task=task)
+    if m.gradient_checkpointing:
+        # the frozen embeddings' output must require grad, or reentrant checkpointing leaves the adapters of
+        # a checkpointed layer without gradients (peft's advice; transformers' default is non-reentrant)
+        model.enable_input_require_grads()  # type: ignore[operator]
+    if os.environ.get("RANK", "0") == "0":  # (rank 0 alone, under torchrun)
+        print(f"rlvr: LoRA adapters, {trainable_share(model)}", file=sys.stderr)
+    return model
 
 
 def resolve_model_path(name: str, cache_dir: str = "~/.cache/rlvr") -> str:

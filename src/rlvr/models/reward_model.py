@@ -28,6 +28,7 @@ from transformers import AutoModelForSequenceClassification, LlamaForSequenceCla
 
 from rlvr.data.templates import render_prompt
 from rlvr.errors import UserError
+from rlvr.models.adapters import is_adapter_dir, load_adapted
 from rlvr.models.loading import build_tiny_model, find_model_dir, load_pretrained, resolve_model_path
 from rlvr.records import Prompt
 
@@ -36,19 +37,24 @@ EPS = 1e-6
 
 
 def load_reward_model(name: str, cache_dir: str = "~/.cache/rlvr", seed: int = 0,
-                      attn_implementation: str | None = None) -> tuple[torch.nn.Module, PreTrainedTokenizerBase]:
+                      attn_implementation: str | None = None, *,
+                      trainable_adapters: bool = False) -> tuple[torch.nn.Module, PreTrainedTokenizerBase]:
     """(one-output classifier in fp32, tokenizer) from the names `rlvr.models.load_model` takes.
 
     A backbone without a classification head gets a new one, initialised under `seed`; a
-    checkpoint written by `rlvr rm` keeps its trained head.
+    checkpoint written by `rlvr rm` keeps its trained head (with LoRA: adapters and head, merged into
+    the base, or trainable with `trainable_adapters`, resuming).
     """
     if name == "tiny":
         return build_tiny_reward_model(seed)
     kwargs = {"attn_implementation": attn_implementation} if attn_implementation else {}
+    path = resolve_model_path(name, cache_dir)
+    if is_adapter_dir(path):  # `rlvr rm` with model.lora: the base its adapters and head belong to
+        return load_adapted(Path(path), lambda base: load_reward_model(base, cache_dir, seed, attn_implementation),
+                            trainable=trainable_adapters)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        model, tokenizer = load_pretrained(resolve_model_path(name, cache_dir), AutoModelForSequenceClassification,
-                                           num_labels=1, **kwargs)
+        model, tokenizer = load_pretrained(path, AutoModelForSequenceClassification, num_labels=1, **kwargs)
     model.config.pad_token_id = tokenizer.pad_token_id
     return model, tokenizer
 

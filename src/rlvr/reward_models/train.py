@@ -23,7 +23,7 @@ from rlvr import paths
 from rlvr.config import RewardModelConfig
 from rlvr.errors import UserError
 from rlvr.evaluate.accuracy import wilson_interval
-from rlvr.models import set_checkpointing
+from rlvr.models import adapt, set_checkpointing
 from rlvr.models.devices import autocast, compute_dtype, resolve_device
 from rlvr.models.reward_model import (
     STATS_FILE,
@@ -63,10 +63,12 @@ class RewardModelTrainer:
         self.device = resolve_device(c.model.device)
         self.dtype = compute_dtype(c.model.dtype, self.device)
         source = str(checkpoint / paths.MODEL) if checkpoint else c.model.name
-        self.model, self.tokenizer = load_reward_model(source, c.model.cache_dir, c.seed, c.model.attn_implementation)
-        self.model.to(self.device).train()
+        self.model, self.tokenizer = load_reward_model(source, c.model.cache_dir, c.seed, c.model.attn_implementation,
+                                                       trainable_adapters=c.model.lora is not None)
         if c.model.gradient_checkpointing:
             set_checkpointing(self.model, True)
+        self.model = adapt(self.model, c.model, task="SEQ_CLS")  # with model.lora: adapters and the head train
+        self.model.to(self.device).train()
         steps = c.max_steps or c.epochs * -(-len(self.train) // c.batch_size)
         self.optimizer, self.scheduler = build_optimizer(self.model, c.optim, steps)
         self.plan = batch_order(len(self.train), c.batch_size, steps, c.seed)  # each step's pairs

@@ -53,14 +53,11 @@ class RewardModelScorer:
         `device` defaults to the GPU when there is one.
         """
         import torch
-        from transformers import AutoModelForSequenceClassification
 
-        from rlvr.models.loading import load_pretrained
-        from rlvr.models.reward_model import find_reward_model, read_stats
+        from rlvr.models.reward_model import find_reward_model, load_reward_model, read_stats
 
         model_dir = find_reward_model(path)
-        model, tokenizer = load_pretrained(str(model_dir), AutoModelForSequenceClassification, num_labels=1)
-        model.config.pad_token_id = tokenizer.pad_token_id
+        model, tokenizer = load_reward_model(str(model_dir))  # (trained with LoRA: its adapters merged)
         model.requires_grad_(False)
         model.to(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         return cls(model, tokenizer, read_stats(model_dir), batch_size=batch_size)

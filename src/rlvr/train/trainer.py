@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
 
 from rlvr import paths
 from rlvr.config import TrainConfig
@@ -248,14 +248,17 @@ class Trainer:
     def sharded_state(self) -> dict[str, Any]:
         """The policy and its optimizer as this rank holds them (shards under FSDP), keyed by parameter name,
         for torch.distributed.checkpoint (rlvr.run.sharded)."""
-        model, optimizer = get_state_dict(self.policy, self.optimizer)
+        # (with LoRA the trained adapters only: the frozen base is the one the run starts from, model.name)
+        model, optimizer = get_state_dict(self.policy, self.optimizer,
+                                          options=StateDictOptions(ignore_frozen_params=True))
         return {"model": model, "optimizer": optimizer}
 
     def load_sharded(self, checkpoint: Path) -> None:
         """The policy and optimizer from the parts several ranks wrote, at this world size."""
         loaded = load_shards(checkpoint, self.sharded_state())
         set_state_dict(self.policy, self.optimizer, model_state_dict=loaded["model"],
-                       optim_state_dict=loaded["optimizer"])
+                       optim_state_dict=loaded["optimizer"],
+                       options=StateDictOptions(strict=not has_adapters(self.policy)))
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if "critic" in state:  # a PPO run continued as GRPO would lose its critic (PPOTrainer passes GRPO's part)

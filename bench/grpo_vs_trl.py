@@ -2,6 +2,11 @@
 
     .venv/bin/python bench/grpo_vs_trl.py [--steps 15] [--group-size 8] [--prompts-per-step 4]
         [--max-new-tokens 128] [--temperature 1.0] [--lr 1e-5] [--beta 0.04] [--skip-trl] [--rlvr-set KEY=VALUE]
+        [--lora [--lora-rank 16]]
+
+With --lora, four rows: rlvr and TRL each fine-tuning every weight and training LoRA adapters of the
+same rank on every linear layer of the decoder (TRL through a peft LoraConfig; with β > 0 both take
+the reference from the base with the adapters off).
 
 The job (FACTS.md's TRL measurement): SmolLM2-135M-Instruct in fp32, one-digit sums from rlvr's
 arithmetic train split as chat prompts, G completions for each of P prompts per step, the boxed-answer
@@ -58,6 +63,8 @@ def trl_python() -> Path:
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(TRL_VENV)], check=True)
         subprocess.run([str(python), "-m", "pip", "install", "-q", "torch==2.13.0", f"trl=={TRL_VERSION}"], check=True)
+    if subprocess.run([str(python), "-c", "import peft"], capture_output=True).returncode:  # for --lora
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "peft"], check=True)
     return python
 
 
@@ -110,22 +117,39 @@ def main() -> None:
     p.add_argument("--skip-trl", action="store_true")
     p.add_argument("--rlvr-set", action="append", default=[], metavar="KEY=VALUE",
                    help="an rlvr-only setting under test, e.g. optim.micro_batch_tokens=512 (repeatable)")
+    p.add_argument("--lora", action="store_true", help="also train LoRA adapters with each engine")
+    p.add_argument("--lora-rank", type=int, default=16)
     args = p.parse_args()
     job, out, prompt_tokens = make_job(args)
     rate = matmul_rate()
-    rows = [row("rlvr", run_job(Path(sys.executable), "rlvr_job", {**job, "overrides": args.rlvr_set, "output_dir": str(out / "rlvr_run")}, out), job, prompt_tokens, rate)]
+    lora = {"rank": args.lora_rank, "alpha": 2 * args.lora_rank}
+    runs = [("rlvr", "rlvr_job", Path(sys.executable), {})] + ([("rlvr LoRA", "rlvr_job", Path(sys.executable),
+                                                                {"lora": lora})] if args.lora else [])
     if not args.skip_trl:
-        rows.append(row(f"TRL {TRL_VERSION}", run_job(trl_python(), "trl_job", {**job, "output_dir": str(out / "trl_run")}, out), job, prompt_tokens, rate))
+        runs += [(f"TRL {TRL_VERSION}", "trl_job", trl_python(), {})]
+        runs += [("TRL LoRA", "trl_job", trl_python(), {"lora": lora})] if args.lora else []
+    rows = []
+    for name, script, python, extra in runs:
+        tag = name.replace(" ", "_").replace(".", "")
+        overrides = args.rlvr_set if script == "rlvr_job" else []
+        result = run_job(python, script, {**job, **extra, "overrides": overrides, "output_dir": str(out / tag)}, out)
+        rows.append(row(name, result, job, prompt_tokens, rate))
     print(f"\n{args.steps} steps of {args.prompts_per_step} prompts x {args.group_size} completions, <= {args.max_new_tokens} tokens, "
           f"T={args.temperature}, lr {args.lr}, beta {args.beta}; fp32 matmul rate here {rate / 1e9:.0f} GFLOP/s")
     print(f"{'engine':<11} {'s/step':>7} {'compl tok/s':>11} {'mean len':>8} {'peak RSS':>9} {'steps/h':>8} {'TFLOP/step':>10} {'of matmul':>9}")
     for r in rows:
         print(f"{r['engine']:<11} {r['s_per_step']:7.1f} {r['completion_tok_s']:11.1f} {r['mean_len']:8.1f} {r['peak_gb']:7.2f}GB "
               f"{r['steps_per_hour']:8.0f} {r['tflop_per_step']:10.2f} {100 * r['matmul_share']:8.1f}%")
-    if len(rows) == 2:
-        a, b = rows
-        print(f"{'rlvr/TRL':<11} {a['s_per_step'] / b['s_per_step']:7.2f} {a['completion_tok_s'] / b['completion_tok_s']:11.2f} "
-              f"{'':8} {a['peak_gb'] / b['peak_gb']:8.2f}x {a['steps_per_hour'] / b['steps_per_hour']:8.2f}")
+    trl = {"TRL LoRA" if r["engine"] == "TRL LoRA" else "TRL": r for r in rows if r["engine"].startswith("TRL")}
+    for r in rows:
+        if r["engine"].startswith("rlvr") and trl:
+            peer = trl.get("TRL LoRA" if r["engine"] == "rlvr LoRA" else "TRL") or next(iter(trl.values()))
+            print(f"{r['engine'] + ' / ' + peer['engine'][:8]:<11} {r['s_per_step'] / peer['s_per_step']:7.2f} "
+                  f"{r['completion_tok_s'] / peer['completion_tok_s']:11.2f} {'':8} {r['peak_gb'] / peer['peak_gb']:8.2f}x "
+                  f"{r['steps_per_hour'] / peer['steps_per_hour']:8.2f}")
+    if args.lora and "TRL" in trl:
+        lora_row = next(r for r in rows if r["engine"] == "rlvr LoRA")
+        print(f"rlvr LoRA peak RSS / TRL full fine-tune: {lora_row['peak_gb'] / trl['TRL']['peak_gb']:.2f}x")
     (out / "grpo_vs_trl.json").write_text(json.dumps({"job": job, "rows": rows}, indent=2))
 
 

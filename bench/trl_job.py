@@ -3,7 +3,7 @@
     python bench/trl_job.py JOB.json RESULT.json
 
 JOB.json: {"model": dir, "data": jsonl of {prompt, answer}, "steps", "group_size", "prompts_per_step",
-"max_new_tokens", "temperature", "lr", "beta", "seed", "threads"}. RESULT.json gets the seconds of every
+"max_new_tokens", "temperature", "lr", "beta", "seed", "threads", optionally "lora": {"rank", "alpha"}}. RESULT.json gets the seconds of every
 step, the mean completion length TRL logged for it, and the process's peak RSS.
 """
 
@@ -60,7 +60,14 @@ def main():
         dataloader_num_workers=0,
     )
     clock = Clock()
-    trainer = GRPOTrainer(model=job["model"], reward_funcs=accuracy, args=config, train_dataset=data, callbacks=[clock])
+    peft_config = None
+    if job.get("lora"):  # the same adapters as rlvr's model.lora: every linear layer of the decoder
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(r=job["lora"]["rank"], lora_alpha=job["lora"]["alpha"], lora_dropout=0.0,
+                                 target_modules="all-linear", task_type="CAUSAL_LM")
+    trainer = GRPOTrainer(model=job["model"], reward_funcs=accuracy, args=config, train_dataset=data, callbacks=[clock],
+                          peft_config=peft_config)
     trainer.train()
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     json.dump({"step_seconds": clock.seconds, "mean_lengths": clock.lengths, "peak_rss_bytes": peak_kb * 1024,

@@ -81,3 +81,22 @@ def test_export_mistakes_are_one_line(lora_run, tmp_path, capsys):
     with pytest.raises(UserError, match="exists and is not empty"):
         export_model(tmp / "run", tmp_path / "full", merge=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["full"]  # nothing half-written left
+
+
+def test_a_later_stage_puts_new_adapters_on_the_merged_lora_model(lora_run, tmp_path):
+    """A pipeline stage (or any new run) whose model is a LoRA run: that run's adapters merged into its
+    base are the new base, and the saved adapters name it, so the stage's model loads as a whole."""
+    tmp, first, rollout = lora_run
+    second = Trainer(tiny_config(tmp_path, f"model.name={tmp / 'run'}", "model.lora.rank=2", "optim.lr=2e-2", DIGITS,
+                                 "eval_before=false", "eval_after=false", steps=1))
+    assert sum(p.numel() for p in second.policy.parameters() if p.requires_grad) < sum(
+        p.numel() for p in first.policy.parameters() if p.requires_grad)  # rank 2: new adapters, not the old
+    second.policy.eval()
+    start = batch_logprobs(PolicyModule(second.policy), rollout, 10_000, 1.0)
+    first.policy.eval()
+    assert float((start - batch_logprobs(PolicyModule(first.policy), rollout, 10_000, 1.0)).abs().max()) < 1e-5
+    run_training(second)
+    model, _ = load_model(str(tmp_path / "run"))  # both runs' adapters, merged in turn
+    expected = batch_logprobs(PolicyModule(second.policy.eval()), rollout, 10_000, 1.0)
+    assert float((batch_logprobs(model, rollout, 10_000, 1.0) - expected).abs().max()) < 1e-5
+    assert float((expected - start).abs().max()) > 1e-4  # (the second run trained)

@@ -74,8 +74,10 @@ def load_configured(m: ModelConfig, seed: int = 0,
     (device(type='cpu'), torch.float32, True)
     """
     device = resolve_device(m.device)
+    # a LoRA run's own adapters train on when it resumes (`name`); a new run on another LoRA run's model
+    # starts new adapters on that model (merged)
     model, tokenizer = load_model(name or m.name, m.cache_dir, seed, m.attn_implementation,
-                                  trainable_adapters=m.lora is not None)
+                                  trainable_adapters=m.lora is not None and name is not None)
     if m.gradient_checkpointing:
         set_checkpointing(model, True)
     model = adapt(model, m)

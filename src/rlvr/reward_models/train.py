@@ -64,7 +64,7 @@ class RewardModelTrainer:
         self.dtype = compute_dtype(c.model.dtype, self.device)
         source = str(checkpoint / paths.MODEL) if checkpoint else c.model.name
         self.model, self.tokenizer = load_reward_model(source, c.model.cache_dir, c.seed, c.model.attn_implementation,
-                                                       trainable_adapters=c.model.lora is not None)
+                                                       trainable_adapters=c.model.lora is not None and bool(checkpoint))
         if c.model.gradient_checkpointing:
             set_checkpointing(self.model, True)
         self.model = adapt(self.model, c.model, task="SEQ_CLS")  # with model.lora: adapters and the head train

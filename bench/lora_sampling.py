@@ -1,0 +1,77 @@
+"""Rollouts of a LoRA policy: adapters kept apart (what rlvr does) against merged into the weights for
+sampling and unmerged for the update (peft's merge_adapter / unmerge_adapter around each rollout).
+
+    .venv/bin/python bench/lora_sampling.py [--model smollm2] [--prompts 8] [--group-size 8] [--new-tokens 64]
+        [--rank 16] [--repeats 3]
+
+Both sample the same prompts with the same seed from the default job's LoRA policy (adapters made
+non-zero first, as after training). Prints the median seconds per rollout of each way (merge and unmerge
+included), and what a merge + unmerge leaves in the base weights: W + BA − BA is not W in floating
+point, so merging for every rollout makes the "frozen" base drift step after step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from rlvr.config import load_config
+from rlvr.train.trainer import Trainer
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", default="smollm2")
+    p.add_argument("--prompts", type=int, default=8)
+    p.add_argument("--group-size", type=int, default=8)
+    p.add_argument("--new-tokens", type=int, default=64)
+    p.add_argument("--rank", type=int, default=16)
+    p.add_argument("--repeats", type=int, default=3)
+    args = p.parse_args()
+    config = load_config(None, [f"model.name={args.model}", f"model.lora.rank={args.rank}", "model.device=cpu",
+                                f"sampling.group_size={args.group_size}",
+                                f"sampling.batch_size={args.prompts * args.group_size}",
+                                f"generation.max_new_tokens={args.new_tokens}", "output_dir=/tmp/rlvr-lora-bench"])
+    trainer = Trainer(config)
+    policy = trainer.policy
+    with torch.no_grad():  # adapters as after some training: B no longer zero
+        for name, param in policy.named_parameters():
+            if "lora_B" in name:
+                param.normal_(std=0.01)
+    positions = list(range(args.prompts))
+    base = {n: w.detach().clone() for n, w in policy.named_parameters() if not w.requires_grad}
+
+    def apart() -> int:
+        return int(trainer.sample(positions).lengths.sum())
+
+    def merged() -> int:
+        policy.merge_adapter()
+        try:
+            return int(trainer.sample(positions).lengths.sum())
+        finally:
+            policy.unmerge_adapter()
+
+    rows = []
+    for name, fn in (("adapters apart (rlvr)", apart), ("merged for sampling", merged)):
+        fn()  # warm-up
+        seconds, tokens = [], 0
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            tokens = fn()
+            seconds.append(time.perf_counter() - start)
+        rows.append((name, statistics.median(seconds), tokens))
+    drift = max(float((w - base[n]).abs().max()) for n, w in policy.named_parameters() if not w.requires_grad)
+    print(f"\n{args.model}, LoRA r={args.rank} all-linear, {args.prompts} prompts × {args.group_size}, "
+          f"≤{args.new_tokens} tokens, {torch.get_num_threads()} threads, median of {args.repeats}\n")
+    print("| rollout | s/rollout | completion tok/s | vs apart |")
+    print("|---|---|---|---|")
+    for name, s, tokens in rows:
+        print(f"| {name} | {s:.2f} | {tokens / s:.1f} | {rows[0][1] / s:.2f}× |")
+    print(f"\nbase weights after {args.repeats + 1} merge/unmerge rounds: max |ΔW| = {drift:.2e} (apart: 0 exactly)")
+
+
+if __name__ == "__main__":
+    main()

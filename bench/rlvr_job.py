@@ -26,7 +26,9 @@ def job_overrides(job: dict) -> list[str]:
         f"generation.max_new_tokens={job['max_new_tokens']}", f"generation.temperature={job['temperature']}",
         f"optim.lr={job['lr']}", f"algorithm.beta={job['beta']}", f"seed={job['seed']}", f"threads={job['threads']}",
         "eval_before=false", "eval_after=false", "sample_every=0", f"output_dir={job['output_dir']}",
-        *([f"model.lora={{rank: {job['lora']['rank']}, alpha: {job['lora']['alpha']}}}"] if job.get("lora") else []),
+        # adapters with activation checkpointing, as TRL's GRPOConfig does by default (gradient_checkpointing=True)
+        *([f"model.lora={{rank: {job['lora']['rank']}, alpha: {job['lora']['alpha']}}}",
+           "model.gradient_checkpointing=true"] if job.get("lora") else []),
         *job.get("overrides", []),  # rlvr-only settings under test, e.g. optim.micro_batch_tokens=512
     ]
 

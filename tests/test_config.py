@@ -81,6 +81,11 @@ def test_rewards_list(tmp_path):
         (["eval_before=yes please"], "'eval_before' must be bool"),
         (["model.device=gpu0"], "model.device='gpu0' is not a device: use auto, cpu, cuda or cuda:N"),
         (["model.dtype=fp16"], "must be one of ['auto', 'float32', 'bfloat16']"),
+        (["model.lora.rnk=8"], "did you mean 'model.lora.rank'?"),
+        (["model.lora.rank=0"], "model.lora.rank=0 must be >= 1"),
+        (["model.lora.dropout=1"], "model.lora.dropout=1.0 must be in [0, 1)"),
+        (["model.lora.target_modules=q_proj"], "'model.lora.target_modules' must be a list"),
+        (["model.lora.rank=8", "algorithm.ref_refresh_steps=5"], "cannot refresh the reference with model.lora"),
     ],
 )
 def test_bad_configs_are_one_line_errors(overrides, message):
@@ -177,3 +182,10 @@ def test_every_command_shares_the_model_section(cls):
     with pytest.raises(UserError, match="model.device='gpu' is not a device"):
         load_command_config(cls, None, ["model.device=gpu", "data=x.jsonl"])
     assert load_command_config(cls, None, ["model=tiny", "data=x.jsonl"]).model.name == "tiny"
+
+
+@pytest.mark.parametrize("cls", [EvalConfig, SampleConfig])
+def test_the_sampling_commands_refuse_to_train_adapters(cls):
+    with pytest.raises(UserError, match="model.lora trains adapters, which rlvr .* does not"):
+        load_command_config(cls, None, ["model.lora.rank=8", "data=x.jsonl"])
+    assert load_command_config(cls, None, ["data=x.jsonl"]).model.lora is None

@@ -50,6 +50,10 @@ class ProblemsConfig:
         check([(self.limit is None or self.limit >= 1, f"data.limit={self.limit}: take at least one problem")])
 
 
+NO_LORA = ("model.lora trains adapters, which rlvr {} does not: drop it (a LoRA run's directory, given as "
+           "the model, loads with its adapters)")
+
+
 @dataclass
 class EvalConfig:
     """`rlvr eval`: sample n completions per benchmark problem and score them (rlvr/evaluate/)."""
@@ -87,6 +91,7 @@ class EvalConfig:
         too_big = [k for k in self.k or [] if not 1 <= k <= self.samples]
         check([
             (self.samples >= 1, f"samples={self.samples}: sample at least one completion per problem"),
+            (self.model.lora is None, NO_LORA.format("eval")),
             (not too_big, f"k={too_big[0] if too_big else ''} needs 1 <= k <= samples ({self.samples}): "
                           "raise --samples or drop it from --k"),
             (not (self.reward_model and self.process_reward_model),
@@ -150,6 +155,7 @@ class SampleConfig:
             section.validate()
         check([
             (self.samples >= 1, f"samples={self.samples}: sample at least one completion per prompt"),
+            (self.model.lora is None, NO_LORA.format("sample")),
             (self.verdict in MODES, f"verdict={self.verdict!r} must be one of {list(MODES)}"),
             (self.format in ("none", *FORMAT_NAMES),
              f"format={self.format!r} must be one of {['none', *FORMAT_NAMES]}"),

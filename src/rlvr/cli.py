@@ -11,6 +11,7 @@ import argparse
 import os
 import signal
 import sys
+from pathlib import Path
 
 from rlvr.dashboard.cli import (
     add_dashboard_parser,
@@ -22,7 +23,6 @@ from rlvr.dashboard.cli import (
 )
 from rlvr.errors import UserError
 from rlvr.evaluate.cli import add_eval_parser, run_eval_command
-from rlvr.models.export import add_export_parser, run_export
 from rlvr.pipeline.cli import add_pipeline_parser, run_pipeline_command
 from rlvr.reward_models.cli import add_rm_parser, run_rm
 from rlvr.rewards.cli import add_grade_parser, run_grade
@@ -30,6 +30,27 @@ from rlvr.run.launcher import add_nproc_option, rank_of_many, relaunch
 from rlvr.sample.cli import add_sample_parser, run_sample_command
 from rlvr.sft.cli import add_sft_parser, run_sft
 from rlvr.train.cli import add_train_parser, run_train
+
+
+def add_export_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add ``export`` to the ``rlvr`` command's subparsers; run it with `run_export`."""
+    p = subparsers.add_parser("export", help="write a run's latest model (or LoRA adapters, merged or not) as a "
+                                             "folder that transformers, peft and vLLM load without rlvr")
+    p.add_argument("source", help="a run directory, one of its checkpoints, or a model/ folder")
+    p.add_argument("--output", required=True, help="the folder to write (must not exist yet, or be empty)")
+    p.add_argument("--merge", action="store_true",
+                   help="fold LoRA adapters into the base weights: one plain transformers checkpoint")
+    p.add_argument("--cache-dir", default="~/.cache/rlvr", help="where .gguf bases are converted (default %(default)s)")
+    return p
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from rlvr.models.export import export_model  # torch and the models only once the arguments are sound
+
+    written = export_model(Path(args.source), Path(args.output), merge=args.merge, cache_dir=args.cache_dir)
+    print(f"exported {written} to {args.output}")
+    return 0
+
 
 COMMANDS = {
     "train": (add_train_parser, run_train),

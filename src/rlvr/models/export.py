@@ -1,4 +1,5 @@
-"""``rlvr export RUN_DIR --output DIR [--merge]``: a run's latest model as a folder other tools load.
+"""``rlvr export RUN_DIR --output DIR [--merge]`` (its parser: rlvr.cli): a run's latest model as a folder
+other tools load.
 
 A full fine-tune's model/ is copied as it is (transformers' `from_pretrained`). A LoRA run's model/ holds
 adapters: copied as they are (peft, transformers with peft installed, or vLLM's LoRA support load them on
@@ -8,31 +9,12 @@ W + (α / r) · B A, as a plain transformers checkpoint that needs neither peft 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
 from pathlib import Path
 
 from rlvr.errors import UserError
-
-
-def add_export_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Add ``export`` to the ``rlvr`` command's subparsers; run it with `run_export`."""
-    p = subparsers.add_parser("export", help="write a run's latest model (or LoRA adapters, merged or not) as a "
-                                             "folder that transformers, peft and vLLM load without rlvr")
-    p.add_argument("source", help="a run directory, one of its checkpoints, or a model/ folder")
-    p.add_argument("--output", required=True, help="the folder to write (must not exist yet, or be empty)")
-    p.add_argument("--merge", action="store_true",
-                   help="fold LoRA adapters into the base weights: one plain transformers checkpoint")
-    p.add_argument("--cache-dir", default="~/.cache/rlvr", help="where .gguf bases are converted (default %(default)s)")
-    return p
-
-
-def run_export(args: argparse.Namespace) -> int:
-    written = export_model(Path(args.source), Path(args.output), merge=args.merge, cache_dir=args.cache_dir)
-    print(f"exported {written} to {args.output}")
-    return 0
 
 
 def export_model(source: Path, output: Path, *, merge: bool, cache_dir: str = "~/.cache/rlvr") -> str:

@@ -73,10 +73,17 @@ def run_ranks(command, timeout, env=None):
     (subprocess.run would kill the launcher only, then wait on the ranks holding its pipes)."""
     proc = subprocess.Popen(command, env=env or rank_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
+    code, out, err = finish(proc, timeout, f"{command[1:5]} ")
+    return subprocess.CompletedProcess(command, code, out, err)
+
+
+def finish(proc, seconds, what=""):
+    """(exit code, stdout, stderr) of `proc` (started in a session of its own, its output piped) within
+    `seconds`; past them it and every process below it are killed and the test fails."""
     try:
-        out, err = proc.communicate(timeout=timeout)
+        out, err = proc.communicate(timeout=seconds)
     except subprocess.TimeoutExpired:
         signal_all(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
-        raise AssertionError(f"{command[1:5]} still running after {timeout} s:\n{err[-3000:]}") from None
-    return subprocess.CompletedProcess(command, proc.returncode, out, err)
+        raise AssertionError(f"{what}still running after {seconds} s:\n{err[-3000:]}") from None
+    return proc.returncode, out, err

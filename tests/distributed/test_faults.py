@@ -11,7 +11,7 @@ import time
 import pytest
 
 from ..train.test_step import REWARD_FNS, TINY
-from .launching import ROOT, children, launch, rank_env, signal_all
+from .launching import ROOT, children, finish, launch, rank_env
 
 HERE = ROOT / "tests" / "distributed"
 
@@ -24,17 +24,6 @@ def torchrun_train(run, *settings, nproc=False):
     return subprocess.Popen([sys.executable, *torchrun, "-m", "rlvr", "train", *launcher, *sets,
                              "--output-dir", str(run)], env=rank_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-
-
-def finish(proc, seconds):
-    """(exit code, stdout, stderr) of `proc` within `seconds`, or it and its ranks are killed and the test fails."""
-    try:
-        out, err = proc.communicate(timeout=seconds)
-    except subprocess.TimeoutExpired:
-        signal_all(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        raise AssertionError(f"still running after {seconds} s:\n{err[-3000:]}") from None
-    return proc.returncode, out, err
 
 
 @pytest.mark.parametrize("how", ["SIGTERM to one rank under torchrun", "Ctrl-C to rlvr train --nproc 2"])

@@ -80,7 +80,10 @@ def test_export_mistakes_are_one_line(lora_run, tmp_path, capsys):
     (tmp_path / "full" / "x").write_text("")
     with pytest.raises(UserError, match="exists and is not empty"):
         export_model(tmp / "run", tmp_path / "full", merge=True)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["full"]  # nothing half-written left
+    (tmp_path / "a_file").write_text("")
+    with pytest.raises(UserError, match="could not write .*a_file/out: .*nothing was left there"):
+        export_model(tmp / "run", tmp_path / "a_file" / "out", merge=False)  # (its parent is no folder)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "full"]  # nothing half-written left
 
 
 def test_a_later_stage_puts_new_adapters_on_the_merged_lora_model(lora_run, tmp_path):

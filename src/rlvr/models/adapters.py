@@ -94,7 +94,7 @@ def trainable_share(model: torch.nn.Module) -> str:
     >>> trainable_share(layer)
     'trainable parameters: 8 of 10 (80.00%)'
     """
-    params = {id(p): p for p in model.parameters()}.values()  # tied weights once
+    params = list(model.parameters())  # (each tied weight once: parameters() skips repeats)
     total = sum(p.numel() for p in params)
     trained = sum(p.numel() for p in params if p.requires_grad)
     return f"trainable parameters: {trained:,} of {total:,} ({100 * trained / max(total, 1):.2f}%)"

@@ -14,7 +14,7 @@ import os
 import shutil
 from pathlib import Path
 
-from rlvr.errors import UserError
+from rlvr.errors import UserError, first_line
 
 
 def export_model(source: Path, output: Path, *, merge: bool, cache_dir: str = "~/.cache/rlvr") -> str:
@@ -23,7 +23,8 @@ def export_model(source: Path, output: Path, *, merge: bool, cache_dir: str = "~
     from rlvr.models.adapters import ADAPTER_CONFIG, is_adapter_dir
     from rlvr.models.loading import find_model_dir
 
-    folder = find_model_dir(source.expanduser()) if source.exists() else None
+    source, output = source.expanduser(), output.expanduser()
+    folder = find_model_dir(source) if source.exists() else None
     if folder is None:
         raise UserError(f"no model in {source}: give a run directory, one of its checkpoints/step-N folders, "
                         "or a model/ folder")
@@ -40,8 +41,11 @@ def export_model(source: Path, output: Path, *, merge: bool, cache_dir: str = "~
         if output.is_dir():
             output.rmdir()
         tmp.rename(output)
-    except BaseException:
+    except BaseException as error:  # nothing half-written stays behind
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(error, OSError):  # a full disk, a folder it may not write to
+            raise UserError(f"could not write {output}: {first_line(error)} (free some space or choose another "
+                            "--output; nothing was left there)") from None
         raise
     if not adapters:
         return f"the model of {folder}"

@@ -69,13 +69,15 @@ def test_two_ranks_equal_one_process_on_the_global_batch(case, aggregation):
         assert float((ddp["grads"][n] - p.grad).abs().max()) <= 1e-5 * float(p.grad.abs().max()) + 1e-9, n
     # after one step (μ = 2 updates) and after three; FSDP reduces the gradients in another order (a
     # reduce-scatter of flattened shards), and Adam divides the tiniest gradients by their own size
-    tolerances = ((0, 1e-6), (2, 1e-5)) if ddp["replica_spread"] is not None else ((0, 1e-5), (2, 1e-4))
+    sharded = ddp["replica_spread"] is None  # (its gradient norm, too, is summed over the shards)
+    tolerances = ((0, 1e-5), (2, 1e-4)) if sharded else ((0, 1e-6), (2, 1e-5))
     for step, tolerance in tolerances:
         for n, w in weights[step].items():
             gap = float((ddp["weights"][step][n] - w).abs().max())
             assert gap <= tolerance, (step, n, gap)
     for i, (mine, theirs) in enumerate(zip(ddp["stats"], single, strict=True)):
-        assert mine["grad_norm"] == pytest.approx(theirs["grad_norm"], rel=1e-6 if i < 2 else 1e-5)
+        rel = (1e-6 if i < 2 else 1e-5) * (10 if sharded else 1)
+        assert mine["grad_norm"] == pytest.approx(theirs["grad_norm"], rel=rel)
         for key in ("loss", "kl", "clip_low_fraction", "clip_high_fraction", "entropy"):
             # (the loss of a group-centred batch at ratio 1 is a sum that cancels to ~1e-8: absolute)
             assert mine[key] == pytest.approx(theirs[key], rel=1e-5, abs=1e-6 if key == "loss" else 1e-9), key

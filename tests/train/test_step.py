@@ -10,9 +10,10 @@ import torch
 
 from rlvr.config import load_config
 from rlvr.errors import UserError
+from rlvr.models.loading import set_checkpointing
 from rlvr.optim import build_optimizer
 from rlvr.rewards.batch import score_rollout
-from rlvr.train.batch import make_batch, micro_batches, outcome_advantages
+from rlvr.train.batch import make_batch, micro_batches, outcome_advantages, shares_prompt
 from rlvr.train.metrics import step_record
 from rlvr.train.trainer import Trainer, train_grpo
 from rlvr.train.update import policy_update
@@ -82,6 +83,23 @@ def test_micro_batches_accumulate_to_the_full_batch_gradient(tmp_path, aggregati
     assert grads[20][1] == pytest.approx(grads[10_000][1], abs=1e-5)
     for name, g in grads[10_000][0].items():
         assert torch.allclose(g, grads[20][0][name], atol=1e-5), name
+
+
+def test_a_prompt_run_with_every_completion_is_counted_with_every_completion(tmp_path):
+    trainer = Trainer(tiny_config(tmp_path, "sampling.group_size=4"))
+    rollout = trainer.sample(trainer.prompts.next_batch())
+    assert shares_prompt(trainer.policy)
+    prompt = rollout.prompt_mask.sum(-1).repeat_interleave(rollout.group_size)
+    budget = int(prompt.max() + 4 * rollout.lengths.max())  # a prompt with its 4 completions, or one with each
+    for share, cost in ((True, None), (False, prompt + rollout.lengths)):
+        runs = micro_batches(rollout, rollout.completion_mask, budget, share)
+        assert torch.equal(torch.cat([mb.rows for mb in runs]), torch.arange(len(prompt)))
+        if cost is not None:  # the tokens each run computes: its rows' prompts and completions
+            assert all(int(cost[mb.rows].sum()) <= budget for mb in runs)
+    assert len(micro_batches(rollout, rollout.completion_mask, budget, False)) > len(
+        micro_batches(rollout, rollout.completion_mask, budget, True))
+    set_checkpointing(trainer.policy, True)  # which runs every prompt with each of its completions
+    assert not shares_prompt(trainer.policy)
 
 
 def test_mask_truncated_removes_rows_from_the_loss(tmp_path):

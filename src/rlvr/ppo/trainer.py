@@ -121,7 +121,8 @@ class PPOTrainer:
     @torch.no_grad()
     def values(self, rollout: Rollout) -> torch.Tensor:
         out = torch.zeros(rollout.completion_ids.shape)
-        for mb in micro_batches(rollout, rollout.completion_mask, self.config.optim.micro_batch_tokens):
+        for mb in micro_batches(rollout, rollout.completion_mask, self.config.optim.micro_batch_tokens,
+                                share_prompt=False):
             v = self.critic(mb.prompt_ids[mb.row_prompt], mb.prompt_mask[mb.row_prompt], mb.completion_ids,
                             mb.completion_mask)
             out[mb.rows, : v.shape[1]] = v
@@ -134,7 +135,7 @@ class PPOTrainer:
         tokens = float(mask.sum().clamp(min=1))
         clip, total = self.settings.value_clip, 0.0
         self.critic_optimizer.zero_grad(set_to_none=True)
-        for mb in micro_batches(rollout, mask, self.config.optim.micro_batch_tokens):
+        for mb in micro_batches(rollout, mask, self.config.optim.micro_batch_tokens, share_prompt=False):
             lc = mb.completion_ids.shape[1]
             v = self.critic(mb.prompt_ids[mb.row_prompt], mb.prompt_mask[mb.row_prompt], mb.completion_ids,
                             mb.completion_mask)

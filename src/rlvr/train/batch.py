@@ -16,9 +16,9 @@ from torch.nn.parallel import DistributedDataParallel
 from rlvr.advantages import group_advantages, reward_moments, std_from_moments
 from rlvr.config import AlgorithmConfig
 from rlvr.logprobs import PolicyModule, TokenStats, completion_logprobs
-from rlvr.models.adapters import AdaptersOff
+from rlvr.models.adapters import AdaptersOff, decoder
 from rlvr.records import Rollout, ScoredRollout, TrainBatch
-from rlvr.run.parallel import equal_counts, is_sharded
+from rlvr.run.parallel import equal_counts, is_sharded, unwrap
 from rlvr.run.world import SINGLE, World, sum_across
 
 
@@ -54,16 +54,19 @@ class MicroBatch:
     loss_mask: torch.Tensor  # [m, lc]
 
 
-def micro_batches(rollout: Rollout, loss_mask: torch.Tensor, max_tokens: int) -> list[MicroBatch]:
+def micro_batches(rollout: Rollout, loss_mask: torch.Tensor, max_tokens: int,
+                  share_prompt: bool = True) -> list[MicroBatch]:
     """Split the N completions into runs of consecutive rows holding at most `max_tokens` real
-    tokens (each prompt counted once, since it is computed once per micro-batch; see rlvr.logprobs).
+    tokens: each prompt counted once when it is computed once per micro-batch (`share_prompt`, see
+    rlvr.logprobs), else once with every completion, as it is then run.
     Consecutive rows keep a group's completions together; a row longer than the budget goes alone."""
     g, n = rollout.group_size, rollout.completion_ids.shape[0]
     prompt_len, lengths = rollout.prompt_mask.sum(-1).tolist(), rollout.lengths.tolist()
     runs: list[list[int]] = [[]]
     tokens = 0
     for row in range(n):
-        cost = lengths[row] + (prompt_len[row // g] if not runs[-1] or runs[-1][-1] // g != row // g else 0)
+        new_prompt = not share_prompt or not runs[-1] or runs[-1][-1] // g != row // g
+        cost = lengths[row] + (prompt_len[row // g] if new_prompt else 0)
         if runs[-1] and tokens + cost > max_tokens:
             runs.append([])
             cost, tokens = lengths[row] + prompt_len[row // g], 0
@@ -100,16 +103,26 @@ def forward(model: torch.nn.Module, mb: MicroBatch, temperature: float, share_pr
     return completion_logprobs(model, *args)
 
 
+def shares_prompt(model: torch.nn.Module) -> bool:
+    """Whether `model`'s passes compute each prompt once per micro-batch (rlvr.logprobs): not when FSDP
+    shards it (every rank must run the same passes) nor under activation checkpointing, which runs
+    each prompt with every completion."""
+    if is_sharded(model):
+        return False
+    inner = unwrap(model.module if isinstance(model, AdaptersOff) else model)
+    return not getattr(decoder(inner), "gradient_checkpointing", False)
+
+
 @torch.no_grad()
 def batch_logprobs(model: torch.nn.Module, rollout: Rollout, size: int, temperature: float,
                    world: World = SINGLE) -> torch.Tensor:
     """[N, Lc] log-probabilities of every completion token under `model`, without gradients (a sharded
     model: as many passes as the busiest rank's, rlvr.run.parallel.equal_counts)."""
     out = torch.zeros(rollout.completion_ids.shape)
-    real = micro_batches(rollout, rollout.completion_mask, size)
-    sharded = is_sharded(model)
-    for i, mb in enumerate(equal_counts(real, world, sharded)):
-        lp = forward(model, mb, temperature, share_prompt=not sharded).logprobs.cpu()
+    share = shares_prompt(model)
+    real = micro_batches(rollout, rollout.completion_mask, size, share)
+    for i, mb in enumerate(equal_counts(real, world, is_sharded(model))):
+        lp = forward(model, mb, temperature, share_prompt=share).logprobs.cpu()
         if i < len(real):
             out[mb.rows, : lp.shape[1]] = lp
     return out

@@ -17,7 +17,7 @@ from rlvr.losses import aggregate_loss, clip_fractions, clipped_policy_loss
 from rlvr.records import TrainBatch
 from rlvr.run.parallel import equal_counts, grad_norm, is_sharded
 from rlvr.run.world import SINGLE, World, sum_across
-from rlvr.train.batch import forward, micro_batches
+from rlvr.train.batch import forward, micro_batches, shares_prompt
 
 
 def grpo_loss(
@@ -72,13 +72,14 @@ def policy_update(
     num_sequences, num_tokens = (max(1, int(n)) for n in sum_across(local, world))
     totals = {"loss": 0.0, "kl": 0.0, "clip_low_fraction": 0.0, "clip_high_fraction": 0.0, "entropy": 0.0}
     optimizer.zero_grad(set_to_none=True)
-    sharded = is_sharded(policy)  # FSDP: the same passes on every rank, each prompt run with its completions
-    runs = equal_counts(micro_batches(batch.rollout, batch.loss_mask, micro_batch_tokens), world, sharded)
+    share = shares_prompt(policy)  # FSDP: the same passes on every rank, each prompt run with its completions
+    runs = equal_counts(micro_batches(batch.rollout, batch.loss_mask, micro_batch_tokens, share), world,
+                        is_sharded(policy))
     for i, mb in enumerate(runs):
         last = i == len(runs) - 1
         with policy.no_sync() if isinstance(policy, DistributedDataParallel) and not last else nullcontext():
             with autocast():
-                stats = forward(policy, mb, temperature, share_prompt=not sharded)
+                stats = forward(policy, mb, temperature, share_prompt=share)
             lc = mb.completion_ids.shape[1]
             logprobs, mask = stats.logprobs, mb.loss_mask.to(stats.logprobs.device)
             old = logprobs.detach() if batch.old_logprobs is None else batch.old_logprobs[mb.rows, :lc].to(logprobs)
@@ -88,11 +89,11 @@ def policy_update(
                                  num_tokens=num_tokens, constant=algo.loss_constant or max_new_tokens)
             (loss * world.size).backward()
         low, high = clip_fractions(logprobs, old, advantages, mask, algo.clip_low, algo.clip_high)
-        share = float(mask.sum()) / num_tokens
+        weight = float(mask.sum()) / num_tokens
         totals["loss"] += float(loss.detach())
         totals["kl"] += float((kl.detach() * mask).sum()) / num_tokens if kl is not None else 0.0
-        totals["clip_low_fraction"] += low * share
-        totals["clip_high_fraction"] += high * share
+        totals["clip_low_fraction"] += low * weight
+        totals["clip_high_fraction"] += high * weight
         totals["entropy"] += float((stats.entropy * mask).sum()) / num_tokens
     totals = dict(zip(totals, sum_across(list(totals.values()), world)))
     params = [p for p in policy.parameters() if p.requires_grad]

@@ -5,14 +5,15 @@
 The job is bench/grpo_vs_trl.py's (SmolLM2-135M, 4 prompts × 8, ≤ 128 tokens, β = 0.04, fp32); the
 settings under test are given as --rlvr-set, e.g. `--rlvr-set "model.lora={rank: 16}" --rlvr-set
 optim.micro_batch_tokens=512`. Prints the process's peak RSS and current RSS after building the
-trainer, sampling, the log-prob passes and the update. Run each setting in its own process: peak RSS
-only grows.
+trainer, sampling, the log-prob passes and the update, and each phase's seconds. Run each setting in
+its own process: peak RSS only grows.
 """
 
 from __future__ import annotations
 
 import resource
 import sys
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -22,10 +23,14 @@ from grpo_vs_trl import job_parser, make_job  # noqa: E402
 from rlvr_job import job_config  # noqa: E402
 
 
+LAST = [time.perf_counter()]
+
+
 def rss(phase: str) -> None:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     now = int(Path("/proc/self/statm").read_text().split()[1]) * resource.getpagesize()
-    print(f"| {phase} | {peak / 1e9:.2f} GB | {now / 1e9:.2f} GB |", flush=True)
+    seconds, LAST[0] = time.perf_counter() - LAST[0], time.perf_counter()
+    print(f"| {phase} | {peak / 1e9:.2f} GB | {now / 1e9:.2f} GB | {seconds:.1f} |", flush=True)
 
 
 def main() -> None:
@@ -39,7 +44,7 @@ def main() -> None:
     from rlvr.train.trainer import Trainer
     from rlvr.train.update import policy_update
 
-    print(f"settings: {args.rlvr_set or 'the defaults'}\n\n| after | peak RSS | RSS now |\n|---|---|---|")
+    print(f"settings: {args.rlvr_set or 'the defaults'}\n\n| after | peak RSS | RSS now | phase seconds |\n|---|---|---|---|")
     rss("start")
     trainer = Trainer(config)
     rss("building the trainer")

@@ -153,3 +153,39 @@ def test_best_of_n_by_a_trained_reward_model_uses_its_scores(maths_file, tmp_pat
     assert summary["strict"]["curves"]["model"] is not None
     assert (f"best-of-4 by {'reward model' if kind == 'reward_model' else 'process reward model'}"
             in (tmp_path / "e" / "report.md").read_text())
+
+
+def test_greedy_only_takes_the_greedy_completions_of_a_sampled_run(tmp_path, capsys):
+    args = ["eval", "--model", "tiny", "--data", "arithmetic", "--limit", "3", "--max-new-tokens", "8"]
+    assert main([*args, "--samples", "2", "--output-dir", str(tmp_path / "both")]) == 0
+    capsys.readouterr()
+    assert main([*args, "--samples", "0", "--output-dir", str(tmp_path / "greedy")]) == 0
+    printed = capsys.readouterr().out
+    assert "greedy pass@1" in printed and "pass@1 (mean" not in printed and "oracle" not in printed
+    assert "curves.png" not in printed
+    both, greedy = (EvalStore(tmp_path / d).read() for d in ("both", "greedy"))
+    assert all(r.samples == [] for r in greedy)
+    assert [r.greedy for r in greedy] == [r.greedy for r in both]  # decoding is the same, sampled or not
+    summary = json.loads((tmp_path / "greedy" / "summary.json").read_text())
+    sampled = json.loads((tmp_path / "both" / "summary.json").read_text())
+    assert summary["strict"]["greedy"] == sampled["strict"]["greedy"]
+    assert summary["strict"]["pass@1"] is None and summary["strict"]["curves"] is None
+    assert summary["settings"]["k"] == [] and summary["completions"]["count"] == 3  # the greedy completions
+    assert not (tmp_path / "greedy" / "curves.png").exists()
+    assert "greedy, strict verdict" in (tmp_path / "greedy" / "report.md").read_text()
+    assert main([*args, "--samples", "0", "--no-greedy", "--output-dir", str(tmp_path / "none")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "samples=0 with greedy=false evaluates nothing" in err
+
+
+def test_the_example_exchange_can_be_left_out(tmp_path):
+    args = ["eval", "--model", "tiny", "--data", "arithmetic", "--limit", "2", "--samples", "0",
+            "--max-new-tokens", "4"]
+    assert main([*args, "--output-dir", str(tmp_path / "shown")]) == 0
+    assert main([*args, "--no-few-shot", "--output-dir", str(tmp_path / "alone")]) == 0
+    shown, alone = (EvalStore(tmp_path / d).read() for d in ("shown", "alone"))
+    example = "What is 10 + 10?"  # the arithmetic task's example exchange
+    assert all(example in r.prompt for r in shown) and not any(example in r.prompt for r in alone)
+    assert [r.prompt.split("What is")[-1] for r in shown] == [r.prompt.split("What is")[-1] for r in alone]
+    settings = json.loads((tmp_path / "alone" / "summary.json").read_text())["settings"]
+    assert settings["few_shot"] == []

@@ -45,6 +45,9 @@ class ProblemsConfig:
     """Prompt template (chat, plain, r1_zero or a string with {prompt}); None = the data's default (chat)."""
     system_prompt: str | None = None
     """Optional system prompt."""
+    few_shot: bool = True
+    """Show a built-in task's example exchanges before each problem, as training does; false asks the
+    question alone (what was learned, not prompted). Benchmarks and files have none either way."""
 
     def validate(self) -> None:
         check([(self.limit is None or self.limit >= 1, f"data.limit={self.limit}: take at least one problem")])
@@ -65,7 +68,7 @@ class EvalConfig:
     generation: GenerationConfig = field(default_factory=lambda: _r1_sampling())
     """DeepSeek-R1's evaluation setting: temperature 0.6, top-p 0.95; max_new_tokens None = the benchmark's budget."""
     samples: int = 16
-    """n: completions sampled per problem (DeepSeek-R1 reports 64)."""
+    """n: completions sampled per problem (DeepSeek-R1 reports 64); 0 = the greedy completion only."""
     k: list[int] | None = None
     """k values for pass@k and maj@k; None = those of 1, 4, 16, 64 that are <= samples, and samples itself."""
     greedy: bool = True
@@ -90,7 +93,10 @@ class EvalConfig:
             section.validate()
         too_big = [k for k in self.k or [] if not 1 <= k <= self.samples]
         check([
-            (self.samples >= 1, f"samples={self.samples}: sample at least one completion per problem"),
+            (self.samples >= 0, f"samples={self.samples}: give the completions to sample per problem, or 0 "
+                                "for the greedy one only"),
+            (self.samples > 0 or self.greedy, "samples=0 with greedy=false evaluates nothing: sample at least "
+                                              "one completion per problem, or keep the greedy one"),
             (self.model.lora is None, NO_LORA.format("eval")),
             (not too_big, f"k={too_big[0] if too_big else ''} needs 1 <= k <= samples ({self.samples}): "
                           "raise --samples or drop it from --k"),

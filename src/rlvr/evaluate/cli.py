@@ -13,6 +13,7 @@ _DEFAULTS = EvalConfig()
 # command-line option -> config key (the rest have the same name)
 _KEYS = {"model": "model.name", "data": "data.name", "data_dir": "data.dir", "limit": "data.limit",
          "difficulty": "data.difficulty", "template": "data.template", "system_prompt": "data.system_prompt",
+         "few_shot": "data.few_shot",
          "temperature": "generation.temperature", "top_p": "generation.top_p",
          "max_new_tokens": "generation.max_new_tokens"}
 
@@ -31,7 +32,8 @@ def add_eval_parser(subparsers: argparse._SubParsersAction) -> argparse.Argument
     p.add_argument("--data-dir", help="folder with local benchmark copies (<dir>/gsm8k/test.jsonl, ...); "
                                       "default: the public datasets")
     p.add_argument("--limit", type=int, help="the first N problems only")
-    p.add_argument("--samples", type=int, help=f"completions per problem, n (default {_DEFAULTS.samples})")
+    p.add_argument("--samples", type=int,
+                   help=f"completions sampled per problem, n (default {_DEFAULTS.samples}; 0 = the greedy one only)")
     p.add_argument("--k", type=_int_list,
                    help="k values for pass@k and maj@k, e.g. 1,4,16,64 (default: those <= samples, and samples)")
     p.add_argument("--temperature", type=float, help="default 0.6, as DeepSeek-R1")
@@ -39,6 +41,8 @@ def add_eval_parser(subparsers: argparse._SubParsersAction) -> argparse.Argument
     p.add_argument("--max-new-tokens", type=int, help="completion budget (default: the benchmark's)")
     p.add_argument("--template", help="chat, plain, r1_zero, or a string with {prompt} (default: chat)")
     p.add_argument("--system-prompt", help="system prompt text")
+    p.add_argument("--no-few-shot", dest="few_shot", action="store_false", default=None,
+                   help="ask a built-in task's questions alone, without the example exchange training shows")
     p.add_argument("--no-greedy", dest="greedy", action="store_false", default=None,
                    help="skip the greedy completion per problem")
     p.add_argument("--reward-model", help="reward model directory (rlvr rm) for best-of-N")
@@ -85,5 +89,6 @@ def run_eval_command(args: argparse.Namespace) -> int:
     print(f"  {'':{width}s}  {'strict':22s}  lenient")
     for metric, strict, lenient in headline(summary):
         print(f"  {metric:{width}s}  {strict:22s}  {lenient}")
-    print(f"results: {Path(config.output_dir) / 'summary.json'}, samples.jsonl, report.md, curves.png")
+    plot = ", curves.png" if (Path(config.output_dir) / "curves.png").exists() else ""
+    print(f"results: {Path(config.output_dir) / 'summary.json'}, samples.jsonl, report.md{plot}")
     return 0

@@ -42,8 +42,10 @@ def interval(block: dict[str, float] | None) -> str:
 def headline(summary: dict[str, Any]) -> list[tuple[str, str, str]]:
     """(metric, strict, lenient) rows: the results table of the report and of the console."""
     s, n = summary["settings"], summary["settings"]["samples"]
-    rows = [("greedy pass@1", interval(summary["strict"]["greedy"]), interval(summary["lenient"]["greedy"])),
-            (f"pass@1 (mean of {n})", interval(summary["strict"]["pass@1"]), interval(summary["lenient"]["pass@1"]))]
+    rows = [("greedy pass@1", interval(summary["strict"]["greedy"]), interval(summary["lenient"]["greedy"]))]
+    if not n:  # greedy only
+        return rows
+    rows.append((f"pass@1 (mean of {n})", *(interval(summary[mode]["pass@1"]) for mode in MODES)))
     for k in [k for k in s["k"] if k > 1]:  # pass@1 is the row above
         rows.append((f"pass@{k}", pct(summary["strict"]["pass@k"][str(k)]), pct(summary["lenient"]["pass@k"][str(k)])))
     if s["voting"]:
@@ -65,7 +67,7 @@ def markdown(summary: dict[str, Any], records: list[ProblemRecord], has_plot: bo
     s = summary["settings"]
     lines = [f"# {s['benchmark']}: {s['model']}", "",
              f"{summary['strict']['problems']} problems judged (of {summary['problems']}), "
-             f"{s['samples']} samples each; 95% intervals in brackets.", "",
+             f"{s['samples'] or 'the greedy completion only, no'} samples each; 95% intervals in brackets.", "",
              "| metric | strict | lenient |", "|---|---|---|"]
     lines += [f"| {m} | {a} | {b} |" for m, a, b in headline(summary)]
     c = summary["completions"]
@@ -75,16 +77,19 @@ def markdown(summary: dict[str, Any], records: list[ProblemRecord], has_plot: bo
               f"tokens, {pct(c['reflection_rate'])} with a reflection phrase, {pct(c['format_share'])} in the expected "
               "format. Unjudged (sandbox failures, counted wrong): "
               f"{summary['strict']['unjudged_samples']}.", ""]
-    lines += ["## Test-time compute", ""]
-    if has_plot:
-        lines += ["![accuracy against N and against the token budget](curves.png)", ""]
-    lines += _curve_tables(summary)
+    if summary["strict"]["curves"] is not None:
+        lines += ["## Test-time compute", ""]
+        if has_plot:
+            lines += ["![accuracy against N and against the token budget](curves.png)", ""]
+        lines += _curve_tables(summary)
     lines += ["## Settings", "", "| setting | value |", "|---|---|"]
     lines += [f"| {k} | {_cell(v)} |" for k, v in s.items()]
     lines += ["", "## Examples", ""]
     for record in records[:SHOWN_PROBLEMS]:
-        sample = record.samples[0]
-        lines += [f"**{record.id}** (gold: `{_cell(record.gold)}`), first sample, "
+        sample, which = (record.samples[0], "first sample") if record.samples else (record.greedy, "greedy")
+        if sample is None:
+            continue
+        lines += [f"**{record.id}** (gold: `{_cell(record.gold)}`), {which}, "
                   f"strict verdict {sample.correct['strict']}:",
                   "", "```text", sample.text.replace("```", "'''"), "```", ""]
     return "\n".join(lines)
@@ -114,7 +119,9 @@ def _cell(value: Any) -> str:
 
 
 def curves_png(summary: dict[str, Any]) -> bytes | None:
-    """Two panels, accuracy against N and against the token budget; None without matplotlib."""
+    """Two panels, accuracy against N and against the token budget; None without matplotlib or samples."""
+    if summary["strict"]["curves"] is None:
+        return None
     try:
         import matplotlib
 

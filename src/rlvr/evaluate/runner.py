@@ -91,7 +91,7 @@ def eval_settings(config: EvalConfig, benchmark: Benchmark) -> dict[str, Any]:
         "limit": d.limit,
         "template": d.template or benchmark.template,
         "system_prompt": d.system_prompt,
-        "few_shot": [list(shot) for shot in _few_shot(benchmark)],
+        "few_shot": [list(shot) for shot in _few_shot(benchmark, d.few_shot)],
         "max_new_tokens": max_tokens,
         "temperature": gen.temperature,
         "top_p": gen.top_p,
@@ -99,7 +99,8 @@ def eval_settings(config: EvalConfig, benchmark: Benchmark) -> dict[str, Any]:
         **_precision(config),
         "samples": config.samples,
         "k": (list(config.k) if config.k is not None
-              else sorted({k for k in DEFAULT_K if k <= config.samples} | {config.samples})),
+              else sorted({k for k in DEFAULT_K if k <= config.samples} | {config.samples}) if config.samples
+              else []),
         "greedy": config.greedy,
         "seed": config.seed,
         "difficulty": d.difficulty if benchmark.name in TASKS else None,
@@ -129,9 +130,10 @@ def verifier_version() -> str:
     return f"rlvr {rlvr.__version__}; math-verify {math_verify}"
 
 
-def _few_shot(benchmark: Benchmark) -> tuple[tuple[str, str], ...]:
-    """Built-in tasks keep the example exchange they are trained with; benchmarks are zero-shot."""
-    return TASKS[benchmark.name].few_shot if benchmark.name in TASKS else ()
+def _few_shot(benchmark: Benchmark, shown: bool) -> tuple[tuple[str, str], ...]:
+    """Built-in tasks keep the example exchange they are trained with unless told not to (`shown`);
+    benchmarks are zero-shot."""
+    return TASKS[benchmark.name].few_shot if shown and benchmark.name in TASKS else ()
 
 
 def _sample_missing(config: EvalConfig, benchmark: Benchmark, settings: dict[str, Any], store: EvalStore,
@@ -140,7 +142,7 @@ def _sample_missing(config: EvalConfig, benchmark: Benchmark, settings: dict[str
     model, tokenizer, device, dtype = load_configured(config.model, config.seed)
     model.eval()
     scorer = scorer or _configured_scorer(config)
-    shots = list(_few_shot(benchmark))
+    shots = [tuple(shot) for shot in settings["few_shot"]]
     texts = [render_prompt(with_few_shot(ex.prompt, shots), template=settings["template"], tokenizer=tokenizer,
                            system_prompt=config.data.system_prompt) for ex in benchmark.examples]
     specials = settings["template"] != "chat"  # the chat template writes its own special tokens
@@ -151,7 +153,7 @@ def _sample_missing(config: EvalConfig, benchmark: Benchmark, settings: dict[str
                 params=SamplingParams(max_new_tokens=settings["max_new_tokens"],
                                       temperature=config.generation.temperature,
                                       top_p=config.generation.top_p, top_k=config.generation.top_k))
-    per_chunk = max(1, config.batch_size // config.samples)
+    per_chunk = max(1, config.batch_size // max(1, config.samples))
     chunks = [slice(start, start + per_chunk) for start in range(0, len(ids), per_chunk)]
     todo = [c for c, chunk in enumerate(chunks) if any(i not in done for i in ids[chunk])]
     bar = tqdm(total=len(ids), initial=sum(i in done for i in ids), desc=f"sample {benchmark.name}",

@@ -59,9 +59,11 @@ def sample_problems(
         params = SamplingParams(max_new_tokens=plan.params.max_new_tokens, temperature=0.0)
         out = rollout(model, tokenizer, examples, prompt_texts, 1, params, add_special_tokens=plan.add_special_tokens)
         greedy = list(_judge(out, tokenizer, benchmark, verifiers, plan.budgets, None))
-    out = rollout(model, tokenizer, examples, prompt_texts, plan.samples, plan.params,
-                  generator=generator, add_special_tokens=plan.add_special_tokens)
-    sampled = _judge(out, tokenizer, benchmark, verifiers, plan.budgets, scorer)
+    sampled: list[SampleRecord] = []
+    if plan.samples:  # (0: the greedy completion only)
+        out = rollout(model, tokenizer, examples, prompt_texts, plan.samples, plan.params,
+                      generator=generator, add_special_tokens=plan.add_special_tokens)
+        sampled = _judge(out, tokenizer, benchmark, verifiers, plan.budgets, scorer)
     n = plan.samples
     return [
         ProblemRecord(id=benchmark.problem_id(ex), index=ex.index, prompt=text, gold=_gold(ex),

@@ -44,34 +44,18 @@ def curve_points(n: int) -> list[int]:
 def summarise(records: list[ProblemRecord], settings: dict[str, Any]) -> dict[str, Any]:
     """summary.json's content for the finished `records` under `settings`."""
     n = settings["samples"]
-    ks = settings["k"]
-    points = curve_points(n)
-    voting = settings["voting"]
     scored = any(s.score is not None for r in records for s in r.samples)
     summary: dict[str, Any] = {"settings": settings, "problems": len(records)}
     for mode in MODES:
         judged = [r for r in records if r.checkable(mode)]
-        verdicts = [[_ok(s, mode) for s in r.samples] for r in judged]
-        block: dict[str, Any] = {
+        summary[mode] = {
             "problems": len(judged),
             "unjudged_samples": sum(s.correct[mode] is None for r in judged for s in r.samples),
             "greedy": _greedy(judged, mode),
-            "pass@1": asdict(mean_interval([sum(v) / n for v in verdicts])),
-            "pass@k": {str(k): _mean([pass_at_k(n, int(sum(v)), k) for v in verdicts]) for k in ks},
-            "maj@k": {str(k): _mean([_majority(r, mode, k) for r in judged]) for k in ks} if voting else None,
-            "curves": {
-                "n": points,
-                "oracle": [_mean([pass_at_k(n, int(sum(v)), m) for v in verdicts]) for m in points],
-                "majority": [_mean([_majority(r, mode, m) for r in judged]) for m in points] if voting else None,
-                "model": [_mean([best_of_n([_rank(s) for s in r.samples], v, m) for r, v in zip(judged, verdicts)])
-                          for m in points] if scored else None,
-                "budgets": settings["budgets"],
-                "budget_pass@1": [_mean([_mean([_ok_at(s, mode, j) for s in r.samples]) for r in judged])
-                                  for j in range(len(settings["budgets"]))],
-            },
+            **(_sampled(judged, mode, settings, scored) if n else NO_SAMPLES),
         }
-        summary[mode] = block
-    samples = [s for r in records for s in r.samples]
+    # the sampled completions, or the greedy ones when none were sampled
+    samples = [s for r in records for s in r.samples] or [r.greedy for r in records if r.greedy is not None]
     summary["completions"] = {
         "count": len(samples),
         "mean_tokens": _mean([s.tokens for s in samples]),
@@ -81,6 +65,31 @@ def summarise(records: list[ProblemRecord], settings: dict[str, Any]) -> dict[st
         "format_share": _mean(_formatted([s.text for s in samples], settings["template"])),
     }
     return summary
+
+
+# a greedy-only evaluation (samples = 0) has no sampled metrics
+NO_SAMPLES: dict[str, Any] = {"pass@1": None, "pass@k": {}, "maj@k": None, "curves": None}
+
+
+def _sampled(judged: list[ProblemRecord], mode: str, settings: dict[str, Any], scored: bool) -> dict[str, Any]:
+    """pass@1, pass@k, maj@k and the curves of the n completions sampled for each problem."""
+    n, ks, points, voting = settings["samples"], settings["k"], curve_points(settings["samples"]), settings["voting"]
+    verdicts = [[_ok(s, mode) for s in r.samples] for r in judged]
+    return {
+        "pass@1": asdict(mean_interval([sum(v) / n for v in verdicts])),
+        "pass@k": {str(k): _mean([pass_at_k(n, int(sum(v)), k) for v in verdicts]) for k in ks},
+        "maj@k": {str(k): _mean([_majority(r, mode, k) for r in judged]) for k in ks} if voting else None,
+        "curves": {
+            "n": points,
+            "oracle": [_mean([pass_at_k(n, int(sum(v)), m) for v in verdicts]) for m in points],
+            "majority": [_mean([_majority(r, mode, m) for r in judged]) for m in points] if voting else None,
+            "model": [_mean([best_of_n([_rank(s) for s in r.samples], v, m) for r, v in zip(judged, verdicts)])
+                      for m in points] if scored else None,
+            "budgets": settings["budgets"],
+            "budget_pass@1": [_mean([_mean([_ok_at(s, mode, j) for s in r.samples]) for r in judged])
+                              for j in range(len(settings["budgets"]))],
+        },
+    }
 
 
 def _formatted(texts: list[str], template: str) -> list[float]:

@@ -16,10 +16,11 @@ def stage_row(name: str, kind: str, output: str, summary: dict[str, Any] | None,
     row: dict[str, Any] = {"stage": name, "kind": kind, "output": output, "result": stage_result(kind, summary)}
     if evaluation is not None:
         strict, n = evaluation["strict"], evaluation["settings"]["samples"]
+        curves = strict["curves"] or {"oracle": [None], "majority": None}  # (none: a greedy-only evaluation)
         row["eval"] = {
             "greedy": strict["greedy"], "pass@1": strict["pass@1"], "samples": n,
-            f"pass@{n}": strict["curves"]["oracle"][-1],
-            f"maj@{n}": strict["curves"]["majority"][-1] if strict["curves"]["majority"] else None,
+            f"pass@{n}": curves["oracle"][-1],
+            f"maj@{n}": curves["majority"][-1] if curves["majority"] else None,
         }
     return row
 

@@ -59,13 +59,16 @@ def write_data(path: Path, rows: int = 256) -> tuple[Path, float]:
     return path, sum(lengths) / len(lengths)
 
 
-def trl_python() -> Path:
+def trl_python(extra: tuple[str, ...] = ()) -> Path:
+    """bench/.venv-trl's python, with TRL, peft (for --lora) and the `extra` packages installed."""
     python = TRL_VENV / "bin" / "python"
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(TRL_VENV)], check=True)
         subprocess.run([str(python), "-m", "pip", "install", "-q", "torch==2.13.0", f"trl=={TRL_VERSION}"], check=True)
-    if subprocess.run([str(python), "-c", "import peft"], capture_output=True).returncode:  # for --lora
-        subprocess.run([str(python), "-m", "pip", "install", "-q", "peft"], check=True)
+    for package in ("peft", *extra):
+        module = package.replace("-", "_").replace("pyyaml", "yaml")
+        if subprocess.run([str(python), "-c", f"import {module}"], capture_output=True).returncode:
+            subprocess.run([str(python), "-m", "pip", "install", "-q", package], check=True)
     return python
 
 

@@ -235,3 +235,10 @@ def test_an_optimizer_state_of_earlier_versions_keyed_by_position_still_loads(tm
     for name, moments in saved.items():
         for key in ("step", "exp_avg", "exp_avg_sq"):
             assert torch.equal(loaded[name][key], moments[key]), (name, key)
+
+
+@pytest.mark.parametrize("keep, kept", [(2, [3, 4]), (0, [1, 2, 3, 4])])
+def test_the_newest_checkpoints_are_kept(tmp_path, keep, kept):
+    train_grpo(tiny_config(tmp_path, DIGITS, "save_every=1", f"keep_checkpoints={keep}", "eval_before=false",
+                           "eval_after=false", steps=4))
+    assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir()) == [f"step-{s:06d}" for s in kept]

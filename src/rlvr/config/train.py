@@ -187,6 +187,8 @@ class TrainConfig:
     """Run directory: config.yaml, metrics.jsonl, tensorboard/, checkpoints/, summary.json."""
     save_every: int = 0
     """Checkpoint every N steps (0 = only at the end)."""
+    keep_checkpoints: int = 2
+    """Keep the newest N checkpoints on disk, deleting older ones (0 = keep every one)."""
     sample_every: int = 4
     """Print a few completions with reward and advantage every N steps (0 = never)."""
     eval_before: bool = True
@@ -212,6 +214,7 @@ class TrainConfig:
             (self.rewards is None or len(self.rewards) > 0,
              "rewards must list at least one reward (or be null for the task's defaults)"),
             (self.save_every >= 0 and self.sample_every >= 0, "save_every and sample_every must be >= 0"),
+            (self.keep_checkpoints >= 0, "keep_checkpoints must be >= 0 (0 = keep every checkpoint)"),
             (self.eval_every >= 0, "eval_every must be >= 0"),
             (self.threads >= 0, "threads must be >= 0 (0 = all cores)"),
             (all(r.timeout_s >= 0 for r in self.rewards or []), "rewards[].timeout_s must be >= 0 (0 = no limit)"),

@@ -49,6 +49,7 @@ class Schedule:
     sample_every: int = 0  # record the step's sample groups every N steps (0 = never)
     eval_before: bool = True
     eval_after: bool = True
+    keep_checkpoints: int = 2  # the newest N checkpoints stay on disk (0 = all)
 
 
 @dataclass(frozen=True)
@@ -135,10 +136,11 @@ def _run(recipe: Recipe, before: dict[str, Any] | None, resumed: bool, on_step_e
         state = {**recipe.state_dict(), "step": recipe.step_count, "before": before}
         if recipe.world.distributed and hasattr(recipe, "sharded_state"):
             return save_sharded_checkpoint(run_dir, recipe.step_count, write=recipe.write_checkpoint, state=state,
-                                           config=recipe.config, shards=recipe.sharded_state(), world=recipe.world)
+                                           config=recipe.config, shards=recipe.sharded_state(), world=recipe.world,
+                                           keep=schedule.keep_checkpoints)
         if main:
             save_checkpoint(run_dir, recipe.step_count, write=recipe.write_checkpoint, config=recipe.config,
-                            state=state)
+                            state=state, keep=schedule.keep_checkpoints)
         barrier(recipe.world)
         return paths.step_dir(run_dir, recipe.step_count)
 

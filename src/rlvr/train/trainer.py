@@ -92,7 +92,8 @@ class Trainer:
         self.process_scorer = ProcessRewardScorer(path) if path else None
         self.optimizer, self.scheduler = build_optimizer(self.policy, c.optim, c.max_steps)
         self.step_count = 0
-        self.schedule = Schedule(c.max_steps, c.save_every, c.eval_every, c.sample_every, c.eval_before, c.eval_after)
+        self.schedule = Schedule(c.max_steps, c.save_every, c.eval_every, c.sample_every, c.eval_before, c.eval_after,
+                                 c.keep_checkpoints)
         self.sources = MetricSources(self.parts.correctness, c.reflection_phrases, self.parts.format_check,
                                      self.parts.device)
 

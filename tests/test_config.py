@@ -1,5 +1,7 @@
 """rlvr.config / rlvr.config: presets, file + overrides, and one-line errors."""
 
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -189,3 +191,9 @@ def test_the_sampling_commands_refuse_to_train_adapters(cls):
     with pytest.raises(UserError, match="model.lora trains adapters, which rlvr .* does not"):
         load_command_config(cls, None, ["model.lora.rank=8", "data=x.jsonl"])
     assert load_command_config(cls, None, ["data=x.jsonl"]).model.lora is None
+
+
+@pytest.mark.parametrize("path", sorted(Path(__file__).parents[1].glob("configs/*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_config_loads_and_validates(path):
+    config = load_config(str(path), [])
+    assert config.max_steps > 0 and config.output_dir.startswith("runs/")

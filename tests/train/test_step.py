@@ -150,14 +150,25 @@ def test_train_writes_the_run_directory(tmp_path):
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-000001", "step-000002"]
     assert set(summary) >= {"before", "after", "gain", "steps"}
     assert summary["before"]["n"] == 4
+    # the task's prompts show an example exchange: the questions alone are measured as well, paired
+    alone, gain = summary["after"]["alone"], summary["gain"]["alone"]
+    assert alone["n"] == 4 and set(gain) == {"strict", "lenient"}
+    before = summary["before"]["alone"]
+    assert gain["strict"]["mean"] == pytest.approx(alone["strict"]["mean"] - before["strict"]["mean"])
 
 
 def test_few_shot_turns_come_before_every_prompt(tmp_path):
     default = Trainer(tiny_config(tmp_path))  # the arithmetic task's own example exchange
     assert default.parts.train.texts[0].startswith("<|im_start|>user\nWhat is 10 + 10?")
     assert default.parts.eval.texts[0].count("<|im_start|>user") == 2
+    alone = default.parts.eval_alone  # the same held-out questions without it
+    assert alone.examples == default.parts.eval.examples
+    assert all(t.count("<|im_start|>user") == 1 and "10 + 10" not in t for t in alone.texts)
+    assert [t.split("<|im_start|>user")[-1] for t in alone.texts] == [
+        t.split("<|im_start|>user")[-1] for t in default.parts.eval.texts]
     none = Trainer(tiny_config(tmp_path, "data.few_shot=[]"))
     assert none.parts.train.texts[0].count("<|im_start|>user") == 1
+    assert none.parts.eval_alone is None  # nothing shown, nothing to take away
     custom = Trainer(tiny_config(tmp_path, "data.few_shot=[{prompt: 'Q?', completion: 'A.'}]"))
     assert "user\nQ?<|im_end|>\n<|im_start|>assistant\nA.<|im_end|>" in custom.parts.train.texts[0]
 

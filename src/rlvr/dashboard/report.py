@@ -67,11 +67,13 @@ def _summary(summary: dict[str, Any] | None) -> str:
     if not summary:
         return "<p>No summary.json yet (the run has not finished).</p>"
     rows = []
-    for block in ("before", "after", "gain"):
-        value = summary.get(block)
-        if isinstance(value, dict) and "strict" in value:
-            cells = "".join(f"<td>{_interval(value.get(mode))}</td>" for mode in ("strict", "lenient"))
-            rows.append(f"<tr><th>{block}</th>{cells}</tr>")
+    for alone in (False, True):  # with the training prompt, then the question alone (no example exchange)
+        for block in ("before", "after", "gain"):
+            value = summary.get(block)
+            value = value.get("alone") if alone and isinstance(value, dict) else value
+            if isinstance(value, dict) and "strict" in value:
+                cells = "".join(f"<td>{_interval(value.get(mode))}</td>" for mode in ("strict", "lenient"))
+                rows.append(f"<tr><th>{block}{', the question alone' if alone else ''}</th>{cells}</tr>")
     table = f"<table><tr><th></th><th>strict</th><th>lenient</th></tr>{''.join(rows)}</table>" if rows else ""
     return table + f"<pre>{escape(json.dumps(summary, indent=1, default=str))}</pre>"
 

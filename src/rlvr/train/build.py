@@ -39,6 +39,7 @@ class RunParts:
     reference: torch.nn.Module | None
     train: Prompts
     eval: Prompts | None
+    eval_alone: Prompts | None  # the held-out questions without the example exchanges (None: there are none)
     rewards: list[RewardSpec]
     correctness: str  # the reward logged as `accuracy` and followed by the curriculum (see `correctness_reward`)
     accuracy_fns: tuple[Callable[..., Any], Callable[..., Any]]  # (strict, lenient) verifiers for held-out evaluation
@@ -86,8 +87,8 @@ def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts
     eval_examples = trl_form(eval_examples, chat=d.template == "chat") if eval_examples else eval_examples
     shots = ([(t.prompt, t.completion) for t in d.few_shot] if d.few_shot is not None
              else list(task.few_shot) if task else [])
-    render = lambda exs: Prompts(exs, [  # noqa: E731
-        render_prompt(with_few_shot(ex.prompt, shots), template=d.template, tokenizer=tokenizer,
+    render = lambda exs, shown=shots: Prompts(exs, [  # noqa: E731
+        render_prompt(with_few_shot(ex.prompt, shown), template=d.template, tokenizer=tokenizer,
                       system_prompt=d.system_prompt)
         for ex in exs
     ])
@@ -101,7 +102,7 @@ def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts
                         tokenizer, limit, specials)
     return RunParts(
         device=device, dtype=dtype, policy=policy, tokenizer=tokenizer, reference=reference,
-        train=train, eval=held_out,
+        train=train, eval=held_out, eval_alone=render(eval_examples, []) if held_out and shots else None,
         rewards=specs, correctness=correctness_reward([s.name for s in specs], scoring),
         accuracy_fns=(load_reward_function(scoring.strict), load_reward_function(scoring.lenient)),
         format_check=load_reward_function(expected_format(d.template)),

@@ -40,6 +40,13 @@ def _print_summary(summary: dict[str, Any], run_dir: str) -> None:
     if summary.get("gain"):
         g = summary["gain"]
         print(f"  gain   strict {_pts(g['strict'])}   lenient {_pts(g['lenient'])}   (points, paired)")
+    if (summary.get("before") or {}).get("alone") and (summary.get("after") or {}).get("alone"):
+        print("  the question alone, without the example exchange:")
+        for block in ("before", "after"):
+            a = summary[block]["alone"]
+            print(f"  {block:6s} strict {_pct(a['strict'])}   lenient {_pct(a['lenient'])}")
+        g = summary["gain"]["alone"]
+        print(f"  gain   strict {_pts(g['strict'])}   lenient {_pts(g['lenient'])}   (points, paired)")
 
 
 def _pct(i: dict[str, float]) -> str:

@@ -50,7 +50,7 @@ from rlvr.run.process import derived_seed
 from rlvr.run.sharded import load_shards
 from rlvr.run.world import SINGLE, World, any_across, gather_across, shard
 from rlvr.train.batch import make_batch, outcome_advantages
-from rlvr.train.build import build_parts
+from rlvr.train.build import Prompts, build_parts
 from rlvr.train.curriculum import CurriculumStream
 from rlvr.train.dynamic import FillStats, fill_informative
 from rlvr.train.metrics import MetricSources, gather_step, sample_groups, step_metrics, step_record
@@ -196,15 +196,22 @@ class Trainer:
 
     # ── what the run core asks of a recipe ───────────────────────────────────────────────────
     def evaluate(self) -> dict[str, Any] | None:
-        """Greedy held-out accuracy, strict and lenient, with 95% intervals and each problem's verdict."""
+        """Greedy held-out accuracy, strict and lenient, with 95% intervals and each problem's verdict; when the
+        prompts show example exchanges, also of the questions alone (`alone`: what was learned, not shown)."""
         if self.parts.eval is None:
             return None
+        evaluation = self._accuracy(self.parts.eval)
+        if self.parts.eval_alone is not None:
+            alone = self._accuracy(self.parts.eval_alone)
+            evaluation["alone"] = {k: v for k, v in alone.items() if k != "examples"}
+        return evaluation
+
+    def _accuracy(self, prompts: Prompts) -> dict[str, Any]:
         strict, lenient = self.parts.accuracy_fns
         c = self.config
         with self.autocast():
             result = with_weights(self.trained, lambda model: evaluate_accuracy(
-                model, self.tokenizer, self.parts.eval.examples, self.parts.eval.texts,
-                strict=strict, lenient=lenient,
+                model, self.tokenizer, prompts.examples, prompts.texts, strict=strict, lenient=lenient,
                 max_new_tokens=c.eval_max_new_tokens or c.generation.max_new_tokens,
                 add_special_tokens=self.parts.add_special_tokens, world=self.world,
             ))
@@ -215,8 +222,12 @@ class Trainer:
         return {"eval/strict": evaluation["strict"]["mean"], "eval/lenient": evaluation["lenient"]["mean"]}
 
     def describe(self, evaluation: dict[str, Any]) -> str:
-        return (f"strict {Interval(**evaluation['strict'])}   lenient {Interval(**evaluation['lenient'])}   "
+        line = (f"strict {Interval(**evaluation['strict'])}   lenient {Interval(**evaluation['lenient'])}   "
                 f"(n={evaluation['n']}, held-out, greedy)")
+        if "alone" in evaluation:
+            a = evaluation["alone"]
+            line += f"; the question alone: strict {Interval(**a['strict'])}   lenient {Interval(**a['lenient'])}"
+        return line
 
     def progress(self, metrics: dict[str, float]) -> dict[str, str]:
         return {"reward": f"{metrics['reward/mean']:.2f}", "acc": f"{metrics.get('accuracy', float('nan')):.2f}",
@@ -281,13 +292,21 @@ class Trainer:
             "eval_decoding": "greedy", "seed": c.seed, "before": _headline(before), "after": _headline(after),
         }
         if before and after:
-            summary["gain"] = {mode: paired_gain_interval(before[f"{mode}_correct"], after[f"{mode}_correct"]).__dict__
-                               for mode in ("strict", "lenient")}
+            summary["gain"] = _gain(before, after)
+            if "alone" in before and "alone" in after:  # the same questions without the example exchanges
+                summary["gain"]["alone"] = _gain(before["alone"], after["alone"])
         return summary
 
 
+def _gain(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """The paired gain, strict and lenient, with its 95% interval."""
+    return {mode: paired_gain_interval(before[f"{mode}_correct"], after[f"{mode}_correct"]).__dict__
+            for mode in ("strict", "lenient")}
+
+
 def _headline(evaluation: dict[str, Any] | None) -> dict[str, Any] | None:
-    """An evaluation without its per-problem verdicts and examples."""
+    """An evaluation without its per-problem verdicts and examples (its `alone` part likewise)."""
     if evaluation is None:
         return None
-    return {k: v for k, v in evaluation.items() if not k.endswith("_correct") and k != "examples"}
+    return {k: _headline(v) if k == "alone" else v for k, v in evaluation.items()
+            if not k.endswith("_correct") and k != "examples"}

@@ -108,13 +108,14 @@ def plot(curves: dict[str, list[dict]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for engine, points in curves.items():
+    for (engine, points), color in zip(curves.items(), ("tab:blue", "tab:orange")):
         for key, ax in (("step", axes[0]), ("seconds", axes[1])):
             x = [p[key] / (60 if key == "seconds" else 1) for p in points]
-            ax.plot(x, [100 * p["strict"] for p in points], marker="o", label=f"{engine}, strict")
+            ax.plot(x, [100 * p["strict"] for p in points], marker="o", color=color, label=f"{engine}, strict")
             ax.fill_between(x, [100 * p["strict_low"] for p in points], [100 * p["strict_high"] for p in points],
-                            alpha=0.15)
-            ax.plot(x, [100 * p["plain_strict"] for p in points], "--", marker=".", label=f"{engine}, question alone")
+                            color=color, alpha=0.12)
+            ax.plot(x, [100 * p["plain_strict"] for p in points], "--", marker=".", color=color,
+                    label=f"{engine}, strict, question alone")
     for ax, label in ((axes[0], "step"), (axes[1], "training wall-clock (min)")):
         ax.set_xlabel(label)
         ax.set_ylabel("held-out greedy accuracy, strict (%)")
@@ -169,8 +170,8 @@ def main() -> None:
         reached = time_to(ours, target)
         ratio = trl[-1]["seconds"] / reached if reached else None
         print(f"\nTRL's final strict accuracy {100 * target:.1f}% after {trl[-1]['seconds'] / 60:.1f} min of training; "
-              + (f"rlvr reached it after {reached / 60:.1f} min: time-to-accuracy ratio {ratio:.2f}x" if reached
-                 else "rlvr did not reach it"))
+              + ("rlvr did not reach it" if reached is None else "the base model already has it" if not reached
+                 else f"rlvr reached it after {reached / 60:.1f} min: time-to-accuracy ratio {ratio:.2f}x"))
         print("\nstep by step, rlvr − TRL (strict, paired over the same problems, Newcombe 95%):")
         for mine, theirs in zip(ours[1:], trl[1:], strict=True):
             gap = paired_gain_interval(theirs["verdicts"], mine["verdicts"])

@@ -148,7 +148,7 @@ HEAVY = ("torch", "transformers", "numpy")
 
 @pytest.mark.parametrize("args", [
     ["--help"], ["train", "--help"], ["train", "--set", "sampling.grup_size=4"], ["train", "--config", "nope.yaml"],
-    ["eval", "--model", "tiny", "--data", "x", "--samples", "0"], ["rm", "--set", "optim.lr=-1"],
+    ["eval", "--model", "tiny", "--data", "x", "--samples", "-1"], ["rm", "--set", "optim.lr=-1"],
     ["sft", "--set", "bogus=1"], ["sample", "--set", "bogus=1"], ["pipeline", "no/such/recipe.yaml"],
     ["grade", "--grader", "nope", "--input", "x", "--output", "y"], ["dashboard", "--help"],
 ])

@@ -1,7 +1,7 @@
 """Does rlvr learn as well as TRL per step, and how much sooner: the default job run by both, their
 checkpoints scored by the same evaluator.
 
-    .venv/bin/python bench/learning_vs_trl.py [--steps 40] [--every 10] [--limit N] [--skip-trl]
+    .venv/bin/python bench/learning_vs_trl.py [--steps 40] [--every 10] [--limit N] [--skip-trl] [--reuse]
 
 The job is `rlvr train` with no arguments (SmolLM2-135M-Instruct, one-digit sums with one example
 exchange before each question, 8 prompts x 8 completions at temperature 0.7, <= 64 tokens, the strict
@@ -61,23 +61,26 @@ def trl_job(steps: int, every: int, out: Path) -> dict:
             "scheduler": o.schedule}
 
 
-def run_rlvr(steps: int, every: int, out: Path) -> list[tuple[int, float, str]]:
+def run_rlvr(steps: int, every: int, out: Path, reuse: bool) -> list[tuple[int, float, str]]:
     """(step, training seconds so far, checkpoint) of an `rlvr train` run of the default job."""
     run = out / "rlvr"
     command = [str(Path(sys.executable).parent / "rlvr"), "train", "--output-dir", str(run), "--max-steps", str(steps),
-               "--set", f"save_every={every}", "--set", "eval_before=false", "--set", "eval_after=false"]
-    subprocess.run(command, check=True)
+               "--set", f"save_every={every}", "--set", "keep_checkpoints=0", "--set", "eval_before=false",
+               "--set", "eval_after=false"]
+    if not (reuse and (run / "summary.json").is_file()):
+        subprocess.run(command, check=True)
     seconds = [json.loads(line)["step_seconds"] for line in (run / "metrics.jsonl").read_text().splitlines()]
     return [(s, sum(seconds[:s]), str(run / "checkpoints" / f"step-{s:06d}")) for s in range(every, steps + 1, every)]
 
 
-def run_trl(steps: int, every: int, out: Path) -> list[tuple[int, float, str]]:
+def run_trl(steps: int, every: int, out: Path, reuse: bool) -> list[tuple[int, float, str]]:
     """(step, training seconds so far, checkpoint) of TRL's run of the same job."""
     job, result = trl_job(steps, every, out), out / "trl_result.json"
     (out / "trl_job.json").write_text(json.dumps(job))
     env = {**os.environ, "PYTHONPATH": str(HERE.parent / "src")}  # rlvr's reward functions
-    subprocess.run([str(trl_python(("math-verify", "pyyaml"))), str(HERE / "trl_job.py"),
-                    str(out / "trl_job.json"), str(result)], check=True, env=env)
+    if not (reuse and result.is_file()):
+        subprocess.run([str(trl_python(("math-verify", "pyyaml"))), str(HERE / "trl_job.py"),
+                        str(out / "trl_job.json"), str(result)], check=True, env=env)
     seconds = json.loads(result.read_text())["step_seconds"]
     return [(s, sum(seconds[:s]), f"{job['output_dir']}/checkpoint-{s}") for s in range(every, steps + 1, every)]
 
@@ -134,13 +137,15 @@ def main() -> None:
     p.add_argument("--every", type=int, default=10, help="checkpoint and evaluate every N steps")
     p.add_argument("--limit", type=int, help="the first N held-out problems only (default: all)")
     p.add_argument("--skip-trl", action="store_true")
+    p.add_argument("--reuse", action="store_true",
+                   help="keep a finished training run found in --out (evaluate and report again)")
     p.add_argument("--out", default=str(HERE / "results" / "learning"))
     args = p.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    runs = {"rlvr": run_rlvr(args.steps, args.every, out)}
+    runs = {"rlvr": run_rlvr(args.steps, args.every, out, args.reuse)}
     if not args.skip_trl:
-        runs["TRL"] = run_trl(args.steps, args.every, out)
+        runs["TRL"] = run_trl(args.steps, args.every, out, args.reuse)
     from rlvr.evaluate.accuracy import paired_gain_interval, wilson_interval
     from rlvr.models import resolve_model_path
 

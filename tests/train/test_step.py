@@ -166,6 +166,12 @@ def test_few_shot_turns_come_before_every_prompt(tmp_path):
     assert all(t.count("<|im_start|>user") == 1 and "10 + 10" not in t for t in alone.texts)
     assert [t.split("<|im_start|>user")[-1] for t in alone.texts] == [
         t.split("<|im_start|>user")[-1] for t in default.parts.eval.texts]
+    half = Trainer(tiny_config(tmp_path, "data.few_shot_share=0.5"))  # every other training prompt goes without
+    shown = ["10 + 10" in t for t in half.parts.train.texts]
+    assert shown == [i % 2 == 1 for i in range(len(shown))] and len(shown) == 32
+    assert [t.split("<|im_start|>user")[-1] for t in half.parts.train.texts] == [
+        t.split("<|im_start|>user")[-1] for t in default.parts.train.texts]
+    assert all("10 + 10" in t for t in half.parts.eval.texts)  # held-out prompts keep the example
     none = Trainer(tiny_config(tmp_path, "data.few_shot=[]"))
     assert none.parts.train.texts[0].count("<|im_start|>user") == 1
     assert none.parts.eval_alone is None  # nothing shown, nothing to take away

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -67,6 +68,15 @@ def load_models(
     return device, dtype, policy, tokenizer, reference
 
 
+def _shown(row: int, share: float) -> bool:
+    """Whether row `row` gets the example exchanges when a `share` of the rows do, spread evenly.
+
+    >>> [_shown(i, 0.5) for i in range(4)], sum(_shown(i, 0.25) for i in range(100))
+    ([False, True, False, True], 25)
+    """
+    return math.floor((row + 1) * share) > math.floor(row * share)
+
+
 def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts:
     """Load the policy (from `checkpoint` when resuming), the reference when β > 0, data and rewards."""
     device, dtype, policy, tokenizer, reference = load_models(config, checkpoint)
@@ -87,14 +97,14 @@ def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts
     eval_examples = trl_form(eval_examples, chat=d.template == "chat") if eval_examples else eval_examples
     shots = ([(t.prompt, t.completion) for t in d.few_shot] if d.few_shot is not None
              else list(task.few_shot) if task else [])
-    render = lambda exs, shown=shots: Prompts(exs, [  # noqa: E731
-        render_prompt(with_few_shot(ex.prompt, shown), template=d.template, tokenizer=tokenizer,
-                      system_prompt=d.system_prompt)
-        for ex in exs
+    render = lambda exs, shown=shots, share=1.0: Prompts(exs, [  # noqa: E731
+        render_prompt(with_few_shot(ex.prompt, shown if _shown(i, share) else []), template=d.template,
+                      tokenizer=tokenizer, system_prompt=d.system_prompt)
+        for i, ex in enumerate(exs)
     ])
     specials, new_tokens = d.template != "chat", config.generation.max_new_tokens or 0
-    train = fitting(render(train_examples), tokenizer, prompt_limit(policy, new_tokens, d.max_prompt_tokens),
-                    specials, d.train)
+    train = fitting(render(train_examples, shots, d.few_shot_share), tokenizer,
+                    prompt_limit(policy, new_tokens, d.max_prompt_tokens), specials, d.train)
     held_out = render(eval_examples) if eval_examples else None
     if held_out is not None:  # a held-out set that silently shrank would not be the same measurement
         limit = prompt_limit(policy, config.eval_max_new_tokens or new_tokens, d.max_prompt_tokens)

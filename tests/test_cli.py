@@ -19,6 +19,9 @@ def test_train_tiny_config_end_to_end_and_resume(tmp_path):
     out = rlvr("train", "--config", "configs/tiny.yaml", "--output-dir", str(run))
     assert out.returncode == 0, out.stderr
     assert "before" in out.stdout and "after" in out.stdout and "gain" in out.stdout
+    # the task's prompts show an example exchange: the questions alone get their own before, after and gain
+    alone = out.stdout.split("the question alone, without the example exchange:")[1].splitlines()
+    assert [line.split()[0] for line in alone[1:4]] == ["before", "after", "gain"]
     summary = json.loads((run / "summary.json").read_text())
     assert summary["steps"] == 4 and summary["model"] == "tiny"
     assert len((run / "metrics.jsonl").read_text().splitlines()) == 4

@@ -32,21 +32,22 @@ def _print_summary(summary: dict[str, Any], run_dir: str) -> None:
     if "stopped_at" in summary or not is_main_rank():
         return
     print(f"\nrun directory: {run_dir}")
-    for block in ("before", "after"):
-        if summary.get(block):
-            b = summary[block]
-            print(f"  {block:6s} strict {_pct(b['strict'])}   lenient {_pct(b['lenient'])}   "
-                  f"(n={b['n']}, 95% intervals)")
-    if summary.get("gain"):
-        g = summary["gain"]
-        print(f"  gain   strict {_pts(g['strict'])}   lenient {_pts(g['lenient'])}   (points, paired)")
-    if (summary.get("before") or {}).get("alone") and (summary.get("after") or {}).get("alone"):
+    _print_accuracy(summary, summary.get("gain"), counted=True)
+    before, after = summary.get("before") or {}, summary.get("after") or {}
+    if before.get("alone") and after.get("alone"):
         print("  the question alone, without the example exchange:")
-        for block in ("before", "after"):
-            a = summary[block]["alone"]
-            print(f"  {block:6s} strict {_pct(a['strict'])}   lenient {_pct(a['lenient'])}")
-        g = summary["gain"]["alone"]
-        print(f"  gain   strict {_pts(g['strict'])}   lenient {_pts(g['lenient'])}   (points, paired)")
+        _print_accuracy({"before": before["alone"], "after": after["alone"]}, summary["gain"]["alone"], counted=False)
+
+
+def _print_accuracy(blocks: dict[str, Any], gain: dict[str, Any] | None, counted: bool) -> None:
+    """The before and after lines (with the problem count when `counted`) and the paired gain."""
+    for block in ("before", "after"):
+        if blocks.get(block):
+            b = blocks[block]
+            count = f"   (n={b['n']}, 95% intervals)" if counted else ""
+            print(f"  {block:6s} strict {_pct(b['strict'])}   lenient {_pct(b['lenient'])}{count}")
+    if gain:
+        print(f"  gain   strict {_pts(gain['strict'])}   lenient {_pts(gain['lenient'])}   (points, paired)")
 
 
 def _pct(i: dict[str, float]) -> str:

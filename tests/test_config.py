@@ -88,6 +88,8 @@ def test_rewards_list(tmp_path):
         (["model.lora.dropout=1"], "model.lora.dropout=1.0 must be in [0, 1)"),
         (["model.lora.target_modules=q_proj"], "'model.lora.target_modules' must be a list"),
         (["model.lora.rank=8", "algorithm.ref_refresh_steps=5"], "cannot refresh the reference with model.lora"),
+        (["keep_checkpoints=-1"], "keep_checkpoints must be >= 0 (0 = keep every checkpoint)"),
+        (["data.few_shot_share=1.5"], "data.few_shot_share=1.5 must be in [0, 1]"),
     ],
 )
 def test_bad_configs_are_one_line_errors(overrides, message):

@@ -98,20 +98,29 @@ def rlvr_args(*args):
 
 
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
-def test_nproc_runs_rank_0_writes_and_resuming_at_another_world_size_keeps_the_data_order(tmp_path, strategy):
+def test_nproc_runs_rank_0_writes_and_resuming_at_another_world_size_keeps_the_data_order(tmp_path, strategy,
+                                                                                          monkeypatch):
     """2 ranks -> 1 process -> 2 ranks; under fsdp with a reference (refreshed) and μ = 2, so that every
     sharded model and the optimizer state go through a checkpoint."""
+    MlflowClient = pytest.importorskip("mlflow.tracking").MlflowClient
     run = tmp_path / "run"
     sets = ["--set", f"distributed.strategy={strategy}", "--set", "algorithm.updates_per_batch=2",
             "--set", "algorithm.ref_refresh_steps=2"]
+    # rank 0 alone logs to the trackers: one MLflow run, with each step once
+    tracked = {**rank_env(), "MLFLOW_TRACKING_URI": (tmp_path / "mlruns").as_uri(), "MLFLOW_ALLOW_FILE_STORE": "true"}
+    sets += ["--set", "logging.report_to=[tensorboard, mlflow]"]
     out = run_ranks([sys.executable, *rlvr_args("--nproc", "2", "--max-steps", "2", "--output-dir", str(run),
-                                                     *sets)], timeout=180)
+                                                     *sets)], timeout=180, env=tracked)
     assert out.returncode == 0, out.stderr[-4000:]
     assert out.stdout.count("run directory:") == 1 and out.stdout.count("before: strict") == 1
     assert [line.count('"step"') for line in (run / "metrics.jsonl").read_text().splitlines()] == [1, 1]
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    client = MlflowClient((tmp_path / "mlruns").as_uri())
+    (logged,) = client.search_runs([client.get_experiment_by_name("rlvr").experiment_id])
+    assert [m.step for m in client.get_metric_history(logged.info.run_id, "loss")] == [1, 2]
     for nproc, steps in (("1", 3), ("2", 4)):  # 2 ranks -> 1 process -> 2 ranks
         more = run_ranks([sys.executable, "-m", "rlvr", "train", "--nproc", nproc, "--resume", str(run),
-                               "--max-steps", str(steps)], timeout=180)
+                               "--max-steps", str(steps)], timeout=180, env=tracked)
         assert more.returncode == 0, more.stderr[-4000:]
     assert len((run / "metrics.jsonl").read_text().splitlines()) == 4
     last = run / "checkpoints" / "step-000004"

@@ -235,6 +235,8 @@ def test_eval_every_logs_held_out_accuracy(tmp_path):
     lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert ["eval/strict" in x for x in lines] == [False, True, False, True]
     assert 0.0 <= lines[1]["eval/strict"] <= lines[1]["eval/lenient"] <= 1.0
+    # the task shows an example exchange: the questions alone are logged beside
+    assert 0.0 <= lines[1]["eval/alone/strict"] <= lines[1]["eval/alone/lenient"] <= 1.0
 
 
 def test_accuracy_follows_the_tasks_verifier_wherever_it_is_listed(tmp_path):

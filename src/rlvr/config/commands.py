@@ -11,7 +11,14 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from rlvr.config.choices import FORMAT_NAMES, MODES, ExtractionMode
-from rlvr.config.sections import DistributedConfig, GenerationConfig, ModelConfig, OptimConfig, check
+from rlvr.config.sections import (
+    DistributedConfig,
+    GenerationConfig,
+    LoggingConfig,
+    ModelConfig,
+    OptimConfig,
+    check,
+)
 
 _MOVED = {"cache_dir": "model.cache_dir"}
 _SAMPLING_MOVED = {
@@ -205,6 +212,8 @@ class SFTConfig:
     """AdamW, warm-up, schedule, gradient clipping and micro_batch_tokens, as for `rlvr train` (optim.lr, ...)."""
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
     """Several ranks under torchrun (or `--nproc N`), as for `rlvr train`."""
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    """Trackers (logging.report_to: tensorboard, wandb, trackio, mlflow), as for `rlvr train`."""
     seed: int = 0
     """Seeds the held-out split and the order of the examples."""
     output_dir: str = "runs/sft"
@@ -214,7 +223,7 @@ class SFTConfig:
     eval_every: int = 0
     """Also measure the held-out loss every N steps, logged as eval_loss (0 = only before and after)."""
     tensorboard: bool = True
-    """Mirror metrics.jsonl to TensorBoard (run_dir/tensorboard)."""
+    """false drops `tensorboard` from logging.report_to (the switch of earlier versions)."""
     threads: int = 0
     """CPU threads for torch (0 = all cores)."""
 
@@ -222,6 +231,7 @@ class SFTConfig:
         self.model.validate()
         self.optim.validate()
         self.distributed.validate()
+        self.logging.validate()
         check([
             (bool(self.data), 'no SFT data: give --data train.jsonl (one {"prompt", "completion"} or '
                               '{"messages": [...]} object per line)'),
@@ -262,6 +272,8 @@ class RewardModelConfig:
     (micro_batch_tokens does not apply: a step is one forward of its 2 · batch_size sequences.)"""
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
     """Several ranks under torchrun (or `--nproc N`), as for `rlvr train`."""
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    """Trackers (logging.report_to: tensorboard, wandb, trackio, mlflow), as for `rlvr train`."""
     stats_completions: int = 1000
     """Training completions (a seeded sample of chosen and rejected ones) scored at each checkpoint
     for the mean and std that normalise the reward; 0 = all."""
@@ -278,6 +290,7 @@ class RewardModelConfig:
         self.model.validate()
         self.optim.validate()
         self.distributed.validate()
+        self.logging.validate()
         check([
             (bool(self.data), "no preference data: give --data pairs.jsonl "
                               '(one {"prompt", "chosen", "rejected"} object per line)'),

@@ -96,6 +96,8 @@ def canonical(cls: type, values: dict[str, Any]) -> dict[str, Any]:
     >>> from rlvr.config.train import TrainConfig
     >>> canonical(TrainConfig, {"model": "tiny", "sampling": {"temperature": 0.9, "group_size": 4}})
     {'model': {'name': 'tiny'}, 'sampling': {'group_size': 4}, 'generation': {'temperature': 0.9}}
+    >>> canonical(TrainConfig, {"logging": "wandb"})
+    {'logging': {'report_to': ['wandb']}}
     """
     out = copy.deepcopy(values)
     hints = typing.get_type_hints(cls)
@@ -111,6 +113,9 @@ def canonical(cls: type, values: dict[str, Any]) -> dict[str, Any]:
         if _has_nested(out, new.split(".")):
             raise UserError(f"config keys {old!r} and {new!r} set the same thing: keep only {new!r}")
         _set_nested(out, new.split("."), value)
+    for name in getattr(cls, "ONE_OR_MANY", ()):  # `report_to: wandb` is `report_to: [wandb]`
+        if isinstance(out.get(name), str):
+            out[name] = [out[name]]
     for name, section in sections.items():
         if isinstance(out.get(name), dict):
             out[name] = canonical(section, out[name])

@@ -135,6 +135,32 @@ class OptimConfig:
         ])
 
 
+Tracker = Literal["tensorboard", "wandb", "trackio", "mlflow"]
+
+
+@dataclass
+class LoggingConfig:
+    """Where a run's per-step metrics, config, sample groups and evaluations go besides metrics.jsonl."""
+
+    SHORTHAND: ClassVar[str] = "report_to"
+    ONE_OR_MANY: ClassVar[tuple[str, ...]] = ("report_to",)  # one name stands for a list of one
+    report_to: list[Tracker] = field(default_factory=lambda: ["tensorboard"])
+    """Any of `tensorboard` (run_dir/tensorboard), `wandb`, `trackio`, `mlflow`; [] = metrics.jsonl only.
+    Each tracker is configured as usual by its own environment (WANDB_MODE=offline, WANDB_API_KEY,
+    TRACKIO_DIR, MLFLOW_TRACKING_URI, ...). Install the ones you use: pip install 'rlvr[wandb]' (trackio, mlflow)."""
+    project: str = "rlvr"
+    """The W&B / trackio project, the MLflow experiment."""
+    run_name: str | None = None
+    """The run's name in the trackers; None = the name of output_dir."""
+    group: str | None = None
+    """Runs that belong together (the stages of one `rlvr pipeline`, which sets it); None = none."""
+
+    def validate(self) -> None:
+        check([(len(set(self.report_to)) == len(self.report_to),
+                f"logging.report_to={self.report_to} names a tracker twice"),
+               (bool(self.project), "logging.project is empty: give the project (experiment) to log to")])
+
+
 @dataclass
 class DistributedConfig:
     strategy: Literal["ddp", "fsdp"] = "ddp"

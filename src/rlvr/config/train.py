@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from rlvr.config.choices import Aggregation, Baseline, KLEstimator, Scale, StdEstimator
-from rlvr.config.sections import DistributedConfig, GenerationConfig, ModelConfig, OptimConfig, check
+from rlvr.config.sections import (
+    DistributedConfig,
+    GenerationConfig,
+    LoggingConfig,
+    ModelConfig,
+    OptimConfig,
+    check,
+)
 
 # Counted by the reflection_rate metric (rlvr/evaluate/emergence.py): words of self-checking.
 DEFAULT_REFLECTION_PHRASES = ("wait", "let me reconsider", "let me verify", "let me check", "actually", "hmm")
@@ -184,6 +191,7 @@ class TrainConfig:
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
     max_steps: int = 40
     """Training steps (one sampled batch each)."""
     seed: int = 0
@@ -211,7 +219,7 @@ class TrainConfig:
 
     def validate(self) -> None:
         for section in (self.model, self.data, self.sampling, self.generation, self.algorithm, self.optim,
-                        self.distributed):
+                        self.distributed, self.logging):
             section.validate()
         check([
             (self.generation.max_new_tokens is not None, "generation.max_new_tokens must be a number for training"),

@@ -1,4 +1,5 @@
-"""`rlvr report RUN_DIR [--output FILE]`, `rlvr dashboard RUN_DIR [RUN_DIR ...] [--host] [--port] [--allow-remote]`"""
+"""`rlvr report RUN_DIR [RUN_DIR ...] [--output FILE] [--x step|time]`,
+`rlvr dashboard RUN_DIR [RUN_DIR ...] [--host] [--port] [--allow-remote]`"""
 
 from __future__ import annotations
 
@@ -9,15 +10,21 @@ from pathlib import Path
 def add_report_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser("report",
                               help="write one self-contained HTML report of a run (charts, summary, samples, config)")
-    p.add_argument("run_dir", help="a run directory made by rlvr train")
-    p.add_argument("--output", help="the HTML file (default RUN_DIR/report.html)")
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
+                   help="run directories made by rlvr train (several are overlaid, one line each)")
+    p.add_argument("--output", help="the HTML file (default RUN_DIR/report.html; needed for several runs)")
+    p.add_argument("--x", choices=["step", "time"], default="step",
+                   help="the charts' x axis: the step (default) or wall-clock minutes of training")
     return p
 
 
 def run_report(args: argparse.Namespace) -> int:
     from rlvr.dashboard.report import write_report
+    from rlvr.errors import UserError
 
-    path = write_report(Path(args.run_dir), Path(args.output) if args.output else None)
+    if len(args.run_dirs) > 1 and not args.output:
+        raise UserError("several runs make one report: give --output FILE (e.g. --output compare.html)")
+    path = write_report([Path(r) for r in args.run_dirs], Path(args.output) if args.output else None, x=args.x)
     print(f"report: {path}")
     return 0
 

@@ -1,6 +1,8 @@
-"""`rlvr report RUN_DIR`: one self-contained HTML file (charts, summary, config, sample groups).
+"""`rlvr report RUN_DIR [RUN_DIR ...]`: one self-contained HTML file (charts, summary, sample groups, config).
 
-No script and no external resource: it opens offline and can be attached to a paper. Completions,
+No script and no external resource: it opens offline and can be attached to a paper. The charts have
+axes with tick values, a legend and values on hover (CSS); several runs are overlaid, one line each.
+The sample groups are filtered by step and by reward with CSS alone (radio buttons). Completions,
 prompts and the config are untrusted text and are always escaped.
 """
 
@@ -8,15 +10,16 @@ from __future__ import annotations
 
 import json
 from html import escape
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
-from rlvr.dashboard.charts import line_chart
+from rlvr.dashboard.charts import CHART_CSS, line_chart
 from rlvr.dashboard.run_data import RunData, read_run
 
 # chart title -> the metrics drawn in it
 CHARTS: dict[str, tuple[str, ...]] = {
-    "reward and accuracy": ("reward/mean", "accuracy", "eval/strict"),
+    "reward and accuracy": ("reward/mean", "accuracy", "eval/strict", "eval/alone/strict"),
     "KL to the reference": ("kl",),
     "clip fractions": ("clip_low_fraction", "clip_high_fraction"),
     "entropy": ("entropy",),
@@ -27,73 +30,150 @@ CHARTS: dict[str, tuple[str, ...]] = {
     "step time (s)": ("step_seconds",),
     "completion tokens per second": ("tokens_per_second",),
 }
-SHOWN_GROUPS = 6
+X_AXES = {"step": "step", "time": "wall-clock (minutes of training steps)"}
+SHOWN_GROUPS = 120  # the latest recorded groups in the report
+STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:auto} .charts{display:flex;flex-wrap:wrap;gap:8px} "
+         "table{border-collapse:collapse;margin:4px 0} td,th{border:1px solid #ccc;padding:3px 6px;text-align:left} "
+         ".problem{color:#b45309} pre.completion{white-space:pre-wrap;background:#f6f6f6;margin:2px 0;padding:4px} "
+         ".filters label{margin-right:8px} .filters input{margin-right:2px} " + CHART_CSS)
 
 
-def write_report(run_dir: Path, output: Path | None = None) -> Path:
-    run = read_run(run_dir)
-    path = output or run_dir / "report.html"
-    path.write_text(render(run), encoding="utf-8")
+def write_report(run_dir: Path | list[Path], output: Path | None = None, x: str = "step") -> Path:
+    """The report of one run (written into it by default) or of several overlaid (output required)."""
+    dirs = run_dir if isinstance(run_dir, list) else [run_dir]
+    runs = [read_run(d) for d in dirs]
+    path = output or dirs[0] / "report.html"
+    path.write_text(render(runs, x=x), encoding="utf-8")
     return path
 
 
-def render(run: RunData) -> str:
-    body = [f"<h1>rlvr run: {escape(str(run.path))}</h1>"]
-    body += [f'<p class="problem">{escape(p)}</p>' for p in run.problems]
-    body += ["<h2>Summary</h2>", _summary(run.summary)]
-    body += ["<h2>Training</h2>", '<div class="charts">', *_charts(run.metrics), "</div>"]
-    body += ["<h2>Sample groups</h2>", *(_group(g) for g in run.groups[-SHOWN_GROUPS:])]
-    if not run.groups:
-        body.append("<p>No groups recorded (sample_every = 0, or no step yet).</p>")
-    body += ["<h2>Config</h2>", f"<pre>{escape(run.config) or 'config.yaml not found'}</pre>"]
-    style = ("body{font-family:sans-serif;max-width:1100px;margin:auto} .charts{display:flex;flex-wrap:wrap;gap:8px} "
-             "table{border-collapse:collapse} td,th{border:1px solid #ccc;padding:3px 6px} .problem{color:#b45309} "
-             "pre.completion{white-space:pre-wrap;background:#f6f6f6;margin:2px 0;padding:4px}")
-    return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>rlvr report</title><style>{style}</style></head>'
-            f'<body>{"".join(body)}</body></html>')
+def render(runs: RunData | list[RunData], x: str = "step") -> str:
+    runs = runs if isinstance(runs, list) else [runs]
+    several = len(runs) > 1
+    heading = "rlvr runs" if several else f"rlvr run: {escape(str(runs[0].path))}"
+    body = [f"<h1>{heading}</h1>"]
+    for i, run in enumerate(runs):
+        body += [f"<h2>Summary{': ' + escape(label(run, i, several)) if several else ''}</h2>"]
+        body += [f'<p class="problem">{escape(p)}</p>' for p in run.problems]
+        body.append(summary_tables(run.summary))
+    body += ["<h2>Training</h2>", '<div class="charts">', *charts(runs, x), "</div>"]
+    for i, run in enumerate(runs):
+        body += [f"<h2>Sample groups{': ' + escape(label(run, i, several)) if several else ''}</h2>",
+                 sample_groups(run.groups[-SHOWN_GROUPS:], f"r{i}")]
+        body += [f"<details><summary>config.yaml</summary><pre>{escape(run.config) or 'config.yaml not found'}"
+                 "</pre></details>"]
+    return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>rlvr report</title><style>{STYLE}</style>'
+            f'</head><body>{"".join(body)}</body></html>')
 
 
-def _charts(metrics: list[dict[str, Any]]) -> list[str]:
-    steps = [m.get("step", i + 1) for i, m in enumerate(metrics)]
-    charts = []
+def label(run: RunData, index: int, several: bool) -> str:
+    """A run's name in legends: its folder, numbered when several runs are shown."""
+    return f"{index}: {run.path.name}" if several else run.path.name
+
+
+def x_values(metrics: list[dict[str, Any]], x: str) -> list[float]:
+    """Each logged step's position: its step, or the minutes of training steps up to its end (`time`).
+
+    >>> x_values([{"step": 1, "step_seconds": 30}, {"step": 2, "step_seconds": 90}], "time")
+    [0.5, 2.0]
+    """
+    if x == "time":
+        return list(accumulate((number(m.get("step_seconds")) or 0.0) / 60 for m in metrics))
+    return [m.get("step", i + 1) for i, m in enumerate(metrics)]
+
+
+def charts(runs: list[RunData], x: str = "step") -> list[str]:
+    """One chart per CHARTS entry with data: a line per metric (and per run when several, by name)."""
+    several, out = len(runs) > 1, []
     for title, keys in CHARTS.items():
-        present = [k for k in keys if any(k in m for m in metrics)]
-        if present:
-            charts.append(line_chart(title, steps, {k: [number(m.get(k)) for m in metrics] for k in present}))
-    return charts
+        lines: dict[str, dict[float, float | None]] = {}
+        for i, run in enumerate(runs):
+            xs = x_values(run.metrics, x)
+            for key in keys:
+                if any(key in m for m in run.metrics):
+                    name = f"{label(run, i, several)}: {key}" if several else key
+                    lines[name] = {px: number(m.get(key)) for px, m in zip(xs, run.metrics)}
+        if lines:
+            xs_all = sorted({px for line in lines.values() for px in line})
+            out.append(line_chart(title, xs_all, {n: [line.get(px) for px in xs_all] for n, line in lines.items()},
+                                  x_label=X_AXES[x]))
+    return out
 
 
-def _summary(summary: dict[str, Any] | None) -> str:
+def summary_tables(summary: dict[str, Any] | None) -> str:
+    """Held-out accuracy before and after (with the training prompt, and the question alone), the gain in
+    points with its interval; the run's other numbers; the raw summary.json folded away."""
     if not summary:
         return "<p>No summary.json yet (the run has not finished).</p>"
     rows = []
-    for alone in (False, True):  # with the training prompt, then the question alone (no example exchange)
+    for alone in (False, True):
         for block in ("before", "after", "gain"):
             value = summary.get(block)
             value = value.get("alone") if alone and isinstance(value, dict) else value
             if isinstance(value, dict) and "strict" in value:
-                cells = "".join(f"<td>{_interval(value.get(mode))}</td>" for mode in ("strict", "lenient"))
+                show = _points if block == "gain" else _percent
+                cells = "".join(f"<td>{show(value.get(mode))}</td>" for mode in ("strict", "lenient"))
                 rows.append(f"<tr><th>{block}{', the question alone' if alone else ''}</th>{cells}</tr>")
-    table = f"<table><tr><th></th><th>strict</th><th>lenient</th></tr>{''.join(rows)}</table>" if rows else ""
-    return table + f"<pre>{escape(json.dumps(summary, indent=1, default=str))}</pre>"
+    accuracy = ("<table class=\"accuracy\"><tr><th>held-out accuracy (95% interval)</th><th>strict</th>"
+                f"<th>lenient</th></tr>{''.join(rows)}</table>") if rows else ""
+    others = "".join(f"<tr><th>{escape(str(k))}</th><td>{escape(_scalar(v))}</td></tr>" for k, v in summary.items()
+                     if not isinstance(v, (dict, list)))
+    raw = escape(json.dumps(summary, indent=1, default=str))
+    return (accuracy + (f'<table class="numbers">{others}</table>' if others else "")
+            + f"<details><summary>summary.json</summary><pre>{raw}</pre></details>")
+
+
+def sample_groups(groups: list[dict[str, Any]], key: str) -> str:
+    """The groups, each completion with its reward and advantage, and CSS-only filters by step and reward."""
+    if not groups:
+        return "<p>No groups recorded (sample_every = 0, or no step yet).</p>"
+    steps = sorted({g.get("step") for g in groups if isinstance(g.get("step"), int)})
+    radios, rules = [], []
+    for name, value, text in [("step", "all", "all steps"), *[("step", str(s), f"step {s}") for s in steps],
+                              ("reward", "all", "all rewards"), ("reward", "pos", "reward > 0"),
+                              ("reward", "nonpos", "reward ≤ 0")]:
+        ident = f"{key}-{name}-{value}"
+        radios.append(f'<input type="radio" name="{key}-{name}" id="{ident}"{" checked" if value == "all" else ""}>'
+                      f'<label for="{ident}">{escape(text)}</label>')
+        if name == "step" and value != "all":
+            rules.append(f'#{ident}:checked ~ .groups .group:not([data-step="{value}"]){{display:none}}')
+        elif name == "reward" and value != "all":
+            rules.append(f"#{ident}:checked ~ .groups tr.c:not(.{value}){{display:none}}")
+    return (f'<style>{" ".join(rules)}</style><div class="filters samples" id="{key}-samples">{"".join(radios)}'
+            f'<div class="groups">{"".join(_group(g) for g in groups)}</div></div>')
 
 
 def _group(group: dict[str, Any]) -> str:
     prompt = group.get("prompt")
     prompt_text = prompt if isinstance(prompt, str) else json.dumps(prompt, ensure_ascii=False)
     rows = "".join(
-        f"<tr><td>{_fmt(r)}</td><td>{_fmt(a)}</td><td><pre class=\"completion\">{escape(str(c))}</pre></td></tr>"
+        f'<tr class="c {"pos" if isinstance(r, (int, float)) and r > 0 else "nonpos"}"><td>{_fmt(r)}</td>'
+        f'<td>{_fmt(a)}</td><td><pre class="completion">{escape(str(c))}</pre></td></tr>'
         for c, r, a in zip(group.get("completions", []), group.get("rewards", []), group.get("advantages", []))
     )
-    return (f"<h3>step {escape(str(group.get('step', '?')))}</h3><pre>{escape(str(prompt_text))}</pre>"
-            f"<table><tr><th>reward</th><th>advantage</th><th>completion</th></tr>{rows}</table>")
+    step = group.get("step")
+    return (f'<div class="group" data-step="{step if isinstance(step, int) else ""}"><h3>step '
+            f"{escape(str(step if step is not None else '?'))}</h3><pre>{escape(str(prompt_text))}</pre>"
+            f"<table><tr><th>reward</th><th>advantage</th><th>completion</th></tr>{rows}</table></div>")
 
 
-def _interval(block: Any) -> str:
+def _percent(block: Any) -> str:
     if not isinstance(block, dict) or "mean" not in block:
         return "–"
     low, high = block.get("low", float("nan")), block.get("high", float("nan"))
     return escape(f"{100 * block['mean']:.1f}% [{100 * low:.1f}, {100 * high:.1f}]")
+
+
+def _points(block: Any) -> str:
+    """A gain in percentage points: "+12.5 points [+4.1, +20.3]"."""
+    if not isinstance(block, dict) or "mean" not in block:
+        return "–"
+    low, high = block.get("low", float("nan")), block.get("high", float("nan"))
+    return escape(f"{100 * block['mean']:+.1f} points [{100 * low:+.1f}, {100 * high:+.1f}]")
+
+
+def _scalar(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def number(value: Any) -> float | None:

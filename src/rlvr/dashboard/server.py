@@ -3,7 +3,7 @@
 The pages are rendered on the server from the run directories at every request (the same escaped
 HTML as `rlvr report`) and reload themselves every few seconds; the only script is the explorer's,
 which resubmits its form on every change (the numbers themselves come from the server):
-    /              every run's metrics overlaid, one chart per metric
+    /              every run's metrics overlaid, one chart per metric (?x=time: against wall-clock)
     /run/<i>       run i's full report; ?step=N shows only the groups recorded at step N
     /explore       the GRPO explorer (dashboard/explorer.py)
 Security: bound to 127.0.0.1 unless --allow-remote; requests whose Host header is not this
@@ -20,9 +20,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from rlvr.dashboard.charts import line_chart
+from rlvr.dashboard.charts import CHART_CSS, line_chart
 from rlvr.dashboard.explorer import explorer_page
-from rlvr.dashboard.report import CHARTS, number, render
+from rlvr.dashboard.report import CHARTS, X_AXES, number, render, x_values
 from rlvr.dashboard.run_data import read_run
 from rlvr.errors import UserError
 
@@ -33,20 +33,22 @@ EXPLORE_JS = ("document.querySelectorAll('form input, form select')"
               ".forEach(e => e.addEventListener('change', () => e.form.submit()));\n")
 
 
-def overview(runs: list[Path]) -> str:
-    """Every run's metrics, overlaid: one chart per metric, one line per run."""
+def overview(runs: list[Path], x: str = "step") -> str:
+    """Every run's metrics, overlaid: one chart per metric, one line per run; x = step or time (wall-clock)."""
     data = [read_run(r) for r in runs]
     links = "".join(f'<li><a href="/run/{i}">{escape(str(d.path))}</a>{_problems(d.problems)}</li>'
                     for i, d in enumerate(data))
     charts = []
     for title, keys in CHARTS.items():
         for key in keys:
-            series = {f"{i}: {d.path.name}": {m.get("step"): m.get(key) for m in d.metrics} for i, d in enumerate(data)}
-            steps = sorted({s for values in series.values() for s in values if isinstance(s, (int, float))})
+            series = {f"{i}: {d.path.name}": dict(zip(x_values(d.metrics, x), (m.get(key) for m in d.metrics)))
+                      for i, d in enumerate(data)}
+            xs = sorted({s for values in series.values() for s in values if isinstance(s, (int, float))})
             if any(key in m for d in data for m in d.metrics):
-                lines = {n: [number(v.get(s)) for s in steps] for n, v in series.items()}
-                charts.append(line_chart(f"{title}: {key}", steps, lines))
-    return _page("rlvr dashboard", f"<h1>rlvr dashboard</h1><p><a href=\"/explore\">GRPO explorer</a></p>"
+                lines = {n: [number(v.get(s)) for s in xs] for n, v in series.items()}
+                charts.append(line_chart(f"{title}: {key}", xs, lines, x_label=X_AXES[x]))
+    axis = ('<a href="/?x=time">against wall-clock</a>' if x == "step" else '<a href="/">against step</a>')
+    return _page("rlvr dashboard", f"<h1>rlvr dashboard</h1><p><a href=\"/explore\">GRPO explorer</a> · {axis}</p>"
                                    f"<ul>{links}</ul><div class=\"charts\">{''.join(charts)}</div>")
 
 
@@ -111,7 +113,8 @@ def _handler(runs: list[Path]) -> type[BaseHTTPRequestHandler]:
                                                         "this server only answers to its own name.</p>"))
             url = urlsplit(self.path)
             if url.path == "/":
-                return self._send(200, overview(runs))
+                x = "time" if parse_qs(url.query).get("x") == ["time"] else "step"
+                return self._send(200, overview(runs, x))
             if url.path == "/explore":
                 return self._send(200, explorer_page(parse_qs(url.query)))
             if url.path == "/explore.js":  # the explorer's only script: resubmit the form on every change
@@ -142,7 +145,7 @@ def _handler(runs: list[Path]) -> type[BaseHTTPRequestHandler]:
 def _page(title: str, body: str) -> str:
     return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><meta http-equiv="refresh" content="{REFRESH_SECONDS}">'
             f"<title>{escape(title)}</title><style>body{{font-family:sans-serif;max-width:1100px;margin:auto}} "
-            f".charts{{display:flex;flex-wrap:wrap;gap:8px}}</style></head><body>{body}</body></html>")
+            f".charts{{display:flex;flex-wrap:wrap;gap:8px}} {CHART_CSS}</style></head><body>{body}</body></html>")
 
 
 def _problems(problems: list[str]) -> str:

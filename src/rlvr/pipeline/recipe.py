@@ -45,6 +45,7 @@ class Recipe:
     stages: list[Stage]
     eval: dict[str, Any] | None = None  # EvalConfig fields for the evaluation after each model stage
     output_dir: str | None = None
+    logging: dict[str, Any] | None = None  # LoggingConfig fields for every training stage (trackers)
     base_dir: Path = Path(".")  # the recipe file's folder: relative data paths are read from there
 
 
@@ -56,17 +57,25 @@ def load_recipe(path: str | Path) -> Recipe:
     data = read_yaml_file(path, f"recipe {path}")
     if not isinstance(data, dict):
         raise UserError(f"{path}: a recipe is a mapping with `model` and `stages`")
-    unknown = set(data) - {"name", "model", "stages", "eval", "output_dir"}
+    unknown = set(data) - {"name", "model", "stages", "eval", "output_dir", "logging"}
     if unknown:
         raise UserError(f"{path}: unknown key {sorted(unknown)[0]!r} "
-                        "(a recipe has name, model, eval, output_dir, stages)")
+                        "(a recipe has name, model, eval, output_dir, logging, stages)")
+    if not isinstance(data.get("logging") or {}, (dict, str)):
+        raise UserError(f"{path}: `logging` must be a mapping such as {{report_to: [wandb]}}")
     raw = data.get("stages")
     if not isinstance(raw, list) or not raw:
         raise UserError(f"{path}: `stages` must be a non-empty list of {{name, kind, config}}")
     stages = [_stage(path, i, s) for i, s in enumerate(raw)]
     _check_names(path, stages)
     return Recipe(name=str(data.get("name", path.stem)), model=str(data.get("model", "smollm2")), stages=stages,
-                  eval=data.get("eval"), output_dir=data.get("output_dir"), base_dir=path.parent)
+                  eval=data.get("eval"), output_dir=data.get("output_dir"), logging=_logging(data.get("logging")),
+                  base_dir=path.parent)
+
+
+def _logging(value: Any) -> dict[str, Any] | None:
+    """`logging: wandb` is `logging: {report_to: [wandb]}`."""
+    return {"report_to": [value]} if isinstance(value, str) else value
 
 
 def _stage(path: Path, index: int, raw: Any) -> Stage:

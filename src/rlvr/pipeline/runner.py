@@ -37,7 +37,8 @@ def run_pipeline(recipe_path: str | Path, output_dir: str | None = None, progres
         out = root / stage.name
         try:
             config = stage_config(stage.kind, _local_paths(substitute(stage.config, outputs), recipe.base_dir),
-                                  model=model, dataset=dataset, out=out)
+                                  model=model, dataset=dataset, out=out, logging=recipe.logging,
+                                  group=recipe.name, name=stage.name)
         except ValueError:
             raise UserError(f"stage {stage.name!r} (sft) has no `data` "
                             "and no earlier `sample` stage made a dataset") from None

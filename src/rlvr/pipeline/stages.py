@@ -35,9 +35,19 @@ class StageOutput:
         return self.model or self.dataset or ""
 
 
-def stage_config(kind: str, config: dict[str, Any], *, model: str, dataset: str | None, out: Path) -> dict[str, Any]:
-    """The stage's full settings: its own, then what the pipeline fills in (model, data, output folder)."""
+TRAINING = ("sft", "grpo", "rm")  # the stages that log to trackers
+
+
+def stage_config(kind: str, config: dict[str, Any], *, model: str, dataset: str | None, out: Path,
+                 logging: dict[str, Any] | None = None, group: str = "", name: str = "") -> dict[str, Any]:
+    """The stage's full settings: its own, then what the pipeline fills in (model, data, output folder, and
+    for training stages the trackers: the recipe's `logging`, one tracker run per stage named after it, the
+    stages grouped under the recipe's name)."""
     c = dict(config)
+    if kind in TRAINING:
+        own = c.get("logging") or {}
+        own = {"report_to": [own]} if isinstance(own, str) else own
+        c["logging"] = {"group": group or None, "run_name": name or None, **(logging or {}), **own}
     own = c.get("model")  # the stage's own model setting: a name, a section, or nothing
     if isinstance(own, dict) or (own is None and kind == "grpo"):  # grpo as a section: the form earlier
         c["model"] = {"name": model, **(own or {})}                # pipelines recorded (stage.json digests)
@@ -97,6 +107,8 @@ CONFIGS: dict[str, type] = {"sft": SFTConfig, "grpo": TrainConfig, "sample": Sam
 
 def settings_digest(kind: str, config: dict[str, Any], canonical_form: bool = True) -> str:
     """A short hash of a stage's settings, in canonical form (keys of earlier versions moved to their
-    place, so a recipe rewritten with the current keys still matches) or as written."""
+    place, so a recipe rewritten with the current keys still matches) or as written. Where the numbers are
+    logged (`logging`) is no setting of the result: changing it re-runs nothing."""
+    config = {key: value for key, value in config.items() if key != "logging"}
     settings = canonical(CONFIGS[kind], config) if canonical_form else config
     return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -68,7 +68,7 @@ class ValueModel(torch.nn.Module):
 
 class PPOTrainer:
     resume_hint = "rlvr.ppo.trainer.train_ppo(resume_config(TrainConfig, '{run_dir}'), resume=True)"
-    label = "PPO"
+    label, job = "PPO", "ppo"
 
     def __init__(self, config: TrainConfig, settings: PPOSettings = PPOSettings(), checkpoint: Path | None = None,
                  world: World = SINGLE):

@@ -51,7 +51,7 @@ def train_reward_model(config: RewardModelConfig, *, resume: bool = False,
 
 
 class RewardModelTrainer:
-    resume_hint, label = "rlvr rm --resume {run_dir}", "reward model"
+    resume_hint, label, job = "rlvr rm --resume {run_dir}", "reward model", "rm"
 
     def __init__(self, config: RewardModelConfig, checkpoint: Path | None = None, world: World = SINGLE):
         """The pairs (read before the model: a bad row fails in a second), the model and the plan of steps."""

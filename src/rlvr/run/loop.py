@@ -16,6 +16,7 @@ at the end of the step, so that every rank saves the same step and returns.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable
@@ -36,6 +37,7 @@ from rlvr.run.metrics import MetricsWriter, truncate_jsonl
 from rlvr.run.process import configure_process
 from rlvr.run.sharded import restore_rng, save_sharded_checkpoint
 from rlvr.run.stop import StopFlag, stop_on_signals
+from rlvr.run.trackers import open_trackers
 from rlvr.run.world import World, any_across, barrier, join, tag_warnings
 
 
@@ -65,6 +67,7 @@ class Recipe(Protocol):
 
     resume_hint: str  # how to continue it, with {run_dir}: "rlvr train --resume {run_dir}"
     label: str  # the progress bar's name
+    job: str  # what the trackers call this kind of run: train, ppo, sft, rm
     config: Any  # its config dataclass (has output_dir, threads, seed, model, distributed)
     schedule: Schedule
     step_count: int
@@ -126,45 +129,61 @@ def _run(recipe: Recipe, before: dict[str, Any] | None, resumed: bool, on_step_e
     run_dir, schedule, main = Path(recipe.config.output_dir), recipe.schedule, recipe.world.is_main
     if main:
         save_config(recipe.config, run_dir / paths.CONFIG)
-    if resumed:
-        if main:
+        if resumed:
             truncate_jsonl(run_dir / paths.SAMPLES, recipe.step_count)
-    elif schedule.eval_before:
-        before = _evaluate(recipe, "before")
+    writer = _writer(recipe, resumed) if main else None
+    try:
+        if not resumed and schedule.eval_before:
+            before = _evaluate(recipe, "before")
+            if writer is not None and before is not None:  # the trackers' curves start from it, at step 0
+                writer.to_trackers(0, recipe.eval_metrics(before))
 
-    def save() -> Path:  # every rank gives its state; several ranks write their parts, rank 0 the rest
-        state = {**recipe.state_dict(), "step": recipe.step_count, "before": before}
-        if recipe.world.distributed and hasattr(recipe, "sharded_state"):
-            return save_sharded_checkpoint(run_dir, recipe.step_count, write=recipe.write_checkpoint, state=state,
-                                           config=recipe.config, shards=recipe.sharded_state(), world=recipe.world,
-                                           keep=schedule.keep_checkpoints)
-        if main:
-            save_checkpoint(run_dir, recipe.step_count, write=recipe.write_checkpoint, config=recipe.config,
-                            state=state, keep=schedule.keep_checkpoints)
-        barrier(recipe.world)
-        return paths.step_dir(run_dir, recipe.step_count)
+        def save() -> Path:  # every rank gives its state; several ranks write their parts, rank 0 the rest
+            state = {**recipe.state_dict(), "step": recipe.step_count, "before": before}
+            if recipe.world.distributed and hasattr(recipe, "sharded_state"):
+                return save_sharded_checkpoint(run_dir, recipe.step_count, write=recipe.write_checkpoint,
+                                               state=state, config=recipe.config, shards=recipe.sharded_state(),
+                                               world=recipe.world, keep=schedule.keep_checkpoints)
+            if main:
+                save_checkpoint(run_dir, recipe.step_count, write=recipe.write_checkpoint, config=recipe.config,
+                                state=state, keep=schedule.keep_checkpoints)
+            barrier(recipe.world)
+            return paths.step_dir(run_dir, recipe.step_count)
 
-    stop, start = StopFlag(), time.perf_counter()
-    _loop(recipe, save, stop, on_step_end, resumed)
-    path = save()
-    if stop.stop_requested and recipe.step_count < schedule.total_steps:
-        if main:
-            tqdm.write(f"stopped at step {recipe.step_count}; checkpoint {path}; "
-                       f"continue with: {recipe.resume_hint.format(run_dir=run_dir)}")
-        return {"stopped_at": recipe.step_count, "checkpoint": str(path), "run_dir": str(run_dir)}
-    after = _evaluate(recipe, "after") if schedule.eval_after else None
-    summary = recipe.summary(before, after, time.perf_counter() - start, path)
-    if main:
-        (run_dir / paths.SUMMARY).write_text(json.dumps(summary, indent=2))
-    return summary
+        stop, start = StopFlag(), time.perf_counter()
+        _loop(recipe, save, stop, on_step_end, writer)
+        path = save()
+        if stop.stop_requested and recipe.step_count < schedule.total_steps:
+            if main:
+                tqdm.write(f"stopped at step {recipe.step_count}; checkpoint {path}; "
+                           f"continue with: {recipe.resume_hint.format(run_dir=run_dir)}")
+            return {"stopped_at": recipe.step_count, "checkpoint": str(path), "run_dir": str(run_dir)}
+        after = _evaluate(recipe, "after") if schedule.eval_after else None
+        summary = recipe.summary(before, after, time.perf_counter() - start, path)
+        if writer is not None:
+            (run_dir / paths.SUMMARY).write_text(json.dumps(summary, indent=2))
+            writer.to_trackers(recipe.step_count, recipe.eval_metrics(after) if after is not None else {})
+            writer.summary(recipe.step_count, summary)
+        return summary
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+def _writer(recipe: Recipe, resumed: bool) -> MetricsWriter:
+    """metrics.jsonl and the trackers of `logging.report_to` (SFT's older `tensorboard: false` drops TensorBoard)."""
+    config, run_dir = recipe.config, Path(recipe.config.output_dir)
+    names = [n for n in config.logging.report_to if n != "tensorboard" or getattr(config, "tensorboard", True)]
+    resume_step = recipe.step_count if resumed else None
+    trackers = open_trackers(names, run_dir, config=dataclasses.asdict(config), project=config.logging.project,
+                             run_name=config.logging.run_name, group=config.logging.group, job=recipe.job,
+                             resume_step=resume_step)
+    return MetricsWriter(run_dir, resume_step=resume_step, trackers=trackers)
 
 
 def _loop(recipe: Recipe, save: Callable[[], Path], stop: StopFlag, on_step_end: OnStepEnd | None,
-          resumed: bool) -> None:
+          writer: MetricsWriter | None) -> None:
     schedule, run_dir, world = recipe.schedule, Path(recipe.config.output_dir), recipe.world
-    # TensorBoard mirrors the log unless the config turns it off (SFTConfig.tensorboard; the others have no switch)
-    writer = MetricsWriter(run_dir, tensorboard=getattr(recipe.config, "tensorboard", True),
-                           resume_step=recipe.step_count if resumed else None) if world.is_main else None
     bar = tqdm(total=schedule.total_steps, initial=recipe.step_count, desc=recipe.label, unit="step",
                dynamic_ncols=True, disable=not world.is_main)
     try:
@@ -186,8 +205,10 @@ def _loop(recipe: Recipe, save: Callable[[], Path], stop: StopFlag, on_step_end:
                     writer.write(step, metrics)
                 bar.update(1)
                 bar.set_postfix(recipe.progress(metrics))
-                if schedule.sample_every and step % schedule.sample_every == 0 and result.samples and world.is_main:
+                recorded = schedule.sample_every and step % schedule.sample_every == 0 and result.samples
+                if recorded and writer is not None:
                     record_samples(run_dir, step, result.samples)
+                    writer.samples(step, result.samples)
                 if on_step_end is not None:
                     on_step_end(step, metrics, stop)
                 agreed = any_across(stop.stop_requested, world)  # one rank's Ctrl-C or SIGTERM stops them all
@@ -198,8 +219,6 @@ def _loop(recipe: Recipe, save: Callable[[], Path], stop: StopFlag, on_step_end:
                     save()
     finally:
         bar.close()
-        if writer is not None:
-            writer.close()
 
 
 def _step(recipe: Recipe, save: Callable[[], Path]) -> StepResult | None:

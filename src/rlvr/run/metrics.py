@@ -1,4 +1,4 @@
-"""The per-step log of a run: metrics.jsonl (one JSON object per step) mirrored to TensorBoard.
+"""The per-step log of a run: metrics.jsonl (one JSON object per step), mirrored to its trackers.
 
 A resumed run first drops what an interrupted session logged after the checkpoint it resumes from,
 so every step appears once, with the numbers of the session that checkpointed it.
@@ -8,31 +8,27 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from rlvr import paths
+from rlvr.run.trackers import Tracker, sample_rows
 
 
 class MetricsWriter:
-    """Appends one JSON object per step to metrics.jsonl (flushed at once) and mirrors it to TensorBoard.
+    """Appends one JSON object per step to metrics.jsonl (flushed at once) and hands the same numbers, the
+    sample groups and the closing summary to the run's trackers (rlvr.run.trackers).
 
-    `resume_step`: the step a resumed run continues from; lines and events after it are discarded.
+    `resume_step`: the step a resumed run continues from; lines after it are discarded.
     """
 
-    def __init__(self, run_dir: Path, tensorboard: bool = True, resume_step: int | None = None):
+    def __init__(self, run_dir: Path, resume_step: int | None = None, trackers: Sequence[Tracker] = ()):
         self.path = run_dir / paths.METRICS
         if resume_step is not None:
             truncate_jsonl(self.path, resume_step)
         self._file = self.path.open("a")
-        self._tb = None
-        if tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError:  # tensorboard is a declared dependency; a stripped install only loses the mirror
-                return
-            purge = None if resume_step is None else resume_step + 1
-            self._tb = SummaryWriter(str(run_dir / paths.TENSORBOARD), purge_step=purge)
+        self.trackers = list(trackers)
 
     def write(self, step: int, metrics: dict[str, Any]) -> None:
         # JSON has no NaN: a metric that could not be measured is null
@@ -40,16 +36,26 @@ class MetricsWriter:
         record = {"step": step, **numbers}
         self._file.write(json.dumps(record) + "\n")
         self._file.flush()
-        if self._tb is not None:
-            for key, value in metrics.items():
-                if isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value)):
-                    self._tb.add_scalar(key, value, step)
-            self._tb.flush()
+        self.to_trackers(step, metrics)
+
+    def to_trackers(self, step: int, metrics: dict[str, Any]) -> None:
+        """Numbers for the trackers only (the held-out evaluation before the first step, at step 0)."""
+        for tracker in self.trackers:
+            tracker.metrics(step, metrics)
+
+    def samples(self, step: int, groups: list[dict[str, Any]]) -> None:
+        rows = sample_rows(step, groups)
+        for tracker in self.trackers:
+            tracker.samples(step, rows)
+
+    def summary(self, step: int, summary: dict[str, Any]) -> None:
+        for tracker in self.trackers:
+            tracker.summary(step, summary)
 
     def close(self) -> None:
         self._file.close()
-        if self._tb is not None:
-            self._tb.close()
+        for tracker in self.trackers:
+            tracker.close()
 
 
 def truncate_jsonl(path: Path, step: int) -> None:

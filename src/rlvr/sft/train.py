@@ -46,7 +46,7 @@ def train_sft(config: SFTConfig, *, resume: bool = False, on_step_end: OnStepEnd
 
 
 class SFTTrainer:
-    resume_hint, label = "rlvr sft --resume {run_dir}", "SFT"
+    resume_hint, label, job = "rlvr sft --resume {run_dir}", "SFT", "sft"
 
     def __init__(self, config: SFTConfig, checkpoint: Path | None = None, world: World = SINGLE):
         """The data (read before the model: a bad row fails in a second), the model and the plan of steps."""

@@ -66,7 +66,7 @@ def train_grpo(config: TrainConfig, *, resume: bool = False, on_step_end: OnStep
 
 
 class Trainer:
-    resume_hint, label = "rlvr train --resume {run_dir}", "GRPO"
+    resume_hint, label, job = "rlvr train --resume {run_dir}", "GRPO", "train"
 
     def __init__(self, config: TrainConfig, checkpoint: Path | None = None, world: World = SINGLE):
         """The policy (from `checkpoint` when resuming), reference, prompts, rewards and optimizer of a run,
@@ -219,7 +219,10 @@ class Trainer:
                 "examples": result.completions[:5]}
 
     def eval_metrics(self, evaluation: dict[str, Any]) -> dict[str, float]:
-        return {"eval/strict": evaluation["strict"]["mean"], "eval/lenient": evaluation["lenient"]["mean"]}
+        alone = evaluation.get("alone")  # the questions without the example exchanges, when they are shown
+        return {"eval/strict": evaluation["strict"]["mean"], "eval/lenient": evaluation["lenient"]["mean"],
+                **({"eval/alone/strict": alone["strict"]["mean"], "eval/alone/lenient": alone["lenient"]["mean"]}
+                   if alone else {})}
 
     def describe(self, evaluation: dict[str, Any]) -> str:
         line = (f"strict {Interval(**evaluation['strict'])}   lenient {Interval(**evaluation['lenient'])}   "

@@ -263,3 +263,13 @@ def test_a_completion_no_reward_could_score_gets_no_advantage_and_no_loss(tmp_pa
     advantages = batch.advantages[:, 0].view(-1, g)
     assert advantages[:, 1].abs().sum() == 0 and advantages.sum(-1).abs().max() < 1e-4
     assert not batch.loss_mask.view(-1, g, batch.loss_mask.shape[1])[:, 1].any()
+
+
+def test_the_last_steps_evaluation_is_the_after_one_not_measured_twice(tmp_path, monkeypatch):
+    calls = []
+    real = Trainer.evaluate
+    monkeypatch.setattr(Trainer, "evaluate", lambda self: calls.append(self.step_count) or real(self))
+    summary = train_grpo(tiny_config(tmp_path, "eval_every=2", steps=4))
+    assert calls == [0, 2, 4]  # before, step 2, step 4 (= after)
+    lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert summary["after"]["strict"]["mean"] == lines[-1]["eval/strict"]

@@ -151,14 +151,16 @@ def _run(recipe: Recipe, before: dict[str, Any] | None, resumed: bool, on_step_e
             return paths.step_dir(run_dir, recipe.step_count)
 
         stop, start = StopFlag(), time.perf_counter()
-        _loop(recipe, save, stop, on_step_end, writer)
+        last = _loop(recipe, save, stop, on_step_end, writer)
         path = save()
         if stop.stop_requested and recipe.step_count < schedule.total_steps:
             if main:
                 tqdm.write(f"stopped at step {recipe.step_count}; checkpoint {path}; "
                            f"continue with: {recipe.resume_hint.format(run_dir=run_dir)}")
             return {"stopped_at": recipe.step_count, "checkpoint": str(path), "run_dir": str(run_dir)}
-        after = _evaluate(recipe, "after") if schedule.eval_after else None
+        # the weights were just measured when the last step was an eval_every step: the same numbers
+        reuse = last is not None and last["step"] == recipe.step_count
+        after = (last if reuse else _evaluate(recipe, "after")) if schedule.eval_after else None
         summary = recipe.summary(before, after, time.perf_counter() - start, path)
         if writer is not None:
             (run_dir / paths.SUMMARY).write_text(json.dumps(summary, indent=2))
@@ -182,10 +184,12 @@ def _writer(recipe: Recipe, resumed: bool) -> MetricsWriter:
 
 
 def _loop(recipe: Recipe, save: Callable[[], Path], stop: StopFlag, on_step_end: OnStepEnd | None,
-          writer: MetricsWriter | None) -> None:
+          writer: MetricsWriter | None) -> dict[str, Any] | None:
+    """The steps, until the last or a stop; returns the latest held-out evaluation made on the way."""
     schedule, run_dir, world = recipe.schedule, Path(recipe.config.output_dir), recipe.world
     bar = tqdm(total=schedule.total_steps, initial=recipe.step_count, desc=recipe.label, unit="step",
                dynamic_ncols=True, disable=not world.is_main)
+    evaluation = None
     try:
         # a rank waits for the others at the end of its step, so a signal never abandons a step there
         agreed = False  # the ranks' decision to stop, taken together at the end of each step
@@ -219,6 +223,7 @@ def _loop(recipe: Recipe, save: Callable[[], Path], stop: StopFlag, on_step_end:
                     save()
     finally:
         bar.close()
+    return evaluation
 
 
 def _step(recipe: Recipe, save: Callable[[], Path]) -> StepResult | None:

@@ -63,6 +63,6 @@ out.summaryCells = await page.$$eval('table.accuracy tr', (rows) => rows.map((r)
 out.rawFolded = await page.$eval('details pre', (e) => !e.checkVisibility());
 out.scripts = await page.$$eval('script', (els) => els.length);
 out.pwned = await page.evaluate(() => window.__pwned === true);
-if (shot) await page.screenshot({ path: shot, fullPage: false });
+if (shot) { await page.evaluate(() => window.scrollTo(0, 0)); await page.screenshot({ path: shot, fullPage: false }); }
 await browser.close();
 console.log(JSON.stringify(out));

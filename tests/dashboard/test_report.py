@@ -57,3 +57,19 @@ def test_cli(run_dir, tmp_path, capsys):
     assert (tmp_path / "r.html").is_file()
     assert main(["report", str(tmp_path / "nope")]) == 2
     assert "is not a directory" in capsys.readouterr().err
+
+
+def test_several_runs_need_one_output_and_time_puts_wall_clock_minutes_on_the_x_axis(run_dir, tmp_path, capsys):
+    assert main(["report", str(run_dir), str(run_dir)]) == 2
+    assert "give --output FILE" in capsys.readouterr().err
+    out = tmp_path / "both.html"
+    assert main(["report", str(run_dir), str(run_dir), "--output", str(out), "--x", "time"]) == 0
+    html = out.read_text()
+    assert 'data-series="0: run: kl"' in html and 'data-series="1: run: kl"' in html
+    metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    minutes, elapsed = [], 0.0
+    for m in metrics:
+        elapsed += m["step_seconds"] / 60
+        minutes.append(elapsed)
+    points = [float(x) for x in re.findall(r'<g class="pt" data-series="0: run: kl" data-x="([^"]+)"', html)]
+    assert points == pytest.approx(minutes) and "wall-clock (minutes of training steps)" in html

@@ -17,21 +17,15 @@ after checking that the function has a parameter of each name. A function that t
 
 from __future__ import annotations
 
-import difflib
-import hashlib
-import importlib
-import importlib.util
 import inspect
-import sys
 from collections.abc import Callable
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from rlvr.errors import UserError
 from rlvr.rewards.graders.build import SPEC_TYPES, VERIFIER_TYPES, build_grader, load_grader
 from rlvr.rewards.graders.spec import did_you_mean
 from rlvr.rewards.registry import BUILTIN_REWARDS, bind, require_sandbox
+from rlvr.user_code import load_user_object
 
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -102,13 +96,7 @@ def _made_by(factory: Callable[..., Any], params: dict[str, Any], spec: str) -> 
 def _load(spec: str) -> Callable[..., Any]:
     if ":" not in spec:
         return _builtin(spec)
-    # rpartition: a Windows path "C:\\r.py:f" has its last colon before the function name.
-    source, _, attribute = spec.rpartition(":")
-    if not source or not attribute:
-        raise UserError(f"reward '{spec}' is not 'module:function' or 'path/to/file.py:function'")
-    is_file = source.endswith(".py") or "/" in source or "\\" in source
-    module = _module_from_file(source, spec) if is_file else _module_from_import(source, spec)
-    return _function(module, source, attribute, spec)
+    return load_user_object(spec, "reward", "function", "a function taking completions and returning a list of floats")
 
 
 def _builtin(name: str) -> Callable[..., Any]:
@@ -120,57 +108,3 @@ def _builtin(name: str) -> Callable[..., Any]:
         f"unknown reward '{name}'{hint} (built-ins: {', '.join(BUILTIN_REWARDS)}; grader types: "
         f"{', '.join(graders)}; or write 'module.path:function', 'path/to/file.py:function' or a grader spec file)"
     )
-
-
-def _module_from_import(module_name: str, spec: str) -> ModuleType:
-    try:
-        return importlib.import_module(module_name)
-    except ImportError as e:
-        raise UserError(
-            f"reward '{spec}': cannot import module '{module_name}' ({e}); "
-            "check the spelling and that its folder is on PYTHONPATH"
-        ) from e
-    except Exception as e:  # the module's own top-level code failed: the user's bug, not ours
-        raise UserError(
-            f"reward '{spec}': importing module '{module_name}' raised {type(e).__name__}: {e} "
-            "(fix that module)"
-        ) from e
-
-
-def _module_from_file(path_text: str, spec: str) -> ModuleType:
-    path = Path(path_text).expanduser().resolve()
-    if not path.is_file():
-        raise UserError(f"reward '{spec}': file '{path_text}' not found (give the path of a .py file)")
-    # A name unique to the path, so two reward files both called rewards.py do not collide.
-    digest = hashlib.sha1(str(path).encode()).hexdigest()[:12]
-    name = f"rlvr_user_reward_{path.stem}_{digest}"
-    if name in sys.modules:
-        return sys.modules[name]
-    loader_spec = importlib.util.spec_from_file_location(name, path)
-    if loader_spec is None or loader_spec.loader is None:
-        raise UserError(f"reward '{spec}': cannot load '{path_text}' as Python (give a .py file)")
-    module = importlib.util.module_from_spec(loader_spec)
-    sys.modules[name] = module  # registered before running, as `import` does, for dataclasses and pickle
-    try:
-        loader_spec.loader.exec_module(module)
-    except Exception as e:  # the file's own top-level code failed: the user's bug, not ours
-        del sys.modules[name]
-        raise UserError(
-            f"reward '{spec}': importing file '{path_text}' raised {type(e).__name__}: {e} (fix that file)"
-        ) from e
-    return module
-
-
-def _function(module: ModuleType, source: str, attribute: str, spec: str) -> Callable[..., Any]:
-    if not hasattr(module, attribute):
-        public = [n for n in vars(module) if not n.startswith("_") and callable(getattr(module, n))]
-        close = difflib.get_close_matches(attribute, public, n=1)
-        hint = f"did you mean '{close[0]}'?" if close else "check the function name"
-        raise UserError(f"reward '{spec}': '{source}' has no attribute '{attribute}' ({hint})")
-    fn = getattr(module, attribute)
-    if not callable(fn):
-        raise UserError(
-            f"reward '{spec}': '{source}:{attribute}' is a {type(fn).__name__}, not a function "
-            "(point at a function taking completions and returning a list of floats)"
-        )
-    return fn

@@ -1,0 +1,12 @@
+"""Environments a rollout talks to: the model writes a message, the environment answers, until done.
+
+    base.py         the protocol (reset → first messages; step(model message) → Reply) and Reply
+    python_tool.py  `python_tool`: fenced ```python blocks run in the sandbox, their output comes back
+    guess.py        `guess_number`: a game with feedback (higher / lower), scored by the environment
+    loading.py      an environment by name, `module:Class` or `file.py:Class`
+"""
+
+from rlvr.envs.base import Environment, Reply
+from rlvr.envs.loading import ENVIRONMENTS, load_environment
+
+__all__ = ["ENVIRONMENTS", "Environment", "Reply", "load_environment"]

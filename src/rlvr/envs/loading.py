@@ -1,0 +1,50 @@
+"""An environment from a config's name: a built-in, `module.path:Class` or `path/to/file.py:Class`,
+built with the config's parameters (one object per trajectory)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from rlvr.envs.base import Environment
+from rlvr.envs.guess import GuessNumber
+from rlvr.envs.python_tool import PythonTool
+from rlvr.errors import UserError
+from rlvr.user_code import load_user_object
+
+ENVIRONMENTS: dict[str, Callable[..., Environment]] = {"python_tool": PythonTool, "guess_number": GuessNumber}
+
+
+def load_environment(spec: str, **params: Any) -> Callable[[], Environment]:
+    """A factory of fresh environments named by `spec`, with `params` checked against its constructor.
+
+    >>> make = load_environment("guess_number", max_turns=3)
+    >>> make().max_turns
+    3
+    >>> load_environment("gues_number")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    rlvr.errors.UserError: unknown environment 'gues_number' (did you mean 'guess_number'?...
+    """
+    if ":" in spec:
+        cls = load_user_object(spec, "environment", "class",
+                               "a class with reset(row, messages, seed) and step(text) methods")
+    elif spec in ENVIRONMENTS:
+        cls = ENVIRONMENTS[spec]
+    else:
+        import difflib
+
+        close = difflib.get_close_matches(spec, list(ENVIRONMENTS), n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        raise UserError(f"unknown environment '{spec}'{hint}; built-ins: {', '.join(ENVIRONMENTS)}, or "
+                        "'module.path:Class' / 'path/to/file.py:Class'")
+    missing = [m for m in ("reset", "step") if not callable(getattr(cls, m, None))]
+    if missing:
+        raise UserError(f"environment '{spec}' has no {' or '.join(missing)} method "
+                        "(an environment has reset(row, messages, seed) and step(text))")
+    try:
+        inspect.signature(cls).bind(**params)
+    except TypeError as e:
+        raise UserError(f"environment '{spec}': its parameters do not fit ({e}); "
+                        f"it takes {inspect.signature(cls)}") from None
+    return lambda: cls(**params)

@@ -125,8 +125,8 @@ def test_sampled_logprobs_of_model_tokens_equal_one_forward_over_the_whole_trans
         ids = torch.tensor([t.ids])
         prompt = torch.tensor([t.prompt_ids])
         with torch.no_grad():
-            stats = completion_logprobs(model, prompt, torch.ones_like(prompt, dtype=torch.bool), torch.tensor([0]), ids,
-                                        torch.ones_like(ids, dtype=torch.bool), temperature=1.0)
+            stats = completion_logprobs(model, prompt, torch.ones_like(prompt, dtype=torch.bool), torch.tensor([0]),
+                                        ids, torch.ones_like(ids, dtype=torch.bool), temperature=1.0)
         mask = torch.tensor(t.model_mask)
         assert stats.logprobs[0][mask].tolist() == pytest.approx(torch.tensor(t.logprobs)[mask].tolist(), abs=1e-4)
 

@@ -59,6 +59,9 @@ class Rollout:
     sampling_logprobs: torch.Tensor  # [N, Lc] float, log π_old of each sampled token, 0 at padding
     truncated: torch.Tensor  # [N] bool, True = hit max_new_tokens before EOS
     completions: list[str]  # N decoded completion texts (special tokens removed)
+    # [N, Lc] bool, True = written by the policy; in a multi-turn rollout (rlvr.envs) the environment's
+    # tokens are context, outside it. None = every completion token (one-turn rollouts)
+    model_mask: torch.Tensor | None = None
 
     @property
     def num_prompts(self) -> int:

@@ -64,3 +64,16 @@ def test_one_round_is_plain_sampling():
     first = scored([[0, 0], [1, 1]], tag=1)
     batch, stats = fill_informative(first, lambda r: (_ for _ in ()).throw(AssertionError("resampled")), max_rounds=1)
     assert stats.rounds == 1 and [ex.prompt for ex in batch.rollout.examples] == ["10", "11"]
+
+
+def test_group_surgery_keeps_the_model_mask_of_multi_turn_rollouts():
+    import dataclasses
+
+    a = scored([[1, 0], [0, 1]], tag=1)
+    model_mask = torch.tensor([[1, 1, 0, 1]] * 4, dtype=torch.bool)  # the third token: the environment's
+    a = dataclasses.replace(a, rollout=dataclasses.replace(a.rollout, model_mask=model_mask))
+    whole = concat_scored([take_groups(a, [0]), take_groups(a, [1])])
+    assert torch.equal(whole.rollout.model_mask, model_mask)
+    one_turn = scored([[0, 1]], tag=2, completion_len=2)  # no model mask: every completion token is the model's
+    mixed = concat_scored([a, one_turn])
+    assert mixed.rollout.model_mask[4:].tolist() == [[True, True, False, False]] * 2

@@ -273,3 +273,37 @@ def test_the_last_steps_evaluation_is_the_after_one_not_measured_twice(tmp_path,
     assert calls == [0, 2, 4]  # before, step 2, step 4 (= after)
     lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert summary["after"]["strict"]["mean"] == lines[-1]["eval/strict"]
+
+
+def test_context_tokens_of_a_multi_turn_rollout_carry_no_loss_and_no_kl(tmp_path):
+    """Token by token: what the environment wrote (outside the rollout's model mask) changes neither the
+    loss, nor the KL, nor the gradient, whatever its advantages and reference log-probs; a model token does."""
+    trainer = Trainer(tiny_config(tmp_path, "algorithm.beta=0.1"))
+    scored = _batch(trainer)
+    model_mask = scored.rollout.completion_mask.clone()
+    model_mask[:, 1::3] = False  # every third token: the environment's
+    scored = dataclasses.replace(scored, rollout=dataclasses.replace(scored.rollout, model_mask=model_mask))
+    algo = trainer.config.algorithm
+    batch = make_batch(scored, outcome_advantages(scored, algo), policy=trainer.policy, reference=trainer.reference,
+                       algo=algo, micro_batch_tokens=10_000, temperature=1.0)
+    assert torch.equal(batch.loss_mask, model_mask)
+
+    def update(b):
+        optimizer, scheduler = build_optimizer(trainer.policy, trainer.config.optim, 10)
+        optimizer.step = lambda: None  # keep the weights: compare gradients only
+        stats = policy_update(trainer.policy, optimizer, scheduler, b, algo=algo, micro_batch_tokens=10_000,
+                              temperature=1.0, max_grad_norm=0.0, max_new_tokens=12)
+        return stats, torch.cat([p.grad.flatten() for p in trainer.policy.parameters()])
+
+    stats, grad = update(batch)
+    noise = torch.randn(batch.advantages.shape, generator=torch.Generator().manual_seed(1))
+    context = ~model_mask
+    noisy = dataclasses.replace(batch, advantages=torch.where(context, 100 * noise, batch.advantages),
+                                ref_logprobs=torch.where(context, batch.ref_logprobs - 5, batch.ref_logprobs))
+    noisy_stats, noisy_grad = update(noisy)
+    assert torch.allclose(noisy_grad, grad, atol=1e-6)
+    assert noisy_stats["loss"] == pytest.approx(stats["loss"]) and noisy_stats["kl"] == pytest.approx(stats["kl"])
+    one = torch.zeros_like(model_mask)
+    one[model_mask.nonzero()[0][0], model_mask.nonzero()[0][1]] = True  # one model token
+    _, moved = update(dataclasses.replace(batch, advantages=torch.where(one, batch.advantages + 1, batch.advantages)))
+    assert not torch.allclose(moved, grad, atol=1e-6)

@@ -143,11 +143,12 @@ def make_batch(
 
     With μ = 1, π_old is the policy of the same forward pass (DeepSeekMath's Algorithm 1 takes one
     update per batch): the loss uses its detached log-probs, the ratio is exactly 1, and no extra pass
-    is spent. `loss_mask` is the completion mask without unscored rows, and without truncated rows under
-`mask_truncated` (DAPO).
+    is spent. `loss_mask` is the completion mask (the model's own tokens only, when the rollout says which)
+without unscored rows, and without truncated rows under `mask_truncated` (DAPO).
     """
     rollout = scored.rollout
-    loss_mask = rollout.completion_mask.clone()
+    # only the policy's own tokens carry a loss and a KL term (a multi-turn rollout's environment tokens do not)
+    loss_mask = (rollout.model_mask if rollout.model_mask is not None else rollout.completion_mask).clone()
     if algo.mask_truncated:
         loss_mask[rollout.truncated] = False
     loss_mask[scored.rewards.isnan().view(-1)] = False  # unscored completions (rlvr.rewards.batch.unscored)

@@ -63,6 +63,7 @@ def take_groups(scored: ScoredRollout, groups: list[int]) -> ScoredRollout:
         completion_ids=r.completion_ids[rows], completion_mask=r.completion_mask[rows],
         sampling_logprobs=r.sampling_logprobs[rows], truncated=r.truncated[rows],
         completions=[r.completions[i] for i in rows.tolist()],
+        model_mask=r.model_mask[rows] if r.model_mask is not None else None,
     )
     return ScoredRollout(
         rollout=rollout, rewards=scored.rewards[index],
@@ -87,6 +88,8 @@ def concat_scored(parts: list[ScoredRollout]) -> ScoredRollout:
         sampling_logprobs=torch.cat([right(r.sampling_logprobs, lc, 0.0) for r in rollouts]),
         truncated=torch.cat([r.truncated for r in rollouts]),
         completions=[c for r in rollouts for c in r.completions],
+        model_mask=(torch.cat([right(r.model_mask if r.model_mask is not None else r.completion_mask, lc, False)
+                               for r in rollouts]) if any(r.model_mask is not None for r in rollouts) else None),
     )
     names = list(parts[0].reward_components)
     seconds: dict[str, float] = {}

@@ -62,6 +62,11 @@ class Rollout:
     # [N, Lc] bool, True = written by the policy; in a multi-turn rollout (rlvr.envs) the environment's
     # tokens are context, outside it. None = every completion token (one-turn rollouts)
     model_mask: torch.Tensor | None = None
+    # multi-turn rollouts only (rlvr.envs): per completion, the environment's reward (None = it left the
+    # scoring to the verifiers), what happened (turns, tool calls, ...) and the conversation after the prompt
+    env_rewards: list[float | None] | None = None
+    env_info: list[dict[str, float]] | None = None
+    transcripts: list[list[dict[str, str]]] | None = None
 
     @property
     def num_prompts(self) -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from transformers import DynamicCache
@@ -207,7 +208,7 @@ def rollout(
     `on_group_done(p, texts, token_ids)` receives each group as soon as it is complete.
     """
     prompts = [tokenizer(text, add_special_tokens=add_special_tokens).input_ids for text in prompt_texts]
-    stop_ids = sorted({tokenizer.eos_token_id, *_extra_stop_ids(model)} - {None})
+    stop_ids = stop_token_ids(model, tokenizer)
     decode = lambda ids, mask: tokenizer.batch_decode(ids.masked_fill(~mask, tokenizer.pad_token_id),  # noqa: E731
                                                       skip_special_tokens=True)
 
@@ -229,6 +230,11 @@ def rollout(
         truncated=out.truncated,
         completions=texts,
     )
+
+
+def stop_token_ids(model: torch.nn.Module, tokenizer: Any) -> list[int]:
+    """The tokens that end a completion: the tokenizer's EOS and those the model's generation config adds."""
+    return sorted({tokenizer.eos_token_id, *_extra_stop_ids(model)} - {None})
 
 
 def _extra_stop_ids(model: torch.nn.Module) -> list[int]:

@@ -174,6 +174,26 @@ class AlgorithmConfig:
 
 
 @dataclass
+class EnvironmentConfig:
+    """Multi-turn rollouts: the policy talks to an environment (rlvr.envs) instead of answering once."""
+
+    SHORTHAND: ClassVar[str] = "name"
+    name: str | None = None
+    """`python_tool` (the model runs Python in the sandbox), `guess_number` (a game with feedback),
+    `module.path:Class` or `path/to/file.py:Class`; None = one completion per prompt."""
+    params: dict[str, Any] = field(default_factory=dict)
+    """The environment's own settings (python_tool: max_calls, output_chars; guess_number: max_turns, ...)."""
+    max_turns: int = 4
+    """Model messages per trajectory at most."""
+    max_tokens: int = 1024
+    """Tokens per transcript at most (the model's and the environment's); generation.max_new_tokens bounds
+    one message."""
+
+    def validate(self) -> None:
+        check([(self.max_turns >= 1 and self.max_tokens >= 1, "environment.max_turns and max_tokens must be >= 1")])
+
+
+@dataclass
 class TrainConfig:
     # Keys of earlier versions, still read: the generation settings once lived under `sampling`.
     ALIASES: ClassVar[dict[str, str]] = {
@@ -192,6 +212,7 @@ class TrainConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
+    environment: EnvironmentConfig = field(default_factory=EnvironmentConfig)
     max_steps: int = 40
     """Training steps (one sampled batch each)."""
     seed: int = 0
@@ -219,7 +240,7 @@ class TrainConfig:
 
     def validate(self) -> None:
         for section in (self.model, self.data, self.sampling, self.generation, self.algorithm, self.optim,
-                        self.distributed, self.logging):
+                        self.distributed, self.logging, self.environment):
             section.validate()
         check([
             (self.generation.max_new_tokens is not None, "generation.max_new_tokens must be a number for training"),
@@ -229,6 +250,8 @@ class TrainConfig:
             (self.save_every >= 0 and self.sample_every >= 0, "save_every and sample_every must be >= 0"),
             (self.keep_checkpoints >= 0, "keep_checkpoints must be >= 0 (0 = keep every checkpoint)"),
             (self.eval_every >= 0, "eval_every must be >= 0"),
+            (self.environment.name is None or self.data.template == "chat",
+             f"environment {self.environment.name!r} talks in chat turns: set data.template to chat"),
             (self.threads >= 0, "threads must be >= 0 (0 = all cores)"),
             (all(r.timeout_s >= 0 for r in self.rewards or []), "rewards[].timeout_s must be >= 0 (0 = no limit)"),
             # (TRL refuses its sync_ref_model with peft alike)

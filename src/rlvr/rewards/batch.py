@@ -59,6 +59,8 @@ def completion_token_ids(rollout: Rollout) -> list[list[int]]:
 def score_rollout(rollout: Rollout, specs: list[RewardSpec]) -> ScoredRollout:
     """Run every reward function on every completion, in one call per function."""
     inputs = reward_inputs(rollout.examples, rollout.group_size, rollout.completions, completion_token_ids(rollout))
+    if rollout.env_rewards is not None:  # what the environments said, for the `environment_reward` reward
+        inputs["columns"]["env_reward"] = list(rollout.env_rewards)
     return scored_rollout(rollout, [compute_rewards(specs, **inputs)])
 
 

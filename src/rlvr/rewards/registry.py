@@ -21,7 +21,7 @@ from rlvr.rewards.math import math_accuracy, math_accuracy_lenient
 from rlvr.rewards.puzzles import sudoku
 from rlvr.rewards.reward_model import reward_model
 from rlvr.rewards.scores import TRL_KEYWORDS
-from rlvr.rewards.shaping import overlong_penalty
+from rlvr.rewards.shaping import environment_reward, overlong_penalty
 from rlvr.sandbox import isolation
 
 BUILTIN_REWARDS: dict[str, Callable[..., Any]] = {
@@ -34,6 +34,7 @@ BUILTIN_REWARDS: dict[str, Callable[..., Any]] = {
     "sudoku": sudoku,
     "language_consistency": language_consistency,
     "overlong_penalty": overlong_penalty,
+    "environment_reward": environment_reward,  # what a multi-turn rollout's environment scored (rlvr.envs)
     "reward_model": reward_model,  # a trained reward model, normalised (rlvr.rewards.reward_model)
     "code_tests": code_tests,
     "code_tests_all": code_tests_all,

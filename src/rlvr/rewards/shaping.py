@@ -59,3 +59,17 @@ def _checked(max_tokens: int | None, cache_tokens: int | None) -> tuple[int, int
             f"cache_tokens={cache_tokens!r}"
         )
     return max_tokens, cache_tokens
+
+
+def environment_reward(completions: list[Any], env_reward: list[float | None] | None = None,
+                       **kwargs: Any) -> list[float | None]:
+    """The reward a multi-turn rollout's environment gave its trajectory (rlvr.envs; e.g. guess_number's);
+    a trajectory the environment did not finish (out of turns or tokens) scores 0.
+
+    >>> environment_reward(["a", "b"], env_reward=[0.75, None])
+    [0.75, 0.0]
+    """
+    if env_reward is None:
+        raise UserError("the environment_reward reward needs multi-turn rollouts: set environment.name "
+                        "(python_tool, guess_number or your own) in the config")
+    return [0.0 if r is None else float(r) for r in env_reward]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from rlvr.rewards.routing import only_where
 class Prompts:
     examples: list[Example]
     texts: list[str]  # the rendered prompt each example is sampled from
+    messages: list[list[dict[str, str]]] = field(default_factory=list)  # the chat turns they render (chat template)
 
 
 @dataclass
@@ -97,11 +98,14 @@ def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts
     eval_examples = trl_form(eval_examples, chat=d.template == "chat") if eval_examples else eval_examples
     shots = ([(t.prompt, t.completion) for t in d.few_shot] if d.few_shot is not None
              else list(task.few_shot) if task else [])
-    render = lambda exs, shown=shots, share=1.0: Prompts(exs, [  # noqa: E731
-        render_prompt(with_few_shot(ex.prompt, shown if _shown(i, share) else []), template=d.template,
-                      tokenizer=tokenizer, system_prompt=d.system_prompt)
-        for i, ex in enumerate(exs)
-    ])
+    def render(exs: list[Example], shown: list[tuple[str, str]] = shots, share: float = 1.0) -> Prompts:
+        asked = [with_few_shot(ex.prompt, shown if _shown(i, share) else []) for i, ex in enumerate(exs)]
+        texts = [render_prompt(q, template=d.template, tokenizer=tokenizer, system_prompt=d.system_prompt)
+                 for q in asked]
+        system = [{"role": "system", "content": d.system_prompt}] if d.system_prompt else []
+        chats = [[*system, *q] for q in asked if isinstance(q, list)] if d.template == "chat" else []
+        return Prompts(exs, texts, chats if len(chats) == len(exs) else [])
+
     specials, new_tokens = d.template != "chat", config.generation.max_new_tokens or 0
     train = fitting(render(train_examples, shots, d.few_shot_share), tokenizer,
                     prompt_limit(policy, new_tokens, d.max_prompt_tokens), specials, d.train)
@@ -133,7 +137,8 @@ def fitting(prompts: Prompts, tokenizer: Any, limit: int | None, add_special_tok
     print(f"rlvr: skipped {where} (the first is row {first} of {source}, {over[min(over)]}+ tokens); "
           "data.max_prompt_tokens sets the limit", file=sys.stderr)
     keep = [i for i in range(len(prompts.texts)) if i not in over]
-    return Prompts([prompts.examples[i] for i in keep], [prompts.texts[i] for i in keep])
+    return Prompts([prompts.examples[i] for i in keep], [prompts.texts[i] for i in keep],
+                   [prompts.messages[i] for i in keep] if prompts.messages else [])
 
 
 def reward_specs(config: TrainConfig, scoring: Scoring) -> list[RewardSpec]:

@@ -123,6 +123,8 @@ def sample_groups(batch: TrainBatch, groups: int = 2) -> list[dict[str, Any]]:
         "rewards": [None if math.isnan(v) else v for v in batch.scored.rewards[p].tolist()],  # None = unscored
         "advantages": advantages[p * g:(p + 1) * g].tolist(),
         "tokens": r.lengths[p * g:(p + 1) * g].tolist(),
+        # with an environment: each conversation after the prompt (model, tool and user turns)
+        **({"transcripts": r.transcripts[p * g:(p + 1) * g]} if r.transcripts is not None else {}),
     } for p in range(min(groups, r.num_prompts))]
 
 

@@ -24,6 +24,7 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_
 
 from rlvr import paths
 from rlvr.config import TrainConfig
+from rlvr.envs import load_environment
 from rlvr.errors import UserError
 from rlvr.evaluate.accuracy import Interval, evaluate_accuracy, paired_gain_interval
 from rlvr.logprobs import PolicyModule
@@ -33,7 +34,7 @@ from rlvr.optim import build_optimizer
 from rlvr.records import Rollout, ScoredRollout
 from rlvr.rewards.batch import score_rollout
 from rlvr.rewards.reward_model import ProcessRewardScorer
-from rlvr.rollout import SamplingParams, rollout
+from rlvr.rollout import SamplingParams, rollout, stop_token_ids
 from rlvr.run.checkpoint import save_pretrained
 from rlvr.run.clock import Stopwatch
 from rlvr.run.loop import OnStepEnd, Schedule, StepResult, launch
@@ -51,6 +52,7 @@ from rlvr.run.sharded import load_shards
 from rlvr.run.world import SINGLE, World, any_across, gather_across, shard
 from rlvr.train.batch import make_batch, outcome_advantages
 from rlvr.train.build import Prompts, build_parts
+from rlvr.train.conversations import env_metrics, sample_conversations
 from rlvr.train.curriculum import CurriculumStream
 from rlvr.train.dynamic import FillStats, fill_informative
 from rlvr.train.metrics import MetricSources, gather_step, sample_groups, step_metrics, step_record
@@ -90,6 +92,8 @@ class Trainer:
         self.prompts = stream(len(self.parts.train.examples), prompts_per_step, c.seed)
         path = c.algorithm.process_reward_model
         self.process_scorer = ProcessRewardScorer(path) if path else None
+        env = c.environment  # multi-turn rollouts: each sample a conversation with it (rlvr.envs)
+        self.make_env = load_environment(env.name, **env.params) if env.name else None
         self.optimizer, self.scheduler = build_optimizer(self.policy, c.optim, c.max_steps)
         self.step_count = 0
         self.schedule = Schedule(c.max_steps, c.save_every, c.eval_every, c.sample_every, c.eval_before, c.eval_after,
@@ -117,7 +121,8 @@ class Trainer:
         self.step_count += 1
         self.refresh_reference()  # 6. iterative GRPO: π_ref ← π_θ every K steps
         record = gather_step(step_record(batch, fill, self.sources.device), self.world)  # the global batch's
-        return StepResult(step_metrics(record, updates, clock.seconds, self.sources), sample_groups(batch))
+        metrics = step_metrics(record, updates, clock.seconds, self.sources) | env_metrics(batch.rollout)
+        return StepResult(metrics, sample_groups(batch))
 
     def sample_and_score(self) -> tuple[ScoredRollout, FillStats | None]:
         """Steps 1-2 for P prompts; with dynamic sampling (DAPO), zero-variance groups are replaced by fresh ones."""
@@ -138,7 +143,7 @@ class Trainer:
         ranks, is shown to the prompt stream (curriculum), so that its state stays the same on every rank."""
         positions = shard(self.prompts.next_batch(), self.world)
         examples, g = [self.parts.train.examples[i] for i in positions], self.config.sampling.group_size
-        if self.config.sampling.overlap_rewards:
+        if self.config.sampling.overlap_rewards and self.make_env is None:
             scored = score_while_sampling(lambda done: self.sample(positions, done, round_), examples, g,
                                       self.parts.rewards)
         else:
@@ -154,13 +159,28 @@ class Trainer:
         stream = self.step_count + (round_ << 32) + (self.world.rank << 48)
         generator = torch.Generator().manual_seed(derived_seed(self.config.seed, stream))
         self.policy.eval()  # no dropout while sampling; the update runs in train mode
+        params = SamplingParams(gen.max_new_tokens, gen.temperature, gen.top_p, gen.top_k)
+        if self.make_env is not None:
+            return self.converse(positions, params, generator)
         with self.autocast():  # entered here: sampling may run on a worker thread, and autocast is per thread
             out = with_weights(self.trained, lambda model: rollout(
                 model, self.tokenizer, [train.examples[i] for i in positions],
-                [train.texts[i] for i in positions], self.config.sampling.group_size,
-                SamplingParams(gen.max_new_tokens, gen.temperature, gen.top_p, gen.top_k),
+                [train.texts[i] for i in positions], self.config.sampling.group_size, params,
                 generator=generator, add_special_tokens=self.parts.add_special_tokens, on_group_done=on_group_done,
             ))
+        self.policy.train()
+        return out
+
+    def converse(self, positions: list[int], params: SamplingParams, generator: torch.Generator) -> Rollout:
+        """Step 1 with an environment: G conversations per prompt (rlvr.train.conversations)."""
+        env, train = self.config.environment, self.parts.train
+        assert self.make_env is not None
+        make_env = self.make_env
+        with self.autocast():
+            out = with_weights(self.trained, lambda model: sample_conversations(
+                model, self.tokenizer, [train.examples[i] for i in positions], [train.messages[i] for i in positions],
+                self.config.sampling.group_size, params, make_env=make_env, max_turns=env.max_turns,
+                max_tokens=env.max_tokens, stop_ids=stop_token_ids(model, self.tokenizer), generator=generator))
         self.policy.train()
         return out
 

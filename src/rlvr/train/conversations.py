@@ -1,0 +1,70 @@
+"""Step 1 with an environment (`environment.name`): each of the G samples of a prompt is a conversation.
+
+The G trajectories of a group start from the same messages and the same environment seed (one drawn
+per group from the step's generator): a group is G attempts at one task, as GRPO's baseline needs. The
+Rollout they make holds each transcript after the prompt as its completion, `model_mask` marking the
+policy's own tokens (the loss and the KL are theirs only), the final message as the text the verifiers
+score, and the environment's reward, counts and conversation beside.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from rlvr.envs import Environment
+from rlvr.envs.rollout import converse, start, transcript_tensors
+from rlvr.errors import UserError
+from rlvr.records import Example, Rollout
+from rlvr.rollout import SamplingParams, left_pad
+
+
+def sample_conversations(model: torch.nn.Module, tokenizer: Any, examples: list[Example],
+                         messages: list[list[dict[str, str]]], group_size: int, params: SamplingParams, *,
+                         make_env: Callable[[], Environment], max_turns: int, max_tokens: int,
+                         stop_ids: list[int], generator: torch.Generator) -> Rollout:
+    """G conversations for each example (its chat `messages` as the start), as one Rollout."""
+    trajectories, envs, starts = [], [], []
+    for example, first in zip(examples, messages):
+        seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))  # one task per group
+        for _ in range(group_size):
+            env = make_env()
+            opening = env.reset(dict(example.columns), [dict(m) for m in first], seed)
+            trajectories.append(start(tokenizer, opening))
+            envs.append(env)
+            starts.append(len(opening))
+    converse(model, tokenizer, trajectories, envs, params, max_turns=max_turns, max_tokens=max_tokens,
+             stop_ids=stop_ids, generator=generator)
+    heads = []
+    for p in range(len(examples)):
+        group = trajectories[p * group_size:(p + 1) * group_size]
+        if any(t.prompt_ids != group[0].prompt_ids for t in group):
+            raise UserError("the environment started the conversations of one prompt differently: reset() must "
+                            "depend only on the row, the messages and the seed it is given")
+        heads.append(group[0].prompt_ids)
+    prompt_ids, prompt_mask = left_pad(heads, tokenizer.pad_token_id)
+    t = transcript_tensors(trajectories, tokenizer.pad_token_id)
+    return Rollout(
+        examples=examples, group_size=group_size, prompt_ids=prompt_ids, prompt_mask=prompt_mask,
+        completion_ids=t["completion_ids"], completion_mask=t["completion_mask"],
+        sampling_logprobs=t["sampling_logprobs"],
+        truncated=torch.tensor([x.truncated for x in trajectories], dtype=torch.bool),
+        completions=[x.final_message for x in trajectories], model_mask=t["model_mask"],
+        env_rewards=[x.reward for x in trajectories], env_info=[dict(x.info) for x in trajectories],
+        transcripts=[x.messages[n:] for x, n in zip(trajectories, starts)],
+    )
+
+
+def env_metrics(rollout: Rollout) -> dict[str, float]:
+    """Per-trajectory means of what the environments counted: env/turns, env/tool_calls, env/tool_errors, ...
+
+    >>> r = Rollout([], 2, *[torch.zeros(0)] * 6, [], env_info=[{"turns": 1.0}, {"turns": 3.0, "tool_calls": 2.0}])
+    >>> env_metrics(r)
+    {'env/tool_calls': 1.0, 'env/turns': 2.0}
+    """
+    if not rollout.env_info:
+        return {}
+    keys = sorted({k for info in rollout.env_info for k in info})
+    return {f"env/{k}": sum(info.get(k, 0.0) for info in rollout.env_info) / len(rollout.env_info) for k in keys}

@@ -73,3 +73,19 @@ def test_several_runs_need_one_output_and_time_puts_wall_clock_minutes_on_the_x_
         minutes.append(elapsed)
     points = [float(x) for x in re.findall(r'<g class="pt" data-series="0: run: kl" data-x="([^"]+)"', html)]
     assert points == pytest.approx(minutes) and "wall-clock (minutes of training steps)" in html
+
+
+def test_multi_turn_samples_show_each_turn_with_tool_output_apart_and_escaped(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text('{"step": 1, "reward/mean": 0.5}\n')
+    turns = [{"role": "assistant", "content": "```python\nprint(347 * 28)\n```"},
+             {"role": "tool", "content": "```output\n<script>alert(1)</script>9716\n```"},
+             {"role": "assistant", "content": "\\boxed{9716}"}]
+    (run / "samples.jsonl").write_text(json.dumps({
+        "step": 1, "prompt": "What is 347 * 28?", "completions": ["\\boxed{9716}"], "rewards": [1.0],
+        "advantages": [0.0], "transcripts": [turns]}) + "\n")
+    html = write_report(run).read_text()
+    assert html.count('<pre class="completion">') == 2 and html.count('<pre class="env">') == 1
+    assert '<span class="role">tool</span><pre class="env">```output\n&lt;script&gt;alert(1)&lt;/script&gt;9716' in html
+    assert "<script" not in html.lower()

@@ -35,7 +35,9 @@ SHOWN_GROUPS = 120  # the latest recorded groups in the report
 STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:auto} .charts{display:flex;flex-wrap:wrap;gap:8px} "
          "table{border-collapse:collapse;margin:4px 0} td,th{border:1px solid #ccc;padding:3px 6px;text-align:left} "
          ".problem{color:#b45309} pre.completion{white-space:pre-wrap;background:#f6f6f6;margin:2px 0;padding:4px} "
-         ".filters label{margin-right:8px} .filters input{margin-right:2px} " + CHART_CSS)
+         ".filters label{margin-right:8px} .filters input{margin-right:2px} "
+         "pre.env{white-space:pre-wrap;background:#eef6ff;border-left:3px solid #2563eb;margin:2px 0;padding:4px} "
+         ".turn .role{font-size:11px;color:#6b7280} " + CHART_CSS)
 
 
 def write_report(run_dir: Path | list[Path], output: Path | None = None, x: str = "step") -> Path:
@@ -146,15 +148,33 @@ def sample_groups(groups: list[dict[str, Any]], key: str) -> str:
 def _group(group: dict[str, Any]) -> str:
     prompt = group.get("prompt")
     prompt_text = prompt if isinstance(prompt, str) else json.dumps(prompt, ensure_ascii=False)
+    completions = group.get("completions", [])
+    shown = [_transcript(t) for t in group["transcripts"]] if isinstance(group.get("transcripts"), list) else [
+        f'<pre class="completion">{escape(str(c))}</pre>' for c in completions]
     rows = "".join(
         f'<tr class="c {"pos" if isinstance(r, (int, float)) and r > 0 else "nonpos"}"><td>{_fmt(r)}</td>'
-        f'<td>{_fmt(a)}</td><td><pre class="completion">{escape(str(c))}</pre></td></tr>'
-        for c, r, a in zip(group.get("completions", []), group.get("rewards", []), group.get("advantages", []))
+        f"<td>{_fmt(a)}</td><td>{c}</td></tr>"
+        for c, r, a in zip(shown, group.get("rewards", []), group.get("advantages", []))
     )
     step = group.get("step")
     return (f'<div class="group" data-step="{step if isinstance(step, int) else ""}"><h3>step '
             f"{escape(str(step if step is not None else '?'))}</h3><pre>{escape(str(prompt_text))}</pre>"
             f"<table><tr><th>reward</th><th>advantage</th><th>completion</th></tr>{rows}</table></div>")
+
+
+def _transcript(messages: Any) -> str:
+    """A multi-turn sample: the model's messages as completions, the environment's (tool output, feedback)
+    marked apart by role."""
+    if not isinstance(messages, list):
+        return f'<pre class="completion">{escape(str(messages))}</pre>'
+    parts = []
+    for m in messages:
+        role = str(m.get("role", "?")) if isinstance(m, dict) else "?"
+        text = escape(str(m.get("content", "") if isinstance(m, dict) else m))
+        kind = "completion" if role == "assistant" else "env"
+        parts.append(f'<div class="turn {kind}"><span class="role">{escape(role)}</span>'
+                     f'<pre class="{kind}">{text}</pre></div>')
+    return "".join(parts)
 
 
 def _percent(block: Any) -> str:

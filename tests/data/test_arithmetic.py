@@ -22,7 +22,7 @@ def numbers_of(row: dict) -> list[int]:
     return [int(x) for x in re.findall(r"\d+", expression_of(row))]
 
 
-@pytest.mark.parametrize("difficulty", [1, 2, 3, 4])
+@pytest.mark.parametrize("difficulty", [1, 2, 3, 4, 5])
 def test_train_and_test_share_no_problem(difficulty):
     train = {expression_of(r) for r in generate(1500, split="train", seed=1, difficulty=difficulty)}
     test = {expression_of(r) for r in generate(1500, split="test", seed=2, difficulty=difficulty)}
@@ -49,7 +49,7 @@ def test_train_split_repeats_problems_to_reach_n():
     assert len({r["prompt"] for r in rows}) < 100
 
 
-@pytest.mark.parametrize("difficulty", [1, 2, 3, 4])
+@pytest.mark.parametrize("difficulty", [1, 2, 3, 4, 5])
 def test_answers_are_correct(difficulty):
     for split in ("train", "test"):
         for row in generate(200, split=split, seed=3, difficulty=difficulty):
@@ -87,6 +87,9 @@ def test_difficulty_sets_problem_size():
     assert all(len(numbers_of(r)) == 3 and max(numbers_of(r)) <= 99 for r in d4)
     assert any(int(r["answer"]) < 0 for r in d4)
     assert {op for r in d4 for op in re.findall(r" ([-+*]) ", r["prompt"])} == {"+", "-", "*"}
+    for row in generate(100, difficulty=5):
+        a, b = numbers_of(row)
+        assert expression_of(row) == f"{a} * {b}" and 100 <= a <= 999 and 10 <= b <= 99
 
 
 def test_prompt_is_plain_ascii_with_the_instruction():
@@ -98,7 +101,7 @@ def test_prompt_is_plain_ascii_with_the_instruction():
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"difficulty": 5}, "difficulty 5 is unknown; use one of 1, 2, 3, 4"),
+        ({"difficulty": 6}, "difficulty 6 is unknown; use one of 1, 2, 3, 4, 5"),
         ({"split": "validation"}, "split 'validation' is unknown"),
         ({"n": -1}, "n=-1 is negative"),
     ],

@@ -76,3 +76,18 @@ def test_environment_mistakes_are_one_line_errors(tmp_path):
         tiny_config(tmp_path, "environment.name=guess_number", "data.template=plain")
     with pytest.raises(UserError, match="needs multi-turn rollouts"):
         train_grpo(tiny_config(tmp_path / "x", "rewards=[{name: environment_reward}]", "eval_before=false"))
+
+
+def test_held_out_evaluation_converses_with_the_environment_too(tmp_path, monkeypatch):
+    from rlvr.envs.guess import GuessNumber
+
+    resets = []
+    real_reset = GuessNumber.reset
+    monkeypatch.setattr(GuessNumber, "reset", lambda self, row, messages, seed: resets.append(seed) or real_reset(
+        self, row, messages, seed))
+    trainer = Trainer(tiny_config(tmp_path, *GAME, "data.eval_size=4"))
+    first = trainer.evaluate()
+    assert len(resets) == 2 * 4  # the held-out questions with the example exchange, and alone
+    again = trainer.evaluate()
+    assert resets[:8] == resets[8:] and first["strict_correct"] == again["strict_correct"]  # paired: the same games
+    assert first["n"] == 4 and "alone" in first

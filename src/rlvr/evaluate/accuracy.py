@@ -8,13 +8,16 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from rlvr.records import Example
+from rlvr.records import Example, Rollout
 from rlvr.rewards import RewardSpec
 from rlvr.rewards.batch import score_rollout
 from rlvr.rollout import SamplingParams, rollout
 from rlvr.run.world import SINGLE, World, gather_across, shard, unshard
 
 Z95 = 1.959963984540054
+
+# (model, examples, their rendered prompts, greedy settings) -> one sample per example
+Sampler = Callable[[torch.nn.Module, list[Example], list[str], SamplingParams], Rollout]
 
 
 @dataclass(frozen=True)
@@ -144,14 +147,17 @@ def evaluate_accuracy(
     batch_prompts: int = 32,
     add_special_tokens: bool = False,
     world: World = SINGLE,
+    sampler: Sampler | None = None,
 ) -> EvalResult:
     """Greedy completion for every example, scored by the strict and the lenient verifier. Data-parallel,
-    each rank completes every world.size-th example and all ranks get the whole result, in order."""
+    each rank completes every world.size-th example and all ranks get the whole result, in order.
+    `sampler(model, examples, texts, params)` replaces the one-turn rollout (a conversation with an
+    environment, rlvr.train.conversations): the verifiers then score each final message."""
     if world.distributed:
         mine = shard(range(len(examples)), world)
         part = evaluate_accuracy(model, tokenizer, [examples[i] for i in mine], [prompt_texts[i] for i in mine],
                                  strict=strict, lenient=lenient, max_new_tokens=max_new_tokens,
-                                 batch_prompts=batch_prompts, add_special_tokens=add_special_tokens)
+                                 batch_prompts=batch_prompts, add_special_tokens=add_special_tokens, sampler=sampler)
         return _merge(gather_across(part, world))
     was_training = model.training
     model.eval()
@@ -162,8 +168,9 @@ def evaluate_accuracy(
     specs = [RewardSpec("strict", strict), RewardSpec("lenient", lenient)]
     for start in range(0, len(examples), batch_prompts):
         chunk = slice(start, start + batch_prompts)
-        out = rollout(model, tokenizer, examples[chunk], prompt_texts[chunk], 1, params,
-                      add_special_tokens=add_special_tokens)
+        out = (sampler(model, examples[chunk], prompt_texts[chunk], params) if sampler is not None
+               else rollout(model, tokenizer, examples[chunk], prompt_texts[chunk], 1, params,
+                            add_special_tokens=add_special_tokens))
         scored = score_rollout(out, specs)
         strict_scores += scored.reward_components["strict"].view(-1).tolist()
         lenient_scores += scored.reward_components["lenient"].view(-1).tolist()

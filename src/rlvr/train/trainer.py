@@ -26,7 +26,7 @@ from rlvr import paths
 from rlvr.config import TrainConfig
 from rlvr.envs import load_environment
 from rlvr.errors import UserError
-from rlvr.evaluate.accuracy import Interval, evaluate_accuracy, paired_gain_interval
+from rlvr.evaluate.accuracy import Interval, Sampler, evaluate_accuracy, paired_gain_interval
 from rlvr.logprobs import PolicyModule
 from rlvr.models.adapters import AdaptersOff, has_adapters
 from rlvr.models.devices import autocast
@@ -234,9 +234,21 @@ class Trainer:
                 model, self.tokenizer, prompts.examples, prompts.texts, strict=strict, lenient=lenient,
                 max_new_tokens=c.eval_max_new_tokens or c.generation.max_new_tokens,
                 add_special_tokens=self.parts.add_special_tokens, world=self.world,
+                sampler=self._conversing(prompts) if self.make_env is not None else None,
             ))
         return {**result.summary(), "strict_correct": result.strict_correct, "lenient_correct": result.lenient_correct,
                 "examples": result.completions[:5]}
+
+    def _conversing(self, prompts: Prompts) -> Sampler:
+        """Held-out problems answered in conversation with the environment, as in training (greedy; the
+        environments seeded the same at every evaluation, so before and after are paired)."""
+        chats = {id(ex): m for ex, m in zip(prompts.examples, prompts.messages)}
+        env, make_env = self.config.environment, self.make_env
+        assert make_env is not None
+        return lambda model, examples, texts, params: sample_conversations(
+            model, self.tokenizer, examples, [chats[id(ex)] for ex in examples], 1, params, make_env=make_env,
+            max_turns=env.max_turns, max_tokens=env.max_tokens, stop_ids=stop_token_ids(model, self.tokenizer),
+            generator=torch.Generator().manual_seed(self.config.seed))
 
     def eval_metrics(self, evaluation: dict[str, Any]) -> dict[str, float]:
         alone = evaluation.get("alone")  # the questions without the example exchanges, when they are shown

@@ -48,7 +48,8 @@ TASKS: dict[str, Task] = {
         name="arithmetic",
         generate=arithmetic.generate,
         scoring=MATH,
-        description="integer arithmetic, difficulty 1-4: one-digit sums up to three-term + - * expressions",
+        description=("integer arithmetic, difficulty 1-5: one-digit sums up to three-term + - * expressions, "
+                     "and three-digit times two-digit products"),
         # One exchange that shows the answer format and nothing else: a bare \boxed{N}, no working.
         # 10 + 10 lies outside every difficulty-1 problem, so it leaks no held-out answer.
         few_shot=(("What is 10 + 10? Put your final answer in \\boxed{}.", "\\boxed{20}"),),

@@ -1,9 +1,10 @@
-"""Arithmetic questions with an exact integer answer, in four difficulty levels.
+"""Arithmetic questions with an exact integer answer, in five difficulty levels.
 
     1: a + b, one-digit numbers (0-9)             100 problems, 30% held out
     2: a + b, two-digit numbers (10-99)           8,100 problems, 20% held out
     3: a * b, two-digit times one-digit (2-9)     720 problems, 20% held out
     4: a op b op c, op in + - *, numbers 1-99     ~8.7M problems, 20% held out; may be negative
+    5: a * b, three-digit times two-digit          81,000 problems, 20% held out (a tool's job: rlvr.envs)
 
 Problems are split into train and test by a hash of their expression (see splits.py), so the
 test set is the same held-out set for every seed.
@@ -16,7 +17,7 @@ import random
 from rlvr.data.tasks import splits
 
 NAME = "arithmetic"
-DIFFICULTIES = (1, 2, 3, 4)
+DIFFICULTIES = (1, 2, 3, 4, 5)
 # The answer-format instruction, kept in one place so a reward's parser and the prompt agree.
 INSTRUCTION = "Put your final answer in \\boxed{}."
 
@@ -66,6 +67,10 @@ def _space(difficulty: int) -> list[Problem]:
     return [((a, b), ("*",)) for a in range(10, 100) for b in range(2, 10)]
 
 
+def _draw_product(rng: random.Random) -> Problem:
+    return (rng.randint(100, 999), rng.randint(10, 99)), ("*",)
+
+
 def _draw_three_terms(rng: random.Random) -> Problem:
     numbers = tuple(rng.randint(1, 99) for _ in range(3))
     ops = tuple(rng.choice("+-*") for _ in range(2))
@@ -98,8 +103,9 @@ def generate(n: int, *, split: str = "train", seed: int = 0, difficulty: int = 1
     splits.check_request(NAME, n, split, difficulty, DIFFICULTIES)
     rng = splits.make_rng(NAME, split, seed, difficulty)
     test_percent = 30 if difficulty == 1 else 20  # 30% of 100 leaves a usable held-out set
-    if difficulty == 4:
-        problems = splits.by_rejection(_draw_three_terms, n, split, rng, expression, test_percent)
+    if difficulty in (4, 5):
+        draw = _draw_three_terms if difficulty == 4 else _draw_product
+        problems = splits.by_rejection(draw, n, split, rng, expression, test_percent)
     else:
         problems = splits.from_space(_space(difficulty), n, split, rng, expression, test_percent)
     return [_row(p, difficulty) for p in problems]

@@ -187,3 +187,12 @@ def test_user_environments_load_from_a_file_and_mistakes_are_one_line(tmp_path):
     ]:
         with pytest.raises(UserError, match=message):
             load_environment(spec, **params)
+
+
+def test_an_example_exchange_showing_a_call_goes_before_the_question():
+    example = [{"role": "user", "content": "What is 2 * 3?"},
+               {"role": "assistant", "content": "```python\nprint(6)\n```"},
+               {"role": "tool", "content": "```output\n6\n```"}, {"role": "assistant", "content": "\\boxed{6}"}]
+    out = PythonTool(example=example).reset({}, [{"role": "system", "content": "Be brief."}, *ASK], seed=0)
+    assert [m["role"] for m in out] == ["system", "user", "assistant", "tool", "assistant", "user"]
+    assert out[1:5] == example and out[-1] == ASK[0]

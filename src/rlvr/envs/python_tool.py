@@ -83,14 +83,18 @@ class PythonTool:
     """See the module docstring. `limits`: the sandbox's, per call (default: 5 s CPU, 10 s wall, 512 MB)."""
 
     def __init__(self, max_calls: int = 4, output_chars: int = 1000, limits: Limits | None = None,
-                 instructions: bool = True):
+                 instructions: bool = True, example: list[Message] | None = None):
         self.max_calls, self.output_chars = max_calls, output_chars
         self.limits = limits or Limits(output_bytes=64_000)
         self.instructions = instructions
+        self.example = [dict(m) for m in example or []]  # an exchange showing a tool call, put before the question
         self.calls = 0
 
     def reset(self, row: dict[str, Any], messages: list[Message], seed: int) -> list[Message]:
         self.calls = 0
+        if self.example:  # the worked exchange goes right before the question (after any system message)
+            head = 1 if messages and messages[0]["role"] == "system" else 0
+            messages = [*messages[:head], *self.example, *messages[head:]]
         if not self.instructions:
             return list(messages)
         if messages and messages[0]["role"] == "system":

@@ -106,8 +106,12 @@ def test_a_hostile_tool_call_leaves_the_host_untouched_and_the_conversation_goin
     assert Path(__file__).read_text()[:200] not in content
     if name == "read this file":  # the project is not there to read
         assert "FileNotFoundError" in content or "PermissionError" in content
-    if name == "read home":  # nothing of the host's home but the interpreter bound read-only
-        assert set(ast.literal_eval(content.split("\n")[1])) < set(os.listdir(Path.home()))
+    if name == "read home":  # not there, or nothing of it but the interpreter bound read-only
+        shown = content.split("\n")[1]
+        if shown.startswith("["):
+            assert set(ast.literal_eval(shown)) < set(os.listdir(Path.home()))
+        else:
+            assert "FileNotFoundError" in content or "PermissionError" in content
     assert tagged.survivors() == []
     assert env.step("The answer is \\boxed{9716}.").done  # and the trajectory still ends normally
 

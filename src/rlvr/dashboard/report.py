@@ -27,6 +27,8 @@ CHARTS: dict[str, tuple[str, ...]] = {
                                    "completion_length/max"),
     "reflection and format": ("reflection_rate", "format_share"),
     "groups without reward spread": ("zero_variance_fraction",),
+    "conversations (per trajectory)": ("env/turns", "env/tool_calls", "env/tool_errors", "env/tool_timeouts",
+                                       "env/guesses"),
     "step time (s)": ("step_seconds",),
     "completion tokens per second": ("tokens_per_second",),
 }

@@ -189,3 +189,22 @@ def test_the_example_exchange_can_be_left_out(tmp_path):
     assert [r.prompt.split("What is")[-1] for r in shown] == [r.prompt.split("What is")[-1] for r in alone]
     settings = json.loads((tmp_path / "alone" / "summary.json").read_text())["settings"]
     assert settings["few_shot"] == []
+
+
+def test_with_an_environment_every_sample_is_a_conversation_judged_on_its_final_message(maths_file, tmp_path,
+                                                                                      monkeypatch):
+    from rlvr.envs import sampling as conversations
+
+    seen = []
+    real = conversations.converse
+    monkeypatch.setattr(conversations, "converse", lambda *a, **kw: seen.extend(real(*a, **kw)) or seen[-len(a[2]):])
+    env = {"name": "guess_number", "params": {"max_turns": 2}, "max_turns": 2, "max_tokens": 200}
+    summary = run_eval(config(maths_file, tmp_path / "e", environment=env), progress=False)
+    assert len(seen) == 5 * (1 + 4)  # the greedy conversation and 4 sampled ones per problem
+    assert all(t.info["turns"] >= 1 for t in seen)
+    records = [json.loads(line) for line in (tmp_path / "e" / "samples.jsonl").read_text().splitlines()]
+    finals = {t.final_message for t in seen}
+    assert all(r["greedy"]["text"] in finals and all(s["text"] in finals for s in r["samples"]) for r in records)
+    settings = json.loads((tmp_path / "e" / "settings.json").read_text())
+    assert settings["environment"]["name"] == "guess_number" and settings["budgets"] == [200]
+    assert summary["problems"] == 5

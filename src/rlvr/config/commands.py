@@ -13,6 +13,7 @@ from typing import ClassVar
 from rlvr.config.choices import FORMAT_NAMES, MODES, ExtractionMode
 from rlvr.config.sections import (
     DistributedConfig,
+    EnvironmentConfig,
     GenerationConfig,
     LoggingConfig,
     ModelConfig,
@@ -80,6 +81,9 @@ class EvalConfig:
     """k values for pass@k and maj@k; None = those of 1, 4, 16, 64 that are <= samples, and samples itself."""
     greedy: bool = True
     """Also decode one greedy completion per problem (greedy pass@1)."""
+    environment: EnvironmentConfig = field(default_factory=EnvironmentConfig)
+    """Answer each problem in conversation with an environment (rlvr.envs: python_tool, ...), as `rlvr train`
+    with `environment:` samples: pass@k and maj@k are then over trajectories, judged on their final message."""
     reward_model: str | None = None
     """A trained reward model directory (`rlvr rm`) that picks the best of N."""
     process_reward_model: str | None = None
@@ -96,7 +100,7 @@ class EvalConfig:
     """CPU threads for torch (0 = all cores)."""
 
     def validate(self) -> None:
-        for section in (self.model, self.data, self.generation):
+        for section in (self.model, self.data, self.generation, self.environment):
             section.validate()
         too_big = [k for k in self.k or [] if not 1 <= k <= self.samples]
         check([

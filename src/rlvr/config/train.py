@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 from rlvr.config.choices import Aggregation, Baseline, KLEstimator, Scale, StdEstimator
 from rlvr.config.sections import (
     DistributedConfig,
+    EnvironmentConfig,
     GenerationConfig,
     LoggingConfig,
     ModelConfig,
@@ -171,26 +172,6 @@ class AlgorithmConfig:
             (not (self.ref_refresh_steps and self.beta == 0),
              "algorithm.ref_refresh_steps needs beta > 0 (there is no reference model at beta 0)"),
         ])
-
-
-@dataclass
-class EnvironmentConfig:
-    """Multi-turn rollouts: the policy talks to an environment (rlvr.envs) instead of answering once."""
-
-    SHORTHAND: ClassVar[str] = "name"
-    name: str | None = None
-    """`python_tool` (the model runs Python in the sandbox), `guess_number` (a game with feedback),
-    `module.path:Class` or `path/to/file.py:Class`; None = one completion per prompt."""
-    params: dict[str, Any] = field(default_factory=dict)
-    """The environment's own settings (python_tool: max_calls, output_chars; guess_number: max_turns, ...)."""
-    max_turns: int = 4
-    """Model messages per trajectory at most."""
-    max_tokens: int = 1024
-    """Tokens per transcript at most (the model's and the environment's); generation.max_new_tokens bounds
-    one message."""
-
-    def validate(self) -> None:
-        check([(self.max_turns >= 1 and self.max_tokens >= 1, "environment.max_turns and max_tokens must be >= 1")])
 
 
 @dataclass

@@ -4,6 +4,8 @@
     python_tool.py  `python_tool`: fenced ```python blocks run in the sandbox, their output comes back
     guess.py        `guess_number`: a game with feedback (higher / lower), scored by the environment
     loading.py      an environment by name, `module:Class` or `file.py:Class`
+    rollout.py      conversations: the policy and its environments, turn by turn, as token transcripts
+    sampling.py     G conversations per prompt as one Rollout (what training and evaluation sample)
 """
 
 from rlvr.envs.base import Environment, Reply

@@ -152,7 +152,7 @@ def evaluate_accuracy(
     """Greedy completion for every example, scored by the strict and the lenient verifier. Data-parallel,
     each rank completes every world.size-th example and all ranks get the whole result, in order.
     `sampler(model, examples, texts, params)` replaces the one-turn rollout (a conversation with an
-    environment, rlvr.train.conversations): the verifiers then score each final message."""
+    environment, rlvr.envs.sampling): the verifiers then score each final message."""
     if world.distributed:
         mine = shard(range(len(examples)), world)
         part = evaluate_accuracy(model, tokenizer, [examples[i] for i in mine], [prompt_texts[i] for i in mine],

@@ -10,6 +10,7 @@ chunk's records, in order. A chunk's numbers do not depend on which rank sampled
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import time
 from pathlib import Path
@@ -85,6 +86,8 @@ def eval_settings(config: EvalConfig, benchmark: Benchmark) -> dict[str, Any]:
     max_tokens = gen.max_new_tokens or benchmark.max_new_tokens
     halvings = [max_tokens >> i for i in range(6)]  # default: the budget and five halvings of it
     budgets = sorted({b for b in (config.budgets or halvings) if 0 < b <= max_tokens} | {max_tokens})
+    if config.environment.name:  # a transcript holds the environment's tokens too: no thinking-length curve
+        budgets = [config.environment.max_tokens]
     return {
         "model": config.model.name,
         **describe(benchmark),
@@ -109,6 +112,8 @@ def eval_settings(config: EvalConfig, benchmark: Benchmark) -> dict[str, Any]:
         "voting": benchmark.vote_key is not None,
         "reward_model": config.reward_model,
         "process_reward_model": config.process_reward_model,
+        # recorded only when set: older results lack the key
+        **({"environment": dataclasses.asdict(config.environment)} if config.environment.name else {}),
         "verifier_version": verifier_version(),
     }
 
@@ -149,7 +154,7 @@ def _sample_missing(config: EvalConfig, benchmark: Benchmark, settings: dict[str
     refuse_too_long(texts, [f"problem {i}" for i in ids], tokenizer, prompt_limit(model, settings["max_new_tokens"]),
                     add_special_tokens=specials)
     plan = Plan(samples=config.samples, greedy=config.greedy, budgets=tuple(settings["budgets"]),
-                add_special_tokens=specials,
+                add_special_tokens=specials, converse=_conversing(config, benchmark, shots, tokenizer),
                 params=SamplingParams(max_new_tokens=settings["max_new_tokens"],
                                       temperature=config.generation.temperature,
                                       top_p=config.generation.top_p, top_k=config.generation.top_k))
@@ -175,6 +180,28 @@ def _sample_missing(config: EvalConfig, benchmark: Benchmark, settings: dict[str
     bar.close()
     if progress and world.is_main:
         print(f"sampled in {time.perf_counter() - started:.0f} s")
+
+
+def _conversing(config: EvalConfig, benchmark: Benchmark, shots: list[Any], tokenizer: Any) -> Any:
+    """With `environment.name`: each problem answered in conversation with the environment (as `rlvr train`
+    samples with one), its final message judged; else None (one completion per problem)."""
+    env = config.environment
+    if not env.name:
+        return None
+    from rlvr.envs import load_environment
+    from rlvr.envs.sampling import sample_conversations
+    from rlvr.rollout import stop_token_ids
+
+    make_env = load_environment(env.name, **env.params)
+    system = [{"role": "system", "content": config.data.system_prompt}] if config.data.system_prompt else []
+    chats = {}
+    for ex in benchmark.examples:
+        asked = with_few_shot(ex.prompt, shots)
+        chats[id(ex)] = [*system, *([{"role": "user", "content": asked}] if isinstance(asked, str) else asked)]
+    return lambda model, examples, n, params, generator: sample_conversations(
+        model, tokenizer, examples, [chats[id(ex)] for ex in examples], n, params, make_env=make_env,
+        max_turns=env.max_turns, max_tokens=env.max_tokens, stop_ids=stop_token_ids(model, tokenizer),
+        generator=generator)
 
 
 def _configured_scorer(config: EvalConfig) -> Scorer | None:

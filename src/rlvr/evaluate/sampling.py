@@ -7,7 +7,7 @@ ended within the budget keeps its verdict, so only longer ones are judged again.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -38,6 +38,8 @@ class Plan:
     greedy: bool
     budgets: tuple[int, ...]  # ascending token budgets for the thinking-length curve
     add_special_tokens: bool
+    # conversations instead of one completion (rlvr.envs): (model, examples, n, params, generator) -> Rollout
+    converse: Callable[[torch.nn.Module, list[Example], int, SamplingParams, torch.Generator], Rollout] | None = None
 
 
 @torch.no_grad()
@@ -57,12 +59,15 @@ def sample_problems(
     greedy: list[SampleRecord | None] = [None] * len(examples)
     if plan.greedy:
         params = SamplingParams(max_new_tokens=plan.params.max_new_tokens, temperature=0.0)
-        out = rollout(model, tokenizer, examples, prompt_texts, 1, params, add_special_tokens=plan.add_special_tokens)
+        out = (plan.converse(model, examples, 1, params, torch.Generator().manual_seed(0)) if plan.converse
+               else rollout(model, tokenizer, examples, prompt_texts, 1, params,
+                            add_special_tokens=plan.add_special_tokens))
         greedy = list(_judge(out, tokenizer, benchmark, verifiers, plan.budgets, None))
     sampled: list[SampleRecord] = []
     if plan.samples:  # (0: the greedy completion only)
-        out = rollout(model, tokenizer, examples, prompt_texts, plan.samples, plan.params,
-                      generator=generator, add_special_tokens=plan.add_special_tokens)
+        out = (plan.converse(model, examples, plan.samples, plan.params, generator) if plan.converse
+               else rollout(model, tokenizer, examples, prompt_texts, plan.samples, plan.params,
+                            generator=generator, add_special_tokens=plan.add_special_tokens))
         sampled = _judge(out, tokenizer, benchmark, verifiers, plan.budgets, scorer)
     n = plan.samples
     return [

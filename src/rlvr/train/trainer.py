@@ -25,6 +25,7 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_
 from rlvr import paths
 from rlvr.config import TrainConfig
 from rlvr.envs import load_environment
+from rlvr.envs.sampling import env_metrics, sample_conversations
 from rlvr.errors import UserError
 from rlvr.evaluate.accuracy import Interval, Sampler, evaluate_accuracy, paired_gain_interval
 from rlvr.logprobs import PolicyModule
@@ -52,7 +53,6 @@ from rlvr.run.sharded import load_shards
 from rlvr.run.world import SINGLE, World, any_across, gather_across, shard
 from rlvr.train.batch import make_batch, outcome_advantages
 from rlvr.train.build import Prompts, build_parts
-from rlvr.train.conversations import env_metrics, sample_conversations
 from rlvr.train.curriculum import CurriculumStream
 from rlvr.train.dynamic import FillStats, fill_informative
 from rlvr.train.metrics import MetricSources, gather_step, sample_groups, step_metrics, step_record
@@ -172,7 +172,7 @@ class Trainer:
         return out
 
     def converse(self, positions: list[int], params: SamplingParams, generator: torch.Generator) -> Rollout:
-        """Step 1 with an environment: G conversations per prompt (rlvr.train.conversations)."""
+        """Step 1 with an environment: G conversations per prompt (rlvr.envs.sampling)."""
         env, train = self.config.environment, self.parts.train
         assert self.make_env is not None
         make_env = self.make_env

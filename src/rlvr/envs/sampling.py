@@ -1,4 +1,5 @@
-"""Step 1 with an environment (`environment.name`): each of the G samples of a prompt is a conversation.
+"""Sampling with an environment (`environment.name` in `rlvr train` and `rlvr eval`): each of the G
+samples of a prompt is a conversation.
 
 The G trajectories of a group start from the same messages and the same environment seed (one drawn
 per group from the step's generator): a group is G attempts at one task, as GRPO's baseline needs. The

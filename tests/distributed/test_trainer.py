@@ -4,6 +4,7 @@ and the batch-std advantages and the step's metrics are those one process comput
 batch. Run through the command line, rank 0 alone writes the run's files, and a run resumes at
 another world size with the same data order."""
 
+import json
 import math
 import signal
 import socket
@@ -185,3 +186,14 @@ def test_a_sharded_run_resumed_from_its_parts_ends_as_the_unbroken_run(tmp_path)
     unbroken, resumed = last_weights(tmp_path / "a"), last_weights(tmp_path / "b")
     for name, weight in unbroken.items():
         assert torch.equal(resumed[name], weight), name
+
+
+def test_two_ranks_converse_with_environments_and_log_the_global_batchs_conversations(tmp_path):
+    run = tmp_path / "run"
+    game = ["environment.name=guess_number", "environment.max_tokens=64", "rewards=[{name: environment_reward}]",
+            "eval_before=false", "eval_after=false"]
+    out = run_ranks([sys.executable, *rlvr_args("--nproc", "2", "--max-steps", "1", "--output-dir", str(run),
+                                                     *[a for kv in game for a in ("--set", kv)])], timeout=180)
+    assert out.returncode == 0, out.stderr[-4000:]
+    (line,) = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert line["env/turns"] >= 1 and "env/guesses" in line

@@ -58,14 +58,14 @@ def sample_conversations(model: torch.nn.Module, tokenizer: Any, examples: list[
     )
 
 
-def env_metrics(rollout: Rollout) -> dict[str, float]:
-    """Per-trajectory means of what the environments counted: env/turns, env/tool_calls, env/tool_errors, ...
+def env_metrics(infos: list[dict[str, float]]) -> dict[str, float]:
+    """Per-trajectory means of what the environments counted (each trajectory's `info`): env/turns,
+    env/tool_calls, env/tool_errors, ...
 
-    >>> r = Rollout([], 2, *[torch.zeros(0)] * 6, [], env_info=[{"turns": 1.0}, {"turns": 3.0, "tool_calls": 2.0}])
-    >>> env_metrics(r)
+    >>> env_metrics([{"turns": 1.0}, {"turns": 3.0, "tool_calls": 2.0}])
     {'env/tool_calls': 1.0, 'env/turns': 2.0}
     """
-    if not rollout.env_info:
+    if not infos:
         return {}
-    keys = sorted({k for info in rollout.env_info for k in info})
-    return {f"env/{k}": sum(info.get(k, 0.0) for info in rollout.env_info) / len(rollout.env_info) for k in keys}
+    keys = sorted({k for info in infos for k in info})
+    return {f"env/{k}": sum(info.get(k, 0.0) for info in infos) / len(infos) for k in keys}

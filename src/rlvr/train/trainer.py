@@ -121,7 +121,9 @@ class Trainer:
         self.step_count += 1
         self.refresh_reference()  # 6. iterative GRPO: π_ref ← π_θ every K steps
         record = gather_step(step_record(batch, fill, self.sources.device), self.world)  # the global batch's
-        metrics = step_metrics(record, updates, clock.seconds, self.sources) | env_metrics(batch.rollout)
+        infos = gather_across(batch.rollout.env_info, self.world) if self.make_env is not None else []
+        metrics = step_metrics(record, updates, clock.seconds, self.sources) | env_metrics(  # the global batch's
+            [info for part in infos for info in part or []])
         return StepResult(metrics, sample_groups(batch))
 
     def sample_and_score(self) -> tuple[ScoredRollout, FillStats | None]:

@@ -77,3 +77,19 @@ def test_group_surgery_keeps_the_model_mask_of_multi_turn_rollouts():
     one_turn = scored([[0, 1]], tag=2, completion_len=2)  # no model mask: every completion token is the model's
     mixed = concat_scored([a, one_turn])
     assert mixed.rollout.model_mask[4:].tolist() == [[True, True, False, False]] * 2
+
+
+def test_group_surgery_keeps_each_conversations_reward_counts_and_transcript():
+    import dataclasses
+
+    a = scored([[1, 0], [0, 1], [1, 1]], tag=1)
+    per_row = {"env_rewards": [0.5, None, 1.0, 0.0, 0.25, 0.75],
+               "env_info": [{"turns": float(i)} for i in range(6)],
+               "transcripts": [[{"role": "assistant", "content": str(i)}] for i in range(6)]}
+    a = dataclasses.replace(a, rollout=dataclasses.replace(a.rollout, **per_row))
+    picked = take_groups(a, [2, 0])
+    assert picked.rollout.env_rewards == [0.25, 0.75, 0.5, None]
+    assert [t[0]["content"] for t in picked.rollout.transcripts] == ["4", "5", "0", "1"]
+    whole = concat_scored([take_groups(a, [0]), take_groups(a, [1, 2])])
+    for name, values in per_row.items():
+        assert getattr(whole.rollout, name) == values, name

@@ -18,6 +18,9 @@ import torch
 from rlvr.advantages import zero_variance_groups
 from rlvr.records import Rollout, ScoredRollout
 
+# what a multi-turn rollout keeps per completion besides its tensors (rlvr.envs.sampling)
+CONVERSATION_FIELDS = ("env_rewards", "env_info", "transcripts")
+
 
 @dataclass(frozen=True)
 class FillStats:
@@ -64,6 +67,8 @@ def take_groups(scored: ScoredRollout, groups: list[int]) -> ScoredRollout:
         sampling_logprobs=r.sampling_logprobs[rows], truncated=r.truncated[rows],
         completions=[r.completions[i] for i in rows.tolist()],
         model_mask=r.model_mask[rows] if r.model_mask is not None else None,
+        **{name: [getattr(r, name)[i] for i in rows.tolist()] for name in CONVERSATION_FIELDS
+           if getattr(r, name) is not None},
     )
     return ScoredRollout(
         rollout=rollout, rewards=scored.rewards[index],
@@ -90,6 +95,8 @@ def concat_scored(parts: list[ScoredRollout]) -> ScoredRollout:
         completions=[c for r in rollouts for c in r.completions],
         model_mask=(torch.cat([right(r.model_mask if r.model_mask is not None else r.completion_mask, lc, False)
                                for r in rollouts]) if any(r.model_mask is not None for r in rollouts) else None),
+        **{name: [x for r in rollouts for x in getattr(r, name)] for name in CONVERSATION_FIELDS
+           if all(getattr(r, name) is not None for r in rollouts)},
     )
     names = list(parts[0].reward_components)
     seconds: dict[str, float] = {}

@@ -9,9 +9,9 @@ from safetensors.torch import load_file
 
 from rlvr import paths
 from rlvr.config import TrainConfig
+from rlvr.envs import sampling as sampling_module
 from rlvr.errors import UserError
 from rlvr.run.directory import resume_config
-from rlvr.train import trainer as trainer_module
 from rlvr.train.trainer import Trainer, train_grpo
 
 from .test_step import tiny_config
@@ -25,12 +25,12 @@ GAME = ["environment.name=guess_number", "environment.params.max_turns=3", "envi
 def short_messages(monkeypatch):
     """The random tiny model seldom writes its end-of-turn token: any letter ends a message here, so
     that conversations run several turns."""
-    real = trainer_module.stop_token_ids
+    real = sampling_module.stop_token_ids
 
     def stops(model, tokenizer):
         return [*real(model, tokenizer), *tokenizer("abcdefghijklmnopqrstuvwxyz", add_special_tokens=False).input_ids]
 
-    monkeypatch.setattr(trainer_module, "stop_token_ids", stops)
+    monkeypatch.setattr(sampling_module, "stop_token_ids", stops)
 
 
 def test_a_step_with_an_environment_trains_on_conversations(tmp_path, monkeypatch):

@@ -15,11 +15,27 @@ from typing import Any
 
 import torch
 
-from rlvr.envs import Environment
+from rlvr.config import EnvironmentConfig
+from rlvr.envs.base import Environment, Message
+from rlvr.envs.loading import load_environment
 from rlvr.envs.rollout import converse, start, transcript_tensors
 from rlvr.errors import UserError
 from rlvr.records import Example, Rollout
-from rlvr.rollout import SamplingParams, left_pad
+from rlvr.rollout import SamplingParams, left_pad, stop_token_ids
+
+# (model, examples, n, sampling settings, generator) -> n conversations per example, as one Rollout
+Converse = Callable[[torch.nn.Module, list[Example], int, SamplingParams, torch.Generator], Rollout]
+
+
+def conversation_sampler(tokenizer: Any, env: EnvironmentConfig, starts: dict[int, list[Message]],
+                         make_env: Callable[[], Environment] | None = None) -> Converse:
+    """How `rlvr train` and `rlvr eval` sample with `env`: each example asked in the chat messages
+    `starts[id(example)]`, its conversations with fresh environments (`make_env`, else loaded from `env`)."""
+    make = make_env or load_environment(env.name or "", **env.params)
+    return lambda model, examples, n, params, generator: sample_conversations(
+        model, tokenizer, examples, [starts[id(ex)] for ex in examples], n, params, make_env=make,
+        max_turns=env.max_turns, max_tokens=env.max_tokens, stop_ids=stop_token_ids(model, tokenizer),
+        generator=generator)
 
 
 def sample_conversations(model: torch.nn.Module, tokenizer: Any, examples: list[Example],

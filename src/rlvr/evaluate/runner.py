@@ -14,7 +14,7 @@ import dataclasses
 import importlib.metadata
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from tqdm import tqdm
@@ -35,6 +35,9 @@ from rlvr.models.devices import autocast, compute_dtype, resolve_device
 from rlvr.rollout import SamplingParams
 from rlvr.run.process import derived_seed
 from rlvr.run.world import World, barrier, gather_across, join
+
+if TYPE_CHECKING:  # (the environments load only when a run uses one)
+    from rlvr.envs.sampling import Converse
 
 DEFAULT_K = (1, 4, 16, 64)
 
@@ -182,26 +185,20 @@ def _sample_missing(config: EvalConfig, benchmark: Benchmark, settings: dict[str
         print(f"sampled in {time.perf_counter() - started:.0f} s")
 
 
-def _conversing(config: EvalConfig, benchmark: Benchmark, shots: list[Any], tokenizer: Any) -> Any:
+def _conversing(config: EvalConfig, benchmark: Benchmark, shots: list[Any], tokenizer: Any) -> Converse | None:
     """With `environment.name`: each problem answered in conversation with the environment (as `rlvr train`
     samples with one), its final message judged; else None (one completion per problem)."""
     env = config.environment
     if not env.name:
         return None
-    from rlvr.envs import load_environment
-    from rlvr.envs.sampling import sample_conversations
-    from rlvr.rollout import stop_token_ids
+    from rlvr.envs.sampling import conversation_sampler
 
-    make_env = load_environment(env.name, **env.params)
     system = [{"role": "system", "content": config.data.system_prompt}] if config.data.system_prompt else []
     chats = {}
     for ex in benchmark.examples:
         asked = with_few_shot(ex.prompt, shots)
         chats[id(ex)] = [*system, *([{"role": "user", "content": asked}] if isinstance(asked, str) else asked)]
-    return lambda model, examples, n, params, generator: sample_conversations(
-        model, tokenizer, examples, [chats[id(ex)] for ex in examples], n, params, make_env=make_env,
-        max_turns=env.max_turns, max_tokens=env.max_tokens, stop_ids=stop_token_ids(model, tokenizer),
-        generator=generator)
+    return conversation_sampler(tokenizer, env, chats)
 
 
 def _configured_scorer(config: EvalConfig) -> Scorer | None:

@@ -7,9 +7,9 @@ ended within the budget keeps its verdict, so only longer ones are judged again.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
@@ -21,6 +21,9 @@ from rlvr.rewards import RewardSpec, compute_rewards, load_reward_function
 from rlvr.rewards.batch import reward_inputs
 from rlvr.rewards.math import gold_answer
 from rlvr.rollout import SamplingParams, rollout
+
+if TYPE_CHECKING:  # (the environments load only when a run uses one)
+    from rlvr.envs.sampling import Converse
 
 
 class Scorer(Protocol):
@@ -38,8 +41,7 @@ class Plan:
     greedy: bool
     budgets: tuple[int, ...]  # ascending token budgets for the thinking-length curve
     add_special_tokens: bool
-    # conversations instead of one completion (rlvr.envs): (model, examples, n, params, generator) -> Rollout
-    converse: Callable[[torch.nn.Module, list[Example], int, SamplingParams, torch.Generator], Rollout] | None = None
+    converse: Converse | None = None  # conversations instead of one completion (rlvr.envs)
 
 
 @torch.no_grad()

@@ -140,47 +140,49 @@ class TensorBoard:
         self.writer.close()
 
 
-class WandB:
-    def __init__(self, run_dir: Path, ids: dict[str, Any], *, config: dict[str, Any], project: str, name: str,
-                 group: str | None, job: str):
-        self.wandb = _require("wandb", "wandb")
-        ids.setdefault("wandb", secrets.token_hex(4))  # W&B run ids are [a-z0-9]
-        self.run = self.wandb.init(project=project, name=name, group=group, job_type=job, config=config,
-                                   dir=str(run_dir), id=ids["wandb"], resume="allow")
+def table_data(rows: list[dict[str, Any]]) -> list[list[Any]]:
+    """The sample rows as a table's data, cell by cell in COLUMNS order."""
+    return [[row[c] for c in COLUMNS] for row in rows]
+
+
+class _LogsRuns:
+    """W&B and trackio share one API: `module.init(...)` a run, `run.log(values, step=)`, `module.Table`,
+    `run.finish()`."""
+
+    module: Any
+    run: Any
 
     def metrics(self, step: int, values: dict[str, float]) -> None:
         self.run.log(numbers(values), step=step)
 
     def samples(self, step: int, rows: list[dict[str, Any]]) -> None:
-        table = self.wandb.Table(columns=list(COLUMNS), data=[[row[c] for c in COLUMNS] for row in rows])
-        self.run.log({"samples": table}, step=step)
+        self.run.log({"samples": self.module.Table(columns=list(COLUMNS), data=table_data(rows))}, step=step)
+
+    def close(self) -> None:
+        self.run.finish()
+
+
+class WandB(_LogsRuns):
+    def __init__(self, run_dir: Path, ids: dict[str, Any], *, config: dict[str, Any], project: str, name: str,
+                 group: str | None, job: str):
+        self.module = _require("wandb", "wandb")
+        ids.setdefault("wandb", secrets.token_hex(4))  # W&B run ids are [a-z0-9]
+        self.run = self.module.init(project=project, name=name, group=group, job_type=job, config=config,
+                                    dir=str(run_dir), id=ids["wandb"], resume="allow")
 
     def summary(self, step: int, values: dict[str, Any]) -> None:
         self.run.summary.update(numbers(values))
 
-    def close(self) -> None:
-        self.run.finish()
 
-
-class Trackio:
+class Trackio(_LogsRuns):
     def __init__(self, *, config: dict[str, Any], project: str, name: str, group: str | None, resume: bool):
-        self.trackio = _require("trackio", "trackio")
-        self.run = self.trackio.init(project=project, name=name, group=group, config=config,
-                                     resume="allow" if resume else "never", auto_log_cpu=False, auto_log_gpu=False)
-
-    def metrics(self, step: int, values: dict[str, float]) -> None:
-        self.run.log(numbers(values), step=step)
-
-    def samples(self, step: int, rows: list[dict[str, Any]]) -> None:
-        table = self.trackio.Table(columns=list(COLUMNS), data=[[row[c] for c in COLUMNS] for row in rows])
-        self.run.log({"samples": table}, step=step)
+        self.module = _require("trackio", "trackio")
+        self.run = self.module.init(project=project, name=name, group=group, config=config,
+                                    resume="allow" if resume else "never", auto_log_cpu=False, auto_log_gpu=False)
 
     def summary(self, step: int, values: dict[str, Any]) -> None:
         # trackio keeps no separate summary: the closing numbers are logged under summary/ at the last step
         self.run.log({f"summary/{key}": value for key, value in numbers(values).items()}, step=step)
-
-    def close(self) -> None:
-        self.run.finish()
 
 
 class MLflow:
@@ -203,7 +205,7 @@ class MLflow:
         self.mlflow.log_metrics({_mlflow_key(k): v for k, v in numbers(values).items()}, step=step)
 
     def samples(self, step: int, rows: list[dict[str, Any]]) -> None:
-        self.mlflow.log_dict({"columns": list(COLUMNS), "data": [[row[c] for c in COLUMNS] for row in rows]},
+        self.mlflow.log_dict({"columns": list(COLUMNS), "data": table_data(rows)},
                              f"samples/step_{step:06d}.json")
 
     def summary(self, step: int, values: dict[str, Any]) -> None:

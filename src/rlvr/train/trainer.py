@@ -25,7 +25,7 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_
 from rlvr import paths
 from rlvr.config import TrainConfig
 from rlvr.envs import load_environment
-from rlvr.envs.sampling import env_metrics, sample_conversations
+from rlvr.envs.sampling import Converse, conversation_sampler, env_metrics
 from rlvr.errors import UserError
 from rlvr.evaluate.accuracy import Interval, Sampler, evaluate_accuracy, paired_gain_interval
 from rlvr.logprobs import PolicyModule
@@ -35,7 +35,7 @@ from rlvr.optim import build_optimizer
 from rlvr.records import Rollout, ScoredRollout
 from rlvr.rewards.batch import score_rollout
 from rlvr.rewards.reward_model import ProcessRewardScorer
-from rlvr.rollout import SamplingParams, rollout, stop_token_ids
+from rlvr.rollout import SamplingParams, rollout
 from rlvr.run.checkpoint import save_pretrained
 from rlvr.run.clock import Stopwatch
 from rlvr.run.loop import OnStepEnd, Schedule, StepResult, launch
@@ -94,6 +94,10 @@ class Trainer:
         self.process_scorer = ProcessRewardScorer(path) if path else None
         env = c.environment  # multi-turn rollouts: each sample a conversation with it (rlvr.envs)
         self.make_env = load_environment(env.name, **env.params) if env.name else None
+        train = self.parts.train
+        self.converse_train = (conversation_sampler(self.tokenizer, env, dict(zip(map(id, train.examples),
+                                                                                  train.messages)), self.make_env)
+                               if self.make_env is not None else None)
         self.optimizer, self.scheduler = build_optimizer(self.policy, c.optim, c.max_steps)
         self.step_count = 0
         self.schedule = Schedule(c.max_steps, c.save_every, c.eval_every, c.sample_every, c.eval_before, c.eval_after,
@@ -162,8 +166,8 @@ class Trainer:
         generator = torch.Generator().manual_seed(derived_seed(self.config.seed, stream))
         self.policy.eval()  # no dropout while sampling; the update runs in train mode
         params = SamplingParams(gen.max_new_tokens, gen.temperature, gen.top_p, gen.top_k)
-        if self.make_env is not None:
-            return self.converse(positions, params, generator)
+        if self.converse_train is not None:
+            return self.converse(self.converse_train, positions, params, generator)
         with self.autocast():  # entered here: sampling may run on a worker thread, and autocast is per thread
             out = with_weights(self.trained, lambda model: rollout(
                 model, self.tokenizer, [train.examples[i] for i in positions],
@@ -173,16 +177,13 @@ class Trainer:
         self.policy.train()
         return out
 
-    def converse(self, positions: list[int], params: SamplingParams, generator: torch.Generator) -> Rollout:
+    def converse(self, sampler: Converse, positions: list[int], params: SamplingParams,
+                 generator: torch.Generator) -> Rollout:
         """Step 1 with an environment: G conversations per prompt (rlvr.envs.sampling)."""
-        env, train = self.config.environment, self.parts.train
-        assert self.make_env is not None
-        make_env = self.make_env
+        examples = [self.parts.train.examples[i] for i in positions]
         with self.autocast():
-            out = with_weights(self.trained, lambda model: sample_conversations(
-                model, self.tokenizer, [train.examples[i] for i in positions], [train.messages[i] for i in positions],
-                self.config.sampling.group_size, params, make_env=make_env, max_turns=env.max_turns,
-                max_tokens=env.max_tokens, stop_ids=stop_token_ids(model, self.tokenizer), generator=generator))
+            out = with_weights(self.trained, lambda model: sampler(
+                model, examples, self.config.sampling.group_size, params, generator))
         self.policy.train()
         return out
 
@@ -244,13 +245,10 @@ class Trainer:
     def _conversing(self, prompts: Prompts) -> Sampler:
         """Held-out problems answered in conversation with the environment, as in training (greedy; the
         environments seeded the same at every evaluation, so before and after are paired)."""
-        chats = {id(ex): m for ex, m in zip(prompts.examples, prompts.messages)}
-        env, make_env = self.config.environment, self.make_env
-        assert make_env is not None
-        return lambda model, examples, texts, params: sample_conversations(
-            model, self.tokenizer, examples, [chats[id(ex)] for ex in examples], 1, params, make_env=make_env,
-            max_turns=env.max_turns, max_tokens=env.max_tokens, stop_ids=stop_token_ids(model, self.tokenizer),
-            generator=torch.Generator().manual_seed(self.config.seed))
+        sampler = conversation_sampler(self.tokenizer, self.config.environment,
+                                       dict(zip(map(id, prompts.examples), prompts.messages)), self.make_env)
+        return lambda model, examples, texts, params: sampler(model, examples, 1, params,
+                                                              torch.Generator().manual_seed(self.config.seed))
 
     def eval_metrics(self, evaluation: dict[str, Any]) -> dict[str, float]:
         alone = evaluation.get("alone")  # the questions without the example exchanges, when they are shown

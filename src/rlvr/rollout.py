@@ -108,7 +108,7 @@ def generate(
     computed meanwhile); groups cut at max_new_tokens are reported at the end.
     """
     device = next(model.parameters()).device
-    generator = _on_device(generator, device)
+    generator = on_device(generator, device)
     prompt_ids, prompt_mask = left_pad(prompts, pad_id)
     cache, logits, attention, next_pos = _prefill(model, prompt_ids.to(device), prompt_mask.to(device), group_size)
     n = len(prompts) * group_size
@@ -148,7 +148,7 @@ def generate(
                        truncated=~finished)
 
 
-def _on_device(generator: torch.Generator | None, device: torch.device) -> torch.Generator | None:
+def on_device(generator: torch.Generator | None, device: torch.device) -> torch.Generator | None:
     """Sampling happens where the logits are: a generator there, seeded from the one given."""
     if generator is None or generator.device == device:
         return generator

@@ -2,6 +2,8 @@
 markers and the environment's messages outside it), the turn and token limits, tool calls that end a
 message, and the sampled log-probs of model tokens equal to one forward over the whole transcript."""
 
+import time
+
 import pytest
 import torch
 
@@ -9,7 +11,7 @@ from rlvr.envs import Reply
 from rlvr.envs import rollout as conv
 from rlvr.envs.guess import GuessNumber
 from rlvr.logprobs import completion_logprobs
-from rlvr.rollout import Completions, SamplingParams
+from rlvr.rollout import SamplingParams
 
 ASK = [{"role": "user", "content": "Guess."}]
 
@@ -33,33 +35,30 @@ class Scripted:
 
 
 def scripted_model(monkeypatch, tokenizer, messages):
-    """Make `generate` answer each call with the next of `messages` (text; an EOS is added unless it ends
-    with '~', which stands for a message cut by the token limit), log-prob -1 per token."""
-    calls = iter(messages)
+    """Make the model write `messages` (text, in the order messages are started; an EOS is added unless
+    it ends with '~': a message the token budget cuts), log-prob -1 per token."""
+    queue, script = iter(messages), {}
 
-    def fake(model, prompts, group_size, params, *, stop_ids, pad_id, generator=None):
-        rows = []
-        for _ in prompts:
-            text = next(calls)
-            ids = tokenizer(text.rstrip("~"), add_special_tokens=False).input_ids
-            rows.append((ids if text.endswith("~") else [*ids, tokenizer.eos_token_id])[:params.max_new_tokens])
-        width = max(len(r) for r in rows)
-        ids = torch.full((len(rows), width), pad_id)
-        mask = torch.zeros((len(rows), width), dtype=torch.bool)
-        for i, r in enumerate(rows):
-            ids[i, :len(r)], mask[i, :len(r)] = torch.tensor(r), True
-        return Completions(prompt_ids=ids[:, :0], prompt_mask=mask[:, :0], completion_ids=ids, completion_mask=mask,
-                           logprobs=-1.0 * mask, truncated=torch.zeros(len(rows), dtype=torch.bool))
+    def choose(logits, params, generator, rows, written):
+        tokens = []
+        for row, n in zip(rows, written):
+            if n == 0:
+                text = next(queue)
+                ids = tokenizer(text.rstrip("~"), add_special_tokens=False).input_ids
+                script[row] = ids if text.endswith("~") else [*ids, tokenizer.eos_token_id]
+            tokens.append(script[row][n])
+        return torch.tensor(tokens), torch.full((len(rows),), -1.0)
 
-    monkeypatch.setattr(conv, "generate", fake)
+    monkeypatch.setattr(conv, "choose_tokens", choose)
 
 
-def run(tiny, envs, *, max_turns=4, max_tokens=400, new_tokens=64, temperature=1.0, seed=0, stop_ids=None):
+def run(tiny, envs, *, max_turns=4, max_tokens=400, new_tokens=64, temperature=1.0, seed=0, stop_ids=None,
+        rejoin_after=1):
     model, tokenizer = tiny
     trajectories = [conv.start(tokenizer, ASK) for _ in envs]
     return conv.converse(model, tokenizer, trajectories, envs, SamplingParams(new_tokens, temperature),
                          max_turns=max_turns, max_tokens=max_tokens, stop_ids=stop_ids or [tokenizer.eos_token_id],
-                         generator=torch.Generator().manual_seed(seed))
+                         generator=torch.Generator().manual_seed(seed), rejoin_after=rejoin_after)
 
 
 def test_the_transcript_is_the_chat_template_of_the_conversation_and_the_mask_marks_model_tokens(tiny, monkeypatch):
@@ -106,29 +105,119 @@ def test_limits_end_a_trajectory_as_truncated(tiny, monkeypatch):
     scripted_model(monkeypatch, tokenizer, ["1", "2", "3", "a long message cut~"])
     out = run(tiny, [Scripted(["more"] * 5)], max_turns=2)
     assert out[0].truncated and out[0].info["turns"] == 2.0  # out of turns
-    (cut,) = run(tiny, [Scripted(["more"] * 5)], max_turns=2)  # "3" then a message cut by the token limit
+    cut_at = len(tokenizer("a long message cut", add_special_tokens=False).input_ids)
+    (cut,) = run(tiny, [Scripted(["more"] * 5)], max_turns=2, new_tokens=cut_at)  # "3", then one the limit cuts
     assert cut.truncated and cut.info["turns"] == 2.0 and cut.messages[-1]["content"] == "a long message cut"
     scripted_model(monkeypatch, tokenizer, ["x" * 30])
     (budget,) = run(tiny, [Scripted(["more"])], max_tokens=10)
     assert budget.truncated and len(budget.ids) == 10  # the transcript's budget cuts the message
 
 
-def test_sampled_logprobs_of_model_tokens_equal_one_forward_over_the_whole_transcript(tiny):
+class CutBack:
+    """Each message is kept only up to its middle (as a tool call cut at its fence), three times."""
+
+    def __init__(self):
+        self.turns = 0
+
+    def reset(self, row, messages, seed):
+        return messages
+
+    def step(self, text):
+        self.turns += 1
+        if self.turns == 3:
+            return Reply(message=None, done=True, reward=0.0)
+        return Reply(message={"role": "user", "content": "Go on."}, done=False, keep=max(1, len(text) // 2))
+
+
+def forward_logprobs(model, t):
+    ids, prompt = torch.tensor([t.ids]), torch.tensor([t.prompt_ids])
+    with torch.no_grad():
+        stats = completion_logprobs(model, prompt, torch.ones_like(prompt, dtype=torch.bool), torch.tensor([0]),
+                                    ids, torch.ones_like(ids, dtype=torch.bool), temperature=1.0)
+    return stats.logprobs[0]
+
+
+@pytest.mark.parametrize("env", [lambda: GuessNumber(max_turns=3), CutBack])
+@pytest.mark.parametrize("rejoin_after", [1, 3])
+def test_sampled_logprobs_of_model_tokens_equal_one_forward_over_the_whole_transcript(tiny, env, rejoin_after):
+    """The cache kept across turns (rows leaving and joining, holes, messages cut back) computes what one
+    forward over the finished transcript computes."""
     model, tokenizer = tiny
     # the random model seldom writes its end-of-turn token: any letter ends a message here, so that the
     # conversations run several turns
     letters = tokenizer("abcdefghijklmnopqrstuvwxyz", add_special_tokens=False).input_ids
-    trajectories = run(tiny, [GuessNumber(max_turns=3) for _ in range(3)], new_tokens=8, max_tokens=200,
-                       stop_ids=[tokenizer.eos_token_id, *letters])
+    trajectories = run(tiny, [env() for _ in range(4)], new_tokens=24, max_tokens=300,
+                       stop_ids=[tokenizer.eos_token_id, *letters], rejoin_after=rejoin_after)
+    answered = 0
     for t in trajectories:
         assert sum(t.model_mask) > 0 and not all(t.model_mask)
-        ids = torch.tensor([t.ids])
-        prompt = torch.tensor([t.prompt_ids])
-        with torch.no_grad():
-            stats = completion_logprobs(model, prompt, torch.ones_like(prompt, dtype=torch.bool), torch.tensor([0]),
-                                        ids, torch.ones_like(ids, dtype=torch.bool), temperature=1.0)
+        answered += any(not a and b for a, b in zip(t.model_mask, t.model_mask[1:]))  # wrote after a reply
         mask = torch.tensor(t.model_mask)
-        assert stats.logprobs[0][mask].tolist() == pytest.approx(torch.tensor(t.logprobs)[mask].tolist(), abs=1e-4)
+        expected = forward_logprobs(model, t)[mask].tolist()
+        assert expected == pytest.approx(torch.tensor(t.logprobs)[mask].tolist(), abs=1e-4)
+    assert answered >= 2
+
+
+def test_a_row_decodes_as_it_would_alone(tiny):
+    """Greedy: conversations decoded together are the ones each makes alone."""
+    letters = tiny[1]("abcdefghij", add_special_tokens=False).input_ids
+    kw = dict(new_tokens=12, max_tokens=200, temperature=0.0, stop_ids=[tiny[1].eos_token_id, *letters])
+    together = run(tiny, [CutBack() for _ in range(3)], **kw)
+    (alone,) = run(tiny, [CutBack()], **kw)
+    for t in together:
+        assert t.ids == alone.ids and t.model_mask == alone.model_mask
+        assert t.logprobs == pytest.approx(alone.logprobs, abs=1e-5)
+
+
+class Slow(Scripted):
+    """A scripted environment whose replies take `seconds` (a tool running)."""
+
+    def __init__(self, replies, seconds, log):
+        super().__init__(replies)
+        self.seconds, self.log = seconds, log
+
+    def step(self, text):
+        self.log.append(("tool", time.monotonic()))
+        time.sleep(self.seconds)
+        self.log.append(("reply", time.monotonic()))
+        return super().step(text)
+
+
+@pytest.mark.parametrize("rejoin_after", [1, 3])
+def test_other_rows_keep_decoding_while_a_tool_runs(tiny, monkeypatch, rejoin_after):
+    _, tokenizer = tiny
+    log = []
+    forward = conv.KVBatch.forward
+
+    def logged(self):
+        log.append(("forward", time.monotonic()))
+        return forward(self)
+
+    monkeypatch.setattr(conv.KVBatch, "forward", logged)
+    scripted_model(monkeypatch, tokenizer, ["1", "a long message that keeps the batch busy", "2"])
+    slow, chatty = Slow(["out"], 0.5, log), Scripted([])
+    ts = run(tiny, [slow, chatty], rejoin_after=rejoin_after)
+    assert [m["content"] for m in ts[0].messages] == ["Guess.", "1", "out", "2"]
+    start, end = next(t for e, t in log if e == "tool"), next(t for e, t in log if e == "reply")
+    during = [t for e, t in log if e == "forward" and start < t < end]
+    assert len(during) == rejoin_after  # the others' steps while the tool ran, then the row waited for it
+
+
+def test_a_complete_tool_call_stops_decoding_at_its_fence(tiny, monkeypatch):
+    """python_tool's `message_done`: the model is not asked for a single token past the call's line."""
+    from rlvr.envs.python_tool import PythonTool
+
+    _, tokenizer = tiny
+    asked = []
+    call = "run:\n```python\nprint(6 * 7)\n```\n"
+    scripted_model(monkeypatch, tokenizer, [call + "fake output 7", "it is 42"])
+    choose = conv.choose_tokens
+    monkeypatch.setattr(conv, "choose_tokens", lambda *a: asked.append(a[4][0]) or choose(*a))
+    (t,) = run(tiny, [PythonTool(instructions=False)])
+    assert [m["content"] for m in t.messages[1:]] == [call.rstrip("\n"), "```output\n42\n\n```", "it is 42"]
+    first, second = (len(tokenizer(m, add_special_tokens=False).input_ids) for m in (call, "it is 42"))
+    assert asked == [*range(first), *range(second + 1)]  # the call's tokens, then the answer and its EOS
+    assert t.info["tool_calls"] == 1.0
 
 
 def test_transcript_tensors_line_up_with_the_trajectories(tiny, monkeypatch):

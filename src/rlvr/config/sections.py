@@ -150,9 +150,14 @@ class EnvironmentConfig:
     max_tokens: int = 1024
     """Tokens per transcript at most (the model's and the environment's); generation.max_new_tokens bounds
     one message."""
+    rejoin_after: int = 2
+    """Decoding steps a conversation sits out while its environment answers (a tool runs in the sandbox
+    as the others decode); it then waits for the answer if it is still coming. A fixed count keeps runs
+    reproducible: raise it when tools take longer than that many steps."""
 
     def validate(self) -> None:
-        check([(self.max_turns >= 1 and self.max_tokens >= 1, "environment.max_turns and max_tokens must be >= 1")])
+        check([(self.max_turns >= 1 and self.max_tokens >= 1, "environment.max_turns and max_tokens must be >= 1"),
+               (self.rejoin_after >= 1, "environment.rejoin_after must be >= 1")])
 
 
 Tracker = Literal["tensorboard", "wandb", "trackio", "mlflow"]

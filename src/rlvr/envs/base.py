@@ -6,7 +6,9 @@ with the environment's instructions added). Then, until `done`, each model messa
 `step(text)`, which answers with a `Reply`: the environment's message (a tool's output, the game's
 feedback), whether the trajectory is over, and its reward when the environment scores it (None: the
 task's verifier scores the final answer, as without an environment). `info` counts what happened in
-the step (tool calls, tool errors, timeouts), summed into the step's metrics.
+the step (tool calls, tool errors, timeouts), summed into the step's metrics. An environment may also
+have `message_done(text) -> bool`: called on the message being written, True ends it there (a tool call
+is complete: decoding stops instead of running on to the end of the turn).
 
 One environment object serves one trajectory: it is created for it, seeded from the run's generator,
 and dropped when the trajectory ends, inside the training step; no environment outlives a step, so a

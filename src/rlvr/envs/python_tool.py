@@ -6,8 +6,9 @@ The model writes a fenced block,
     print(347 * 28)
     ```
 
-and its turn ends there: anything it wrote after the closing fence is not part of the conversation
-(`Reply.keep`), because the output comes from the sandbox, not from the model. The block runs in a fresh
+and its turn ends there: decoding stops once the closing fence's line ends (`message_done`), and
+anything written after the fence is not part of the conversation (`Reply.keep`), because the output
+comes from the sandbox, not from the model. The block runs in a fresh
 sandbox (rlvr.sandbox: no network, no host files, CPU, memory, process and wall-clock limits), and what
 it printed comes back as a tool message, cut to `output_chars`:
 
@@ -100,6 +101,11 @@ class PythonTool:
         if messages and messages[0]["role"] == "system":
             return [{"role": "system", "content": messages[0]["content"] + "\n\n" + INSTRUCTIONS}, *messages[1:]]
         return [{"role": "system", "content": INSTRUCTIONS}, *messages]
+
+    def message_done(self, text: str) -> bool:
+        """A complete call ends the model's message at once: decoding stops just past its closing fence."""
+        block = first_code_block(text) if self.calls < self.max_calls else None
+        return block is not None and len(text) > block[1]
 
     def step(self, text: str) -> Reply:
         block = first_code_block(text) if self.calls < self.max_calls else None

@@ -1,29 +1,32 @@
 """Multi-turn rollouts: each trajectory is a conversation between the policy and its environment.
 
-    every turn:  the live trajectories' contexts (prompt + transcript so far) decode together in one
-                 batch (rlvr.rollout.generate: a row that ends its message leaves the batch at once);
-                 then each message goes to its environment, the tool calls of the turn concurrently
-                 (threads: each waits on its own sandbox); the replies are appended as context
-    until:       the environment says done, `max_turns` messages, or the trajectory's token budget.
+All trajectories decode together in one batch (rlvr.envs.kv_batch), each row keeping its KV cache for
+the whole conversation. When a row's message ends (its end-of-turn token, the message or transcript
+token budget, or, for an environment with `message_done`, the moment a tool call is complete) the row
+leaves the batch and its message goes to its environment in a thread (the sandbox runs while the model
+decodes); the others keep decoding. The row comes back `rejoin_after` decoding steps later (waiting
+then for its environment if it is still busy), with the environment's reply and the template's turn
+markers to prefill on top of its cache, and writes its next message. A fixed number of steps, not
+"when the tool is done", keeps the batch of every step, hence the run, reproducible.
 
+A trajectory ends when the environment says done, after `max_turns` messages, or at `max_tokens`.
 After the prompt, a transcript is one token sequence: model tokens (sampled, with their log-probs; the
 loss and the KL cover these only, `model_mask`) and context tokens (the chat template's turn markers and
 the environment's messages). A message the environment cut (a tool call ends the turn at its closing
 fence, `Reply.keep`) keeps only its tokens up to there; the template's end-of-turn marker is then context.
-Turns are synchronous: a row whose tool is running waits for the turn's other calls. The KV cache is
-not kept across turns: each turn prefills the whole transcript again (one forward over it per turn).
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from rlvr.envs.base import Environment, Message, Reply
-from rlvr.rollout import SamplingParams, generate
+from rlvr.envs.kv_batch import KVBatch, Parked
+from rlvr.rollout import SamplingParams, on_device, sample_next
 
 
 @dataclass
@@ -90,37 +93,88 @@ def start(tokenizer: Any, messages: list[Message]) -> Trajectory:
 
 def converse(model: torch.nn.Module, tokenizer: Any, trajectories: list[Trajectory], envs: list[Environment],
              params: SamplingParams, *, max_turns: int, max_tokens: int, stop_ids: list[int],
-             generator: torch.Generator | None = None) -> list[Trajectory]:
+             generator: torch.Generator | None = None, rejoin_after: int = 2) -> list[Trajectory]:
     """Run every trajectory to its end (see the module docstring); `params.max_new_tokens` bounds one
     message, `max_tokens` a whole transcript (model and context tokens)."""
-    fmt = TurnFormat.of(tokenizer)
-    for _ in range(max_turns):
-        live = [i for i, t in enumerate(trajectories) if not t.done]
-        if not live:
-            break
-        room = [max_tokens - len(trajectories[i].ids) for i in live]
-        turn = SamplingParams(min(params.max_new_tokens, max(room)), params.temperature, params.top_p, params.top_k)
-        out = generate(model, [trajectories[i].prompt_ids + trajectories[i].ids for i in live], 1, turn,
-                       stop_ids=stop_ids, pad_id=tokenizer.pad_token_id, generator=generator)
-        sampled = []
-        for row, left in enumerate(room):
-            mask = out.completion_mask[row]
-            ids, logprobs = out.completion_ids[row][mask].tolist()[:left], out.logprobs[row][mask].tolist()[:left]
-            sampled.append((ids, logprobs, bool(ids) and ids[-1] in stop_ids))
-        texts = [tokenizer.decode(ids, skip_special_tokens=True) for ids, _, _ in sampled]
-        with ThreadPoolExecutor(max_workers=max(1, min(16, len(live)))) as pool:
-            replies = list(pool.map(lambda pair: pair[0].step(pair[1]), zip([envs[i] for i in live], texts)))
-        for i, (ids, logprobs, ended), text, reply in zip(live, sampled, texts, replies):
-            _record(trajectories[i], ids, logprobs, ended, text, reply, fmt, max_tokens)
-    for t in trajectories:
-        if not t.done:  # out of turns
-            t.done = t.truncated = True
+    fmt, batch = TurnFormat.of(tokenizer), KVBatch(model, tokenizer.pad_token_id)
+    generator = on_device(generator, batch.device)
+    writing: dict[int, tuple[list[int], list[float]]] = {}  # the message each decoding row is writing
+    waiting: dict[int, _Waiting] = {}
+    for row, t in enumerate(trajectories):
+        batch.join(row, None, t.prompt_ids)
+        writing[row] = ([], [])
+    step = 0
+    with ThreadPoolExecutor(max_workers=max(1, min(16, len(trajectories)))) as pool:
+        while batch.rows or waiting:
+            if not batch.rows:  # nobody decodes: skip ahead to the next row due back
+                step = max(step, min(w.due for w in waiting.values()))
+            for row in sorted(r for r, w in waiting.items() if w.due <= step):
+                w = waiting.pop(row)
+                tokens = _come_back(trajectories[row], w, fmt, max_turns, max_tokens)
+                if tokens is not None:
+                    batch.join(row, w.parked, tokens)
+            if not batch.rows:
+                continue
+            logits = batch.forward()
+            step += 1
+            rows = list(batch.rows)
+            tokens, logprobs = choose_tokens(logits, params, generator, rows, [len(writing[r][0]) for r in rows])
+            for row, token, logprob in zip(rows, tokens.tolist(), logprobs.tolist()):
+                ids, lps = writing[row]
+                ids.append(token)
+                lps.append(logprob)
+                room = min(params.max_new_tokens, max_tokens - len(trajectories[row].ids))
+                ended = token in stop_ids
+                if not (ended or len(ids) >= room or _tool_call_complete(envs[row], tokenizer, ids)):
+                    batch.feed(row, token)
+                    continue
+                text = tokenizer.decode(ids, skip_special_tokens=True)
+                waiting[row] = _Waiting(pool.submit(envs[row].step, text), step + rejoin_after, batch.park(row),
+                                        ids, lps, ended, text)
+                writing[row] = ([], [])
     return trajectories
 
 
+def choose_tokens(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None,
+                  rows: list[int], written: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each decoding row's next token and its log-prob: sampled (rlvr.rollout.sample_next). `rows` (the
+    trajectories) and `written` (tokens of the message so far) are there to script a conversation in tests."""
+    return sample_next(logits, params, generator)
+
+
+def _tool_call_complete(env: Environment, tokenizer: Any, ids: list[int]) -> bool:
+    """Whether the environment takes the message as it stands (`message_done`: a complete tool call)."""
+    done = getattr(env, "message_done", None)
+    return bool(done(tokenizer.decode(ids, skip_special_tokens=True))) if done is not None else False
+
+
+@dataclass
+class _Waiting:
+    """A row out of the batch while its environment answers its message."""
+
+    reply: Future[Reply]
+    due: int  # the decoding step it comes back at
+    parked: Parked
+    ids: list[int]
+    logprobs: list[float]
+    ended: bool  # the model closed the message itself (an end-of-turn token)
+    text: str
+
+
+def _come_back(t: Trajectory, w: _Waiting, fmt: TurnFormat, max_turns: int, max_tokens: int) -> list[int] | None:
+    """Record the message and the reply; the tokens the row runs next, or None when the trajectory is over."""
+    kept, context = _record(t, w.ids, w.logprobs, w.ended, w.text, w.reply.result(), fmt, max_tokens)
+    if not t.done and t.info["turns"] >= max_turns:
+        t.done = t.truncated = True
+    if t.done:
+        return None
+    w.parked.forget_last(len(w.ids) - 1 - kept)  # the cache holds every sampled token but the last
+    return (w.ids[-1:] if kept == len(w.ids) else []) + context
+
+
 def _record(t: Trajectory, ids: list[int], logprobs: list[float], ended: bool, text: str, reply: Reply,
-            fmt: TurnFormat, max_tokens: int) -> None:
-    """Append one model message and the environment's reply to `t`."""
+            fmt: TurnFormat, max_tokens: int) -> tuple[int, list[int]]:
+    """Append one model message and the environment's reply to `t`: (model tokens kept, context tokens)."""
     t.info["turns"] = t.info.get("turns", 0.0) + 1
     for key, value in reply.info.items():
         t.info[key] = t.info.get(key, 0.0) + value
@@ -132,13 +186,14 @@ def _record(t: Trajectory, ids: list[int], logprobs: list[float], ended: bool, t
     t.messages.append({"role": "assistant", "content": text})
     if reply.done or (not ended and reply.keep is None):  # the end, or a message cut before its end
         t.done, t.reward, t.truncated = True, reply.reward, not ended
-        return
+        return len(ids), []
     closing = "" if ended else fmt.end_of_turn  # a cut message is closed by the context, not the model
-    t.add(fmt.encode(closing + fmt.after_end + fmt.reply_text(reply.message or {"role": "user", "content": ""})),
-          None)
+    context = fmt.encode(closing + fmt.after_end + fmt.reply_text(reply.message or {"role": "user", "content": ""}))
+    t.add(context, None)
     t.messages.append(reply.message or {"role": "user", "content": ""})
     if len(t.ids) >= max_tokens:
         t.done = t.truncated = True
+    return len(ids), context
 
 
 def _tokens_covering(tokenizer: Any, ids: list[int], chars: int) -> int:

@@ -35,13 +35,13 @@ def conversation_sampler(tokenizer: Any, env: EnvironmentConfig, starts: dict[in
     return lambda model, examples, n, params, generator: sample_conversations(
         model, tokenizer, examples, [starts[id(ex)] for ex in examples], n, params, make_env=make,
         max_turns=env.max_turns, max_tokens=env.max_tokens, stop_ids=stop_token_ids(model, tokenizer),
-        generator=generator)
+        generator=generator, rejoin_after=env.rejoin_after)
 
 
 def sample_conversations(model: torch.nn.Module, tokenizer: Any, examples: list[Example],
                          messages: list[list[dict[str, str]]], group_size: int, params: SamplingParams, *,
                          make_env: Callable[[], Environment], max_turns: int, max_tokens: int,
-                         stop_ids: list[int], generator: torch.Generator) -> Rollout:
+                         stop_ids: list[int], generator: torch.Generator, rejoin_after: int = 2) -> Rollout:
     """G conversations for each example (its chat `messages` as the start), as one Rollout."""
     trajectories, envs, starts = [], [], []
     for example, first in zip(examples, messages):
@@ -53,7 +53,7 @@ def sample_conversations(model: torch.nn.Module, tokenizer: Any, examples: list[
             envs.append(env)
             starts.append(len(opening))
     converse(model, tokenizer, trajectories, envs, params, max_turns=max_turns, max_tokens=max_tokens,
-             stop_ids=stop_ids, generator=generator)
+             stop_ids=stop_ids, generator=generator, rejoin_after=rejoin_after)
     heads = []
     for p in range(len(examples)):
         group = trajectories[p * group_size:(p + 1) * group_size]

@@ -1,0 +1,152 @@
+"""The decoding batch of a multi-turn rollout, with each row's KV cache kept across its turns.
+
+Rows come and go: a row leaves when its message ends (`park`: its cache rows are cut out and kept) and
+comes back with the tokens it has not run yet (`join`: the environment's reply, the template's turn
+markers) to be prefilled on top of its own cache. So a conversation's transcript is run through the
+model once, token by token or chunk by chunk, never prefilled again.
+
+Rows have different histories in one cache tensor [B, H, L, D], so the attention mask [B, L] has holes:
+columns a row does not own (left padding when it joined a longer batch, padding inside a chunk, the
+tokens of a message cut back to its tool call). Positions are counted per row over its own tokens, so
+a row computes what it would compute alone (to the last bits of a batched matmul).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
+
+from rlvr.errors import UserError
+
+
+@dataclass
+class Parked:
+    """A row out of the batch: its cache [1, H, L, D] per layer (keys, values), mask [L], next position."""
+
+    layers: list[tuple[torch.Tensor, torch.Tensor]]
+    mask: torch.Tensor
+    position: int
+
+    def forget_last(self, n: int) -> None:
+        """Hide the last `n` tokens the row ran (a message cut back to its tool call)."""
+        if n <= 0:
+            return
+        owned = self.mask.nonzero().squeeze(-1)
+        self.mask[owned[-n:]] = False
+        self.position -= n
+
+
+class KVBatch:
+    """Rows (trajectory indices) decoding together; see the module docstring."""
+
+    def __init__(self, model: torch.nn.Module, pad_id: int) -> None:
+        self.model, self.pad_id = model, pad_id
+        self.device = next(model.parameters()).device
+        self.rows: list[int] = []
+        self.cache: DynamicCache | None = None
+        self.mask = torch.zeros((0, 0), dtype=torch.bool, device=self.device)
+        self.position = torch.zeros(0, dtype=torch.long, device=self.device)
+        self.pending: dict[int, list[int]] = {}  # tokens each row feeds in the next forward
+
+    def park(self, row: int) -> Parked:
+        """Take `row` out of the batch, with its cache."""
+        b = self.rows.index(row)
+        layers = [(layer.keys[b:b + 1].clone(), layer.values[b:b + 1].clone()) for layer in _layers(self.cache)]
+        parked = Parked(layers, self.mask[b].clone(), int(self.position[b]))
+        keep = torch.tensor([i for i in range(len(self.rows)) if i != b], dtype=torch.long, device=self.device)
+        self.rows.pop(b)
+        self.pending.pop(row, None)
+        self.mask, self.position = self.mask[keep], self.position[keep]
+        if self.rows:
+            self.cache.batch_select_indices(keep)
+            self._trim()
+        else:
+            self.cache = None
+            self.mask = self.mask[:, :0]
+        return parked
+
+    def join(self, row: int, parked: Parked | None, tokens: list[int]) -> None:
+        """Bring `row` (with its cache, or none for a fresh prompt) into the batch, to feed `tokens` next."""
+        if not tokens:
+            raise ValueError("a row joins the batch with at least one token to run")
+        if parked is not None and self.cache is None:
+            self.cache = DynamicCache(ddp_cache_data=parked.layers)
+            self.mask, self.position = parked.mask[None], torch.tensor([parked.position], device=self.device)
+        elif parked is not None:
+            width = max(self.mask.shape[1], parked.mask.shape[0])
+            self._pad_left(width - self.mask.shape[1])
+            extra = width - parked.mask.shape[0]
+            for layer, (keys, values) in zip(_layers(self.cache), parked.layers):
+                layer.keys = torch.cat([layer.keys, _pad_left(keys, extra)])
+                layer.values = torch.cat([layer.values, _pad_left(values, extra)])
+            self.mask = torch.cat([self.mask, _pad_left(parked.mask[None], extra)])
+            self.position = torch.cat([self.position, self.position.new_tensor([parked.position])])
+        elif self.cache is not None:
+            raise ValueError("fresh rows join only an empty batch (all prompts start together)")
+        else:
+            self.mask = torch.cat([self.mask, self.mask.new_zeros(1, self.mask.shape[1])])
+            self.position = torch.cat([self.position, self.position.new_zeros(1)])
+        self.rows.append(row)
+        self.pending[row] = list(tokens)
+
+    @torch.no_grad()
+    def forward(self) -> torch.Tensor:
+        """Run every row's pending tokens (left-padded into one chunk): the next-token logits [B, V]."""
+        width = max(len(self.pending[r]) for r in self.rows)
+        ids = torch.full((len(self.rows), width), self.pad_id, dtype=torch.long)
+        chunk = torch.zeros((len(self.rows), width), dtype=torch.bool)
+        for b, row in enumerate(self.rows):
+            tokens = self.pending[row]
+            ids[b, width - len(tokens):] = torch.tensor(tokens, dtype=torch.long)
+            chunk[b, width - len(tokens):] = True
+        chunk = chunk.to(self.device)
+        positions = (self.position[:, None] + chunk.long().cumsum(-1) - 1).clamp(min=0)
+        self.mask = torch.cat([self.mask, chunk], dim=-1)
+        out = self.model(input_ids=ids.to(self.device), attention_mask=self.mask, position_ids=positions,
+                         past_key_values=self.cache if self.cache is not None else DynamicCache(), use_cache=True,
+                         logits_to_keep=1)
+        self.cache = out.past_key_values
+        _layers(self.cache)  # fails now, clearly, for a cache this batch cannot split by row
+        self.position = self.position + chunk.sum(-1)
+        self.pending = {}
+        return out.logits[:, -1]
+
+    def feed(self, row: int, token: int) -> None:
+        self.pending[row] = [token]
+
+    def _trim(self) -> None:
+        """Drop leading columns no row owns."""
+        owned = self.mask.any(0).nonzero()
+        start = int(owned[0]) if len(owned) else self.mask.shape[1]
+        if start > 0:
+            self.mask = self.mask[:, start:]
+            for layer in _layers(self.cache):
+                layer.keys, layer.values = layer.keys[:, :, start:], layer.values[:, :, start:]
+
+    def _pad_left(self, n: int) -> None:
+        if n > 0:
+            self.mask = _pad_left(self.mask, n)
+            for layer in _layers(self.cache):
+                layer.keys, layer.values = _pad_left(layer.keys, n), _pad_left(layer.values, n)
+
+
+def _pad_left(x: torch.Tensor, n: int) -> torch.Tensor:
+    """`n` zero (or False) columns before x's sequence axis (-2 for a cache [B, H, L, D], -1 for a mask [B, L])."""
+    if n <= 0:
+        return x
+    axis = -1 if x.dim() == 2 else -2
+    shape = list(x.shape)
+    shape[axis] = n
+    return torch.cat([x.new_zeros(shape), x], dim=axis)
+
+
+def _layers(cache: DynamicCache | None) -> list[DynamicLayer]:
+    layers = list(cache.layers) if cache is not None else []
+    if any(type(layer) is not DynamicLayer for layer in layers):
+        kind = next(type(layer).__name__ for layer in layers if type(layer) is not DynamicLayer)
+        raise UserError(f"multi-turn rollouts keep each row's KV cache, which needs full-attention layers; this "
+                        f"model's cache has {kind} layers: use a model without sliding-window or linear attention")
+    return layers

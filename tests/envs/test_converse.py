@@ -229,3 +229,72 @@ def test_transcript_tensors_line_up_with_the_trajectories(tiny, monkeypatch):
         n = len(t.ids)
         assert out["completion_ids"][row, :n].tolist() == t.ids and out["completion_mask"][row].sum() == n
         assert out["model_mask"][row, :n].tolist() == t.model_mask and not out["model_mask"][row, n:].any()
+
+
+# A chat template that lists tools and renders tool messages, and the response template that reads the
+# calls it teaches (the Hermes/Qwen format), for transformers' parse_response.
+TOOL_CHAT = (
+    "{% if tools %}<|im_start|>system\nTools: {% for t in tools %}{{ t['function']['name'] }} {% endfor %}<|im_end|>\n"
+    "{% endif %}{% for m in messages %}{% if m['role'] == 'tool' %}<|im_start|>user\n<tool_response>\n"
+    "{{ m['content'] }}</tool_response><|im_end|>\n{% else %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}"
+    "<|im_end|>\n{% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+READS_CALLS = {
+    "start_anchor": "<|im_start|>assistant\n", "defaults": {"role": "assistant"},
+    "fields": {
+        "tool_calls": {"open": "<tool_call>", "close_pattern": r"</tool_call>\s*", "repeats": True, "content": "json",
+                       "transform": {"type": "function", "function": "{content}"}},
+        "content": {"close_pattern": r"<\|im_end\|>\s*", "content": "text"},
+    },
+}
+
+
+def template_tool_run(tiny, monkeypatch, messages, **tool):
+    from rlvr.envs.python_tool import PythonTool
+
+    model, tokenizer = tiny
+    tokenizer.chat_template, tokenizer.response_template = TOOL_CHAT, READS_CALLS
+    scripted_model(monkeypatch, tokenizer, messages)
+    env = PythonTool(**tool)
+    env.bind(tokenizer)
+    t = conv.start(tokenizer, env.reset({}, ASK, seed=0), env.tools)
+    conv.converse(model, tokenizer, [t], [env], SamplingParams(160, 1.0), max_turns=4, max_tokens=600,
+                  stop_ids=[tokenizer.eos_token_id], generator=torch.Generator().manual_seed(0))
+    return t, env, tokenizer
+
+
+def test_a_tool_call_in_the_templates_own_format_runs_and_comes_back_as_a_tool_message(tiny, monkeypatch):
+    from rlvr.envs.python_tool import TOOL_INSTRUCTIONS
+
+    call = '<tool_call>\n{"name": "python", "arguments": {"code": "print(6 * 7)"}}\n</tool_call>'
+    t, env, tokenizer = template_tool_run(tiny, monkeypatch, [call, "It is 42."])
+    assert [m["role"] for m in t.messages] == ["system", "user", "assistant", "tool", "assistant"]
+    assert t.messages[0]["content"] == TOOL_INSTRUCTIONS and t.messages[3]["content"] == "42\n"
+    assert t.messages[2]["content"] == call and t.final_message == "It is 42."
+    assert "Tools: python" in tokenizer.decode(t.prompt_ids)  # the prompt lists the tool, as the template does
+    rendered = tokenizer.apply_chat_template(t.messages, tools=env.tools, tokenize=False)
+    assert tokenizer.decode([*t.prompt_ids, *t.ids]) == rendered.rstrip("\n")
+    assert t.info == {"turns": 2.0, "tool_calls": 1.0, "tool_errors": 0.0, "tool_timeouts": 0.0}
+
+
+def test_an_unreadable_or_wrong_template_call_is_an_error_the_model_reads(tiny, monkeypatch):
+    bad = ['<tool_call>{"name": "python", "arguments": {"code": </tool_call>',
+           '<tool_call>{"name": "search", "arguments": {"q": "x"}}</tool_call>', "Done."]
+    t, _, _ = template_tool_run(tiny, monkeypatch, bad)
+    assert t.messages[3]["content"].startswith("(the tool call could not be read")
+    assert t.messages[5]["content"] == "(call the `python` tool with a `code` string)"
+    assert t.info["tool_errors"] == 2.0 and t.final_message == "Done." and not t.truncated
+
+
+def test_fenced_blocks_where_the_tokenizer_cannot_read_template_calls(tiny, monkeypatch):
+    from rlvr.envs.python_tool import INSTRUCTIONS, PythonTool
+    from rlvr.errors import UserError
+
+    _, tokenizer = tiny  # ChatML without tools and without a response template
+    env = PythonTool()
+    env.bind(tokenizer)
+    assert env.tools is None and env.reset({}, ASK, seed=0)[0]["content"] == INSTRUCTIONS
+    with pytest.raises(UserError, match="call_format: fence"):
+        PythonTool(call_format="template").bind(tokenizer)
+    t, env, _ = template_tool_run(tiny, monkeypatch, ["```python\nprint(2)\n```\n", "2"], call_format="fence")
+    assert env.tools is None and t.messages[3]["content"] == "```output\n2\n\n```"  # forced fences

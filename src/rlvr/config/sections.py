@@ -150,7 +150,7 @@ class EnvironmentConfig:
     max_tokens: int = 1024
     """Tokens per transcript at most (the model's and the environment's); generation.max_new_tokens bounds
     one message."""
-    rejoin_after: int = 2
+    rejoin_after: int = 1
     """Decoding steps a conversation sits out while its environment answers (a tool runs in the sandbox
     as the others decode); it then waits for the answer if it is still coming. A fixed count keeps runs
     reproducible: raise it when tools take longer than that many steps."""

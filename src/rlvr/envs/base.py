@@ -8,7 +8,9 @@ feedback), whether the trajectory is over, and its reward when the environment s
 task's verifier scores the final answer, as without an environment). `info` counts what happened in
 the step (tool calls, tool errors, timeouts), summed into the step's metrics. An environment may also
 have `message_done(text) -> bool`: called on the message being written, True ends it there (a tool call
-is complete: decoding stops instead of running on to the end of the turn).
+is complete: decoding stops instead of running on to the end of the turn), `bind(tokenizer)`: called
+with the policy's tokenizer before `reset`, and `tools`: tool schemas the chat template lists in the
+prompt (for calls in the template's own format).
 
 One environment object serves one trajectory: it is created for it, seeded from the run's generator,
 and dropped when the trajectory ends, inside the training step; no environment outlives a step, so a

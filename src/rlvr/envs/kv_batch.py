@@ -51,46 +51,59 @@ class KVBatch:
         self.position = torch.zeros(0, dtype=torch.long, device=self.device)
         self.pending: dict[int, list[int]] = {}  # tokens each row feeds in the next forward
 
-    def park(self, row: int) -> Parked:
-        """Take `row` out of the batch, with its cache."""
-        b = self.rows.index(row)
-        layers = [(layer.keys[b:b + 1].clone(), layer.values[b:b + 1].clone()) for layer in _layers(self.cache)]
-        parked = Parked(layers, self.mask[b].clone(), int(self.position[b]))
-        keep = torch.tensor([i for i in range(len(self.rows)) if i != b], dtype=torch.long, device=self.device)
-        self.rows.pop(b)
-        self.pending.pop(row, None)
-        self.mask, self.position = self.mask[keep], self.position[keep]
+    def park(self, rows: list[int]) -> dict[int, Parked]:
+        """Take `rows` out of the batch, each with its cache (one copy of the cache for all of them)."""
+        leaving = [self.rows.index(r) for r in rows]
+        parked = {r: Parked([(layer.keys[b:b + 1].clone(), layer.values[b:b + 1].clone())
+                             for layer in _layers(self.cache)], self.mask[b].clone(), int(self.position[b]))
+                  for r, b in zip(rows, leaving)}
+        keep = [b for b in range(len(self.rows)) if b not in set(leaving)]
+        self.rows = [self.rows[b] for b in keep]
+        for r in rows:
+            self.pending.pop(r, None)
+        index = torch.tensor(keep, dtype=torch.long, device=self.device)
+        self.mask, self.position = self.mask[index], self.position[index]
         if self.rows:
-            self.cache.batch_select_indices(keep)
+            self.cache.batch_select_indices(index)
             self._trim()
         else:
-            self.cache = None
-            self.mask = self.mask[:, :0]
+            self.cache, self.mask = None, self.mask[:, :0]
         return parked
 
-    def join(self, row: int, parked: Parked | None, tokens: list[int]) -> None:
-        """Bring `row` (with its cache, or none for a fresh prompt) into the batch, to feed `tokens` next."""
-        if not tokens:
-            raise ValueError("a row joins the batch with at least one token to run")
-        if parked is not None and self.cache is None:
-            self.cache = DynamicCache(ddp_cache_data=parked.layers)
-            self.mask, self.position = parked.mask[None], torch.tensor([parked.position], device=self.device)
-        elif parked is not None:
-            width = max(self.mask.shape[1], parked.mask.shape[0])
-            self._pad_left(width - self.mask.shape[1])
-            extra = width - parked.mask.shape[0]
-            for layer, (keys, values) in zip(_layers(self.cache), parked.layers):
-                layer.keys = torch.cat([layer.keys, _pad_left(keys, extra)])
-                layer.values = torch.cat([layer.values, _pad_left(values, extra)])
-            self.mask = torch.cat([self.mask, _pad_left(parked.mask[None], extra)])
-            self.position = torch.cat([self.position, self.position.new_tensor([parked.position])])
-        elif self.cache is not None:
-            raise ValueError("fresh rows join only an empty batch (all prompts start together)")
-        else:
-            self.mask = torch.cat([self.mask, self.mask.new_zeros(1, self.mask.shape[1])])
-            self.position = torch.cat([self.position, self.position.new_zeros(1)])
-        self.rows.append(row)
-        self.pending[row] = list(tokens)
+    def admit(self, entries: list[tuple[int, Parked | None, list[int]]]) -> torch.Tensor:
+        """Bring rows into the batch, each (row, its cache or None for a fresh prompt, tokens to run): their
+        tokens are prefilled together in a forward of their own, so the rows decoding meanwhile run one
+        token each, not a padded chunk. Returns the newcomers' next-token logits [len(entries), V]."""
+        newcomers = KVBatch(self.model, self.pad_id)
+        caches = [parked for _, parked, _ in entries if parked is not None]
+        if caches and len(caches) < len(entries):
+            raise ValueError("fresh rows join only with other fresh rows (all prompts start together)")
+        if caches:
+            width = max(p.mask.shape[0] for p in caches)
+            newcomers.cache = DynamicCache(ddp_cache_data=[
+                (torch.cat([_pad_left(p.layers[i][0], width - p.mask.shape[0]) for p in caches]),
+                 torch.cat([_pad_left(p.layers[i][1], width - p.mask.shape[0]) for p in caches]))
+                for i in range(len(caches[0].layers))])
+            newcomers.mask = torch.stack([_pad_left(p.mask[None], width - p.mask.shape[0])[0] for p in caches])
+            newcomers.position = torch.tensor([p.position for p in caches], device=self.device)
+        else:  # fresh prompts: each distinct one is prefilled once (a group's G samples share it)
+            distinct = list(dict.fromkeys(tuple(tokens) for _, _, tokens in entries))
+            newcomers.mask = torch.zeros((len(distinct), 0), dtype=torch.bool, device=self.device)
+            newcomers.position = torch.zeros(len(distinct), dtype=torch.long, device=self.device)
+            newcomers.rows = list(range(len(distinct)))
+            newcomers.pending = {i: list(tokens) for i, tokens in enumerate(distinct)}
+            logits = newcomers.forward()
+            copies = torch.tensor([distinct.index(tuple(tokens)) for _, _, tokens in entries], device=self.device)
+            newcomers.cache.batch_select_indices(copies)
+            newcomers.mask, newcomers.position = newcomers.mask[copies], newcomers.position[copies]
+            newcomers.rows = [row for row, _, _ in entries]
+            self._merge(newcomers)
+            return logits[copies]
+        newcomers.rows = [row for row, _, _ in entries]
+        newcomers.pending = {row: list(tokens) for row, _, tokens in entries}
+        logits = newcomers.forward()
+        self._merge(newcomers)
+        return logits
 
     @torch.no_grad()
     def forward(self) -> torch.Tensor:
@@ -100,6 +113,8 @@ class KVBatch:
         chunk = torch.zeros((len(self.rows), width), dtype=torch.bool)
         for b, row in enumerate(self.rows):
             tokens = self.pending[row]
+            if not tokens:
+                raise ValueError("a row in the batch has no token to run")
             ids[b, width - len(tokens):] = torch.tensor(tokens, dtype=torch.long)
             chunk[b, width - len(tokens):] = True
         chunk = chunk.to(self.device)
@@ -116,6 +131,20 @@ class KVBatch:
 
     def feed(self, row: int, token: int) -> None:
         self.pending[row] = [token]
+
+    def _merge(self, other: KVBatch) -> None:
+        """Append `other`'s rows (their caches aligned on the right, holes on the left)."""
+        if self.cache is None:
+            self.rows, self.cache, self.mask, self.position = other.rows, other.cache, other.mask, other.position
+            return
+        width = max(self.mask.shape[1], other.mask.shape[1])
+        self._pad_left(width - self.mask.shape[1])
+        other._pad_left(width - other.mask.shape[1])
+        for mine, theirs in zip(_layers(self.cache), _layers(other.cache)):
+            mine.keys, mine.values = torch.cat([mine.keys, theirs.keys]), torch.cat([mine.values, theirs.values])
+        self.mask = torch.cat([self.mask, other.mask])
+        self.position = torch.cat([self.position, other.position])
+        self.rows = self.rows + other.rows
 
     def _trim(self) -> None:
         """Drop leading columns no row owns."""

@@ -16,7 +16,13 @@ it printed comes back as a tool message, cut to `output_chars`:
     9716
     ```
 
-A message without a complete block is the final answer: the trajectory ends and the task's verifier
+With a tokenizer that can read its chat template's own tool calls (one that ships a `response_template`,
+for transformers' `parse_response`) and a template that lists tools, the model calls a `python` tool in
+that format instead (`call_format`: auto, the default, picks it there; `fence` or `template` force one),
+e.g. `<tool_call>{"name": "python", "arguments": {"code": "print(347 * 28)"}}</tool_call>` for Qwen's;
+the prompt is rendered with the tool's schema and the output comes back as a `tool` message.
+
+A message without a complete block (or tool call) is the final answer: the trajectory ends and the task's verifier
 scores it. After `max_calls` calls the next message is final whatever it holds. Each call counts in
 the step's metrics: tool_calls, tool_errors (the program failed: a traceback, a signal, a limit) and
 tool_timeouts. A hostile program cannot reach the host, and its failure is only text for the model.
@@ -25,15 +31,23 @@ tool_timeouts. A hostile program cannot reach the host, and its failure is only 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 from rlvr.envs.base import Message, Reply
+from rlvr.errors import UserError
 from rlvr.sandbox import Limits, RunResult, run_python
 
 _FENCE = re.compile(r"[ \t]*```[ \t]*([\w+-]*)[ \t]*$")
 PYTHON_TAGS = ("python", "python3", "py")
 INSTRUCTIONS = ("You can run Python: write a ```python code block and stop; its output comes back in an "
                 "```output block. When you know the answer, give it without a code block.")
+TOOL_INSTRUCTIONS = ("You can run Python with the `python` tool; what it prints comes back to you. When you know "
+                     "the answer, give it without a tool call.")
+TOOL_SCHEMA = {"type": "function", "function": {
+    "name": "python",
+    "description": "Run a Python program in a sandbox (no network, no files) and return what it prints.",
+    "parameters": {"type": "object", "required": ["code"], "properties": {
+        "code": {"type": "string", "description": "The program; print what you need to see."}}}}}
 
 
 def first_code_block(text: str) -> tuple[str, int] | None:
@@ -84,12 +98,27 @@ class PythonTool:
     """See the module docstring. `limits`: the sandbox's, per call (default: 5 s CPU, 10 s wall, 512 MB)."""
 
     def __init__(self, max_calls: int = 4, output_chars: int = 1000, limits: Limits | None = None,
-                 instructions: bool = True, example: list[Message] | None = None):
+                 instructions: bool = True, example: list[Message] | None = None,
+                 call_format: Literal["auto", "fence", "template"] = "auto"):
         self.max_calls, self.output_chars = max_calls, output_chars
         self.limits = limits or Limits(output_bytes=64_000)
         self.instructions = instructions
         self.example = [dict(m) for m in example or []]  # an exchange showing a tool call, put before the question
+        if call_format not in ("auto", "fence", "template"):
+            raise UserError(f"python_tool: call_format must be auto, fence or template, not {call_format!r}")
+        self.call_format = call_format
+        self.tools: list[dict[str, Any]] | None = None  # the tool schemas the prompt lists (template calls only)
+        self.parser: Any = None  # the tokenizer that reads the template's tool calls
         self.calls = 0
+
+    def bind(self, tokenizer: Any) -> None:
+        """Choose the call format for the policy's tokenizer (called before `reset`)."""
+        native = reads_template_tool_calls(tokenizer)
+        if self.call_format == "template" and not native:
+            raise UserError("python_tool: call_format=template needs a tokenizer with a response_template (to read "
+                            "tool calls) and a chat template that lists tools; use call_format: fence")
+        if self.call_format != "fence" and native:
+            self.parser, self.tools = tokenizer, [TOOL_SCHEMA]
 
     def reset(self, row: dict[str, Any], messages: list[Message], seed: int) -> list[Message]:
         self.calls = 0
@@ -98,23 +127,63 @@ class PythonTool:
             messages = [*messages[:head], *self.example, *messages[head:]]
         if not self.instructions:
             return list(messages)
+        note = TOOL_INSTRUCTIONS if self.parser is not None else INSTRUCTIONS
         if messages and messages[0]["role"] == "system":
-            return [{"role": "system", "content": messages[0]["content"] + "\n\n" + INSTRUCTIONS}, *messages[1:]]
-        return [{"role": "system", "content": INSTRUCTIONS}, *messages]
+            return [{"role": "system", "content": messages[0]["content"] + "\n\n" + note}, *messages[1:]]
+        return [{"role": "system", "content": note}, *messages]
 
     def message_done(self, text: str) -> bool:
-        """A complete call ends the model's message at once: decoding stops just past its closing fence."""
-        block = first_code_block(text) if self.calls < self.max_calls else None
+        """A complete fenced call ends the model's message at once: decoding stops just past its closing
+        fence. (A template tool call ends with the model's turn, as the template has it.)"""
+        block = first_code_block(text) if self.calls < self.max_calls and self.parser is None else None
         return block is not None and len(text) > block[1]
 
     def step(self, text: str) -> Reply:
-        block = first_code_block(text) if self.calls < self.max_calls else None
+        if self.calls >= self.max_calls:
+            return Reply(message=None, done=True)
+        if self.parser is not None:
+            return self._template_call(text)
+        block = first_code_block(text)
         if block is None:
             return Reply(message=None, done=True)
         code, end = block
+        return self._run(code, lambda output: f"```output\n{output}\n```", keep=end)
+
+    def _template_call(self, text: str) -> Reply:
+        try:
+            calls = self.parser.parse_response(text, prefix="", tools=self.tools).get("tool_calls") or []
+        except ValueError as e:  # a call the template's parser cannot read: the model is told, and it counts
+            self.calls += 1
+            return Reply(message={"role": "tool", "content": f"(the tool call could not be read: {e})"},
+                         done=False, info={"tool_calls": 1.0, "tool_errors": 1.0, "tool_timeouts": 0.0})
+        if not calls:
+            return Reply(message=None, done=True)
+        function = calls[0].get("function") or {}
+        arguments = function.get("arguments")
+        code = arguments.get("code") if isinstance(arguments, dict) and function.get("name") == "python" else None
+        if not isinstance(code, str):
+            self.calls += 1
+            return Reply(message={"role": "tool", "content": "(call the `python` tool with a `code` string)"},
+                         done=False, info={"tool_calls": 1.0, "tool_errors": 1.0, "tool_timeouts": 0.0})
+        return self._run(code, lambda output: output, keep=None)
+
+    def _run(self, code: str, wrap: Any, keep: int | None) -> Reply:
         self.calls += 1
         result = run_python(code, limits=self.limits)
         output = tool_output(result, self.output_chars)
-        return Reply(message={"role": "tool", "content": f"```output\n{output}\n```"}, done=False, keep=end,
+        return Reply(message={"role": "tool", "content": wrap(output)}, done=False, keep=keep,
                      info={"tool_calls": 1.0, "tool_errors": float(result.status != "ok"),
                            "tool_timeouts": float(result.status == "timeout")})
+
+
+def reads_template_tool_calls(tokenizer: Any) -> bool:
+    """Whether the tokenizer's chat template lists tools and the tokenizer can parse the calls the model
+    writes in that template's format (a `response_template`, read by transformers' `parse_response`)."""
+    if getattr(tokenizer, "response_template", None) is None:
+        return False
+    ask = [{"role": "user", "content": "x"}]
+    try:
+        listed = tokenizer.apply_chat_template(ask, tools=[TOOL_SCHEMA], tokenize=False)
+        return listed != tokenizer.apply_chat_template(ask, tokenize=False) and "python" in listed
+    except Exception:  # a template that cannot take tools
+        return False

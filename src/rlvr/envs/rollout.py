@@ -1,12 +1,13 @@
 """Multi-turn rollouts: each trajectory is a conversation between the policy and its environment.
 
 All trajectories decode together in one batch (rlvr.envs.kv_batch), each row keeping its KV cache for
-the whole conversation. When a row's message ends (its end-of-turn token, the message or transcript
+the whole conversation (a group's shared prompt is prefilled once). When a row's message ends (its end-of-turn token, the message or transcript
 token budget, or, for an environment with `message_done`, the moment a tool call is complete) the row
 leaves the batch and its message goes to its environment in a thread (the sandbox runs while the model
 decodes); the others keep decoding. The row comes back `rejoin_after` decoding steps later (waiting
 then for its environment if it is still busy), with the environment's reply and the template's turn
-markers to prefill on top of its cache, and writes its next message. A fixed number of steps, not
+markers to prefill on top of its cache (in a forward of their own, so that the rows decoding meanwhile
+run one token each), and writes its next message. A fixed number of steps, not
 "when the tool is done", keeps the batch of every step, hence the run, reproducible.
 
 A trajectory ends when the environment says done, after `max_turns` messages, or at `max_tokens`.
@@ -85,52 +86,60 @@ class TurnFormat:
         return self.tokenizer(text, add_special_tokens=False).input_ids
 
 
-def start(tokenizer: Any, messages: list[Message]) -> Trajectory:
-    ids = tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)
+def start(tokenizer: Any, messages: list[Message], tools: list[dict[str, Any]] | None = None) -> Trajectory:
+    """A trajectory at its prompt: the chat template of `messages` (listing `tools`, when the environment
+    has the model call them in the template's own format)."""
+    ids = tokenizer.apply_chat_template(messages, tools=tools, tokenize=True, add_generation_prompt=True)
     ids = ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids
     return Trajectory(prompt_ids=list(ids), messages=list(messages))
 
 
 def converse(model: torch.nn.Module, tokenizer: Any, trajectories: list[Trajectory], envs: list[Environment],
              params: SamplingParams, *, max_turns: int, max_tokens: int, stop_ids: list[int],
-             generator: torch.Generator | None = None, rejoin_after: int = 2) -> list[Trajectory]:
+             generator: torch.Generator | None = None, rejoin_after: int = 1) -> list[Trajectory]:
     """Run every trajectory to its end (see the module docstring); `params.max_new_tokens` bounds one
     message, `max_tokens` a whole transcript (model and context tokens)."""
     fmt, batch = TurnFormat.of(tokenizer), KVBatch(model, tokenizer.pad_token_id)
     generator = on_device(generator, batch.device)
-    writing: dict[int, tuple[list[int], list[float]]] = {}  # the message each decoding row is writing
+    writing = {row: ([], []) for row in range(len(trajectories))}  # the message each decoding row is writing
+    joining: list[tuple[int, Parked | None, list[int]]] = [(row, None, t.prompt_ids)
+                                                           for row, t in enumerate(trajectories)]
     waiting: dict[int, _Waiting] = {}
-    for row, t in enumerate(trajectories):
-        batch.join(row, None, t.prompt_ids)
-        writing[row] = ([], [])
     step = 0
     with ThreadPoolExecutor(max_workers=max(1, min(16, len(trajectories)))) as pool:
-        while batch.rows or waiting:
-            if not batch.rows:  # nobody decodes: skip ahead to the next row due back
+        while batch.rows or waiting or joining:
+            if not batch.rows and not joining:  # nobody decodes: skip ahead to the next row due back
                 step = max(step, min(w.due for w in waiting.values()))
             for row in sorted(r for r, w in waiting.items() if w.due <= step):
                 w = waiting.pop(row)
                 tokens = _come_back(trajectories[row], w, fmt, max_turns, max_tokens)
                 if tokens is not None:
-                    batch.join(row, w.parked, tokens)
-            if not batch.rows:
+                    joining.append((row, w.parked, tokens))
+            logits = [batch.forward()] if batch.rows else []
+            if joining:
+                logits.append(batch.admit(joining))
+                joining = []
+            if not logits:
                 continue
-            logits = batch.forward()
             step += 1
             rows = list(batch.rows)
-            tokens, logprobs = choose_tokens(logits, params, generator, rows, [len(writing[r][0]) for r in rows])
+            tokens, logprobs = choose_tokens(torch.cat(logits), params, generator, rows,
+                                             [len(writing[r][0]) for r in rows])
+            over = []
             for row, token, logprob in zip(rows, tokens.tolist(), logprobs.tolist()):
                 ids, lps = writing[row]
                 ids.append(token)
                 lps.append(logprob)
                 room = min(params.max_new_tokens, max_tokens - len(trajectories[row].ids))
-                ended = token in stop_ids
-                if not (ended or len(ids) >= room or _tool_call_complete(envs[row], tokenizer, ids)):
+                if token in stop_ids or len(ids) >= room or _tool_call_complete(envs[row], tokenizer, ids):
+                    over.append(row)
+                else:
                     batch.feed(row, token)
-                    continue
+            for row, parked in (batch.park(over) if over else {}).items():
+                ids, lps = writing[row]
                 text = tokenizer.decode(ids, skip_special_tokens=True)
-                waiting[row] = _Waiting(pool.submit(envs[row].step, text), step + rejoin_after, batch.park(row),
-                                        ids, lps, ended, text)
+                waiting[row] = _Waiting(pool.submit(envs[row].step, text), step + rejoin_after, parked, ids, lps,
+                                        ids[-1] in stop_ids, text)
                 writing[row] = ([], [])
     return trajectories
 

@@ -41,15 +41,17 @@ def conversation_sampler(tokenizer: Any, env: EnvironmentConfig, starts: dict[in
 def sample_conversations(model: torch.nn.Module, tokenizer: Any, examples: list[Example],
                          messages: list[list[dict[str, str]]], group_size: int, params: SamplingParams, *,
                          make_env: Callable[[], Environment], max_turns: int, max_tokens: int,
-                         stop_ids: list[int], generator: torch.Generator, rejoin_after: int = 2) -> Rollout:
+                         stop_ids: list[int], generator: torch.Generator, rejoin_after: int = 1) -> Rollout:
     """G conversations for each example (its chat `messages` as the start), as one Rollout."""
     trajectories, envs, starts = [], [], []
     for example, first in zip(examples, messages):
         seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))  # one task per group
         for _ in range(group_size):
             env = make_env()
+            if callable(getattr(env, "bind", None)):  # an environment that adapts to the policy's tokenizer
+                env.bind(tokenizer)  # type: ignore[attr-defined]
             opening = env.reset(dict(example.columns), [dict(m) for m in first], seed)
-            trajectories.append(start(tokenizer, opening))
+            trajectories.append(start(tokenizer, opening, getattr(env, "tools", None)))
             envs.append(env)
             starts.append(len(opening))
     converse(model, tokenizer, trajectories, envs, params, max_turns=max_turns, max_tokens=max_tokens,

@@ -1,14 +1,15 @@
 """Multi-turn rollouts: each trajectory is a conversation between the policy and its environment.
 
 All trajectories decode together in one batch (rlvr.envs.kv_batch), each row keeping its KV cache for
-the whole conversation (a group's shared prompt is prefilled once). When a row's message ends (its end-of-turn token, the message or transcript
-token budget, or, for an environment with `message_done`, the moment a tool call is complete) the row
-leaves the batch and its message goes to its environment in a thread (the sandbox runs while the model
-decodes); the others keep decoding. The row comes back `rejoin_after` decoding steps later (waiting
-then for its environment if it is still busy), with the environment's reply and the template's turn
-markers to prefill on top of its cache (in a forward of their own, so that the rows decoding meanwhile
-run one token each), and writes its next message. A fixed number of steps, not
-"when the tool is done", keeps the batch of every step, hence the run, reproducible.
+the whole conversation (a group's shared prompt is prefilled once). When a row's message ends (its
+end-of-turn token, the message or transcript token budget, or, for an environment with `message_done`,
+the moment a tool call is complete) the row leaves the batch and its message goes to its environment in
+a thread (the sandbox runs while the model decodes); the others keep decoding. The row comes back
+`rejoin_after` decoding steps later (waiting then for its environment if it is still busy), with the
+environment's reply and the template's turn markers to prefill on top of its cache (in a forward of
+their own, so that the rows decoding meanwhile run one token each), and writes its next message. A
+fixed number of steps, not "when the tool is done", keeps the batch of every step, hence the run,
+reproducible.
 
 A trajectory ends when the environment says done, after `max_turns` messages, or at `max_tokens`.
 After the prompt, a transcript is one token sequence: model tokens (sampled, with their log-probs; the

@@ -7,7 +7,7 @@
 With --lora, four rows: rlvr and TRL each fine-tuning every weight and training LoRA adapters of the
 same rank on every linear layer of the decoder (TRL through a peft LoraConfig; with β > 0 both take
 the reference from the base with the adapters off). TRL's GRPOConfig checkpoints activations by default;
-rlvr's LoRA row uses 256-token micro-batches instead (optim.micro_batch_tokens), its full row rlvr's defaults.
+rlvr's LoRA row uses 384-token micro-batches instead (optim.micro_batch_tokens), its full row rlvr's defaults.
 
 The job (FACTS.md's TRL measurement): SmolLM2-135M-Instruct in fp32, one-digit sums from rlvr's
 arithmetic train split as chat prompts, G completions for each of P prompts per step, the boxed-answer

@@ -1,24 +1,28 @@
-"""Rollouts of a LoRA policy: adapters kept apart (what rlvr does) against merged into the weights for
-sampling and unmerged for the update (peft's merge_adapter / unmerge_adapter around each rollout).
+"""Rollouts of a LoRA policy three ways: adapters apart (peft's forward: base matmul plus B A x at every
+layer), merged into the weights for sampling and unmerged for the update (peft's merge_adapter /
+unmerge_adapter around each rollout), and folded into copies of the weights (what rlvr does,
+rlvr.models.adapters.folded_for_decoding: W + BA in new tensors, the base tensors put back untouched).
 
-    .venv/bin/python bench/lora_sampling.py [--model smollm2] [--prompts 8] [--group-size 8] [--new-tokens 64]
-        [--rank 16] [--repeats 3]
+    .venv/bin/python bench/lora_sampling.py [--model smollm2] [--prompts 8] [--group-size 8] [--new-tokens 128]
+        [--temperature 1.0] [--rank 16] [--repeats 3]
 
-Both sample the same prompts with the same seed from the default job's LoRA policy (adapters made
-non-zero first, as after training). Prints the median seconds per rollout of each way (merge and unmerge
-included), and what a merge + unmerge leaves in the base weights: W + BA − BA is not W in floating
-point, so merging for every rollout makes the "frozen" base drift step after step.
+All sample the same prompts with the same seed from the default job's LoRA policy (adapters made
+non-zero first, as after training). Prints the median seconds per rollout of each way (merging and
+folding included), and what each leaves in the base weights: W + BA − BA is not W in floating point, so
+merging for every rollout makes the "frozen" base drift step after step.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import time
 
 import torch
 
 from rlvr.config import load_config
+from rlvr.run import parallel
 from rlvr.train.trainer import Trainer
 
 
@@ -27,14 +31,16 @@ def main() -> None:
     p.add_argument("--model", default="smollm2")
     p.add_argument("--prompts", type=int, default=8)
     p.add_argument("--group-size", type=int, default=8)
-    p.add_argument("--new-tokens", type=int, default=64)
+    p.add_argument("--new-tokens", type=int, default=128)
+    p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--rank", type=int, default=16)
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args()
     config = load_config(None, [f"model.name={args.model}", f"model.lora.rank={args.rank}", "model.device=cpu",
                                 f"sampling.group_size={args.group_size}",
                                 f"sampling.batch_size={args.prompts * args.group_size}",
-                                f"generation.max_new_tokens={args.new_tokens}", "output_dir=/tmp/rlvr-lora-bench"])
+                                f"generation.max_new_tokens={args.new_tokens}",
+                                f"generation.temperature={args.temperature}", "output_dir=/tmp/rlvr-lora-bench"])
     trainer = Trainer(config)
     policy = trainer.policy
     with torch.no_grad():  # adapters as after some training: B no longer zero
@@ -44,18 +50,33 @@ def main() -> None:
     positions = list(range(args.prompts))
     base = {n: w.detach().clone() for n, w in policy.named_parameters() if not w.requires_grad}
 
+    folding = parallel.folded_for_decoding
+
+    @contextlib.contextmanager
+    def as_it_is(model):
+        yield model
+
     def apart() -> int:
-        return int(trainer.sample(positions).lengths.sum())
+        parallel.folded_for_decoding = as_it_is
+        try:
+            return int(trainer.sample(positions).lengths.sum())
+        finally:
+            parallel.folded_for_decoding = folding
 
     def merged() -> int:
+        parallel.folded_for_decoding = as_it_is
         policy.merge_adapter()
         try:
             return int(trainer.sample(positions).lengths.sum())
         finally:
             policy.unmerge_adapter()
+            parallel.folded_for_decoding = folding
 
-    rows = []
-    for name, fn in (("adapters apart (rlvr)", apart), ("merged for sampling", merged)):
+    def folded() -> int:
+        return int(trainer.sample(positions).lengths.sum())
+
+    rows, drift = [], {}
+    for name, fn in (("adapters apart", apart), ("peft merge + unmerge", merged), ("folded copies (rlvr)", folded)):
         fn()  # warm-up
         seconds, tokens = [], 0
         for _ in range(args.repeats):
@@ -63,14 +84,17 @@ def main() -> None:
             tokens = fn()
             seconds.append(time.perf_counter() - start)
         rows.append((name, statistics.median(seconds), tokens))
-    drift = max(float((w - base[n]).abs().max()) for n, w in policy.named_parameters() if not w.requires_grad)
+        drift[name] = max(float((w - base[n]).abs().max()) for n, w in policy.named_parameters() if not w.requires_grad)
+        with torch.no_grad():
+            for n, w in policy.named_parameters():
+                if not w.requires_grad:
+                    w.copy_(base[n])
     print(f"\n{args.model}, LoRA r={args.rank} all-linear, {args.prompts} prompts × {args.group_size}, "
           f"≤{args.new_tokens} tokens, {torch.get_num_threads()} threads, median of {args.repeats}\n")
-    print("| rollout | s/rollout | completion tok/s | vs apart |")
-    print("|---|---|---|---|")
+    print(f"| rollout | s/rollout | completion tok/s | vs apart | base weights after {args.repeats + 1} rollouts |")
+    print("|---|---|---|---|---|")
     for name, s, tokens in rows:
-        print(f"| {name} | {s:.2f} | {tokens / s:.1f} | {rows[0][1] / s:.2f}× |")
-    print(f"\nbase weights after {args.repeats + 1} merge/unmerge rounds: max |ΔW| = {drift:.2e} (apart: 0 exactly)")
+        print(f"| {name} | {s:.2f} | {tokens / s:.1f} | {rows[0][1] / s:.2f}× | max abs change {drift[name]:.1e} |")
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ def job_overrides(job: dict) -> list[str]:
         # 2.3 GB, update no slower than with 512 tokens at 3.1 GB; activation checkpointing, TRL's default,
         # costs rlvr the shared-prompt pass and measured 5.8 GB with 2048 tokens, 2.5 GB with 512)
         *([f"model.lora={{rank: {job['lora']['rank']}, alpha: {job['lora']['alpha']}}}",
-           "optim.micro_batch_tokens=256"] if job.get("lora") else []),
+           "optim.micro_batch_tokens=384"] if job.get("lora") else []),
         *job.get("overrides", []),  # rlvr-only settings under test, e.g. optim.micro_batch_tokens=512
     ]
 

@@ -102,3 +102,32 @@ def test_the_reference_cannot_be_refreshed_under_lora(tmp_path):
 def test_unknown_target_modules_are_one_line(tmp_path):
     with pytest.raises(UserError, match=r"model.lora.target_modules=\['nope'\]"):
         lora_trainer(tmp_path, "model.lora.target_modules=[nope]")
+
+
+def test_decoding_folds_the_adapters_into_copies_and_leaves_the_base_bit_for_bit(tmp_path):
+    """Sampling runs W + (α/r)·BA with the adapters off (one matmul per layer), and gives the base
+    tensors back untouched: the same objects, the same bits."""
+    from peft.tuners.lora import LoraLayer
+
+    from rlvr.models.adapters import folded_for_decoding
+
+    trainer = lora_trainer(tmp_path)
+    trainer.step()  # adapters no longer zero
+    policy = trainer.policy.eval()
+    layers = [m for m in policy.modules() if isinstance(m, LoraLayer)]
+    bases = [(m.get_base_layer().weight, m.get_base_layer().weight.data.clone()) for m in layers]
+    ids = torch.randint(0, 50, (2, 12))
+    with torch.no_grad():
+        adapted = policy(input_ids=ids).logits
+        calls = []
+        hooks = [m.lora_A["default"].register_forward_hook(lambda *_: calls.append(1)) for m in layers]
+        with folded_for_decoding(policy) as model:
+            folded = model(input_ids=ids).logits
+            assert any(not torch.equal(w.data, kept) for w, kept in bases)  # folded in, for the block
+        for hook in hooks:
+            hook.remove()
+    assert calls == []  # the adapters did not run
+    assert torch.allclose(folded, adapted, atol=1e-5)
+    for weight, kept in bases:
+        assert torch.equal(weight.data, kept)
+    assert [m.get_base_layer().weight for m in layers] == [w for w, _ in bases]

@@ -86,6 +86,50 @@ def decoder(model: torch.nn.Module) -> torch.nn.Module:
     return getattr(inner, inner.base_model_prefix)  # type: ignore[no-any-return]
 
 
+@contextmanager
+def folded_for_decoding(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
+    """For sampling from a LoRA policy: each adapted weight replaced, for the block, by a new tensor
+    W + (α / r) · B A, and the adapters switched off, so that each decoded token runs one matmul per layer
+    instead of three. The base tensors themselves are never written: they are put back as they were when
+    the block ends, bit for bit (peft's merge_adapter / unmerge_adapter would add and subtract B A in place,
+    and W + BA − BA is not W in floating point). The price is one copy of the adapted weights while
+    decoding (bench/lora_sampling.py measures both). Any other model is yielded as it is."""
+    if not has_adapters(model):
+        yield model
+        return
+    from peft.tuners.lora import LoraLayer
+
+    kept = []
+    _give_back_freed_memory()  # what the update freed, before the copies are made
+    try:
+        with torch.no_grad():
+            for layer in model.modules():
+                if isinstance(layer, LoraLayer) and layer.active_adapters:
+                    weight = layer.get_base_layer().weight
+                    delta = sum(layer.get_delta_weight(name) for name in layer.active_adapters)
+                    kept.append((weight, weight.data))
+                    weight.data = weight.data + delta
+        with model.disable_adapter():  # type: ignore[operator]
+            yield model
+    finally:
+        for weight, data in kept:
+            weight.data = data
+        del kept
+        _give_back_freed_memory()
+
+
+def _give_back_freed_memory() -> None:
+    """Return freed pages to the system (glibc's malloc_trim): the update's activations before the copies
+    are made, the copies after, so that the two never add up in the process's memory; elsewhere a no-op."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    libc = ctypes.CDLL(name) if name else None
+    if libc is not None and hasattr(libc, "malloc_trim"):
+        libc.malloc_trim(0)
+
+
 def trainable_share(model: torch.nn.Module) -> str:
     """'trainable parameters: 8,192 of 88,704 (9.24%)'.
 

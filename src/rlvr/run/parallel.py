@@ -30,6 +30,7 @@ from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
 from rlvr.logprobs import PolicyModule
+from rlvr.models.adapters import folded_for_decoding
 from rlvr.run.world import World, max_across
 
 T = TypeVar("T")
@@ -81,11 +82,13 @@ def unwrap(module: torch.nn.Module) -> torch.nn.Module:
 
 def with_weights(module: torch.nn.Module, fn: Callable[[torch.nn.Module], T]) -> T:
     """`fn(model)` with the causal LM inside `module` (a PolicyModule, possibly wrapped), its weights whole
-    for the duration: for decoding, which calls the model outside the wrapper's forward."""
+    for the duration: for decoding, which calls the model outside the wrapper's forward. Unsharded, a LoRA
+    policy decodes with its adapters folded into copies of its weights (rlvr.models.adapters)."""
     if is_sharded(module):
         with gathered(module):
             return module.sample(fn)  # type: ignore[operator, no-any-return]
-    return fn(unwrap(module))
+    with folded_for_decoding(unwrap(module)) as model:
+        return fn(model)
 
 
 @contextmanager

@@ -53,11 +53,11 @@ class KVBatch:
 
     def park(self, rows: list[int]) -> dict[int, Parked]:
         """Take `rows` out of the batch, each with its cache (one copy of the cache for all of them)."""
-        leaving = [self.rows.index(r) for r in rows]
+        leaving = {self.rows.index(r): r for r in rows}
         parked = {r: Parked([(layer.keys[b:b + 1].clone(), layer.values[b:b + 1].clone())
                              for layer in _layers(self.cache)], self.mask[b].clone(), int(self.position[b]))
-                  for r, b in zip(rows, leaving)}
-        keep = [b for b in range(len(self.rows)) if b not in set(leaving)]
+                  for b, r in leaving.items()}
+        keep = [b for b in range(len(self.rows)) if b not in leaving]
         self.rows = [self.rows[b] for b in keep]
         for r in rows:
             self.pending.pop(r, None)
@@ -86,22 +86,22 @@ class KVBatch:
                 for i in range(len(caches[0].layers))])
             newcomers.mask = torch.stack([_pad_left(p.mask[None], width - p.mask.shape[0])[0] for p in caches])
             newcomers.position = torch.tensor([p.position for p in caches], device=self.device)
+            runs = [tokens for _, _, tokens in entries]
+            copies = None
         else:  # fresh prompts: each distinct one is prefilled once (a group's G samples share it)
             distinct = list(dict.fromkeys(tuple(tokens) for _, _, tokens in entries))
-            newcomers.mask = torch.zeros((len(distinct), 0), dtype=torch.bool, device=self.device)
-            newcomers.position = torch.zeros(len(distinct), dtype=torch.long, device=self.device)
-            newcomers.rows = list(range(len(distinct)))
-            newcomers.pending = {i: list(tokens) for i, tokens in enumerate(distinct)}
-            logits = newcomers.forward()
+            runs = [list(tokens) for tokens in distinct]
+            newcomers.mask = torch.zeros((len(runs), 0), dtype=torch.bool, device=self.device)
+            newcomers.position = torch.zeros(len(runs), dtype=torch.long, device=self.device)
             copies = torch.tensor([distinct.index(tuple(tokens)) for _, _, tokens in entries], device=self.device)
+        newcomers.rows = list(range(len(runs)))
+        newcomers.pending = {i: list(tokens) for i, tokens in enumerate(runs)}
+        logits = newcomers.forward()
+        if copies is not None:  # each prefilled prompt's cache, once for every row that asked it
             newcomers.cache.batch_select_indices(copies)
             newcomers.mask, newcomers.position = newcomers.mask[copies], newcomers.position[copies]
-            newcomers.rows = [row for row, _, _ in entries]
-            self._merge(newcomers)
-            return logits[copies]
+            logits = logits[copies]
         newcomers.rows = [row for row, _, _ in entries]
-        newcomers.pending = {row: list(tokens) for row, _, tokens in entries}
-        logits = newcomers.forward()
         self._merge(newcomers)
         return logits
 

@@ -152,20 +152,22 @@ class PythonTool:
     def _template_call(self, text: str) -> Reply:
         try:
             calls = self.parser.parse_response(text, prefix="", tools=self.tools).get("tool_calls") or []
-        except ValueError as e:  # a call the template's parser cannot read: the model is told, and it counts
-            self.calls += 1
-            return Reply(message={"role": "tool", "content": f"(the tool call could not be read: {e})"},
-                         done=False, info={"tool_calls": 1.0, "tool_errors": 1.0, "tool_timeouts": 0.0})
+        except ValueError as e:  # a call the template's parser cannot read
+            return self._failed_call(f"the tool call could not be read: {e}")
         if not calls:
             return Reply(message=None, done=True)
         function = calls[0].get("function") or {}
         arguments = function.get("arguments")
         code = arguments.get("code") if isinstance(arguments, dict) and function.get("name") == "python" else None
         if not isinstance(code, str):
-            self.calls += 1
-            return Reply(message={"role": "tool", "content": "(call the `python` tool with a `code` string)"},
-                         done=False, info={"tool_calls": 1.0, "tool_errors": 1.0, "tool_timeouts": 0.0})
+            return self._failed_call("call the `python` tool with a `code` string")
         return self._run(code, lambda output: output, keep=None)
+
+    def _failed_call(self, why: str) -> Reply:
+        """A call that could not run: the model reads why, and it counts as a call and as an error."""
+        self.calls += 1
+        return Reply(message={"role": "tool", "content": f"({why})"}, done=False,
+                     info={"tool_calls": 1.0, "tool_errors": 1.0, "tool_timeouts": 0.0})
 
     def _run(self, code: str, wrap: Any, keep: int | None) -> Reply:
         self.calls += 1

@@ -67,21 +67,21 @@ class TurnFormat:
     end_of_turn: str  # the token that ends a model message (and stops decoding): "<|im_end|>"
     after_end: str  # what the template writes after it: "\n"
     tokenizer: Any
+    closed: str  # the template's text of _BASE, what reply_text diffs against
 
     @classmethod
     def of(cls, tokenizer: Any) -> TurnFormat:
         closed = tokenizer.apply_chat_template(_BASE, tokenize=False)
         end = tokenizer.eos_token
         return cls(end_of_turn=end, after_end=closed[closed.rindex(end) + len(end):] if end in closed else "",
-                   tokenizer=tokenizer)
+                   tokenizer=tokenizer, closed=closed)
 
     def reply_text(self, message: Message) -> str:
         """The template's text for an environment message and the opening of the model's next turn."""
-        closed = self.tokenizer.apply_chat_template(_BASE, tokenize=False)
         extended = self.tokenizer.apply_chat_template([*_BASE, message], tokenize=False, add_generation_prompt=True)
-        if not extended.startswith(closed):
+        if not extended.startswith(self.closed):
             raise ValueError("the chat template rewrites earlier turns when a message is added: cannot append turns")
-        return extended[len(closed):]
+        return extended[len(self.closed):]
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False).input_ids

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from rlvr.errors import UserError
 
-IDS = "trackers.json"
+IDS = "trackers.json"  # in the run directory: the tracker runs this run logs to, for --resume
 # where each tracker takes its settings from, for the error when one cannot start
 SETTINGS = {
     "tensorboard": "check that output_dir is writable",
@@ -34,7 +34,7 @@ SETTINGS = {
     "trackio": "check TRACKIO_DIR (the local store) or the Space you log to",
     "mlflow": "set MLFLOW_TRACKING_URI to a server (http://...), to sqlite:///mlflow.db with the full `mlflow` "
               "package, or to file:./mlruns with MLFLOW_ALLOW_FILE_STORE=true",
-}  # in the run directory: the tracker runs this run logs to, for --resume
+}
 
 
 class Tracker(Protocol):
@@ -129,8 +129,8 @@ class TensorBoard:
         self.writer.flush()
 
     def samples(self, step: int, rows: list[dict[str, Any]]) -> None:
-        cells = lambda row: " | ".join(str(row[c]).replace("|", "\\|").replace("\n", " ") for c in COLUMNS)  # noqa: E731
-        table = "\n".join([" | ".join(COLUMNS), " | ".join("---" for _ in COLUMNS), *map(cells, rows)])
+        cells = lambda row: " | ".join(str(cell).replace("|", "\\|").replace("\n", " ") for cell in row)  # noqa: E731
+        table = "\n".join([" | ".join(COLUMNS), " | ".join("---" for _ in COLUMNS), *map(cells, table_data(rows))])
         self.writer.add_text("samples", table, step)
 
     def summary(self, step: int, values: dict[str, Any]) -> None:

@@ -25,7 +25,7 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_
 from rlvr import paths
 from rlvr.config import TrainConfig
 from rlvr.envs import load_environment
-from rlvr.envs.sampling import Converse, conversation_sampler, env_metrics
+from rlvr.envs.sampling import conversation_sampler, env_metrics
 from rlvr.errors import UserError
 from rlvr.evaluate.accuracy import Interval, Sampler, evaluate_accuracy, paired_gain_interval
 from rlvr.logprobs import PolicyModule
@@ -166,24 +166,14 @@ class Trainer:
         generator = torch.Generator().manual_seed(derived_seed(self.config.seed, stream))
         self.policy.eval()  # no dropout while sampling; the update runs in train mode
         params = SamplingParams(gen.max_new_tokens, gen.temperature, gen.top_p, gen.top_k)
-        if self.converse_train is not None:
-            return self.converse(self.converse_train, positions, params, generator)
+        examples, g = [train.examples[i] for i in positions], self.config.sampling.group_size
+        converse = self.converse_train
         with self.autocast():  # entered here: sampling may run on a worker thread, and autocast is per thread
-            out = with_weights(self.trained, lambda model: rollout(
-                model, self.tokenizer, [train.examples[i] for i in positions],
-                [train.texts[i] for i in positions], self.config.sampling.group_size, params,
-                generator=generator, add_special_tokens=self.parts.add_special_tokens, on_group_done=on_group_done,
-            ))
-        self.policy.train()
-        return out
-
-    def converse(self, sampler: Converse, positions: list[int], params: SamplingParams,
-                 generator: torch.Generator) -> Rollout:
-        """Step 1 with an environment: G conversations per prompt (rlvr.envs.sampling)."""
-        examples = [self.parts.train.examples[i] for i in positions]
-        with self.autocast():
-            out = with_weights(self.trained, lambda model: sampler(
-                model, examples, self.config.sampling.group_size, params, generator))
+            out = with_weights(self.trained, lambda model: (
+                converse(model, examples, g, params, generator) if converse is not None  # G conversations each
+                else rollout(model, self.tokenizer, examples, [train.texts[i] for i in positions], g, params,
+                             generator=generator, add_special_tokens=self.parts.add_special_tokens,
+                             on_group_done=on_group_done)))
         self.policy.train()
         return out
 

@@ -298,3 +298,21 @@ def test_fenced_blocks_where_the_tokenizer_cannot_read_template_calls(tiny, monk
         PythonTool(call_format="template").bind(tokenizer)
     t, env, _ = template_tool_run(tiny, monkeypatch, ["```python\nprint(2)\n```\n", "2"], call_format="fence")
     assert env.tools is None and t.messages[3]["content"] == "```output\n2\n\n```"  # forced fences
+
+
+class Broken(Scripted):
+    """An environment with a bug in its step."""
+
+    def step(self, text):
+        return {}["missing"]
+
+
+def test_an_environment_that_raises_ends_the_run_with_one_line(tiny, monkeypatch):
+    from rlvr.errors import UserError
+
+    _, tokenizer = tiny
+    scripted_model(monkeypatch, tokenizer, ["50"])
+    with pytest.raises(UserError) as error:
+        run(tiny, [Broken([])])
+    assert str(error.value) == ("environment Broken.step() raised KeyError: 'missing' (fix the environment: a failed "
+                                "tool call belongs in its Reply, as text for the model)")

@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from rlvr.errors import UserError, first_line
+
 Message = dict[str, str]  # {"role": ..., "content": ...}
 
 
@@ -39,3 +41,15 @@ class Reply:
 class Environment(Protocol):
     def reset(self, row: dict[str, Any], messages: list[Message], seed: int) -> list[Message]: ...
     def step(self, text: str) -> Reply: ...
+
+
+def calling(env: Any, method: str, *args: Any) -> Any:
+    """`env.method(*args)`, where an exception (a bug in the environment's code) ends the run with one line
+    naming the environment, the method and the error."""
+    try:
+        return getattr(env, method)(*args)
+    except UserError:
+        raise
+    except Exception as e:
+        raise UserError(f"environment {type(env).__name__}.{method}() raised {type(e).__name__}: {first_line(e)} "
+                        "(fix the environment: a failed tool call belongs in its Reply, as text for the model)") from e

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from rlvr.envs.base import Environment, Message, Reply
+from rlvr.envs.base import Environment, Message, Reply, calling
 from rlvr.envs.kv_batch import KVBatch, Parked
 from rlvr.rollout import SamplingParams, on_device, sample_next
 
@@ -139,8 +139,8 @@ def converse(model: torch.nn.Module, tokenizer: Any, trajectories: list[Trajecto
             for row, parked in (batch.park(over) if over else {}).items():
                 ids, lps = writing[row]
                 text = tokenizer.decode(ids, skip_special_tokens=True)
-                waiting[row] = _Waiting(pool.submit(envs[row].step, text), step + rejoin_after, parked, ids, lps,
-                                        ids[-1] in stop_ids, text)
+                reply = pool.submit(calling, envs[row], "step", text)
+                waiting[row] = _Waiting(reply, step + rejoin_after, parked, ids, lps, ids[-1] in stop_ids, text)
                 writing[row] = ([], [])
     return trajectories
 
@@ -154,8 +154,9 @@ def choose_tokens(logits: torch.Tensor, params: SamplingParams, generator: torch
 
 def _tool_call_complete(env: Environment, tokenizer: Any, ids: list[int]) -> bool:
     """Whether the environment takes the message as it stands (`message_done`: a complete tool call)."""
-    done = getattr(env, "message_done", None)
-    return bool(done(tokenizer.decode(ids, skip_special_tokens=True))) if done is not None else False
+    if getattr(env, "message_done", None) is None:
+        return False
+    return bool(calling(env, "message_done", tokenizer.decode(ids, skip_special_tokens=True)))
 
 
 @dataclass

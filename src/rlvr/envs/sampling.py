@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from rlvr.config import EnvironmentConfig
-from rlvr.envs.base import Environment, Message
+from rlvr.envs.base import Environment, Message, calling
 from rlvr.envs.loading import load_environment
 from rlvr.envs.rollout import converse, start, transcript_tensors
 from rlvr.errors import UserError
@@ -49,8 +49,8 @@ def sample_conversations(model: torch.nn.Module, tokenizer: Any, examples: list[
         for _ in range(group_size):
             env = make_env()
             if callable(getattr(env, "bind", None)):  # an environment that adapts to the policy's tokenizer
-                env.bind(tokenizer)  # type: ignore[attr-defined]
-            opening = env.reset(dict(example.columns), [dict(m) for m in first], seed)
+                calling(env, "bind", tokenizer)
+            opening = calling(env, "reset", dict(example.columns), [dict(m) for m in first], seed)
             trajectories.append(start(tokenizer, opening, getattr(env, "tools", None)))
             envs.append(env)
             starts.append(len(opening))

@@ -4,7 +4,7 @@ import torch
 
 from rlvr.logprobs import completion_logprobs
 from rlvr.records import Example
-from rlvr.rollout import SamplingParams, generate, left_pad, rollout, sample_next
+from rlvr.rollout import SamplingParams, generate, inverse_cdf_sample, left_pad, rollout, sample_next, token_at
 
 PROMPTS = ["What is 3 + 4?", "Hi", "Count: 1 2 3", "a longer prompt than the others, by far"]
 
@@ -56,6 +56,20 @@ def test_seeded_sampling_is_reproducible_and_groups_differ(tiny):
                  generator=torch.Generator().manual_seed(7))
     assert torch.equal(a.completion_ids, b.completion_ids)
     assert len({tuple(r.tolist()) for r in a.completion_ids[:4]}) > 1  # G samples of one prompt differ
+
+
+def test_inverse_cdf_sampling_draws_from_the_distribution():
+    probs = torch.tensor([[0.0, 0.5, 0.0, 0.3, 0.2, 0.0]]).repeat(40_000, 1)
+    tokens = inverse_cdf_sample(probs, torch.Generator().manual_seed(0))
+    share = torch.bincount(tokens, minlength=6).double() / len(tokens)
+    assert share[[0, 2, 5]].sum() == 0  # probability 0: never drawn
+    assert torch.allclose(share[[1, 3, 4]], torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64), atol=0.01)
+    # the ends of [0, 1): the first and the last token of positive probability, never a zero after them
+    below_one = torch.tensor([[0.0], [1 - 2**-53]], dtype=torch.float64)
+    assert token_at(probs[:2], below_one).tolist() == [1, 4]
+    # a tiny probability after large ones keeps its share (the cumulative sum is fp64)
+    tiny = torch.tensor([[1 - 1e-9, 1e-9]])
+    assert token_at(tiny, torch.tensor([[1 - 5e-10]], dtype=torch.float64)).tolist() == [1]
 
 
 def test_top_k_and_top_p_restrict_the_support():

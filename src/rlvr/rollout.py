@@ -85,8 +85,28 @@ def sample_next(
         drop_sorted = (cumulative - sorted_logits.softmax(-1)) >= params.top_p
         drop = drop_sorted.scatter(-1, order, drop_sorted)
         filtered = filtered.masked_fill(drop, float("-inf"))
-    token = torch.multinomial(filtered.softmax(-1), 1, generator=generator).squeeze(-1)
+    token = inverse_cdf_sample(filtered.softmax(-1), generator)
     return token, logprobs.gather(-1, token[:, None]).squeeze(-1)
+
+
+def inverse_cdf_sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """One token per row of probs [B, V]: the first whose cumulative probability exceeds u·total, u ~ U[0, 1).
+
+    One random number per row, where torch.multinomial draws one per vocabulary entry (an exponential
+    race): with a 49k vocabulary, that drawing took 12% of a CPU rollout. The cumulative sum is in fp64 so
+    that small probabilities keep their share, and v stays below the total, so a token of probability 0
+    (cut by top-k / top-p) is never chosen: cdf[j] > v ≥ cdf[j−1] means p_j > 0.
+    """
+    u = torch.rand((probs.shape[0], 1), generator=generator, device=probs.device, dtype=torch.float64)
+    return token_at(probs, u)
+
+
+def token_at(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """probs [B, V], u [B, 1] in [0, 1) -> [B]: the first token whose cumulative probability exceeds u·total."""
+    cdf = probs.double().cumsum(-1)
+    total = cdf[:, -1:]
+    v = torch.minimum(u * total, torch.nextafter(total, torch.zeros_like(total)))
+    return torch.searchsorted(cdf, v, right=True).squeeze(-1)
 
 
 @torch.no_grad()

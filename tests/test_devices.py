@@ -54,10 +54,15 @@ def test_peak_memory_is_reported(tmp_path):
     assert 0.05 < metrics["memory/peak_gb"] == pytest.approx(peak_memory_gb(torch.device("cpu")), rel=0.5)
 
 
-def test_bf16_reaches_the_rollout_thread(tmp_path):
-    """Sampling runs on a worker thread (rewards overlap with decoding) and autocast is per thread:
-    the rollout's own log-probs must come from the bf16 forward, not an fp32 one."""
+def test_bf16_reaches_the_rollout_thread(tmp_path, monkeypatch):
+    """On an accelerator sampling runs on a worker thread (rewards overlap with decoding; forced here) and
+    autocast is per thread: the rollout's own log-probs must come from the bf16 forward, not an fp32 one."""
+    import rlvr.train.trainer as trainer_module
     from rlvr.logprobs import completion_logprobs
+    from rlvr.train.sampling import score_while_sampling
+
+    monkeypatch.setattr(trainer_module, "score_while_sampling",
+                        lambda *a, **k: score_while_sampling(*a, **{**k, "concurrent": True}))
 
     gaps = {}
     for dtype in ("float32", "bfloat16"):

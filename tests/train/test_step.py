@@ -190,15 +190,25 @@ def test_reward_params_reach_the_function(tmp_path):
         Trainer(tiny_config(tmp_path, "rewards=[{name: overlong_penalty, params: {max_tokenz: 3}}]"))
 
 
-def test_overlapped_scoring_equals_scoring_after_decoding(tmp_path):
-    calls = []
+@pytest.mark.parametrize("concurrent", [False, True])
+def test_overlapped_scoring_equals_scoring_after_decoding(tmp_path, monkeypatch, concurrent):
+    """Each group is scored once, as it finishes, on the main thread: between two decoding steps (a CPU)
+    or while a worker thread decodes the others (an accelerator; forced here); the same rewards either way."""
+    import threading
 
+    import rlvr.train.trainer as trainer_module
     from rlvr.rewards import RewardSpec
+    from rlvr.train.sampling import score_while_sampling
 
     from .reward_fns import digit_share
 
+    calls, threads = [], set()
+    monkeypatch.setattr(trainer_module, "score_while_sampling",
+                        lambda *a, **k: score_while_sampling(*a, **{**k, "concurrent": concurrent}))
+
     def counting(completions, **kwargs):
         calls.append(len(completions))
+        threads.add(threading.current_thread())
         return digit_share(completions)
 
     results = {}
@@ -213,6 +223,7 @@ def test_overlapped_scoring_equals_scoring_after_decoding(tmp_path):
     assert torch.equal(results[True][1], results[False][1])
     assert results[True][2] == [4, 4, 4, 4]  # once per group of G = 4, as each group finished
     assert results[False][2] == [16]  # once per batch
+    assert threads == {threading.main_thread()}
 
 
 def test_generate_reports_every_group_once():

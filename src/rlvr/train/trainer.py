@@ -151,7 +151,7 @@ class Trainer:
         examples, g = [self.parts.train.examples[i] for i in positions], self.config.sampling.group_size
         if self.config.sampling.overlap_rewards and self.make_env is None:
             scored = score_while_sampling(lambda done: self.sample(positions, done, round_), examples, g,
-                                      self.parts.rewards)
+                                          self.parts.rewards, concurrent=self.parts.device.type != "cpu")
         else:
             scored = score_rollout(self.sample(positions, round_=round_), self.parts.rewards)
         accuracies = scored.reward_components[self.parts.correctness].nanmean(dim=1).tolist()

@@ -85,6 +85,7 @@ def test_rewards_list(tmp_path):
         (["model.dtype=fp16"], "must be one of ['auto', 'float32', 'bfloat16']"),
         (["model.lora.rnk=8"], "did you mean 'model.lora.rank'?"),
         (["model.lora.rank=0"], "model.lora.rank=0 must be >= 1"),
+        (["optim.logprob_micro_batch_tokens=0"], "optim.logprob_micro_batch_tokens must be >= 1"),
         (["model.lora.dropout=1"], "model.lora.dropout=1.0 must be in [0, 1)"),
         (["model.lora.target_modules=q_proj"], "'model.lora.target_modules' must be a list"),
         (["model.lora.rank=8", "algorithm.ref_refresh_steps=5"], "cannot refresh the reference with model.lora"),

@@ -119,6 +119,25 @@ def test_no_reference_model_when_beta_is_zero(tmp_path):
     assert Trainer(tiny_config(tmp_path)).reference is not None
 
 
+@pytest.mark.parametrize("setting, no_grad", [(None, 64), ("optim.logprob_micro_batch_tokens=40", 40)])
+def test_passes_without_gradients_take_their_own_token_budget(tmp_path, monkeypatch, setting, no_grad):
+    """log π_ref (β > 0) and log π_old (μ > 1) keep no activations: 4 × micro_batch_tokens by default."""
+    import rlvr.train.batch as batch_module
+    import rlvr.train.update as update_module
+
+    budgets = set()
+
+    def spy(rollout, mask, max_tokens, share_prompt=True):
+        budgets.add((torch.is_grad_enabled(), max_tokens))
+        return micro_batches(rollout, mask, max_tokens, share_prompt)
+
+    for module in (batch_module, update_module):
+        monkeypatch.setattr(module, "micro_batches", spy)
+    extra = [setting] if setting else []
+    Trainer(tiny_config(tmp_path, "optim.micro_batch_tokens=16", "algorithm.updates_per_batch=2", *extra)).step()
+    assert budgets == {(False, no_grad), (True, 16)}
+
+
 def test_mu_updates_reuse_old_logprobs(tmp_path):
     trainer = Trainer(tiny_config(tmp_path, DIGITS, "algorithm.updates_per_batch=3", "algorithm.beta=0"))
     scored, _ = trainer.sample_and_score()

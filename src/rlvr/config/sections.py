@@ -124,11 +124,21 @@ class OptimConfig:
     """Clip the global gradient norm (0 = off)."""
     micro_batch_tokens: int = 2048
     """Real tokens per forward/backward (memory ∝ this); gradients are accumulated over the batch."""
+    logprob_micro_batch_tokens: int | None = None
+    """Real tokens per forward of the passes without gradients (log π_ref when β > 0, log π_old when
+    μ > 1), which keep no activations for a backward pass; null = 4 × micro_batch_tokens."""
+
+    @property
+    def no_grad_tokens(self) -> int:
+        """The token budget of a forward pass without gradients."""
+        return self.logprob_micro_batch_tokens or 4 * self.micro_batch_tokens
 
     def validate(self) -> None:
         check([
             (self.lr > 0, "optim.lr must be positive"),
             (self.micro_batch_tokens >= 1, "optim.micro_batch_tokens must be >= 1"),
+            (self.logprob_micro_batch_tokens is None or self.logprob_micro_batch_tokens >= 1,
+             "optim.logprob_micro_batch_tokens must be >= 1 (or null: 4 × micro_batch_tokens)"),
             (self.warmup_steps >= 0 and self.max_grad_norm >= 0 and self.weight_decay >= 0,
              "optim.warmup_steps, optim.max_grad_norm and optim.weight_decay must be >= 0"),
             (0 <= self.min_lr_ratio <= 1, "optim.min_lr_ratio must be in [0, 1]"),

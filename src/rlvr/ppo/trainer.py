@@ -97,7 +97,7 @@ class PPOTrainer:
         mask = rollout.completion_mask & ~unscored[:, None]
         with clock("logprobs"):
             batch = make_batch(scored, torch.zeros(mask.shape), policy=t.policy, reference=t.reference,
-                               algo=c.algorithm, micro_batch_tokens=c.optim.micro_batch_tokens,
+                               algo=c.algorithm, micro_batch_tokens=c.optim.no_grad_tokens,
                                temperature=c.generation.temperature)
             values = self.values(rollout)
         rewards = token_rewards(scored.rewards.view(-1).nan_to_num(0.0), rollout.sampling_logprobs,
@@ -121,7 +121,7 @@ class PPOTrainer:
     @torch.no_grad()
     def values(self, rollout: Rollout) -> torch.Tensor:
         out = torch.zeros(rollout.completion_ids.shape)
-        for mb in micro_batches(rollout, rollout.completion_mask, self.config.optim.micro_batch_tokens,
+        for mb in micro_batches(rollout, rollout.completion_mask, self.config.optim.no_grad_tokens,
                                 share_prompt=False):
             v = self.critic(mb.prompt_ids[mb.row_prompt], mb.prompt_mask[mb.row_prompt], mb.completion_ids,
                             mb.completion_mask)

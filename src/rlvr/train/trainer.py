@@ -115,7 +115,7 @@ class Trainer:
         advantages = self.advantages(scored)  # 3. group-relative advantages, [N, Lc]
         with clock("logprobs"), self.autocast():  # 4. log π_old (μ > 1) and log π_ref (β > 0)
             batch = make_batch(scored, advantages, policy=self.trained if self.sharded else self.policy,
-                               reference=self.reference, algo=a, micro_batch_tokens=o.micro_batch_tokens,
+                               reference=self.reference, algo=a, micro_batch_tokens=o.no_grad_tokens,
                                temperature=g.temperature, world=self.world)
         with clock("update"):  # 5. clipped surrogate + β·KL: μ optimizer steps on the same batch
             updates = [policy_update(self.trained, self.optimizer, self.scheduler, batch, algo=a,

@@ -54,7 +54,7 @@ def main() -> None:
         rss(f"step {step}: sampling")
         with trainer.autocast():
             batch = make_batch(scored, trainer.advantages(scored), policy=trainer.policy, reference=trainer.reference,
-                               algo=a, micro_batch_tokens=o.micro_batch_tokens, temperature=g.temperature)
+                               algo=a, micro_batch_tokens=o.no_grad_tokens, temperature=g.temperature)
         rss(f"step {step}: log-prob passes")
         policy_update(trainer.trained, trainer.optimizer, trainer.scheduler, batch, algo=a,
                       micro_batch_tokens=o.micro_batch_tokens, temperature=g.temperature,

@@ -13,6 +13,10 @@ Settings:
     affinity     threads = the CPUs this process may run on (os.sched_getaffinity), else as default
     passive      OMP_WAIT_POLICY=PASSIVE: idle OpenMP threads sleep instead of spinning
     passive+1    passive, and one inter-op thread
+    spin10k      idle OpenMP threads spin 10,000 times (GOMP_SPINCOUNT; torch's default is 300,000), then sleep
+    spin30k      30,000 spins, then sleep
+    rlvr         what rlvr sets: passive, but libgomp (torch's OpenMP on Linux) spins 10,000 times first
+    spin100k     100,000 spins, then sleep
     one          a single intra-op thread
 """
 
@@ -33,6 +37,10 @@ SETTINGS = {
     "affinity": ({}, {"threads": "affinity"}),
     "passive": ({"OMP_WAIT_POLICY": "PASSIVE"}, {}),
     "passive+1": ({"OMP_WAIT_POLICY": "PASSIVE"}, {"interop": 1}),
+    "spin10k": ({"GOMP_SPINCOUNT": "10000"}, {}),
+    "rlvr": ({"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "10000"}, {}),
+    "spin30k": ({"GOMP_SPINCOUNT": "30000"}, {}),
+    "spin100k": ({"GOMP_SPINCOUNT": "100000"}, {}),
     "one": ({}, {"threads": 1}),
 }
 # The variables a setting controls, cleared from the inherited environment so each starts from torch's defaults.

@@ -10,9 +10,14 @@ import os
 
 __version__ = "0.1.0"
 
-# Idle OpenMP threads sleep instead of spinning. Beside another busy process a spinning thread burns
-# the CPU the others need: a GRPO step took 4x longer with torch's default and about as long alone
-# (bench/threads_under_load.py, docs/performance.md). OpenMP reads this once, when torch is first
-# imported, so it applies when rlvr is imported first (always, from the command line); a value you
-# set yourself wins (OMP_WAIT_POLICY=ACTIVE for torch's default).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# Idle OpenMP threads spin briefly, then sleep. Torch's default (libgomp: 300,000 spins) made a step of the
+# default job over 6x slower beside another busy process, since spinning threads hold the cores the others
+# need; sleeping at once (OMP_WAIT_POLICY=PASSIVE) made a step of the benchmark job 40% slower alone, since
+# decoding is many small parallel operations and each one then waits for threads to wake. 10,000 spins
+# first (GOMP_SPINCOUNT, read by libgomp, torch's OpenMP on Linux; other runtimes sleep at once) kept
+# most of both (bench/threads_under_load.py, docs/performance.md). OpenMP reads these once, when torch is
+# first imported, so they apply when rlvr is imported first (always, from the command line); if you set
+# either yourself, rlvr sets neither (OMP_WAIT_POLICY=ACTIVE for spinning throughout).
+if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    os.environ["GOMP_SPINCOUNT"] = "10000"

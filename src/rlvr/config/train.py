@@ -103,7 +103,8 @@ class SamplingConfig:
     """Completions per step (prompts per step = batch_size / group_size)."""
     overlap_rewards: bool = True
     """Score each group as soon as it finishes decoding (reward functions are then called once per
-    group); false = one call per batch after decoding, as TRL does."""
+    group, on the main thread): on an accelerator while the other groups decode, on a CPU between two
+    decoding steps (rlvr.train.sampling says why); false = one call per batch after decoding, as TRL does."""
     dynamic_sampling: bool = False
     """DAPO's dynamic sampling: groups whose rewards are all equal (no gradient) are replaced by
     groups of fresh prompts until the batch is full (train/dynamic.py)."""

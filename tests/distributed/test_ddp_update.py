@@ -65,12 +65,16 @@ def test_two_ranks_equal_one_process_on_the_global_batch(case, aggregation):
     assert ddp["replica_spread"] in (0.0, None)  # DDP's replicas are bitwise identical (FSDP's are shards)
     assert single[1]["clip_low_fraction"] + single[1]["clip_high_fraction"] > 0  # clipping is exercised
     for n, p in model.named_parameters():
-        # summation order differs between the shares, and Adam scales tiny differences up
-        assert float((ddp["grads"][n] - p.grad).abs().max()) <= 1e-5 * float(p.grad.abs().max()) + 1e-9, n
+        # summation order differs between the shares (fp32: gaps up to ~1.2e-5 of a tensor's largest entry
+        # were seen), and Adam scales tiny differences up
+        assert float((ddp["grads"][n] - p.grad).abs().max()) <= 2e-5 * float(p.grad.abs().max()) + 1e-9, n
     # after one step (μ = 2 updates) and after three; FSDP reduces the gradients in another order (a
     # reduce-scatter of flattened shards), and Adam divides the tiniest gradients by their own size
     sharded = ddp["replica_spread"] is None  # (its gradient norm, too, is summed over the shards)
-    tolerances = ((0, 1e-5), (2, 1e-4)) if sharded else ((0, 1e-6), (2, 1e-5))
+    # Adam's first steps move a weight by about lr = 1e-3 whatever its gradient's size, so a gradient at the
+    # noise level can move it by a visible fraction of that: the bounds are 1% (DDP) and 10% (FSDP) of lr,
+    # and a wrong reduction moves most weights by the order of lr
+    tolerances = ((0, 1e-4), (2, 2e-4)) if sharded else ((0, 1e-5), (2, 5e-5))
     for step, tolerance in tolerances:
         for n, w in weights[step].items():
             gap = float((ddp["weights"][step][n] - w).abs().max())

@@ -72,8 +72,8 @@ def test_gradient_checkpointing_gives_the_adapters_the_same_gradients(tmp_path):
         grads.append({n: p.grad.clone() for n, p in trainer.policy.named_parameters() if p.requires_grad})
     plain, recomputed = grads
     assert any(float(g.abs().max()) > 0 for g in recomputed.values())
-    for name, g in plain.items():
-        assert torch.allclose(g, recomputed[name], rtol=1e-4, atol=1e-7), name
+    for name, g in plain.items():  # recomputation sums in another order: fp32 noise, relative to the tensor's scale
+        assert float((g - recomputed[name]).abs().max()) <= 1e-5 * float(g.abs().max()), name
 
 
 def test_a_stopped_lora_run_resumes_exactly(tmp_path):

@@ -36,16 +36,15 @@ def score_while_sampling(sample: Callable[[GroupDone], Rollout], examples: list[
                          specs: list[RewardSpec], *, concurrent: bool) -> ScoredRollout:
     """`sample(on_group_done)`, each finished group scored on this thread: meanwhile, with `sample` on a
     worker thread (`concurrent`), or else between two of its decoding steps."""
-    if not concurrent:
-        scored: dict[int, RewardResult] = {}
-
-        def score(p: int, texts: list[str], ids: list[list[int]]) -> None:
-            scored[p] = compute_rewards(specs, **reward_inputs([examples[p]], group_size, texts, ids))
-
-        rollout = sample(score)
-        return scored_rollout(rollout, [scored[p] for p in range(len(examples))])
-    ready: queue.Queue = queue.Queue()
     results: dict[int, RewardResult] = {}
+
+    def score(p: int, texts: list[str], ids: list[list[int]]) -> None:
+        results[p] = compute_rewards(specs, **reward_inputs([examples[p]], group_size, texts, ids))
+
+    if not concurrent:
+        rollout = sample(score)
+        return scored_rollout(rollout, [results[p] for p in range(len(examples))])
+    ready: queue.Queue = queue.Queue()
     cancelled = threading.Event()
 
     def group_done(p: int, texts: list[str], ids: list[list[int]]) -> None:
@@ -64,7 +63,7 @@ def score_while_sampling(sample: Callable[[GroupDone], Rollout], examples: list[
                     if error is not None:
                         raise error from None
                     continue
-                results[p] = compute_rewards(specs, **reward_inputs([examples[p]], group_size, texts, ids))
+                score(p, texts, ids)
         except BaseException:
             cancelled.set()
             raise

@@ -10,6 +10,7 @@ peft is imported only when adapters are used (it takes seconds to import).
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import warnings
@@ -121,13 +122,19 @@ def folded_for_decoding(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
 def _give_back_freed_memory() -> None:
     """Return freed pages to the system (glibc's malloc_trim): the update's activations before the copies
     are made, the copies after, so that the two never add up in the process's memory; elsewhere a no-op."""
+    libc = _libc()
+    if libc is not None and hasattr(libc, "malloc_trim"):
+        libc.malloc_trim(0)
+
+
+@functools.cache
+def _libc() -> Any:
+    """The C library, looked up once (find_library runs `ldconfig -p` in a subprocess), or None."""
     import ctypes
     import ctypes.util
 
     name = ctypes.util.find_library("c")
-    libc = ctypes.CDLL(name) if name else None
-    if libc is not None and hasattr(libc, "malloc_trim"):
-        libc.malloc_trim(0)
+    return ctypes.CDLL(name) if name else None
 
 
 def trainable_share(model: torch.nn.Module) -> str:

@@ -14,6 +14,8 @@ from rlvr.errors import UserError
 from rlvr.run import trackers
 from rlvr.train.trainer import train_grpo
 
+from .train.test_step import REWARD_FNS
+
 wandb = pytest.importorskip("wandb")
 pytest.importorskip("trackio")
 trackio_storage = pytest.importorskip("trackio.sqlite_storage")
@@ -142,6 +144,23 @@ def test_mlflow_file_store_holds_metrics_params_samples_and_summary(offline):
     groups = [g for g in sample_lines(offline / "run") if g["step"] == 1]
     assert [row[2] for row in table["data"]] == [c for g in groups for c in g["completions"]], folder
     assert list((offline / "run" / "tensorboard").iterdir())  # the other tracker named, still written
+
+
+def test_every_tracker_takes_unscored_rewards(offline):
+    """A reward that returns None for every completion: each tracker's sample table gets nulls, its curves gaps."""
+    unscored = f"rewards=[{{name: '{REWARD_FNS}:none_for_all'}}]"
+    run(offline, unscored, "logging.report_to=[wandb, trackio, mlflow, tensorboard]", "logging.project=proj",
+        "logging.run_name=unscored", steps=1)
+    client, (found,) = mlflow_run(offline)
+    client.download_artifacts(found.info.run_id, "", str(offline / "artifacts"))
+    table = json.loads((offline / "artifacts" / "samples" / "step_000001.json").read_text())
+    assert table["data"] and all(row[3] is None for row in table["data"])
+    assert "reward/mean" not in found.data.metrics  # NaN: no point, not a crash
+    logs = trackio_storage.SQLiteStorage.get_logs("proj", "unscored")
+    rows = next(entry["samples"]["_value"] for entry in logs if "samples" in entry)
+    assert rows and all(row["reward"] is None for row in rows)
+    run_file = next(iter((offline / "run" / "wandb").glob("offline-run-*/run-*.wandb")))
+    assert any(r.WhichOneof("record_type") == "history" for r in wandb_records(run_file))
 
 
 def test_resume_continues_the_same_tracker_runs(offline):

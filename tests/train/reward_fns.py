@@ -87,3 +87,17 @@ def has_digit_but_rank_1_fails(completions, **kwargs):
     if os.environ.get("RANK") == "1":
         raise RuntimeError("this rank's reward is broken on purpose")
     return has_digit(completions)
+
+
+def none_for_odd_answers(completions, answer, **kwargs):
+    """digit_share, but None (TRL's "does not apply") for the completions of problems with an odd answer."""
+    return [None if int(a) % 2 else v for a, v in zip(answer, digit_share(completions))]
+
+
+def nan_for_odd_answers(completions, answer, **kwargs):
+    """The same with NaN, which some users write instead of None."""
+    return [float("nan") if v is None else v for v in none_for_odd_answers(completions, answer)]
+
+
+def none_for_all(completions, **kwargs):
+    return [None] * len(completions)

@@ -9,6 +9,7 @@ prompts and the config are untrusted text and are always escaped.
 from __future__ import annotations
 
 import json
+import math
 from html import escape
 from itertools import accumulate
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 
 from rlvr.dashboard.charts import CHART_CSS, line_chart
 from rlvr.dashboard.run_data import RunData, read_run
+from rlvr.run.metrics import signed
 
 # chart title -> the metrics drawn in it
 CHARTS: dict[str, tuple[str, ...]] = {
@@ -154,8 +156,8 @@ def _group(group: dict[str, Any]) -> str:
     shown = [_transcript(t) for t in group["transcripts"]] if isinstance(group.get("transcripts"), list) else [
         f'<pre class="completion">{escape(str(c))}</pre>' for c in completions]
     rows = "".join(
-        f'<tr class="c {"pos" if isinstance(r, (int, float)) and r > 0 else "nonpos"}"><td>{_fmt(r)}</td>'
-        f"<td>{_fmt(a)}</td><td>{c}</td></tr>"
+        f'<tr class="c {_reward_class(r)}"><td>{escape(signed(r))}</td>'
+        f"<td>{escape(signed(a))}</td><td>{c}</td></tr>"
         for c, r, a in zip(shown, group.get("rewards", []), group.get("advantages", []))
     )
     step = group.get("step")
@@ -203,5 +205,9 @@ def number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _fmt(value: Any) -> str:
-    return f"{value:+.2f}" if isinstance(value, (int, float)) else escape(str(value))
+def _reward_class(reward: Any) -> str:
+    """What the reward filters match: pos (> 0), nonpos (≤ 0), or unscored (neither: no reward to filter on)."""
+    value = number(reward)
+    if value is None or math.isnan(value):
+        return "unscored"
+    return "pos" if value > 0 else "nonpos"

@@ -33,7 +33,7 @@ from rlvr.errors import StepAbandoned, UserError
 from rlvr.run.checkpoint import load_state, rng_state, save_checkpoint, set_rng_state
 from rlvr.run.directory import resume_point, start_fresh
 from rlvr.run.lock import run_lock
-from rlvr.run.metrics import MetricsWriter, truncate_jsonl
+from rlvr.run.metrics import MetricsWriter, signed, truncate_jsonl
 from rlvr.run.process import configure_process
 from rlvr.run.sharded import restore_rng, save_sharded_checkpoint
 from rlvr.run.stop import StopFlag, stop_on_signals
@@ -264,7 +264,7 @@ def record_samples(run_dir: Path, step: int, groups: list[dict[str, Any]], shown
     first = groups[0]
     tqdm.write(f"── samples at step {step}: prompt {first['prompt']!r:.120}")
     for text, reward, advantage in list(zip(first["completions"], first["rewards"], first["advantages"]))[:shown]:
-        tqdm.write(f"  reward {reward:+.2f}  advantage {advantage:+.2f}  {text.replace(chr(10), '⏎')[:160]!r}")
+        tqdm.write(f"  reward {signed(reward)}  advantage {signed(advantage)}  {text.replace(chr(10), '⏎')[:160]!r}")
 
 
 def _legacy_before(run_dir: Path) -> dict[str, Any] | None:

@@ -58,6 +58,20 @@ class MetricsWriter:
             tracker.close()
 
 
+def signed(value: Any) -> str:
+    """A reward or advantage for people to read: signed, two decimals; "unscored" where a reward is missing
+    (None in samples.jsonl, NaN in the step's records: rlvr.rewards.batch.unscored).
+
+    >>> signed(0.5), signed(-1), signed(None), signed(float("nan")), signed("1.0")
+    ('+0.50', '-1.00', 'unscored', 'unscored', "'1.0'")
+    """
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "unscored"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{value:+.2f}"
+    return repr(value)
+
+
 def truncate_jsonl(path: Path, step: int) -> None:
     """Keep the whole lines of `path` whose "step" is at most `step` (a torn last line is dropped too)."""
     if not path.is_file():

@@ -129,7 +129,8 @@ class TensorBoard:
         self.writer.flush()
 
     def samples(self, step: int, rows: list[dict[str, Any]]) -> None:
-        cells = lambda row: " | ".join(str(cell).replace("|", "\\|").replace("\n", " ") for cell in row)  # noqa: E731
+        text = lambda cell: "unscored" if cell is None else str(cell)  # noqa: E731  (None: a reward missing)
+        cells = lambda row: " | ".join(text(cell).replace("|", "\\|").replace("\n", " ") for cell in row)  # noqa: E731
         table = "\n".join([" | ".join(COLUMNS), " | ".join("---" for _ in COLUMNS), *map(cells, table_data(rows))])
         self.writer.add_text("samples", table, step)
 
@@ -227,4 +228,11 @@ def _flat(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def _mlflow_key(key: str) -> str:
-    return "".join(c if c.isalnum() or c in "_-./ " else "_" for c in key)
+    """A metric name MLflow takes: letters, digits and _ - . / and space, with no empty, "." or ".." part (MLflow
+    refuses names that would resolve to another path: a reward named by an absolute file path gives "//").
+
+    >>> _mlflow_key("reward//home/me/r.py:check/mean"), _mlflow_key("reward/../r.py:f/mean")
+    ('reward/home/me/r.py_check/mean', 'reward/_/r.py_f/mean')
+    """
+    safe = "".join(c if c.isalnum() or c in "_-./ " else "_" for c in key)
+    return "/".join("_" if part in (".", "..") else part for part in safe.split("/") if part)

@@ -129,8 +129,7 @@ class TensorBoard:
         self.writer.flush()
 
     def samples(self, step: int, rows: list[dict[str, Any]]) -> None:
-        text = lambda cell: "unscored" if cell is None else str(cell)  # noqa: E731  (None: a reward missing)
-        cells = lambda row: " | ".join(text(cell).replace("|", "\\|").replace("\n", " ") for cell in row)  # noqa: E731
+        cells = lambda row: " | ".join(_cell_text(cell) for cell in row)  # noqa: E731
         table = "\n".join([" | ".join(COLUMNS), " | ".join("---" for _ in COLUMNS), *map(cells, table_data(rows))])
         self.writer.add_text("samples", table, step)
 
@@ -139,6 +138,11 @@ class TensorBoard:
 
     def close(self) -> None:
         self.writer.close()
+
+
+def _cell_text(cell: Any) -> str:
+    """A sample table's cell as Markdown table text; None is a reward missing (rlvr.rewards.batch.unscored)."""
+    return ("unscored" if cell is None else str(cell)).replace("|", "\\|").replace("\n", " ")
 
 
 def table_data(rows: list[dict[str, Any]]) -> list[list[Any]]:

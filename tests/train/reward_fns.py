@@ -101,3 +101,26 @@ def nan_for_odd_answers(completions, answer, **kwargs):
 
 def none_for_all(completions, **kwargs):
     return [None] * len(completions)
+
+
+def swallows_interrupts(completions, **kwargs):
+    """A bare `except:` around each completion's (slow) check: it catches the time limit's interruption too."""
+    import time
+
+    values = []
+    for _ in completions:
+        try:
+            time.sleep(30)
+        except:  # noqa: E722
+            pass
+        values.append(0.0)
+    return values
+
+
+def ignores_ctrl_c(completions, **kwargs):
+    """Sets SIGINT to SIG_IGN (as `nohup`-minded code does), then hangs."""
+    import signal
+    import time
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    time.sleep(3600)

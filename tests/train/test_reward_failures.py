@@ -3,6 +3,8 @@ and is saved as it was before the failed step, so resuming it equals an unbroken
 
 import copy
 import json
+import signal
+import time
 
 import pytest
 import torch
@@ -39,15 +41,21 @@ def _weights(run):
     (reward_fns.hang, 0.5, "reward function 'mine:hang' did not return within its time limit of 0.5 s "
                            "(make it faster, or raise rewards[].timeout_s; 0 = no limit)"),
     (reward_fns.exits, None, "reward function 'mine:exits' called sys.exit(3)"),
+    (reward_fns.swallows_interrupts, 0.5, "reward function 'mine:swallows_interrupts' did not return within its "
+                                          "time limit of 0.5 s"),
+    (reward_fns.ignores_ctrl_c, 0.5, "reward function 'mine:ignores_ctrl_c' did not return within its time limit"),
 ])
 def test_a_reward_that_hangs_or_exits_stops_the_run_with_one_line_after_saving(tmp_path, fn, limit, message):
     trainer, seen = Trainer(tiny_config(tmp_path, DIGITS, *QUIET, steps=3)), {}
     name = f"mine:{fn.__name__}"
+    start = time.monotonic()
     with pytest.raises(UserError) as e:
         run_training(trainer, on_step_end=_swap_reward_after_step_1(trainer, RewardSpec(name, fn, 1.0, limit), seen))
+    assert time.monotonic() - start < 15  # not the 30 s per completion the reward would take, nor an hour
     assert message in str(e.value) and "\n" not in str(e.value)
     assert paths.latest_checkpoint(tmp_path / "run").name == "step-000001"
     assert trainer.prompts.state_dict() == seen["order"]  # the failed step's prompts are not consumed
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Ctrl-C works after the run
 
 
 def test_ctrl_c_while_a_reward_hangs_abandons_the_step_and_the_resumed_run_equals_an_unbroken_one(tmp_path):

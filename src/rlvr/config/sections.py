@@ -164,10 +164,14 @@ class EnvironmentConfig:
     """Decoding steps a conversation sits out while its environment answers (a tool runs in the sandbox
     as the others decode); it then waits for the answer if it is still coming. A fixed count keeps runs
     reproducible: raise it when tools take longer than that many steps."""
+    timeout_s: float = 60.0
+    """Seconds each call of the environment's methods (reset, step, ...) may take: a call past it ends the
+    run with one line naming the environment and the method, the last checkpoint kept. 0 = no limit."""
 
     def validate(self) -> None:
         check([(self.max_turns >= 1 and self.max_tokens >= 1, "environment.max_turns and max_tokens must be >= 1"),
-               (self.rejoin_after >= 1, "environment.rejoin_after must be >= 1")])
+               (self.rejoin_after >= 1, "environment.rejoin_after must be >= 1"),
+               (self.timeout_s >= 0, "environment.timeout_s must be >= 0 (0 = no limit)")])
 
 
 Tracker = Literal["tensorboard", "wandb", "trackio", "mlflow"]

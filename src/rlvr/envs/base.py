@@ -19,9 +19,12 @@ checkpoint holds none and a resumed run re-creates them with the same seeds (exa
 
 from __future__ import annotations
 
+import numbers
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from rlvr.deadline import call_with_time_limit
 from rlvr.errors import UserError, first_line
 
 Message = dict[str, str]  # {"role": ..., "content": ...}
@@ -43,13 +46,85 @@ class Environment(Protocol):
     def step(self, text: str) -> Reply: ...
 
 
-def calling(env: Any, method: str, *args: Any) -> Any:
-    """`env.method(*args)`, where an exception (a bug in the environment's code) ends the run with one line
-    naming the environment, the method and the error."""
+SETTING = "environment.timeout_s"
+
+
+def calling(env: Any, method: str, *args: Any, seconds: float | None = None) -> Any:
+    """`env.method(*args)`, under the time limit `seconds` on the main thread (rlvr.deadline), where an exception
+    (a bug in the environment's code) or sys.exit ends the run with one line naming the environment, the method
+    and the error. Worker threads call it too, to get the same errors; their caller waits with `wait_for`."""
+    name = _name(env, method)
     try:
-        return getattr(env, method)(*args)
+        return call_with_time_limit(name, lambda: getattr(env, method)(*args), {}, seconds, SETTING)
     except UserError:
         raise
+    except SystemExit as e:
+        raise UserError(f"{name} called sys.exit({e.code!r}) (end a trajectory with Reply(done=True), or raise "
+                        "an exception for a bug)") from None
     except Exception as e:
-        raise UserError(f"environment {type(env).__name__}.{method}() raised {type(e).__name__}: {first_line(e)} "
+        raise UserError(f"{name} raised {type(e).__name__}: {first_line(e)} "
                         "(fix the environment: a failed tool call belongs in its Reply, as text for the model)") from e
+
+
+def wait_for(env: Any, method: str, future: Future[Any], seconds: float | None, started: float) -> Any:
+    """What `calling(env, method, ...)`, sent to a worker thread at `started` (time.monotonic), returned; a
+    one-line UserError when it has not within `seconds` of that (the worker thread is left behind: it
+    cannot be stopped, and never keeps the process from ending, rlvr.deadline.DaemonPool)."""
+    return call_with_time_limit(_name(env, method), future.result, {}, seconds, SETTING, started=started)
+
+
+def checked_reply(env: Any, reply: Any) -> Reply:
+    """`reply`, what env.step() returned, if it is a well-formed Reply; else a one-line UserError saying what is wrong.
+
+    >>> checked_reply(object(), Reply(None, done=True, reward=0.5)).reward
+    0.5
+    >>> checked_reply(object(), "4")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    rlvr.errors.UserError: environment object.step() returned str '4', not a Reply (return rlvr.envs.Reply(...
+    """
+    name = _name(env, "step")
+    if not isinstance(reply, Reply):
+        raise UserError(f"{name} returned {_describe(reply)}, not a Reply "
+                        "(return rlvr.envs.Reply(message={'role': 'user', 'content': ...}, done=...))")
+    if reply.reward is not None and not _is_number(reply.reward):
+        raise UserError(f"{name} returned a Reply whose reward is {_describe(reply.reward)} (a reward is a number, "
+                        "or None to let the task's verifiers score the final answer)")
+    if reply.message is not None and not _is_message(reply.message):
+        raise UserError(f"{name} returned a Reply whose message is {_describe(reply.message)} "
+                        "(a message is {'role': 'user' or 'tool', 'content': text}, or None when done)")
+    if reply.keep is not None and (not isinstance(reply.keep, int) or isinstance(reply.keep, bool) or reply.keep < 0):
+        raise UserError(f"{name} returned a Reply whose keep is {_describe(reply.keep)} (the number of characters "
+                        "of the model's message that stand, or None for all)")
+    bad = {k: v for k, v in (reply.info.items() if isinstance(reply.info, dict) else {"": reply.info}.items())
+           if not isinstance(k, str) or not _is_number(v)}
+    if bad:
+        raise UserError(f"{name} returned a Reply whose info holds {_describe(bad)} (info counts what happened: "
+                        "{name: number})")
+    return reply
+
+
+def checked_messages(env: Any, messages: Any) -> list[Message]:
+    """`messages`, what env.reset() returned, if it is a list of chat messages; else a one-line UserError."""
+    if not isinstance(messages, list) or not messages or not all(_is_message(m) for m in messages):
+        raise UserError(f"{_name(env, 'reset')} returned {_describe(messages)}, not the conversation's first "
+                        "messages (return a list of {'role': ..., 'content': text}: the messages it was given, "
+                        "or those with the environment's instructions added)")
+    return messages
+
+
+def _name(env: Any, method: str) -> str:
+    return f"environment {type(env).__name__}.{method}()"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _is_message(message: Any) -> bool:
+    return (isinstance(message, dict) and isinstance(message.get("role"), str)
+            and isinstance(message.get("content"), str))
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"

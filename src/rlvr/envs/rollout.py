@@ -20,13 +20,15 @@ fence, `Reply.keep`) keeps only its tokens up to there; the template's end-of-tu
 
 from __future__ import annotations
 
-from concurrent.futures import Future, ThreadPoolExecutor
+import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from rlvr.envs.base import Environment, Message, Reply, calling
+from rlvr.deadline import DaemonPool
+from rlvr.envs.base import Environment, Message, Reply, calling, checked_reply, wait_for
 from rlvr.envs.kv_batch import KVBatch, Parked
 from rlvr.rollout import SamplingParams, on_device, sample_next
 
@@ -97,9 +99,11 @@ def start(tokenizer: Any, messages: list[Message], tools: list[dict[str, Any]] |
 
 def converse(model: torch.nn.Module, tokenizer: Any, trajectories: list[Trajectory], envs: list[Environment],
              params: SamplingParams, *, max_turns: int, max_tokens: int, stop_ids: list[int],
-             generator: torch.Generator | None = None, rejoin_after: int = 1) -> list[Trajectory]:
+             generator: torch.Generator | None = None, rejoin_after: int = 1,
+             timeout_s: float | None = None) -> list[Trajectory]:
     """Run every trajectory to its end (see the module docstring); `params.max_new_tokens` bounds one
-    message, `max_tokens` a whole transcript (model and context tokens)."""
+    message, `max_tokens` a whole transcript (model and context tokens); `timeout_s` each call of an
+    environment's method (a call past it ends the rollout with one line: rlvr.deadline)."""
     fmt, batch = TurnFormat.of(tokenizer), KVBatch(model, tokenizer.pad_token_id)
     generator = on_device(generator, batch.device)
     writing = {row: ([], []) for row in range(len(trajectories))}  # the message each decoding row is writing
@@ -107,13 +111,14 @@ def converse(model: torch.nn.Module, tokenizer: Any, trajectories: list[Trajecto
                                                            for row, t in enumerate(trajectories)]
     waiting: dict[int, _Waiting] = {}
     step = 0
-    with ThreadPoolExecutor(max_workers=max(1, min(16, len(trajectories)))) as pool:
+    pool = DaemonPool(max(1, min(16, len(trajectories))))  # (a step() that never returns holds up nothing)
+    try:
         while batch.rows or waiting or joining:
             if not batch.rows and not joining:  # nobody decodes: skip ahead to the next row due back
                 step = max(step, min(w.due for w in waiting.values()))
             for row in sorted(r for r, w in waiting.items() if w.due <= step):
                 w = waiting.pop(row)
-                tokens = _come_back(trajectories[row], w, fmt, max_turns, max_tokens)
+                tokens = _come_back(trajectories[row], w, fmt, max_turns, max_tokens, timeout_s)
                 if tokens is not None:
                     joining.append((row, w.parked, tokens))
             logits = [batch.forward()] if batch.rows else []
@@ -132,7 +137,7 @@ def converse(model: torch.nn.Module, tokenizer: Any, trajectories: list[Trajecto
                 ids.append(token)
                 lps.append(logprob)
                 room = min(params.max_new_tokens, max_tokens - len(trajectories[row].ids))
-                if token in stop_ids or len(ids) >= room or _tool_call_complete(envs[row], tokenizer, ids):
+                if token in stop_ids or len(ids) >= room or _tool_call_complete(envs[row], tokenizer, ids, timeout_s):
                     over.append(row)
                 else:
                     batch.feed(row, token)
@@ -140,8 +145,11 @@ def converse(model: torch.nn.Module, tokenizer: Any, trajectories: list[Trajecto
                 ids, lps = writing[row]
                 text = tokenizer.decode(ids, skip_special_tokens=True)
                 reply = pool.submit(calling, envs[row], "step", text)
-                waiting[row] = _Waiting(reply, step + rejoin_after, parked, ids, lps, ids[-1] in stop_ids, text)
+                waiting[row] = _Waiting(envs[row], reply, time.monotonic(), step + rejoin_after, parked, ids, lps,
+                                        ids[-1] in stop_ids, text)
                 writing[row] = ([], [])
+    finally:
+        pool.close()
     return trajectories
 
 
@@ -152,18 +160,20 @@ def choose_tokens(logits: torch.Tensor, params: SamplingParams, generator: torch
     return sample_next(logits, params, generator)
 
 
-def _tool_call_complete(env: Environment, tokenizer: Any, ids: list[int]) -> bool:
+def _tool_call_complete(env: Environment, tokenizer: Any, ids: list[int], timeout_s: float | None) -> bool:
     """Whether the environment takes the message as it stands (`message_done`: a complete tool call)."""
     if getattr(env, "message_done", None) is None:
         return False
-    return bool(calling(env, "message_done", tokenizer.decode(ids, skip_special_tokens=True)))
+    return bool(calling(env, "message_done", tokenizer.decode(ids, skip_special_tokens=True), seconds=timeout_s))
 
 
 @dataclass
 class _Waiting:
     """A row out of the batch while its environment answers its message."""
 
+    env: Environment
     reply: Future[Reply]
+    sent: float  # when the message went to the environment (time.monotonic)
     due: int  # the decoding step it comes back at
     parked: Parked
     ids: list[int]
@@ -172,9 +182,11 @@ class _Waiting:
     text: str
 
 
-def _come_back(t: Trajectory, w: _Waiting, fmt: TurnFormat, max_turns: int, max_tokens: int) -> list[int] | None:
+def _come_back(t: Trajectory, w: _Waiting, fmt: TurnFormat, max_turns: int, max_tokens: int,
+               timeout_s: float | None) -> list[int] | None:
     """Record the message and the reply; the tokens the row runs next, or None when the trajectory is over."""
-    kept, context = _record(t, w.ids, w.logprobs, w.ended, w.text, w.reply.result(), fmt, max_tokens)
+    reply = checked_reply(w.env, wait_for(w.env, "step", w.reply, timeout_s, w.sent))
+    kept, context = _record(t, w.ids, w.logprobs, w.ended, w.text, reply, fmt, max_tokens)
     if not t.done and t.info["turns"] >= max_turns:
         t.done = t.truncated = True
     if t.done:

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from rlvr.config import EnvironmentConfig
-from rlvr.envs.base import Environment, Message, calling
+from rlvr.envs.base import Environment, Message, calling, checked_messages
 from rlvr.envs.loading import load_environment
 from rlvr.envs.rollout import converse, start, transcript_tensors
 from rlvr.errors import UserError
@@ -35,27 +35,30 @@ def conversation_sampler(tokenizer: Any, env: EnvironmentConfig, starts: dict[in
     return lambda model, examples, n, params, generator: sample_conversations(
         model, tokenizer, examples, [starts[id(ex)] for ex in examples], n, params, make_env=make,
         max_turns=env.max_turns, max_tokens=env.max_tokens, stop_ids=stop_token_ids(model, tokenizer),
-        generator=generator, rejoin_after=env.rejoin_after)
+        generator=generator, rejoin_after=env.rejoin_after, timeout_s=env.timeout_s)
 
 
 def sample_conversations(model: torch.nn.Module, tokenizer: Any, examples: list[Example],
                          messages: list[list[dict[str, str]]], group_size: int, params: SamplingParams, *,
                          make_env: Callable[[], Environment], max_turns: int, max_tokens: int,
-                         stop_ids: list[int], generator: torch.Generator, rejoin_after: int = 1) -> Rollout:
-    """G conversations for each example (its chat `messages` as the start), as one Rollout."""
+                         stop_ids: list[int], generator: torch.Generator, rejoin_after: int = 1,
+                         timeout_s: float | None = None) -> Rollout:
+    """G conversations for each example (its chat `messages` as the start), as one Rollout; `timeout_s`
+    bounds each call of an environment's method."""
     trajectories, envs, starts = [], [], []
     for example, first in zip(examples, messages):
         seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))  # one task per group
         for _ in range(group_size):
             env = make_env()
             if callable(getattr(env, "bind", None)):  # an environment that adapts to the policy's tokenizer
-                calling(env, "bind", tokenizer)
-            opening = calling(env, "reset", dict(example.columns), [dict(m) for m in first], seed)
+                calling(env, "bind", tokenizer, seconds=timeout_s)
+            opening = checked_messages(env, calling(env, "reset", dict(example.columns), [dict(m) for m in first],
+                                                    seed, seconds=timeout_s))
             trajectories.append(start(tokenizer, opening, getattr(env, "tools", None)))
             envs.append(env)
             starts.append(len(opening))
     converse(model, tokenizer, trajectories, envs, params, max_turns=max_turns, max_tokens=max_tokens,
-             stop_ids=stop_ids, generator=generator, rejoin_after=rejoin_after)
+             stop_ids=stop_ids, generator=generator, rejoin_after=rejoin_after, timeout_s=timeout_s)
     heads = []
     for p in range(len(examples)):
         group = trajectories[p * group_size:(p + 1) * group_size]

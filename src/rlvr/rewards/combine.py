@@ -11,7 +11,7 @@ apply to this completion" and adds nothing to the total (NaN is read as None).
 The functions are independent, so they run at the same time: the built-in ones on a thread pool
 (the maths reward mostly waits for its worker processes), any other on the calling thread, since
 a user's function may rely on being there (math-verify's default timeouts use signal.alarm, which
-fails on any other thread), under its time limit (rlvr.rewards.deadline). Results, per-function
+fails on any other thread), under its time limit (rlvr.deadline). Results, per-function
 seconds and errors come back in spec order; a function that raises, or calls sys.exit, is reported
 in one line naming it.
 """
@@ -25,8 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from rlvr.deadline import call_with_time_limit
 from rlvr.errors import UserError
-from rlvr.rewards.deadline import call_with_time_limit
 from rlvr.rewards.registry import is_builtin
 from rlvr.rewards.scores import TRL_KEYWORDS, GradeResult, columns_from_items
 
@@ -38,7 +38,7 @@ class RewardSpec:
     name: str  # as written in the config: the built-in name or "module:function"
     fn: Callable[..., list[float | None]]
     weight: float = 1.0
-    timeout_s: float | None = None  # the limit on one call of a user's function (rlvr.rewards.deadline)
+    timeout_s: float | None = None  # the limit on one call of a user's function (rlvr.deadline)
 
 
 @dataclass
@@ -121,7 +121,7 @@ def _call_all(specs: list[RewardSpec], kwargs: dict[str, Any]) -> dict[str, _Out
 def _timed_call(spec: RewardSpec, kwargs: dict[str, Any]) -> _Outcome:
     start = time.perf_counter()
     try:
-        raw, error = call_with_time_limit(spec.name, spec.fn, kwargs, spec.timeout_s), None
+        raw, error = call_with_time_limit(f"reward function '{spec.name}'", spec.fn, kwargs, spec.timeout_s), None
     except (Exception, SystemExit) as e:  # reported, with the reward's name, by compute_rewards
         raw, error = None, e
     return raw, time.perf_counter() - start, error

@@ -1,7 +1,9 @@
 """Stopping a run cleanly: the first Ctrl-C or SIGTERM finishes the step, saves and returns; a second aborts.
 
-While a user's reward function runs, the step may never finish (the function may hang), so the first
-signal abandons it instead: the recipe rolls back to the start of the step, and the run is saved there.
+While a user's reward function or environment runs, the step may never finish (the code may hang), so the
+first signal abandons it instead: the recipe rolls back to the start of the step, and the run is saved there.
+User code that swallows the interruption is interrupted again, and the process ends if it has not returned
+within rlvr.deadline.ESCALATE_S (the last checkpoint kept).
 
 SIGTERM is what schedulers, `docker stop` and `kill` send: it gets the same treatment as Ctrl-C, so
 a run stopped from outside is saved and resumable, whatever `save_every` says. A scheduler that signals
@@ -21,8 +23,8 @@ from types import FrameType
 
 from tqdm import tqdm
 
+from rlvr import deadline
 from rlvr.errors import StepAbandoned
-from rlvr.rewards import deadline
 
 SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
 REPEAT_S = 1.0
@@ -44,21 +46,20 @@ class StopFlag:
 @contextmanager
 def stop_on_signals(flag: StopFlag, abandon: bool = True) -> Iterator[None]:
     """Within the block, the first SIGINT or SIGTERM sets `flag`; a second one raises KeyboardInterrupt at once.
-    `abandon`: a signal while a user's reward runs gives the step up (one process; ranks finish theirs)."""
+    `abandon`: a signal while a user's code runs gives the step up (one process; ranks finish theirs)."""
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        call = deadline.running()
-        if call is not None and call.expired:
-            raise KeyboardInterrupt  # a reward's time limit (rlvr.rewards.deadline), not the user
+        call, name = deadline.running(), SIGNALS.get(signal.Signals(signum), "signal")
         if flag.stop_requested:
             if time.monotonic() - flag.requested_at < REPEAT_S:
                 return  # the same request, delivered twice (directly and through torchrun)
+            if call is not None:  # the user's code must end too, whatever it does with the interruption
+                deadline.abandon(call, f"{name} twice", raises=KeyboardInterrupt)
             raise KeyboardInterrupt
         flag.request_stop()
-        name = SIGNALS.get(signal.Signals(signum), "signal")
-        if call is not None and abandon:  # a user's reward may never return: give the step up rather than wait
-            tqdm.write(f"{name}: abandoning this step (reward function '{call.name}' was running) "
-                       "and saving a checkpoint")
+        if call is not None and abandon:  # a user's code may never return: give the step up rather than wait
+            tqdm.write(f"{name}: abandoning this step ({call.name} was running) and saving a checkpoint")
+            deadline.abandon(call, f"{name} gave the step up")
             raise StepAbandoned
         tqdm.write(f"{name}: finishing this step and saving a checkpoint ({name} again to abort without saving)")
 

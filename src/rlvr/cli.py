@@ -27,6 +27,7 @@ from rlvr.pipeline.cli import add_pipeline_parser, run_pipeline_command
 from rlvr.reward_models.cli import add_rm_parser, run_rm
 from rlvr.rewards.cli import add_grade_parser, run_grade
 from rlvr.run.launcher import add_nproc_option, rank_of_many, relaunch
+from rlvr.run.lifeline import end_with_parent
 from rlvr.sample.cli import add_sample_parser, run_sample_command
 from rlvr.sft.cli import add_sft_parser, run_sft
 from rlvr.train.cli import add_train_parser, run_train
@@ -110,6 +111,8 @@ def _another_rank_failed(error: Exception) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if "TORCHELASTIC_RUN_ID" in os.environ:  # a rank that torchrun started: it stops if torchrun dies
+        end_with_parent()
     parser = argparse.ArgumentParser(prog="rlvr", description="GRPO with verifiable rewards")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (add_parser, _) in COMMANDS.items():

@@ -1,7 +1,9 @@
 """Faults on 2 ranks under torchrun: SIGTERM to one rank (a scheduler's pre-emption, a `kill`) leads
 every rank to save the same step and exit 0; a rank whose reward raises ends every rank, non-zero,
-within a minute, with that rank's one-line error."""
+within a minute, with that rank's one-line error; SIGKILL to `rlvr --nproc 2` or to its torchrun
+leaves no process behind, and the run saved and resumable."""
 
+import fcntl
 import os
 import signal
 import subprocess
@@ -11,7 +13,7 @@ import time
 import pytest
 
 from ..train.test_step import REWARD_FNS, TINY
-from .launching import ROOT, children, finish, launch, rank_env
+from .launching import ROOT, children, descendants, finish, launch, rank_env, run_ranks, still_running
 
 HERE = ROOT / "tests" / "distributed"
 
@@ -26,14 +28,19 @@ def torchrun_train(run, *settings, nproc=False):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
+def wait_for_steps(proc, run, steps, seconds=120):
+    """Wait until the run has logged `steps` steps (metrics.jsonl)."""
+    metrics, deadline = run / "metrics.jsonl", time.time() + seconds
+    while not (metrics.is_file() and metrics.read_text().count("\n") >= steps) and time.time() < deadline:
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        time.sleep(0.2)
+
+
 @pytest.mark.parametrize("how", ["SIGTERM to one rank under torchrun", "Ctrl-C to rlvr train --nproc 2"])
 def test_a_stop_asked_of_one_rank_or_the_launcher_saves_the_same_step_everywhere_and_exits_0(tmp_path, how):
     run, nproc = tmp_path / "run", how.endswith("--nproc 2")
     proc = torchrun_train(run, "max_steps=400", "eval_before=false", "eval_after=false", nproc=nproc)
-    metrics, deadline = run / "metrics.jsonl", time.time() + 120
-    while not (metrics.is_file() and metrics.read_text().count("\n") >= 2) and time.time() < deadline:
-        assert proc.poll() is None, proc.communicate()[1][-3000:]
-        time.sleep(0.2)
+    wait_for_steps(proc, run, 2)
     if nproc:
         os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: to the launcher's whole process group
     else:
@@ -46,7 +53,41 @@ def test_a_stop_asked_of_one_rank_or_the_launcher_saves_the_same_step_everywhere
     assert len(stopped) == 1, out[-2000:]  # rank 0 says it, once
     step = int(stopped[0].split("stopped at step ")[1].split(";")[0])
     assert step < 400 and [p.name for p in (run / "checkpoints").iterdir()] == [f"step-{step:06d}"]
-    assert len(metrics.read_text().splitlines()) == step
+    assert len((run / "metrics.jsonl").read_text().splitlines()) == step
+
+
+@pytest.mark.parametrize("killed", ["launcher", "torchrun"])
+def test_sigkill_to_the_launcher_or_torchrun_stops_every_rank_with_a_checkpoint_and_frees_the_run(tmp_path, killed):
+    """SIGKILL gives the process no chance to pass a signal on: its children get SIGTERM from the kernel
+    (rlvr.run.lifeline), finish their step and save. Without it the ranks trained on, holding the lock."""
+    run = tmp_path / "run"
+    proc = torchrun_train(run, "max_steps=400", "eval_before=false", "eval_after=false", nproc=True)
+    wait_for_steps(proc, run, 2)
+    below = descendants(proc.pid)  # torchrun, then its 2 ranks
+    assert len(below) == 3, below
+    try:
+        os.kill(proc.pid if killed == "launcher" else below[0], signal.SIGKILL)
+        deadline = time.time() + 60
+        while still_running(below) and time.time() < deadline:
+            time.sleep(0.2)
+        assert not still_running(below), f"{still_running(below)} still running 60 s after the SIGKILL"
+    finally:
+        for pid in still_running(below):
+            os.kill(pid, signal.SIGKILL)
+    code, out, err = finish(proc, 10)  # every process that held its output has exited
+    assert code == (-9 if killed == "launcher" else 137), err[-3000:]
+    if killed == "torchrun":  # the launcher, alive, says what happened
+        assert "rlvr: torchrun was killed by signal 9 (SIGKILL); its ranks got SIGTERM" in err, err[-3000:]
+    stopped = [line for line in out.splitlines() if "stopped at step" in line]
+    assert len(stopped) == 1, out[-2000:] + err[-3000:]
+    step = int(stopped[0].split("stopped at step ")[1].split(";")[0])
+    assert [p.name for p in (run / "checkpoints").iterdir()] == [f"step-{step:06d}"]
+    with open(run / ".rlvr.lock") as lock:  # free
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    resumed = run_ranks([sys.executable, "-m", "rlvr", "train", "--resume", str(run), "--max-steps", str(step + 1)],
+                        timeout=120)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert len((run / "metrics.jsonl").read_text().splitlines()) == step + 1
 
 
 def test_a_rank_that_fails_ends_every_rank_with_its_error(tmp_path):

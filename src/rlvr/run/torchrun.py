@@ -3,21 +3,27 @@
 When a rank fails, it has printed its own one-line error already (`rlvr: error (rank 1): ...`); torchrun
 would add a traceback of its own and a block per rank. Here it says which rank failed first, and how.
 Stopped by Ctrl-C or SIGTERM, torchrun has passed the signal on and waited for the ranks to save; it
-then raises, which here is a normal end.
+then raises, which here is a normal end. It ends with the `rlvr` process that started it, and its
+ranks end with it (rlvr.run.lifeline).
 
     python -m rlvr.run.torchrun [torchrun options] -m rlvr train ...
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.run import parse_args, run
 
+from rlvr.run.lifeline import child_env, end_with_parent
+
 
 def main(argv: list[str]) -> int:
+    end_with_parent()
+    os.environ.update(child_env({}))  # the ranks inherit this environment: they end with this process
     try:
         run(parse_args(argv))  # type: ignore[no-untyped-call]
     except ChildFailedError as failed:

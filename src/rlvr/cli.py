@@ -99,15 +99,20 @@ def _leave_process_group() -> None:
         dist.destroy_process_group()
 
 
-def _another_rank_failed(error: Exception) -> bool:
-    """Whether `error` is a collective that failed because another rank is gone (its own error says why)."""
+def _collective_failed(error: Exception) -> str | None:
+    """What a rank says when a collective failed: it waited too long for the others, or another rank is
+    gone (whose own error says why); None for any other error."""
     if rank_of_many() is None or "torch.distributed" not in sys.modules:
-        return False
+        return None
     import torch.distributed as dist
 
+    from rlvr.run.world import waited_too_long
+
     text = str(error)
-    return isinstance(error, dist.DistError) or any(
+    gone = isinstance(error, dist.DistError) or any(
         mark in text for mark in ("Connection closed by peer", "Connection reset by peer", "Broken pipe"))
+    stopped = "another rank stopped, see its error"
+    return waited_too_long(error) or (stopped if gone else None)  # (a timeout can be a DistError too)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,9 +144,10 @@ def main(argv: list[str] | None = None) -> int:
         print("rlvr: interrupted", file=sys.stderr)
         return 130
     except Exception as e:
-        if not _another_rank_failed(e):
+        reason = _collective_failed(e)
+        if reason is None:
             raise
-        print(f"rlvr: error (rank {rank_of_many()}): another rank stopped, see its error", file=sys.stderr)
+        print(f"rlvr: error (rank {rank_of_many()}): {reason}", file=sys.stderr)
         return 1
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -5,6 +5,7 @@ leaves no process behind, and the run saved and resumable."""
 
 import fcntl
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -99,6 +100,21 @@ def test_a_rank_that_fails_ends_every_rank_with_its_error(tmp_path):
     assert "rlvr: error (rank 1): " in err and "broken on purpose" in err, err[-3000:]
     assert "rlvr: error (rank 0): another rank stopped" in err and "rank 1 failed first (exit code 2)" in err
     assert "Traceback" not in err, err[-3000:]
+
+
+def test_a_rank_that_waits_past_the_timeout_says_so_in_one_line(tmp_path):
+    """Rank 1 stalls in its reward at step 2; rank 0, waiting for its groups, gives up after timeout_s."""
+    proc = torchrun_train(tmp_path / "run", f"rewards=[{{name: '{REWARD_FNS}:has_digit_but_rank_1_stalls'}}]",
+                          "distributed.timeout_s=5", "eval_before=false", "eval_after=false", nproc=True)
+    code, _, err = finish(proc, 90)
+    assert code != 0 and "Traceback" not in err, err[-3000:]
+    waited = [line for line in err.splitlines() if "rlvr: error (rank 0)" in line]
+    assert len(waited) == 1 and re.fullmatch(
+        r"rlvr: error \(rank 0\): gave up after 5 s waiting for the other ranks in all_gather_object, called by "
+        r"score_round \(rlvr/train/trainer.py:\d+\): another rank is stalled or much slower than this one \(a "
+        r"reward that hangs, say\); if its work can take that long, raise distributed.timeout_s \(now 5 s\)",
+        waited[0]), err[-3000:]
+    assert "rlvr: rank 0 failed first (exit code 1); its error is above" in err
 
 
 def test_a_signal_landing_after_the_ranks_agreed_to_go_on_waits_for_the_next_agreement(tmp_path):

@@ -101,7 +101,7 @@ def _leave_process_group() -> None:
 
 def _collective_failed(error: Exception) -> str | None:
     """What a rank says when a collective failed: it waited too long for the others, or another rank is
-    gone (whose own error says why); None for any other error."""
+    gone (whose own error, if it printed one, says why); None for any other error."""
     if rank_of_many() is None or "torch.distributed" not in sys.modules:
         return None
     import torch.distributed as dist
@@ -111,7 +111,7 @@ def _collective_failed(error: Exception) -> str | None:
     text = str(error)
     gone = isinstance(error, dist.DistError) or any(
         mark in text for mark in ("Connection closed by peer", "Connection reset by peer", "Broken pipe"))
-    stopped = "another rank stopped, see its error"
+    stopped = "another rank stopped, so this one stops too, without saving: the latest checkpoint, if any, stands"
     return waited_too_long(error) or (stopped if gone else None)  # (a timeout can be a DistError too)
 
 

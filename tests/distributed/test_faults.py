@@ -98,7 +98,8 @@ def test_a_rank_that_fails_ends_every_rank_with_its_error(tmp_path):
     code, _, err = finish(proc, 60)
     assert code != 0 and time.time() - started < 60
     assert "rlvr: error (rank 1): " in err and "broken on purpose" in err, err[-3000:]
-    assert "rlvr: error (rank 0): another rank stopped" in err and "rank 1 failed first (exit code 2)" in err
+    assert "rlvr: error (rank 0): another rank stopped" in err
+    assert "rlvr: rank 1 failed first: exit code 2; its error is above" in err
     assert "Traceback" not in err, err[-3000:]
 
 
@@ -114,7 +115,24 @@ def test_a_rank_that_waits_past_the_timeout_says_so_in_one_line(tmp_path):
         r"score_round \(rlvr/train/trainer.py:\d+\): another rank is stalled or much slower than this one \(a "
         r"reward that hangs, say\); if its work can take that long, raise distributed.timeout_s \(now 5 s\)",
         waited[0]), err[-3000:]
-    assert "rlvr: rank 0 failed first (exit code 1); its error is above" in err
+    assert "rlvr: rank 0 failed first: exit code 1; its error is above" in err
+
+
+def test_a_rank_killed_leaves_the_last_checkpoint_and_no_promise_of_another(tmp_path):
+    """SIGKILL to one rank: the other stops without saving, and says so; torchrun says how the rank ended."""
+    run = tmp_path / "run"
+    proc = torchrun_train(run, "max_steps=400", "save_every=2", "eval_before=false", "eval_after=false",
+                          "generation.max_new_tokens=64", nproc=True)
+    wait_for_steps(proc, run, 3)
+    os.kill(max(descendants(proc.pid)), signal.SIGKILL)  # (rank 1: started after rank 0)
+    code, out, err = finish(proc, 60)
+    assert code == 1 and "Traceback" not in err, err[-3000:]
+    assert "rlvr: rank 1 failed first: killed by signal 9 (SIGKILL), without an error message" in err, err[-3000:]
+    assert ("rlvr: error (rank 0): another rank stopped, so this one stops too, without saving: "
+            "the latest checkpoint, if any, stands") in err, err[-3000:]
+    assert "and saving a checkpoint" not in out  # (if torchrun's SIGTERM reached rank 0 before the failure did)
+    saved = sorted(p.name for p in (run / "checkpoints").iterdir())
+    assert saved and all(p.startswith("step-") for p in saved)  # complete checkpoints only, every 2 steps
 
 
 def test_a_signal_landing_after_the_ranks_agreed_to_go_on_waits_for_the_next_agreement(tmp_path):

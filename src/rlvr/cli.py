@@ -27,6 +27,7 @@ from rlvr.pipeline.cli import add_pipeline_parser, run_pipeline_command
 from rlvr.reward_models.cli import add_rm_parser, run_rm
 from rlvr.rewards.cli import add_grade_parser, run_grade
 from rlvr.run.launcher import add_nproc_option, rank_of_many, relaunch
+from rlvr.run.lifeline import end_with_parent
 from rlvr.sample.cli import add_sample_parser, run_sample_command
 from rlvr.sft.cli import add_sft_parser, run_sft
 from rlvr.train.cli import add_train_parser, run_train
@@ -98,18 +99,25 @@ def _leave_process_group() -> None:
         dist.destroy_process_group()
 
 
-def _another_rank_failed(error: Exception) -> bool:
-    """Whether `error` is a collective that failed because another rank is gone (its own error says why)."""
+def _collective_failed(error: Exception) -> str | None:
+    """What a rank says when a collective failed: it waited too long for the others, or another rank is
+    gone (whose own error, if it printed one, says why); None for any other error."""
     if rank_of_many() is None or "torch.distributed" not in sys.modules:
-        return False
+        return None
     import torch.distributed as dist
 
+    from rlvr.run.world import waited_too_long
+
     text = str(error)
-    return isinstance(error, dist.DistError) or any(
+    gone = isinstance(error, dist.DistError) or any(
         mark in text for mark in ("Connection closed by peer", "Connection reset by peer", "Broken pipe"))
+    stopped = "another rank stopped, so this one stops too, without saving: the latest checkpoint, if any, stands"
+    return waited_too_long(error) or (stopped if gone else None)  # (a timeout can be a DistError too)
 
 
 def main(argv: list[str] | None = None) -> int:
+    if "TORCHELASTIC_RUN_ID" in os.environ:  # a rank that torchrun started: it stops if torchrun dies
+        end_with_parent()
     parser = argparse.ArgumentParser(prog="rlvr", description="GRPO with verifiable rewards")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (add_parser, _) in COMMANDS.items():
@@ -136,9 +144,10 @@ def main(argv: list[str] | None = None) -> int:
         print("rlvr: interrupted", file=sys.stderr)
         return 130
     except Exception as e:
-        if not _another_rank_failed(e):
+        reason = _collective_failed(e)
+        if reason is None:
             raise
-        print(f"rlvr: error (rank {rank_of_many()}): another rank stopped, see its error", file=sys.stderr)
+        print(f"rlvr: error (rank {rank_of_many()}): {reason}", file=sys.stderr)
         return 1
     finally:
         signal.signal(signal.SIGTERM, previous)

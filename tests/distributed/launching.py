@@ -14,8 +14,8 @@ ROOT = Path(__file__).parents[2]
 
 def rank_env(**extra):
     """The environment of a test's ranks: one thread each, stacks printed on SIGABRT, tests importable."""
-    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1", "PYTHONPATH": str(ROOT),
-            **extra}
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)  # (keep a src/ set there)
+    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1", "PYTHONPATH": path, **extra}
 
 
 def launch(args, env, timeout):
@@ -49,14 +49,32 @@ def children(pid):
     return found
 
 
+def descendants(pid):
+    """The processes below `pid`: its children, theirs, ..., parents before their children (Linux)."""
+    found, pending = [], children(pid)
+    while pending:
+        found.append(pending.pop(0))
+        pending += children(found[-1])
+    return found
+
+
+def still_running(pids):
+    """Those of `pids` that have not exited (a zombie, exited but not yet waited for, has)."""
+    running = []
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            running.append(pid)
+    return running
+
+
 def signal_all(pid, sig):
     """`sig` to `pid`'s process group and to every process below it: torchrun starts each rank in a
     session of its own, out of reach of the group's signals."""
-    pending, seen = [pid], []
-    while pending:
-        seen.append(pending.pop())
-        pending += children(seen[-1])
-    for each in seen[1:]:
+    for each in descendants(pid):
         try:
             os.kill(each, sig)
         except ProcessLookupError:

@@ -1,6 +1,11 @@
 """The pure parts of running on several ranks, without starting any: sharing out and putting back,
-the torchrun command `--nproc` builds, threads per rank, warnings tagged with their rank."""
+the torchrun command `--nproc` builds, threads per rank, warnings tagged with their rank, what a rank
+says when asked to stop, and a child that finds its parent gone before it could watch it."""
 
+import os
+import signal
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -49,3 +54,26 @@ def test_the_launcher_reads_the_rank_as_world_does(monkeypatch):
         world = World.from_env()
         assert rank_of_many() == (world.rank if world.distributed else None) == rank
         assert is_main_rank() == world.is_main
+
+
+def test_a_rank_asked_to_stop_promises_a_checkpoint_only_if_every_rank_gets_there(capsys):
+    """A rank killed with SIGKILL leaves the others nobody to save with: their stop line cannot promise one."""
+    from rlvr.run.stop import StopFlag, stop_on_signals
+
+    for distributed in (False, True):
+        flag = StopFlag()
+        with stop_on_signals(flag, distributed=distributed):
+            os.kill(os.getpid(), signal.SIGTERM)
+        assert flag.stop_requested
+    one, rank = capsys.readouterr().out.splitlines()
+    assert one == "SIGTERM: finishing this step and saving a checkpoint (SIGTERM again to abort without saving)"
+    assert rank == ("SIGTERM: finishing this step, then saving a checkpoint if every rank gets there "
+                    "(SIGTERM again to abort without saving)")
+
+
+def test_a_child_whose_parent_died_before_it_could_watch_it_stops_at_once():
+    """end_with_parent asks for SIGTERM when the parent dies, then checks the parent is still the one that
+    started it: one that died first (here: a pid that is not its parent) sends no signal any more."""
+    code = "from rlvr.run.lifeline import end_with_parent; end_with_parent(); import time; time.sleep(10)"
+    gone = subprocess.run([sys.executable, "-c", code], env={**os.environ, "RLVR_PARENT_PID": "1"}, timeout=30)
+    assert gone.returncode == -signal.SIGTERM

@@ -124,3 +124,20 @@ def ignores_ctrl_c(completions, **kwargs):
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     time.sleep(3600)
+
+
+STALLS = []
+
+
+def has_digit_but_rank_1_stalls(completions, **kwargs):
+    """has_digit, except that on rank 1 of `rlvr --nproc 2` its second call stalls (a reward waiting on a
+    server that went quiet) until rank 0 has given up waiting for it (distributed.timeout_s) and exited."""
+    import os
+    import time
+
+    STALLS.append(1)
+    if os.environ.get("RANK") == "1" and len(STALLS) == 2:
+        torchrun = os.getppid()  # both ranks are its children (Linux lists them): wait until rank 1 is alone
+        while len(open(f"/proc/{torchrun}/task/{torchrun}/children").read().split()) > 1:
+            time.sleep(0.2)
+    return has_digit(completions)

@@ -5,7 +5,8 @@
 with three things set for you: each rank gets its share of the CPU threads (OMP_NUM_THREADS, unless
 set); on Ctrl-C or SIGTERM torchrun passes the signal on to the ranks and gives them SHUTDOWN_S to
 finish the step and save before it kills them (plain torchrun gives 30 s); and a failed rank is
-reported in one line (rlvr.run.torchrun). No torch here: it only starts torchrun.
+reported in one line (rlvr.run.torchrun). If this process dies, however it dies, torchrun gets a
+SIGTERM, and the ranks get one if torchrun dies (rlvr.run.lifeline). No torch here: it only starts torchrun.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import signal
 import subprocess
 import sys
 from types import FrameType
+
+from rlvr.run.lifeline import child_env
 
 SHUTDOWN_S = 3600  # how long torchrun waits for the ranks to save after a stop signal
 
@@ -63,7 +66,7 @@ def relaunch(argv: list[str], nproc: int) -> int:
     """Run `rlvr argv` on `nproc` ranks under torchrun; its exit code (0 when every rank succeeded)."""
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", str(rank_threads(nproc)))
-    proc = subprocess.Popen(torchrun_command(argv, nproc), env=env)
+    proc = subprocess.Popen(torchrun_command(argv, nproc), env=child_env(env))  # it ends with this process
 
     def forward(signum: int, frame: FrameType | None) -> None:  # torchrun passes it on to the ranks
         proc.send_signal(signum)
@@ -72,10 +75,26 @@ def relaunch(argv: list[str], nproc: int) -> int:
     previous = {signal.SIGINT: signal.signal(signal.SIGINT, signal.SIG_IGN),
                 signal.SIGTERM: signal.signal(signal.SIGTERM, forward)}
     try:
-        return proc.wait()
+        code = proc.wait()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    if code < 0:  # killed itself (a SIGTERM or Ctrl-C it gets, it passes on and returns from)
+        print(f"rlvr: torchrun was killed by {signal_name(-code)}; its ranks got SIGTERM: each finishes its "
+              "step, then they save a checkpoint if every rank gets there", file=sys.stderr)
+        return 128 - code
+    return code
+
+
+def signal_name(signum: int) -> str:
+    """
+    >>> signal_name(9)
+    'signal 9 (SIGKILL)'
+    """
+    try:
+        return f"signal {signum} ({signal.Signals(signum).name})"
+    except ValueError:
+        return f"signal {signum}"
 
 
 def rank_of_many() -> int | None:

@@ -193,7 +193,7 @@ def _loop(recipe: Recipe, save: Callable[[], Path], stop: StopFlag, on_step_end:
     try:
         # a rank waits for the others at the end of its step, so a signal never abandons a step there
         agreed = False  # the ranks' decision to stop, taken together at the end of each step
-        with stop_on_signals(stop, abandon=not world.distributed):
+        with stop_on_signals(stop, distributed=world.distributed):
             # one process stops as soon as asked; a rank only on the agreed decision: a signal that lands
             # after it (on one rank) waits for the next step's, or that rank would leave the others behind
             while recipe.step_count < schedule.total_steps and not (agreed if world.distributed

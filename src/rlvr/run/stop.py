@@ -44,9 +44,10 @@ class StopFlag:
 
 
 @contextmanager
-def stop_on_signals(flag: StopFlag, abandon: bool = True) -> Iterator[None]:
+def stop_on_signals(flag: StopFlag, distributed: bool = False) -> Iterator[None]:
     """Within the block, the first SIGINT or SIGTERM sets `flag`; a second one raises KeyboardInterrupt at once.
-    `abandon`: a signal while a user's code runs gives the step up (one process; ranks finish theirs)."""
+    One process gives the step up on a signal while a user's code runs; a rank of several (`distributed`)
+    finishes it, since the others wait for it at its end, and can save only if every rank gets there."""
 
     def handler(signum: int, frame: FrameType | None) -> None:
         call, name = deadline.running(), SIGNALS.get(signal.Signals(signum), "signal")
@@ -57,11 +58,13 @@ def stop_on_signals(flag: StopFlag, abandon: bool = True) -> Iterator[None]:
                 deadline.abandon(call, f"{name} twice", raises=KeyboardInterrupt)
             raise KeyboardInterrupt
         flag.request_stop()
-        if call is not None and abandon:  # a user's code may never return: give the step up rather than wait
+        if call is not None and not distributed:  # a user's code may never return: give the step up, not wait
             tqdm.write(f"{name}: abandoning this step ({call.name} was running) and saving a checkpoint")
             deadline.abandon(call, f"{name} gave the step up")
             raise StepAbandoned
-        tqdm.write(f"{name}: finishing this step and saving a checkpoint ({name} again to abort without saving)")
+        # a rank cannot tell whether the others are all there: one killed (SIGKILL) leaves nobody to save with
+        save = ", then saving a checkpoint if every rank gets there" if distributed else " and saving a checkpoint"
+        tqdm.write(f"{name}: finishing this step{save} ({name} again to abort without saving)")
 
     previous = {}
     try:

@@ -3,31 +3,56 @@
 When a rank fails, it has printed its own one-line error already (`rlvr: error (rank 1): ...`); torchrun
 would add a traceback of its own and a block per rank. Here it says which rank failed first, and how.
 Stopped by Ctrl-C or SIGTERM, torchrun has passed the signal on and waited for the ranks to save; it
-then raises, which here is a normal end.
+then raises, which here is a normal end. It ends with the `rlvr` process that started it, and its
+ranks end with it (rlvr.run.lifeline).
 
     python -m rlvr.run.torchrun [torchrun options] -m rlvr train ...
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.run import parse_args, run
 
+from rlvr.run.launcher import signal_name
+from rlvr.run.lifeline import child_env, end_with_parent
+
+RLVR_EXIT_CODES = (1, 2, 130)  # a rank that exits with one of these printed why (rlvr.cli)
+
 
 def main(argv: list[str]) -> int:
+    end_with_parent()
+    os.environ.update(child_env({}))  # the ranks inherit this environment: they end with this process
     try:
         run(parse_args(argv))  # type: ignore[no-untyped-call]
     except ChildFailedError as failed:
         rank, failure = failed.get_first_failure()
-        how = f"signal {-failure.exitcode}" if failure.exitcode < 0 else f"exit code {failure.exitcode}"
-        print(f"rlvr: rank {rank} failed first ({how}); its error is above", file=sys.stderr)
+        print(f"rlvr: rank {rank} failed first: {how_it_ended(failure.exitcode)}", file=sys.stderr)
         return 1
     except SignalException:  # Ctrl-C or SIGTERM, passed on to the ranks, which saved and said so
         return 0
     return 0
+
+
+def how_it_ended(exitcode: int) -> str:
+    """What a failed rank's exit code says, for the line naming it.
+
+    >>> how_it_ended(2)
+    'exit code 2; its error is above'
+    >>> how_it_ended(-9)
+    'killed by signal 9 (SIGKILL), without an error message'
+    >>> how_it_ended(3)
+    'exited with code 3 without an error message from rlvr'
+    """
+    if exitcode < 0:
+        return f"killed by {signal_name(-exitcode)}, without an error message"
+    if exitcode in RLVR_EXIT_CODES:
+        return f"exit code {exitcode}; its error is above"
+    return f"exited with code {exitcode} without an error message from rlvr"
 
 
 if __name__ == "__main__":

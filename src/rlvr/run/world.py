@@ -3,9 +3,10 @@
 torchrun sets RANK, WORLD_SIZE and LOCAL_RANK in each process; `World.from_env` reads them (a plain
 `python -m rlvr` is rank 0 of 1, exactly as before). `join` starts the process group: gloo on CPUs,
 NCCL on GPUs, with a timeout on every collective so a lost rank ends the others instead of hanging
-them. The reductions a data-parallel step needs are here, each a no-op in one process: counts and
-sums over all ranks (`sum_across`), one decision for all (`any_across`), and every rank's records in
-rank order (`gather_across`), with `shard`/`unshard` to split a list across ranks and put it back.
+them, each saying in one line what it waited for (`waited_too_long`). The reductions a data-parallel
+step needs are here, each a no-op in one process: counts and sums over all ranks (`sum_across`), one
+decision for all (`any_across`), and every rank's records in rank order (`gather_across`), with
+`shard`/`unshard` to split a list across ranks and put it back.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import os
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
 from typing import Any, TypeVar
 
 import torch
@@ -64,6 +67,39 @@ def join(world: World, device: torch.device, timeout_s: float = COLLECTIVE_TIMEO
         torch.cuda.set_device(world.local_rank)
     dist.init_process_group(backend, rank=world.rank, world_size=world.size,
                             timeout=datetime.timedelta(seconds=timeout_s))
+    _joined["timeout_s"] = timeout_s
+
+
+_joined = {"timeout_s": COLLECTIVE_TIMEOUT_S}  # the process group's timeout, for `waited_too_long`
+
+
+def waited_too_long(error: BaseException) -> str | None:
+    """What a rank whose collective gave up waiting for the others (`join`'s timeout_s) should say, in
+    one line: where it waited, and what to do; None for any other error. gloo raises in the rank that
+    waits (NCCL's watchdog aborts the process instead: nothing to catch)."""
+    collective, caller = _where_waited(error.__traceback__)
+    text = str(error)  # (gloo's own message names it: a DDP all-reduce in backward has no Python frame)
+    if "Timed out" not in text or (collective is None and "gloo" not in text):
+        return None
+    timeout = f"{_joined['timeout_s']:g} s"
+    return (f"gave up after {timeout} waiting for the other ranks in {collective or 'a collective'}, called by "
+            f"{caller}: another rank is stalled or much slower than this one (a reward that hangs, say); if its "
+            f"work can take that long, raise distributed.timeout_s (now {timeout})")
+
+
+def _where_waited(tb: TracebackType | None) -> tuple[str | None, str]:
+    """(the torch.distributed function that waited, if one did, and the rlvr function that called it)."""
+    rlvr, here, torch_dist = Path(__file__).parents[1], Path(__file__), Path(dist.__file__).parent
+    collective: str | None = None
+    caller = "rlvr"
+    while tb is not None:
+        code, path = tb.tb_frame.f_code, Path(tb.tb_frame.f_code.co_filename)
+        if path.is_relative_to(rlvr) and path != here:
+            collective, caller = None, f"{code.co_name} ({path.relative_to(rlvr.parent)}:{tb.tb_lineno})"
+        elif collective is None and path.is_relative_to(torch_dist) and code.co_name != "wrapper":
+            collective = code.co_name  # the first torch.distributed function called (not its logging wrapper)
+        tb = tb.tb_next
+    return collective, caller
 
 
 def tag_warnings(world: World) -> None:

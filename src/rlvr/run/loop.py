@@ -31,7 +31,7 @@ from rlvr import paths
 from rlvr.config import save_config
 from rlvr.errors import StepAbandoned, UserError
 from rlvr.run.checkpoint import load_state, rng_state, save_checkpoint, set_rng_state
-from rlvr.run.directory import resume_point, start_fresh
+from rlvr.run.directory import resume_point, set_aside, start_fresh
 from rlvr.run.lock import run_lock
 from rlvr.run.metrics import MetricsWriter, truncate_jsonl
 from rlvr.run.process import configure_process
@@ -99,9 +99,11 @@ def launch(build: Callable[[Any, Path | None, World], Recipe], config: Any, *, r
     from rlvr.models.devices import resolve_device
 
     run_dir, world = Path(config.output_dir), World.from_env()
-    checkpoint = resume_point(run_dir) if resume else None
+    checkpoint, broken = resume_point(run_dir) if resume else (None, [])
     with run_lock(run_dir) if world.is_main else nullcontext():
-        if checkpoint is None and world.is_main:
+        if checkpoint is not None and world.is_main:
+            set_aside(broken, checkpoint)
+        elif world.is_main:
             start_fresh(run_dir)
         join(world, resolve_device(config.model.device), config.distributed.timeout_s)
         tag_warnings(world)

@@ -6,11 +6,12 @@
             such files without a run's config.yaml (an `rlvr eval` output, say) is refused, never emptied
     resume  the newest intact checkpoint (rlvr.intact), with the config it was saved with (plus overrides);
             newer broken ones are set aside as broken-step-N, never removed, so the resumed run saves
-            those steps anew
+            those steps anew; model.lora cannot change (the checkpoint's adapters are what loads)
 """
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import sys
 from collections.abc import Sequence
@@ -76,6 +77,40 @@ def set_aside(broken: list[tuple[Path, str]], resumed: Path) -> None:
         checkpoint.rename(target)
         print(f"rlvr: checkpoint {checkpoint} is broken: {problem}; kept as {target.name}; "
               f"resuming from step {paths.step_of(resumed)}", file=sys.stderr)
+
+
+def refuse_changes(config: Any, checkpoint: Path) -> None:
+    """Before the model loads: refuse the overrides a resumed run could not honour. The checkpoint's own
+    adapters load whatever model.lora says, so it cannot change."""
+    saved = load_command_config(type(config), checkpoint / paths.CONFIG)
+    change = lora_change(saved.model.lora, config.model.lora)
+    run_dir = Path(config.output_dir)
+    if change:
+        raise UserError(f"cannot resume {run_dir} with {change}: a run keeps the adapter settings it started with; "
+                        f"start a new run from its model instead (--set model.name={run_dir} --output-dir NEW_DIR)")
+
+
+def lora_change(saved: Any, wanted: Any) -> str | None:
+    """How model.lora (`wanted`) differs from the run's own (`saved`), in words; None when it does not.
+
+    >>> from rlvr.config import LoraConfig
+    >>> print(lora_change(LoraConfig(rank=4), LoraConfig(rank=16)))
+    model.lora.rank=16 (the run's is 4)
+    >>> print(lora_change(None, LoraConfig()))
+    model.lora (the run trains every weight, without adapters)
+    >>> lora_change(LoraConfig(target_modules=["q", "v"]), LoraConfig(target_modules=["v", "q"])) is None
+    True
+    """
+    if saved is None or wanted is None:
+        if saved is wanted:
+            return None
+        return ("model.lora (the run trains every weight, without adapters)" if saved is None
+                else "model.lora removed (the run trains adapters)")
+    for f in dataclasses.fields(saved):
+        old, new = getattr(saved, f.name), getattr(wanted, f.name)
+        if (sorted(old) != sorted(new)) if isinstance(old, list) else old != new:  # (layer names in any order)
+            return f"model.lora.{f.name}={new} (the run's is {old})"
+    return None
 
 
 def resume_config(cls: type[C], run_dir: Path, overrides: Sequence[str] = (), **cli: Any) -> C:

@@ -31,7 +31,7 @@ from rlvr import paths
 from rlvr.config import save_config
 from rlvr.errors import StepAbandoned, UserError
 from rlvr.run.checkpoint import load_state, rng_state, save_checkpoint, set_rng_state
-from rlvr.run.directory import resume_point, set_aside, start_fresh
+from rlvr.run.directory import refuse_changes, resume_point, set_aside, start_fresh
 from rlvr.run.lock import run_lock
 from rlvr.run.metrics import MetricsWriter, truncate_jsonl
 from rlvr.run.process import configure_process
@@ -101,8 +101,10 @@ def launch(build: Callable[[Any, Path | None, World], Recipe], config: Any, *, r
     run_dir, world = Path(config.output_dir), World.from_env()
     checkpoint, broken = resume_point(run_dir) if resume else (None, [])
     with run_lock(run_dir) if world.is_main else nullcontext():
-        if checkpoint is not None and world.is_main:
-            set_aside(broken, checkpoint)
+        if checkpoint is not None:
+            refuse_changes(config, checkpoint)
+            if world.is_main:
+                set_aside(broken, checkpoint)
         elif world.is_main:
             start_fresh(run_dir)
         join(world, resolve_device(config.model.device), config.distributed.timeout_s)

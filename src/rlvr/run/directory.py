@@ -6,7 +6,8 @@
             such files without a run's config.yaml (an `rlvr eval` output, say) is refused, never emptied
     resume  the newest intact checkpoint (rlvr.intact), with the config it was saved with (plus overrides);
             newer broken ones are set aside as broken-step-N, never removed, so the resumed run saves
-            those steps anew; model.lora cannot change (the checkpoint's adapters are what loads)
+            those steps anew; model.lora cannot change (the checkpoint's adapters are what loads),
+            nor can the run end before the step it reached
 """
 
 from __future__ import annotations
@@ -81,13 +82,23 @@ def set_aside(broken: list[tuple[Path, str]], resumed: Path) -> None:
 
 def refuse_changes(config: Any, checkpoint: Path) -> None:
     """Before the model loads: refuse the overrides a resumed run could not honour. The checkpoint's own
-    adapters load whatever model.lora says, so it cannot change."""
+    adapters load whatever model.lora says, so it cannot change; a max_steps below the step reached would
+    train nothing and call the run finished there (SFT's epochs are checked once the data is counted)."""
     saved = load_command_config(type(config), checkpoint / paths.CONFIG)
     change = lora_change(saved.model.lora, config.model.lora)
     run_dir = Path(config.output_dir)
     if change:
         raise UserError(f"cannot resume {run_dir} with {change}: a run keeps the adapter settings it started with; "
                         f"start a new run from its model instead (--set model.name={run_dir} --output-dir NEW_DIR)")
+    reached = paths.step_of(checkpoint)
+    if 0 < getattr(config, "max_steps", 0) < reached:
+        raise past_the_end(run_dir, reached, config.max_steps)
+
+
+def past_the_end(run_dir: Path, reached: int, total: int) -> UserError:
+    """The one-line error of a resumed run asked to end before the step it has reached."""
+    return UserError(f"cannot resume {run_dir} to end at step {total}: it is at step {reached} already; "
+                     f"give a --max-steps above {reached} (or none, to finish as configured)")
 
 
 def lora_change(saved: Any, wanted: Any) -> str | None:

@@ -20,7 +20,7 @@ MAX_FUNCTION_LINES = 60
 
 LAYERS: list[tuple[str, ...]] = [
     ("rlvr", "rlvr.errors", "rlvr.deadline", "rlvr.user_code", "rlvr.config", "rlvr.records", "rlvr.advantages",
-     "rlvr.kl", "rlvr.losses", "rlvr.optim", "rlvr.paths"),
+     "rlvr.kl", "rlvr.losses", "rlvr.optim", "rlvr.paths", "rlvr.intact"),
     ("rlvr.data", "rlvr.models", "rlvr.rollout", "rlvr.logprobs", "rlvr.rewards", "rlvr.sandbox", "rlvr.envs"),
     ("rlvr.run",),
     ("rlvr.train", "rlvr.sft", "rlvr.reward_models", "rlvr.ppo", "rlvr.evaluate", "rlvr.sample", "rlvr.dashboard"),

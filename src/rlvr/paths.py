@@ -7,7 +7,9 @@
     RUN_DIR/checkpoints/step-000010/{model/, trainer.pt, config.yaml, ...}
 
 A checkpoint directory is renamed into place only once complete (rlvr.run.checkpoint), so a
-directory named step-N is always whole; `latest_checkpoint` ignores anything else.
+directory named step-N was whole when written; `latest_checkpoint` ignores anything else. A disk or a
+copy can still break one later: rlvr.intact checks, and a resumed run sets a broken one aside as
+checkpoints/broken-step-N, where it stays.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ SUMMARY = "summary.json"
 TENSORBOARD = "tensorboard"
 CHECKPOINTS = "checkpoints"
 STEP_PREFIX = "step-"
+BROKEN_PREFIX = "broken-"  # a broken checkpoint set aside on resume: checkpoints/broken-step-000010
 MODEL = "model"  # inside a checkpoint: save_pretrained weights and tokenizer, loadable by transformers
 REFERENCE = "reference"  # inside a GRPO checkpoint, once the reference has been refreshed from the policy
 TRAINER_STATE = "trainer.pt"  # inside a checkpoint: optimizer, scheduler, data order, RNG, step
@@ -37,13 +40,24 @@ def step_dir(run_dir: Path, step: int) -> Path:
     return checkpoint_dir(run_dir) / f"{STEP_PREFIX}{step:06d}"
 
 
-def latest_checkpoint(run_dir: Path) -> Path | None:
-    """The complete checkpoint with the highest step, or None."""
+def checkpoints(run_dir: Path) -> list[Path]:
+    """The complete checkpoints of a run, oldest first."""
     root = checkpoint_dir(run_dir)
     if not root.is_dir():
-        return None
+        return []
     done = [p for p in root.iterdir() if p.is_dir() and p.name.startswith(STEP_PREFIX) and _step(p).isdigit()]
-    return max(done, key=lambda p: int(_step(p)), default=None)
+    return sorted(done, key=step_of)
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    """The complete checkpoint with the highest step, or None."""
+    done = checkpoints(run_dir)
+    return done[-1] if done else None
+
+
+def step_of(checkpoint: Path) -> int:
+    """The step a checkpoint was saved at: 10 for checkpoints/step-000010."""
+    return int(_step(checkpoint))
 
 
 def _step(checkpoint: Path) -> str:

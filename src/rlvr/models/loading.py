@@ -13,6 +13,7 @@ Names a user can give:
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import importlib.util
 import os
@@ -28,6 +29,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, Llama
 from rlvr import paths
 from rlvr.config import ModelConfig
 from rlvr.errors import UserError, first_line
+from rlvr.intact import model_problem, newest_intact
 from rlvr.models.adapters import (
     ADAPTER_CONFIG,
     add_adapters,
@@ -113,14 +115,32 @@ def resolve_model_path(name: str, cache_dir: str = "~/.cache/rlvr") -> str:
 
 
 def find_model_dir(path: Path, marker: str = "config.json") -> Path | None:
-    """The folder holding `marker` given it, a checkpoint (its model/ folder) or a run directory
-    (its latest checkpoint); None when there is none, so `path` is used as given."""
-    latest = paths.latest_checkpoint(path) if path.is_dir() else None
+    """The folder holding `marker` given it, a checkpoint (its model/ folder) or a run directory (the model
+    of its newest checkpoint whose weights are whole, saying so when it skips a broken one); None when there
+    is none, so `path` is used as given. Broken weights in the folder found are a UserError."""
     markers = [marker, ADAPTER_CONFIG] if marker == "config.json" else [marker]  # a model, or adapters for one
-    for candidate in (path, path / paths.MODEL, *([latest / paths.MODEL] if latest is not None else [])):
+    for candidate in (path, path / paths.MODEL):
         if any((candidate / m).is_file() for m in markers):
+            problem = model_problem(candidate, candidate.parent)
+            if problem:
+                raise UserError(f"the model in {candidate} is broken: {problem} (give another checkpoint)")
             return candidate
-    return None
+    if not path.is_dir() or paths.latest_checkpoint(path) is None:
+        return None
+    checkpoint, broken = newest_intact(path, lambda c: model_problem(c / paths.MODEL, c))
+    if checkpoint is None:
+        latest, problem = broken[0]
+        raise UserError(f"none of the {len(broken)} checkpoints of {path} holds a whole model; the latest, "
+                        f"{latest.name}: {problem}; restore it from a copy, or give another model")
+    for latest, problem in broken:
+        _say_once(f"rlvr: checkpoint {latest} is broken: {problem}; using {checkpoint.name}")
+    return find_model_dir(checkpoint, marker)
+
+
+@functools.cache
+def _say_once(line: str) -> None:
+    """Print `line` to stderr once in this process (a model name may be resolved more than once)."""
+    print(line, file=sys.stderr)
 
 
 def set_checkpointing(model: torch.nn.Module, on: bool) -> None:

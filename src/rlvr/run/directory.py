@@ -4,12 +4,17 @@
             metrics and skip saving at the old run's steps); the files of a run that died before
             its first checkpoint are removed, so nothing stale is appended to; a folder holding
             such files without a run's config.yaml (an `rlvr eval` output, say) is refused, never emptied
-    resume  the latest complete checkpoint, with the config it was saved with (plus overrides)
+    resume  the newest intact checkpoint (rlvr.intact), with the config it was saved with (plus overrides);
+            newer broken ones are set aside as broken-step-N, never removed, so the resumed run saves
+            those steps anew; model.lora cannot change (the checkpoint's adapters are what loads),
+            nor can the run end before the step it reached
 """
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,6 +23,7 @@ from rlvr import paths
 from rlvr.config import load_command_config
 from rlvr.config.loading import Config
 from rlvr.errors import UserError
+from rlvr.intact import newest_intact
 
 C = TypeVar("C", bound=Config)
 # What a run writes outside checkpoints/: cleared when a run that never checkpointed starts again.
@@ -42,21 +48,84 @@ def start_fresh(run_dir: Path) -> None:
             path.unlink(missing_ok=True)
 
 
-def resume_point(run_dir: Path) -> Path:
-    """The latest complete checkpoint of the run in `run_dir`."""
+def resume_point(run_dir: Path) -> tuple[Path, list[tuple[Path, str]]]:
+    """The newest intact checkpoint of the run in `run_dir`, and the newer ones found broken with what is
+    wrong with each (newest first). Every rank of a run finds the same: the same files, checked alike."""
     if not run_dir.is_dir():
         raise UserError(f"cannot resume: {run_dir} has no complete checkpoint: the directory does not exist")
     if not (run_dir / paths.CONFIG).is_file():
         raise UserError(f"cannot resume: {run_dir} has no config.yaml "
                         "(is it a run directory made by `rlvr train`, `sft` or `rm`?)")
-    latest = paths.latest_checkpoint(run_dir)
-    if latest is None:
+    checkpoint, broken = newest_intact(run_dir)
+    if checkpoint is None and not broken:
         raise UserError(f"cannot resume: {run_dir} has no complete checkpoint yet (start it again without --resume)")
-    return latest
+    if checkpoint is None:
+        latest, problem = broken[0]
+        raise UserError(f"cannot resume: none of the {len(broken)} checkpoints of {run_dir} is intact; the latest, "
+                        f"{latest.name}: {problem}; restore it from a copy, or start again in a new --output-dir")
+    return checkpoint, broken
+
+
+def set_aside(broken: list[tuple[Path, str]], resumed: Path) -> None:
+    """Rename the broken checkpoints newer than `resumed` to broken-step-N and say so, one line each: their
+    files stay, and the resumed run writes their steps anew (a step-N that exists is never rewritten)."""
+    for checkpoint, problem in broken:
+        target = checkpoint.with_name(paths.BROKEN_PREFIX + checkpoint.name)
+        for n in range(2, 1000):  # broken at that step before, and kept
+            if not target.exists():
+                break
+            target = checkpoint.with_name(f"{paths.BROKEN_PREFIX}{checkpoint.name}.{n}")
+        checkpoint.rename(target)
+        print(f"rlvr: checkpoint {checkpoint} is broken: {problem}; kept as {target.name}; "
+              f"resuming from step {paths.step_of(resumed)}", file=sys.stderr)
+
+
+def refuse_changes(config: Any, checkpoint: Path) -> None:
+    """Before the model loads: refuse the overrides a resumed run could not honour. The checkpoint's own
+    adapters load whatever model.lora says, so it cannot change; a max_steps below the step reached would
+    train nothing and call the run finished there (SFT's epochs are checked once the data is counted)."""
+    saved = load_command_config(type(config), checkpoint / paths.CONFIG)
+    change = lora_change(saved.model.lora, config.model.lora)
+    run_dir = Path(config.output_dir)
+    if change:
+        raise UserError(f"cannot resume {run_dir} with {change}: a run keeps the adapter settings it started with; "
+                        f"start a new run from its model instead (--set model.name={run_dir} --output-dir NEW_DIR)")
+    reached = paths.step_of(checkpoint)
+    if 0 < getattr(config, "max_steps", 0) < reached:
+        raise past_the_end(run_dir, reached, config.max_steps)
+
+
+def past_the_end(run_dir: Path, reached: int, total: int) -> UserError:
+    """The one-line error of a resumed run asked to end before the step it has reached."""
+    return UserError(f"cannot resume {run_dir} to end at step {total}: it is at step {reached} already; "
+                     f"give a --max-steps above {reached} (or none, to finish as configured)")
+
+
+def lora_change(saved: Any, wanted: Any) -> str | None:
+    """How model.lora (`wanted`) differs from the run's own (`saved`), in words; None when it does not.
+
+    >>> from rlvr.config import LoraConfig
+    >>> print(lora_change(LoraConfig(rank=4), LoraConfig(rank=16)))
+    model.lora.rank=16 (the run's is 4)
+    >>> print(lora_change(None, LoraConfig()))
+    model.lora (the run trains every weight, without adapters)
+    >>> lora_change(LoraConfig(target_modules=["q", "v"]), LoraConfig(target_modules=["v", "q"])) is None
+    True
+    """
+    if saved is None or wanted is None:
+        if saved is wanted:
+            return None
+        return ("model.lora (the run trains every weight, without adapters)" if saved is None
+                else "model.lora removed (the run trains adapters)")
+    for f in dataclasses.fields(saved):
+        old, new = getattr(saved, f.name), getattr(wanted, f.name)
+        if (sorted(old) != sorted(new)) if isinstance(old, list) else old != new:  # (layer names in any order)
+            return f"model.lora.{f.name}={new} (the run's is {old})"
+    return None
 
 
 def resume_config(cls: type[C], run_dir: Path, overrides: Sequence[str] = (), **cli: Any) -> C:
-    """The config the latest checkpoint of `run_dir` was saved with, `overrides` (e.g. max_steps=80)
+    """The config the newest intact checkpoint of `run_dir` was saved with, `overrides` (e.g. max_steps=80)
     applied, and output_dir set to `run_dir` (wherever the run was first written)."""
-    saved = resume_point(run_dir) / paths.CONFIG
+    saved = resume_point(run_dir)[0] / paths.CONFIG
     return load_command_config(cls, saved, overrides, **{**cli, "output_dir": str(run_dir)})

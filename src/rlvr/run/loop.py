@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -31,7 +32,7 @@ from rlvr import paths
 from rlvr.config import save_config
 from rlvr.errors import StepAbandoned, UserError
 from rlvr.run.checkpoint import load_state, rng_state, save_checkpoint, set_rng_state
-from rlvr.run.directory import resume_point, start_fresh
+from rlvr.run.directory import past_the_end, refuse_changes, resume_point, set_aside, start_fresh
 from rlvr.run.lock import run_lock
 from rlvr.run.metrics import MetricsWriter, signed, truncate_jsonl
 from rlvr.run.process import configure_process
@@ -99,9 +100,13 @@ def launch(build: Callable[[Any, Path | None, World], Recipe], config: Any, *, r
     from rlvr.models.devices import resolve_device
 
     run_dir, world = Path(config.output_dir), World.from_env()
-    checkpoint = resume_point(run_dir) if resume else None
+    checkpoint, broken = resume_point(run_dir) if resume else (None, [])
     with run_lock(run_dir) if world.is_main else nullcontext():
-        if checkpoint is None and world.is_main:
+        if checkpoint is not None:
+            refuse_changes(config, checkpoint)
+            if world.is_main:
+                set_aside(broken, checkpoint)
+        elif world.is_main:
             start_fresh(run_dir)
         join(world, resolve_device(config.model.device), config.distributed.timeout_s)
         tag_warnings(world)
@@ -115,7 +120,19 @@ def launch(build: Callable[[Any, Path | None, World], Recipe], config: Any, *, r
                 recipe.load_sharded(checkpoint)  # type: ignore[attr-defined]
             restore_rng(checkpoint, state, world)
             before = state["before"] if "before" in state else _legacy_before(run_dir)
+            _at_the_end(recipe, run_dir)
         return run_training(recipe, before=before, resumed=checkpoint is not None, on_step_end=on_step_end)
+
+
+def _at_the_end(recipe: Recipe, run_dir: Path) -> None:
+    """A resumed run whose schedule (max_steps, or SFT's epochs) ends before the step it reached is refused;
+    one that ends at it is told so: nothing is left to train (it saves, measures and sums itself up again)."""
+    reached, total = recipe.step_count, recipe.schedule.total_steps
+    if reached > total:
+        raise past_the_end(run_dir, reached, total)
+    if reached == total and recipe.world.is_main:
+        print(f"rlvr: {run_dir} is at its last step ({total}) already: nothing to train; give a --max-steps "
+              f"above {total} to train further", file=sys.stderr)
 
 
 def run_training(recipe: Recipe, *, before: dict[str, Any] | None = None, resumed: bool = False,

@@ -114,7 +114,7 @@ def test_a_call_that_cannot_be_interrupted_ends_the_process_with_one_line():
             deadline.call_with_time_limit("reward function 'stuck'", stuck, {}, 0.5)
     """)
     assert done.returncode == 2 and took < 15
-    assert done.stderr.splitlines() == [
+    assert done.stderr.strip().splitlines() == [
         "rlvr: error: reward function 'stuck' did not stop when interrupted (its time limit of 0.5 s "
         "(rewards[].timeout_s) passed; it catches the interruption, or is stuck outside Python): the process ends "
         "here without finishing the step; the last checkpoint, step-000003, is kept"]

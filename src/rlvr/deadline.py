@@ -182,7 +182,8 @@ def _watch() -> None:
 def _end_process(call: UserCall) -> None:
     """Stage 3: one line, then the process ends (a time limit's code 2, a stop signal's 130)."""
     notes = "; ".join(note() for note in _exit_notes)
-    sys.stderr.write(f"rlvr: error: {call.name} did not stop when interrupted ({call.why}; it catches the "
+    # (on a line of its own: a progress bar may be at the end of the last one)
+    sys.stderr.write(f"\nrlvr: error: {call.name} did not stop when interrupted ({call.why}; it catches the "
                      "interruption, or is stuck outside Python): the process ends here without finishing the step"
                      f"{'; ' + notes if notes else ''}\n")
     sys.stderr.flush()

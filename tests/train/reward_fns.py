@@ -141,3 +141,17 @@ def has_digit_but_rank_1_stalls(completions, **kwargs):
         while len(open(f"/proc/{torchrun}/task/{torchrun}/children").read().split()) > 1:
             time.sleep(0.2)
     return has_digit(completions)
+
+
+def uninterruptible_when_told(completions, **kwargs):
+    """digit_share, until the file named by $RLVR_TEST_HANG exists: then it hangs where no interruption reaches
+    it (as C code that never returns to Python would), saying so in FILE.hanging."""
+    import os
+    import signal
+    import time
+
+    if os.path.exists(os.environ["RLVR_TEST_HANG"]):
+        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR2, signal.SIGINT, signal.SIGTERM])
+        open(os.environ["RLVR_TEST_HANG"] + ".hanging", "w").close()
+        time.sleep(3600)
+    return digit_share(completions)

@@ -3,8 +3,12 @@ and is saved as it was before the failed step, so resuming it equals an unbroken
 
 import copy
 import json
+import os
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -78,3 +82,44 @@ def test_a_user_reward_gets_the_configured_limit_and_built_ins_their_own(tmp_pat
     assert [s.timeout_s for s in Trainer(config).parts.rewards] == [7.0, None]
     with pytest.raises(UserError, match="timeout_s must be >= 0"):
         tiny_config(tmp_path, "rewards=[{name: boxed_format, timeout_s: -1}]")
+
+
+def test_a_reward_nothing_can_interrupt_ends_the_process_in_one_line_keeping_the_last_checkpoint(tmp_path):
+    """Stage 3 of rlvr.deadline in a real run: the limit passes, the interruptions never land, the process ends
+    (here 1 s after the first one instead of 10) naming the checkpoint that stands, and the run resumes from it."""
+    run, flag, root = tmp_path / "run", tmp_path / "hang-now", Path(__file__).parents[2]
+    reward = f"{Path(reward_fns.__file__)}:uninterruptible_when_told"
+    script = ("import sys; from rlvr import deadline; deadline.ESCALATE_S = 1.0; from rlvr.cli import main; "
+              "sys.exit(main(sys.argv[1:]))")
+    args = ["train", "--config", "configs/tiny.yaml", "--output-dir", str(run), "--max-steps", "100000",
+            "--set", "save_every=1", "--set", f"rewards=[{{name: '{reward}', timeout_s: 1}}]"]
+    proc = subprocess.Popen([sys.executable, "-c", script, *args], cwd=root, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "RLVR_TEST_HANG": str(flag), "OMP_NUM_THREADS": "1"})
+    try:
+        _wait_until(lambda: paths.latest_checkpoint(run) is not None, proc)
+        flag.touch()
+        _wait_until(lambda: Path(f"{flag}.hanging").exists(), proc)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    latest = paths.latest_checkpoint(run)
+    assert proc.returncode == 2 and stderr.strip().splitlines()[-1] == (
+        f"rlvr: error: reward function '{reward}' did not stop when interrupted (its time limit of 1 s "
+        "(rewards[].timeout_s) passed; it catches the interruption, or is stuck outside Python): the process ends "
+        f"here without finishing the step; the last checkpoint, {latest}, is kept: continue with rlvr train "
+        f"--resume {run}")
+    flag.unlink()
+    step = paths.step_of(latest)
+    resumed = subprocess.run([sys.executable, "-m", "rlvr", "train", "--resume", str(run), "--max-steps",
+                              str(step + 1), "--set", "eval_after=false"], cwd=root, capture_output=True, text=True,
+                             timeout=300, env={**os.environ, "RLVR_TEST_HANG": str(flag)})
+    assert resumed.returncode == 0, resumed.stderr
+    assert paths.step_of(paths.latest_checkpoint(run)) == step + 1
+
+
+def _wait_until(condition, proc, seconds=120):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and proc.poll() is None and not condition():
+        time.sleep(0.2)
+    assert proc.poll() is None and condition(), proc.communicate()[1]

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from tqdm import tqdm
 
-from rlvr import paths
+from rlvr import deadline, paths
 from rlvr.config import save_config
 from rlvr.errors import StepAbandoned, UserError
 from rlvr.run.checkpoint import load_state, rng_state, save_checkpoint, set_rng_state
@@ -210,7 +210,7 @@ def _loop(recipe: Recipe, save: Callable[[], Path], stop: StopFlag, on_step_end:
     try:
         # a rank waits for the others at the end of its step, so a signal never abandons a step there
         agreed = False  # the ranks' decision to stop, taken together at the end of each step
-        with stop_on_signals(stop, distributed=world.distributed):
+        with stop_on_signals(stop, distributed=world.distributed), deadline.exit_note(lambda: _kept(recipe)):
             # one process stops as soon as asked; a rank only on the agreed decision: a signal that lands
             # after it (on one rank) waits for the next step's, or that rank would leave the others behind
             while recipe.step_count < schedule.total_steps and not (agreed if world.distributed
@@ -241,6 +241,15 @@ def _loop(recipe: Recipe, save: Callable[[], Path], stop: StopFlag, on_step_end:
     finally:
         bar.close()
     return evaluation
+
+
+def _kept(recipe: Recipe) -> str:
+    """What a process that user code ends mid-step leaves behind (the last words of rlvr.deadline)."""
+    run_dir = Path(recipe.config.output_dir)
+    latest = paths.latest_checkpoint(run_dir)
+    if latest is None:
+        return "no checkpoint was saved yet"
+    return f"the last checkpoint, {latest}, is kept: continue with {recipe.resume_hint.format(run_dir=run_dir)}"
 
 
 def _step(recipe: Recipe, save: Callable[[], Path]) -> StepResult | None:

@@ -1,0 +1,60 @@
+"""SIGKILL at any point of a step loses nothing saved: a run killed mid-decode, mid-reward, mid-update, while its
+checkpoint or its metrics line is written, then resumed, ends with the unbroken run's weights, metrics and samples."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from rlvr import paths
+
+ROOT = Path(__file__).parents[2]
+KILLER = Path(__file__).with_name("killed_run.py")
+STEPS = 4
+TIMING = ("seconds", "time/", "tokens_per_second", "memory/")  # what a wall clock decides
+
+
+def train(run, *extra, killer=()):
+    args = ["train", "--config", "configs/tiny.yaml", "--output-dir", str(run), "--max-steps", str(STEPS),
+            "--set", "save_every=1", "--set", "eval_before=false", "--set", "eval_after=false", *extra]
+    command = [sys.executable, str(KILLER), *killer, *args] if killer else [sys.executable, "-m", "rlvr", *args]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+def outcome(run):
+    """The final weights, the metrics without wall-clock numbers, and the recorded samples."""
+    weights = load_file(paths.latest_checkpoint(run) / paths.MODEL / "model.safetensors")
+    metrics = [{k: v for k, v in json.loads(line).items() if not any(t in k for t in TIMING)}
+               for line in (run / paths.METRICS).read_text().splitlines()]
+    return weights, metrics, (run / paths.SAMPLES).read_text()
+
+
+@pytest.fixture(scope="module")
+def unbroken(tmp_path_factory):
+    run = tmp_path_factory.mktemp("unbroken") / "run"
+    done = train(run)
+    assert done.returncode == 0, done.stderr
+    return outcome(run)
+
+
+@pytest.mark.parametrize("point, step", [("decode", 1), ("decode", 3), ("reward", 2), ("update", 3),
+                                         ("checkpoint", 2), ("checkpoint", 4), ("metrics", 3)])
+def test_a_run_killed_at_any_point_resumes_to_the_unbroken_runs_end(tmp_path, unbroken, point, step):
+    run = tmp_path / "run"
+    killed = train(run, killer=(point, str(step)))
+    assert killed.returncode == -9, killed.stderr  # it did die there
+    latest = paths.latest_checkpoint(run)
+    assert (latest is None and step == 1) or paths.step_of(latest) == step - 1  # the step it died in is lost
+    resumed = (subprocess.run([sys.executable, "-m", "rlvr", "train", "--resume", str(run)], cwd=ROOT,
+                              capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+               if latest is not None else train(run))  # (killed before its first checkpoint: started again)
+    assert resumed.returncode == 0, resumed.stderr
+    weights, metrics, samples = outcome(run)
+    assert weights.keys() == unbroken[0].keys() and all(torch.equal(w, unbroken[0][k]) for k, w in weights.items())
+    assert metrics == unbroken[1] and samples == unbroken[2]

@@ -140,3 +140,18 @@ def test_recipe_mistakes_are_one_line(tmp_path, capsys, text, message):
     assert main(["pipeline", str(path), "--output-dir", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err
+
+
+def test_an_interrupted_reward_model_stage_with_a_broken_latest_checkpoint_resumes_from_the_intact_one(tmp_path,
+                                                                                                      capsys):
+    from rlvr import paths
+    from rlvr.pipeline.stages import run_stage
+
+    config = {"data": str(RECIPES / "data" / "preferences.jsonl"), "model": "tiny", "max_steps": 4, "save_every": 2,
+              "batch_size": 8, "threads": 1, "lr": 1.0e-3, "output_dir": str(tmp_path / "rm")}
+    out = tmp_path / "rm"
+    run_stage("rm", config, out)
+    (paths.latest_checkpoint(out) / paths.TRAINER_STATE).write_bytes(b"not a checkpoint")
+    summary = run_stage("rm", config, out).summary
+    assert "resuming from step 2" in capsys.readouterr().err and summary is not None
+    assert paths.step_of(paths.latest_checkpoint(out)) == 4

@@ -19,6 +19,7 @@ import yaml
 from rlvr import paths
 from rlvr.config import RewardModelConfig, SampleConfig, SFTConfig, TrainConfig, load_command_config, load_config
 from rlvr.config.loading import canonical
+from rlvr.intact import newest_intact
 from rlvr.run.checkpoint import load_state
 from rlvr.run.directory import resume_config
 
@@ -94,7 +95,7 @@ def _sample(path: Path, out: Path) -> StageOutput:
 def _rm(path: Path, out: Path) -> StageOutput:
     from rlvr.reward_models.train import train_reward_model
 
-    latest = paths.latest_checkpoint(out)
+    latest, _ = newest_intact(out)  # (broken newer ones are the resume's to set aside, with one line each)
     if latest is not None and "optimizer" not in load_state(latest):
         shutil.rmtree(paths.checkpoint_dir(out))  # checkpointed before reward models could resume: start again
     summary = train_reward_model(load_command_config(RewardModelConfig, path),

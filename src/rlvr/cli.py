@@ -13,6 +13,7 @@ import signal
 import sys
 from pathlib import Path
 
+from rlvr import deadline
 from rlvr.dashboard.cli import (
     add_dashboard_parser,
     add_explore_parser,
@@ -83,7 +84,12 @@ def _quiet_transformers() -> None:
 
 def _terminate(signum: int, frame: object) -> None:
     """SIGTERM as Ctrl-C: the commands that sample (eval, sample) keep what they finished and stop; the
-    training loops replace this with their own handler (finish the step, save)."""
+    training loops replace this with their own handler (finish the step, save). A user's function running
+    then (a reward, an environment) that swallows the interruption is interrupted until it ends, and the
+    process ends if it does not (rlvr.deadline)."""
+    call = deadline.running()
+    if call is not None:
+        deadline.abandon(call, f"{signal.Signals(signum).name} arrived", raises=KeyboardInterrupt)
     raise KeyboardInterrupt
 
 
@@ -131,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         return relaunch(sys.argv[1:] if argv is None else argv, args.nproc)
     if args.command in MODEL_COMMANDS:
         _quiet_transformers()
-    previous = signal.signal(signal.SIGTERM, _terminate)
+    previous = {signum: signal.signal(signum, _terminate) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         code = COMMANDS[args.command][1](args)
         _leave_process_group()
@@ -150,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rlvr: error (rank {rank_of_many()}): {reason}", file=sys.stderr)
         return 1
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 if __name__ == "__main__":

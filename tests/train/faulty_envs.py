@@ -65,3 +65,15 @@ class ExitsInStep(Answers):
 class TextReward(Answers):
     def step(self, text):
         return Reply(None, done=True, reward="1.0")
+
+
+class SwallowsInReset(Answers):
+    """reset() waits on something for ever, with a bare `except:` around each wait."""
+
+    def reset(self, row, messages, seed):
+        open(os.environ["RLVR_TEST_HANG"] + ".hanging", "w").close()
+        while True:
+            try:
+                time.sleep(1)
+            except:  # noqa: E722
+                pass

@@ -104,3 +104,25 @@ def test_ctrl_c_or_sigterm_while_an_environment_blocks_saves_and_ends_the_proces
     assert "abandoning this step (environment BlocksWhenTold.step() was running)" in stdout + stderr
     steps = len((run / paths.METRICS).read_text().splitlines())
     assert [p.name for p in (run / "checkpoints").iterdir()] == [f"step-{steps:06d}"]
+
+
+def test_sigterm_ends_an_eval_whose_environment_swallows_every_interruption(tmp_path):
+    """No time limit, and reset() catches everything: SIGTERM still ends the process, with one line, once
+    rlvr.deadline has given up interrupting it (here after 1 s instead of 10)."""
+    flag = tmp_path / "hang"
+    script = ("import sys; from rlvr import deadline; deadline.ESCALATE_S = 1.0; from rlvr.cli import main; "
+              "sys.exit(main(sys.argv[1:]))")
+    proc = subprocess.Popen([sys.executable, "-c", script, "eval", "--model", "tiny", "--data", "arithmetic",
+                             "--limit", "4", "--samples", "0", "--max-new-tokens", "4", "--threads", "1",
+                             "--output-dir", str(tmp_path / "out"), "--set", "environment.timeout_s=0",
+                             "--set", f"environment.name='{ENVS}:SwallowsInReset'"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "RLVR_TEST_HANG": str(flag)})
+    try:
+        _wait_for(Path(f"{flag}.hanging"), proc)
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and "Traceback" not in stderr, stderr
+    assert stderr.strip().splitlines()[-1].startswith(
+        "rlvr: error: environment SwallowsInReset.reset() did not stop when interrupted (SIGTERM arrived;")

@@ -141,3 +141,12 @@ def has_digit_but_rank_1_stalls(completions, **kwargs):
         while len(open(f"/proc/{torchrun}/task/{torchrun}/children").read().split()) > 1:
             time.sleep(0.2)
     return has_digit(completions)
+
+
+def always_one(completions, **kwargs):
+    return [1.0] * len(completions)
+
+
+def always_zero(completions, **kwargs):
+    return [0.0] * len(completions)
+

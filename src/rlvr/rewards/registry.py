@@ -42,6 +42,16 @@ BUILTIN_REWARDS: dict[str, Callable[..., Any]] = {
 }
 
 
+ANSWER_CHECKS = ("math_accuracy", "math_accuracy_lenient", "countdown", "sudoku", "code_tests", "code_tests_all",
+                 "code_continuation_all")
+"""The built-ins that say whether the answer is right: the correctness reward of a run that lists one
+(logged as `accuracy`, followed by the curriculum) without being told. The others score the form
+(boxed_format, ...), the length, the language, a preference (reward_model), or pass on the environment's
+score (environment_reward, which only a run that knows its environment can call correctness)."""
+PASSED_ON = ("environment_reward",)
+"""The built-ins that pass on a score made elsewhere: correctness only when a config says so."""
+
+
 SANDBOXED = (code_tests, code_tests_all, code_continuation_all)
 """The built-ins that run model-written code: refused at build time without a sandbox (rlvr.sandbox)."""
 

@@ -1,0 +1,96 @@
+"""A run's rewards: loaded, and the correctness reward chosen.
+
+    config.rewards (or the data's own) ─▶ one RewardSpec each ─▶ the correctness reward (logged as `accuracy`)
+
+The correctness reward is the one whose mean is logged as `accuracy` and whose pass rate per prompt the
+curriculum follows. It is never guessed from the order of the list (a format reward listed first would
+be logged as accuracy): it is the reward marked `correctness: true`, else the built-in verifier listed
+(rlvr.rewards.registry.ANSWER_CHECKS); your own function must be marked when no verifier is listed. A run
+whose rewards are all built-ins that check no answers (a reward model, format, the environment's score)
+has none: it logs no `accuracy`, and the curriculum refuses to run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from rlvr.config import RewardConfig, TrainConfig
+from rlvr.errors import UserError
+from rlvr.records import Scoring
+from rlvr.rewards import RewardSpec, load_reward_function
+from rlvr.rewards.loading import checks_answers
+from rlvr.rewards.registry import PASSED_ON, is_builtin
+from rlvr.rewards.routing import only_where
+
+
+@dataclass(frozen=True)
+class RunRewards:
+    specs: list[RewardSpec]
+    entries: list[RewardConfig]  # as run, each one's `correctness` decided: what the effective config records
+    correctness: str | None  # the correctness reward's name; None: no reward checks answers (no `accuracy`)
+
+
+def run_rewards(config: TrainConfig, scoring: Scoring) -> RunRewards:
+    """The configured rewards (or the data's own when none are named), loaded; the correctness reward chosen
+    (see the module docstring)."""
+    entries = config.rewards or [RewardConfig(name, weight) for name, weight in scoring.rewards]
+    specs = reward_specs(entries)  # (first: a misspelt name is told as such)
+    chosen = correctness_entry(entries)
+    if chosen is None and config.data.curriculum:
+        raise UserError(f"data.curriculum follows the correctness reward, and none of the rewards "
+                        f"({', '.join(e.name for e in entries)}) checks answers: mark the one that does with "
+                        "correctness: true, or set data.curriculum false")
+    decided = [dataclasses.replace(e, correctness=e is chosen) for e in entries]
+    return RunRewards(specs, decided, None if chosen is None else chosen.name)
+
+
+def reward_specs(entries: list[RewardConfig]) -> list[RewardSpec]:
+    """Each reward loaded, bound and routed."""
+    specs = []
+    for r in entries:
+        fn = load_reward_function(r.name, **r.params)
+        limit = None if is_builtin(fn) or not r.timeout_s else r.timeout_s  # built-ins have their own limits
+        specs.append(RewardSpec(r.name, fn if r.when is None else only_where(fn, r.when, r.name), r.weight, limit))
+    if len({s.name for s in specs}) != len(specs):
+        raise UserError("rewards lists the same reward function twice: "
+                        "merge them into one entry with the summed weight")
+    return specs
+
+
+def correctness_entry(entries: list[RewardConfig]) -> RewardConfig | None:
+    """The entry that says whether an answer is right: the one marked `correctness: true`, else the one
+    built-in verifier listed and not marked false; None when every reward is known to check no answers.
+    (At most one is marked true: TrainConfig.validate.)
+
+    >>> pick = lambda *entries: getattr(correctness_entry(list(entries)), "name", None)
+    >>> pick(RewardConfig("boxed_format"), RewardConfig("math_accuracy"))
+    'math_accuracy'
+    >>> pick(RewardConfig("boxed_format"), RewardConfig("my.py:check", correctness=True))
+    'my.py:check'
+    >>> print(pick(RewardConfig("reward_model"), RewardConfig("overlong_penalty")))
+    None
+    >>> pick(RewardConfig("my.py:check"), RewardConfig("boxed_format"))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    rlvr.errors.UserError: no reward is known to check answers...: mark the one that does with correctness: true...
+    """
+    marked = [e for e in entries if e.correctness]
+    if marked:
+        if checks_answers(marked[0].name) is False and marked[0].name not in PASSED_ON:
+            raise UserError(f"reward '{marked[0].name}' is marked correctness: true, but it does not check whether "
+                            "the answer is right (it scores the form, the length, the language or a preference): "
+                            "mark the reward that does")
+        return marked[0]
+    told = [e for e in entries if e.correctness is None and checks_answers(e.name)]
+    if len(told) > 1:
+        raise UserError(f"rewards '{told[0].name}' and '{told[1].name}' both check answers, and `accuracy` (and "
+                        "data.curriculum) follows one: mark it with correctness: true")
+    if told:
+        return told[0]
+    unknown = [e.name for e in entries if e.correctness is None and checks_answers(e.name) is None]
+    if unknown:
+        raise UserError(f"no reward is known to check answers, so `accuracy` (and data.curriculum) has nothing to "
+                        f"follow: mark the one that does with correctness: true, e.g. rewards: [{{name: '{unknown[0]}'"
+                        ", correctness: true}, ...] (or correctness: false on each of yours if none does)")
+    return None

@@ -1,4 +1,5 @@
-"""A run's rewards (rlvr.train.reward_setup): which one is `accuracy`."""
+"""A run's rewards set up before the model loads (rlvr.train.reward_setup): which one is `accuracy`, and
+whether the training rows have what each needs."""
 
 import json
 
@@ -8,6 +9,7 @@ import yaml
 from rlvr.config import load_config
 from rlvr.errors import UserError
 from rlvr.rewards.registry import ANSWER_CHECKS, BUILTIN_REWARDS
+from rlvr.train import build
 from rlvr.train.reward_setup import correctness_entry
 from rlvr.train.trainer import Trainer, train_grpo
 
@@ -36,6 +38,8 @@ def chosen(*entries):
 def one_line(error):
     return str(error.value) if "\n" not in str(error.value) else pytest.fail(f"two lines: {error.value}")
 
+
+# ── which reward is `accuracy` ─────────────────────────────────────────────────────────────────
 
 def test_a_format_reward_listed_first_is_never_accuracy():
     assert chosen("boxed_format", "math_accuracy") == "math_accuracy"
@@ -97,13 +101,14 @@ def test_the_flagged_reward_is_logged_as_accuracy_and_followed_by_the_curriculum
     assert seen and set(seen) == {0.0}
 
 
-def test_a_run_whose_rewards_check_no_answers_logs_no_accuracy_and_refuses_the_curriculum(tmp_path):
+def test_a_run_whose_rewards_check_no_answers_logs_no_accuracy_and_refuses_the_curriculum(tmp_path, monkeypatch):
     penalty = "rewards=[{name: overlong_penalty, params: {max_tokens: 12, cache_tokens: 4}}]"
     metrics = Trainer(tiny_config(tmp_path, penalty, *QUIET)).step().metrics
     assert "accuracy" not in metrics and "reward/overlong_penalty/mean" in metrics
+    loaded = never_loaded(monkeypatch)
     with pytest.raises(UserError) as e:
         Trainer(tiny_config(tmp_path, penalty, "data.curriculum=true"))
-    assert "data.curriculum follows the correctness reward" in one_line(e)
+    assert "data.curriculum follows the correctness reward" in one_line(e) and not loaded
 
 
 def test_the_effective_config_records_the_correctness_reward(tmp_path):
@@ -113,3 +118,88 @@ def test_the_effective_config_records_the_correctness_reward(tmp_path):
     written = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())["rewards"]
     assert [(r["name"], r["correctness"]) for r in written] == [("math_accuracy", True), ("boxed_format", False)]
     assert correctness_entry(load_config(tmp_path / "run" / "config.yaml").rewards).name == "math_accuracy"
+
+
+# ── what the rewards read, checked before the model loads ───────────────────────────────────────
+
+def never_loaded(monkeypatch):
+    """Calls of the model loader: a check that comes before it leaves the list empty."""
+    calls = []
+
+    def load(*args, **kwargs):
+        calls.append(args)
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(build, "load_configured", load)
+    return calls
+
+
+def rows_file(tmp_path, *rows):
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps({"prompt": f"What is {i} + 1?", **row}) + "\n" for i, row in enumerate(rows)))
+    return path
+
+
+def test_a_missing_answer_column_is_one_line_from_the_cli_before_the_model_loads(tmp_path, monkeypatch, capsys):
+    from rlvr.cli import main
+
+    data = rows_file(tmp_path, *[{"level": 1}] * 8)
+    loaded = never_loaded(monkeypatch)
+    code = main(["train", "--set", "model.name=tiny", "--set", f"data.train={data}",
+                 "--output-dir", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and not loaded and "\n" not in err
+    assert err == (f"rlvr: error: reward 'math_accuracy' (the data's default, as the config names no rewards) needs "
+                   f"a column 'answer', which the training rows of {data} do not have (their columns besides the "
+                   "prompt: level); add it to the rows, or name rewards they can be scored by")
+
+
+@pytest.mark.parametrize("entry, column", [
+    (mine("needs_level", correctness=True), "level"),  # your own function's required keyword
+    ({"name": "countdown"}, "numbers"),
+    ({"name": "math_accuracy", "when": {"kind": "maths"}}, "kind"),  # the column `when` routes by
+])
+def test_a_column_any_reward_needs_is_checked_before_the_model_loads(tmp_path, monkeypatch, entry, column):
+    data = rows_file(tmp_path, *[{"answer": "1"}] * 8)
+    loaded = never_loaded(monkeypatch)
+    with pytest.raises(UserError) as e:
+        Trainer(tiny_config(tmp_path, f"data.train={data}", rewards(entry)))
+    assert f"reward '{entry['name']}' needs a column '{column}'" in one_line(e) and not loaded
+    assert "(their columns besides the prompt: answer, solution)" in str(e.value)
+
+
+def test_an_optional_column_is_not_required(tmp_path):
+    data = rows_file(tmp_path, *[{"answer": "1"}] * 8)
+    Trainer(tiny_config(tmp_path, f"data.train={data}", rewards(mine("level_if_given"), "math_accuracy")))
+
+
+def test_gold_null_in_every_row_is_refused_before_the_model_loads(tmp_path, monkeypatch):
+    data = rows_file(tmp_path, *[{"answer": None}] * 4, *[{"answer": " "}] * 4)
+    loaded = never_loaded(monkeypatch)
+    with pytest.raises(UserError) as e:
+        Trainer(tiny_config(tmp_path, f"data.train={data}"))
+    assert one_line(e) == (f"the correctness reward 'math_accuracy' has nothing to check answers against: 'answer' "
+                           f"is null or empty in all 8 training rows of {data}; fill it in, or mark another reward "
+                           "with correctness: true")
+    assert not loaded
+
+
+def test_gold_missing_in_some_rows_is_one_warning_with_the_count_and_those_rows_are_unscored(tmp_path, capsys):
+    """Rows without an `answer` (null, or no such key where other rows have one) train without a crash: the
+    correctness reward leaves them unscored, once said."""
+    data = rows_file(tmp_path, *[{"answer": "1"}, {"answer": None}, {}, {"answer": "2"}] * 2)
+    trainer = Trainer(tiny_config(tmp_path, f"data.train={data}", "sampling.batch_size=32", *QUIET))
+    warning = [line for line in capsys.readouterr().err.splitlines() if "have no 'answer'" in line]
+    assert warning == [f"rlvr: 4 of 8 training rows of {data} have no 'answer' (null or empty): the correctness "
+                       "reward 'math_accuracy' leaves them unscored, so they learn from the other rewards alone "
+                       "and count in neither `accuracy` nor the curriculum"]
+    scored = trainer.score_round(0)  # the 8 rows, scored a group at a time (sampling.overlap_rewards)
+    no_gold = [ex.columns["answer"] is None for ex in scored.rollout.examples]
+    assert scored.reward_components["math_accuracy"].isnan().all(dim=1).tolist() == no_gold and sum(no_gold) == 4
+
+
+def test_gold_is_counted_only_in_the_rows_a_routed_reward_scores(tmp_path, capsys):
+    data = rows_file(tmp_path, *[{"answer": "1", "kind": "maths"}, {"answer": None, "kind": "chat"}] * 4)
+    Trainer(tiny_config(tmp_path, f"data.train={data}",
+                        rewards({"name": "math_accuracy", "when": {"kind": "maths"}}, "boxed_format")))
+    assert "have no 'answer'" not in capsys.readouterr().err

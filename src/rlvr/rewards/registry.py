@@ -72,6 +72,24 @@ def is_builtin(fn: Callable[..., Any]) -> bool:
     return any(fn is builtin for builtin in BUILTIN_REWARDS.values())
 
 
+def required_columns(fn: Callable[..., Any]) -> list[str]:
+    """The dataset columns `fn` cannot be called without: its parameters that take a keyword, have no
+    default and are not one of TRL's own (prompts, completions, completion_ids). Parameters bound from the
+    config have defaults then; a column read from **kwargs is not required (it may be optional).
+
+    >>> def check(prompts, completions, answer, level=1, **kwargs): ...
+    >>> required_columns(check), required_columns(functools.partial(check, answer="4"))
+    (['answer'], [])
+    """
+    try:
+        signature = inspect.signature(fn)  # (follows functools.wraps to the function a router wraps)
+    except (TypeError, ValueError):  # no readable signature: nothing can be told
+        return []
+    return [name for name, p in signature.parameters.items()
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.default is p.empty
+            and name not in TRL_KEYWORDS]
+
+
 def bind(fn: Callable[..., Any], params: dict[str, Any], spec: str) -> Callable[..., Any]:
     """`fn` with `params` bound by keyword; a UserError names a parameter `fn` does not take."""
     try:

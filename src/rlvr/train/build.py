@@ -16,6 +16,7 @@ from rlvr.config import RewardConfig, TrainConfig
 from rlvr.data import TASKS, expected_format, load_examples, render_prompt, with_few_shot
 from rlvr.data.lengths import prompt_limit, refuse_too_long, too_long
 from rlvr.data.scoring import MATH, scoring_for_columns
+from rlvr.data.sources import with_every_column
 from rlvr.data.trl_form import trl_form
 from rlvr.errors import UserError
 from rlvr.models import frozen_copy, load_configured, load_model
@@ -79,13 +80,13 @@ def _shown(row: int, share: float) -> bool:
 
 
 def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts:
-    """Load the policy (from `checkpoint` when resuming), the reference when β > 0, data and rewards."""
-    device, dtype, policy, tokenizer, reference = load_models(config, checkpoint)
+    """Data and rewards first, checked against each other (a second), then the policy (from `checkpoint`
+    when resuming) and the reference when β > 0 (the slow part), then the prompts rendered for the model."""
     d = config.data
     task = TASKS.get(d.train)
     load = lambda source, split, limit: load_examples(  # noqa: E731
         source, split=split, prompt_field=d.prompt_field, limit=limit, seed=config.seed, difficulty=d.difficulty)
-    train_examples = load(d.train, "train", d.train_size)
+    train_examples = with_every_column(load(d.train, "train", d.train_size))
     eval_source = d.eval or (d.train if task else None)
     eval_examples = load(eval_source, "test", d.eval_size) if eval_source else None
     # a file's rows are code or maths by their columns; rows with neither are scored by the config's
@@ -95,7 +96,8 @@ def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts
     # in TRL's form (chat messages, `solution`), so reward functions written for TRL run unchanged
     train_examples = trl_form(train_examples, chat=d.template == "chat")
     eval_examples = trl_form(eval_examples, chat=d.template == "chat") if eval_examples else eval_examples
-    rewards = run_rewards(config, scoring)
+    rewards = run_rewards(config, scoring, train_examples, d.train)  # before the model: its mistakes are quick
+    device, dtype, policy, tokenizer, reference = load_models(config, checkpoint)
     shots = ([(t.prompt, t.completion) for t in d.few_shot] if d.few_shot is not None
              else list(task.few_shot) if task else [])
     def render(exs: list[Example], shown: list[tuple[str, str]] = shots, share: float = 1.0) -> Prompts:

@@ -78,6 +78,8 @@ class DataConfig:
 
 @dataclass
 class RewardConfig:
+    SHORTHAND: ClassVar[str] = "name"  # a reward given as a plain string is its name: `rewards: [boxed_format]`
+
     name: str = "math_accuracy"
     """A built-in reward, `module:function`, `path/to/file.py:function` (TRL's convention), or a
     grader spec file (`.yaml` / `.json`, rlvr.rewards.graders)."""
@@ -193,7 +195,8 @@ class TrainConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     rewards: list[RewardConfig] | None = None
-    """Reward functions and weights; None = the task's (or the data's) own."""
+    """Reward functions and weights (a plain string is a reward's name: `[{name: my.py:check, correctness: true},
+    boxed_format]`); None = the task's (or the data's) own."""
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)

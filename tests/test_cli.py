@@ -128,9 +128,10 @@ def test_sigterm_while_a_reward_hangs_saves_and_exits_cleanly(tmp_path):
 
     run, flag = tmp_path / "run", tmp_path / "hang-now"
     reward = f"{ROOT / 'tests' / 'train' / 'reward_fns.py'}:hang_when_told"
+    rewards = f"rewards=[{{name: '{reward}', timeout_s: 0, correctness: true}}]"
     proc = subprocess.Popen([sys.executable, "-m", "rlvr", "train", "--config", "configs/tiny.yaml",
                              "--output-dir", str(run), "--max-steps", "100000",
-                             "--set", "save_every=0", "--set", f"rewards=[{{name: '{reward}', timeout_s: 0}}]"],
+                             "--set", "save_every=0", "--set", rewards],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "RLVR_TEST_HANG": str(flag)})
     metrics = run / "metrics.jsonl"

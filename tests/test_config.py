@@ -64,6 +64,13 @@ def test_rewards_list(tmp_path):
     assert [(r.name, r.weight) for r in c.rewards] == [("math_accuracy", 1.0), ("boxed_format", 0.5)]
 
 
+def test_a_reward_given_as_a_string_is_its_name():
+    c = load_config(None, ["rewards=[{name: my.py:check, correctness: true}, boxed_format]"])
+    assert [(r.name, r.correctness) for r in c.rewards] == [("my.py:check", True), ("boxed_format", None)]
+    with pytest.raises(UserError, match=r"'data.few_shot\[0\]' must be a mapping"):  # (a section without a shorthand)
+        load_config(None, ["data.few_shot=[hello]"])
+
+
 @pytest.mark.parametrize(
     "overrides, message",
     [

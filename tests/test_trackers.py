@@ -148,7 +148,7 @@ def test_mlflow_file_store_holds_metrics_params_samples_and_summary(offline):
 
 def test_every_tracker_takes_unscored_rewards(offline):
     """A reward that returns None for every completion: each tracker's sample table gets nulls, its curves gaps."""
-    unscored = f"rewards=[{{name: '{REWARD_FNS}:none_for_all'}}]"
+    unscored = f"rewards=[{{name: '{REWARD_FNS}:none_for_all', correctness: true}}]"
     run(offline, unscored, "logging.report_to=[wandb, trackio, mlflow, tensorboard]", "logging.project=proj",
         "logging.run_name=unscored", steps=1)
     client, (found,) = mlflow_run(offline)

@@ -93,8 +93,8 @@ def test_sigkill_to_the_launcher_or_torchrun_stops_every_rank_with_a_checkpoint_
 
 def test_a_rank_that_fails_ends_every_rank_with_its_error(tmp_path):
     started = time.time()
-    proc = torchrun_train(tmp_path / "run", f"rewards=[{{name: '{REWARD_FNS}:has_digit_but_rank_1_fails'}}]",
-                          "eval_before=false", nproc=True)
+    fails = f"rewards=[{{name: '{REWARD_FNS}:has_digit_but_rank_1_fails', correctness: true}}]"
+    proc = torchrun_train(tmp_path / "run", fails, "eval_before=false", nproc=True)
     code, _, err = finish(proc, 60)
     assert code != 0 and time.time() - started < 60
     assert "rlvr: error (rank 1): " in err and "broken on purpose" in err, err[-3000:]
@@ -105,8 +105,9 @@ def test_a_rank_that_fails_ends_every_rank_with_its_error(tmp_path):
 
 def test_a_rank_that_waits_past_the_timeout_says_so_in_one_line(tmp_path):
     """Rank 1 stalls in its reward at step 2; rank 0, waiting for its groups, gives up after timeout_s."""
-    proc = torchrun_train(tmp_path / "run", f"rewards=[{{name: '{REWARD_FNS}:has_digit_but_rank_1_stalls'}}]",
-                          "distributed.timeout_s=5", "eval_before=false", "eval_after=false", nproc=True)
+    stalls = f"rewards=[{{name: '{REWARD_FNS}:has_digit_but_rank_1_stalls', correctness: true}}]"
+    proc = torchrun_train(tmp_path / "run", stalls, "distributed.timeout_s=5", "eval_before=false",
+                          "eval_after=false", nproc=True)
     code, _, err = finish(proc, 90)
     assert code != 0 and "Traceback" not in err, err[-3000:]
     waited = [line for line in err.splitlines() if "rlvr: error (rank 0)" in line]

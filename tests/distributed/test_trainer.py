@@ -26,7 +26,7 @@ from .launching import ROOT, launch, rank_env, run_ranks, signal_all
 HERE = ROOT / "tests" / "distributed"
 CHECKED = [*TINY, "sampling.batch_size=16", "generation.max_new_tokens=3", "sampling.dynamic_sampling=true",
            "sampling.max_sampling_rounds=3", "data.curriculum=true", "algorithm.advantage_scale=batch_std",
-           "algorithm.beta=0.04", f"rewards=[{{name: '{REWARD_FNS}:digit_share'}}]"]
+           "algorithm.beta=0.04", f"rewards=[{{name: '{REWARD_FNS}:digit_share', correctness: true}}]"]
 
 
 @pytest.fixture(scope="module", params=["ddp", "fsdp"])

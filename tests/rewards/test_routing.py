@@ -52,8 +52,10 @@ def test_when_is_read_from_the_config(tmp_path):
 def test_the_trainer_builds_routed_rewards_from_the_config(tmp_path):
     from rlvr.train.build import build_parts
 
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"prompt": "1+1?", "answer": "2", "kind": "reasoning"}\n{"prompt": "hi", "kind": "general"}\n')
     path = tmp_path / "c.yaml"
-    path.write_text("model: {name: tiny}\ndata: {train_size: 8, eval_size: 2}\n"
+    path.write_text(f"model: {{name: tiny}}\ndata: {{train: '{rows}', train_size: 8, eval_size: 2}}\n"
                     "rewards:\n  - {name: math_accuracy, when: {kind: reasoning}}\n")
     parts = build_parts(load_config(path, output_dir=str(tmp_path / "run")))
     fn = parts.rewards[0].fn

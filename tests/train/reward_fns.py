@@ -155,3 +155,21 @@ def uninterruptible_when_told(completions, **kwargs):
         open(os.environ["RLVR_TEST_HANG"] + ".hanging", "w").close()
         time.sleep(3600)
     return digit_share(completions)
+
+
+def always_one(completions, **kwargs):
+    return [1.0] * len(completions)
+
+
+def always_zero(completions, **kwargs):
+    return [0.0] * len(completions)
+
+
+def needs_level(completions, level, **kwargs):
+    """Reads the `level` column: a required keyword, so a run whose rows have no `level` is refused."""
+    return [float(lv) for lv in level]
+
+
+def level_if_given(completions, level=None, **kwargs):
+    """Reads the `level` column when the rows have one: optional, so rows without it are fine."""
+    return [0.0 if level is None or lv is None else float(lv) for lv in (level or [None] * len(completions))]

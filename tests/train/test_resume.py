@@ -21,7 +21,7 @@ STEPS = ["optim.schedule=cosine", "optim.warmup_steps=1", "algorithm.updates_per
          "eval_after=false"]
 
 
-COARSE = f"rewards=[{{name: '{Path(__file__).parent / 'reward_fns.py'}:has_digit'}}]"
+COARSE = f"rewards=[{{name: '{Path(__file__).parent / 'reward_fns.py'}:has_digit', correctness: true}}]"
 CURRICULUM = [COARSE, "data.curriculum=true", "sampling.dynamic_sampling=true", "sampling.max_sampling_rounds=3"]
 
 

@@ -77,7 +77,8 @@ def test_ctrl_c_while_a_reward_hangs_abandons_the_step_and_the_resumed_run_equal
 
 
 def test_a_user_reward_gets_the_configured_limit_and_built_ins_their_own(tmp_path):
-    config = tiny_config(tmp_path, QUIET[0], f"rewards=[{{name: '{reward_fns.__file__}:digit_share', timeout_s: 7}},"
+    config = tiny_config(tmp_path, QUIET[0], f"rewards=[{{name: '{reward_fns.__file__}:digit_share', timeout_s: 7, "
+                                             "correctness: true},"
                                              "{name: boxed_format}]")
     assert [s.timeout_s for s in Trainer(config).parts.rewards] == [7.0, None]
     with pytest.raises(UserError, match="timeout_s must be >= 0"):

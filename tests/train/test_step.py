@@ -23,7 +23,7 @@ TINY = ["model.name=tiny", "data.train_size=32", "data.eval_size=4", "sampling.g
 
 
 REWARD_FNS = Path(__file__).with_name("reward_fns.py")
-DIGITS = f"rewards=[{{name: '{REWARD_FNS}:digit_share'}}]"
+DIGITS = f"rewards=[{{name: '{REWARD_FNS}:digit_share', correctness: true}}]"
 
 
 def tiny_config(tmp_path, *extra, steps=2):
@@ -269,20 +269,11 @@ def test_eval_every_logs_held_out_accuracy(tmp_path):
     assert 0.0 <= lines[1]["eval/alone/strict"] <= lines[1]["eval/alone/lenient"] <= 1.0
 
 
-def test_accuracy_follows_the_tasks_verifier_wherever_it_is_listed(tmp_path):
-    """The reward logged as `accuracy` (and followed by the curriculum) is the data's strict verifier when
-    it is among the rewards, wherever it is listed; otherwise the first reward (a user's own check)."""
-    listed_second = Trainer(tiny_config(tmp_path, "rewards=[{name: boxed_format}, {name: math_accuracy}]"))
-    assert listed_second.parts.correctness == "math_accuracy"
-    metrics = listed_second.step().metrics
-    assert metrics["accuracy"] == metrics["reward/math_accuracy/mean"]
-    assert Trainer(tiny_config(tmp_path, DIGITS)).parts.correctness == f"{REWARD_FNS}:digit_share"
-
-
 def test_a_completion_no_reward_could_score_gets_no_advantage_and_no_loss(tmp_path, monkeypatch):
     """A reward that scores a group but not one of its completions (a failed check) leaves that
     completion unscored: out of the group's statistics, out of the loss, counted in a metric."""
-    flaky = f"rewards=[{{name: '{REWARD_FNS}:digit_share_but_not_the_second'}}, {{name: boxed_format}}]"
+    flaky = (f"rewards=[{{name: '{REWARD_FNS}:digit_share_but_not_the_second', correctness: true}}, "
+             "{name: boxed_format}]")
     trainer = Trainer(tiny_config(tmp_path, flaky))
     metrics, batch = step_with_batch(trainer, monkeypatch)
     g = batch.rollout.group_size

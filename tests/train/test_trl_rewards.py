@@ -10,7 +10,7 @@ from rlvr.train.trainer import Trainer
 from .test_step import REWARD_FNS, tiny_config
 
 QUIET = ["eval_before=false", "eval_after=false"]
-TRL_STYLE = (f"rewards=[{{name: '{REWARD_FNS}:conversational_digits'}}, "
+TRL_STYLE = (f"rewards=[{{name: '{REWARD_FNS}:conversational_digits', correctness: true}}, "
              f"{{name: '{REWARD_FNS}:get_length_reward', params: {{scale: 0.5, cap: 8}}}}]")
 
 
@@ -28,8 +28,8 @@ def test_with_the_chat_template_rewards_get_trls_conversational_form_and_the_ans
 
 
 def test_without_the_chat_template_prompts_and_completions_stay_text(tmp_path):
-    plain = f"rewards=[{{name: '{REWARD_FNS}:digit_share'}}, {{name: '{REWARD_FNS}:get_length_reward', " \
-            "params: {scale: 1.0}}]"
+    plain = (f"rewards=[{{name: '{REWARD_FNS}:digit_share', correctness: true}}, "
+             f"{{name: '{REWARD_FNS}:get_length_reward', params: {{scale: 1.0}}}}]")
     trainer = Trainer(tiny_config(tmp_path, plain, "data.template=plain", *QUIET, steps=1))
     assert all(isinstance(ex.prompt, str) for ex in trainer.parts.train.examples)
     assert all(ex.columns["solution"] == ex.columns["answer"] for ex in trainer.parts.train.examples)

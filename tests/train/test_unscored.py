@@ -20,8 +20,9 @@ def strict_json(line):
 
 @pytest.mark.parametrize("fn", ["none_for_odd_answers", "nan_for_odd_answers", "none_for_all"])
 def test_a_run_whose_rewards_are_none_or_nan_records_them_as_unscored(tmp_path, capsys, fn):
-    summary = train_grpo(tiny_config(tmp_path, f"rewards=[{{name: '{REWARD_FNS}:{fn}'}}]", "sample_every=1",
-                                     "eval_before=false", "eval_after=false", steps=2))
+    rewards = f"rewards=[{{name: '{REWARD_FNS}:{fn}', correctness: true}}]"
+    summary = train_grpo(tiny_config(tmp_path, rewards, "sample_every=1", "eval_before=false", "eval_after=false",
+                                     steps=2))
     run = tmp_path / "run"
     assert summary["steps"] == 2 and paths.latest_checkpoint(run).name == "step-000002"
     metrics = [strict_json(line) for line in (run / paths.METRICS).read_text().splitlines()]
@@ -42,8 +43,9 @@ def test_a_run_whose_rewards_are_none_or_nan_records_them_as_unscored(tmp_path, 
 def test_tensorboard_shows_unscored_rewards_in_its_sample_table(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    train_grpo(tiny_config(tmp_path, f"rewards=[{{name: '{REWARD_FNS}:none_for_all'}}]", "sample_every=1",
-                           "eval_before=false", "eval_after=false", "logging.report_to=[tensorboard]", steps=1))
+    rewards = f"rewards=[{{name: '{REWARD_FNS}:none_for_all', correctness: true}}]"
+    train_grpo(tiny_config(tmp_path, rewards, "sample_every=1", "eval_before=false", "eval_after=false",
+                           "logging.report_to=[tensorboard]", steps=1))
     events = EventAccumulator(str(tmp_path / "run" / paths.TENSORBOARD), size_guidance={"tensors": 0}).Reload()
     table = events.Tensors("samples/text_summary")[0].tensor_proto.string_val[0].decode()
     assert "| unscored |" in table and "None" not in table

@@ -274,7 +274,8 @@ def _coerce(tp: Any, value: Any, key: str) -> Any:
         if len(inner) == 1:
             return _coerce(inner[0], value, key)
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        return from_dict(tp, value, key + ".")
+        shorthand = getattr(tp, "SHORTHAND", None)  # `rewards: [boxed_format]` is `rewards: [{name: boxed_format}]`
+        return from_dict(tp, {shorthand: value} if shorthand and isinstance(value, str) else value, key + ".")
     if origin is Literal:
         if value not in args:
             hint = _suggest(str(value), map(str, args))

@@ -78,6 +78,8 @@ class DataConfig:
 
 @dataclass
 class RewardConfig:
+    SHORTHAND: ClassVar[str] = "name"  # a reward given as a plain string is its name: `rewards: [boxed_format]`
+
     name: str = "math_accuracy"
     """A built-in reward, `module:function`, `path/to/file.py:function` (TRL's convention), or a
     grader spec file (`.yaml` / `.json`, rlvr.rewards.graders)."""
@@ -93,6 +95,12 @@ class RewardConfig:
     """Time limit of one call of your own reward function (one call scores a group, or the batch with
     sampling.overlap_rewards: false); past it the run stops with an error naming the reward, after
     saving. 0 = no limit. Built-in rewards have their own limits (math_accuracy's timeout_s, the sandbox's)."""
+    correctness: bool | None = None
+    """Whether this reward says if the answer is right: the correctness reward, whose mean is logged as
+    `accuracy` and which data.curriculum follows. At most one is true. None = by its kind: the built-in
+    verifiers (math_accuracy, math_accuracy_lenient, countdown, sudoku, code_tests, code_tests_all,
+    code_continuation_all) are when listed, the other built-ins are not, and your own function must say so
+    (true, or false) when no verifier is listed. The effective config records the choice."""
 
 
 @dataclass
@@ -187,7 +195,8 @@ class TrainConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     rewards: list[RewardConfig] | None = None
-    """Reward functions and weights; None = the task's (or the data's) own."""
+    """Reward functions and weights (a plain string is a reward's name: `[{name: my.py:check, correctness: true},
+    boxed_format]`); None = the task's (or the data's) own."""
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
@@ -224,6 +233,7 @@ class TrainConfig:
         for section in (self.model, self.data, self.sampling, self.generation, self.algorithm, self.optim,
                         self.distributed, self.logging, self.environment):
             section.validate()
+        flagged = [r.name for r in self.rewards or [] if r.correctness]  # the correctness reward, when a config says
         check([
             (self.generation.max_new_tokens is not None, "generation.max_new_tokens must be a number for training"),
             (self.max_steps >= 1, "max_steps must be >= 1"),
@@ -236,6 +246,9 @@ class TrainConfig:
              f"environment {self.environment.name!r} talks in chat turns: set data.template to chat"),
             (self.threads >= 0, "threads must be >= 0 (0 = all cores)"),
             (all(r.timeout_s >= 0 for r in self.rewards or []), "rewards[].timeout_s must be >= 0 (0 = no limit)"),
+            (len(flagged) <= 1,
+             f"rewards {' and '.join(map(repr, flagged[:2]))} both say correctness: true, and `accuracy` can follow "
+             "one reward only: keep it on the one that checks answers"),
             # (TRL refuses its sync_ref_model with peft alike)
             (not (self.model.lora and self.algorithm.ref_refresh_steps),
              "algorithm.ref_refresh_steps cannot refresh the reference with model.lora: the reference is the "

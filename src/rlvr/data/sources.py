@@ -12,6 +12,7 @@ UserError that names the file and line (or row) and what to do about it.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import importlib
 import itertools
@@ -62,6 +63,19 @@ def load_examples(
     if shuffle:
         random.Random(seed).shuffle(examples)
     return examples if limit is None else examples[:limit]
+
+
+def with_every_column(examples: list[Example]) -> list[Example]:
+    """The rows as a table: a column any row has, every row has (None where the row lacks it, as in a
+    Parquet file), so a reward is called with the same keywords whichever rows one call holds.
+
+    >>> [ex.columns for ex in with_every_column([Example("a", {"answer": "1"}), Example("b", {"level": 2})])]
+    [{'answer': '1', 'level': None}, {'answer': None, 'level': 2}]
+    """
+    names = dict.fromkeys(name for ex in examples for name in ex.columns)  # (a dict keeps the first-seen order)
+    if all(len(ex.columns) == len(names) for ex in examples):
+        return examples
+    return [dataclasses.replace(ex, columns={name: ex.columns.get(name) for name in names}) for ex in examples]
 
 
 def read_located(source: str, *, split: str, seed: int, difficulty: int, limit: int | None) -> Iterator[Located]:

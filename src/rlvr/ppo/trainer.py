@@ -76,7 +76,7 @@ class PPOTrainer:
             raise UserError("PPO runs in one process (its critic is not data-parallel): start it without torchrun, "
                             "or train GRPO on several ranks")
         self.grpo, self.world = Trainer(config, checkpoint), world
-        self.config, self.schedule, self.settings = config, self.grpo.schedule, settings
+        self.config, self.schedule, self.settings = self.grpo.config, self.grpo.schedule, settings  # (rewards as run)
         self.critic = ValueModel(self.grpo.policy).to(self.grpo.parts.device)
         self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=settings.critic_lr)
         # what the run core asks of a recipe and PPO does as GRPO does

@@ -24,7 +24,7 @@ from typing import Any
 from rlvr.errors import UserError
 from rlvr.rewards.graders.build import SPEC_TYPES, VERIFIER_TYPES, build_grader, load_grader
 from rlvr.rewards.graders.spec import did_you_mean
-from rlvr.rewards.registry import BUILTIN_REWARDS, bind, require_sandbox
+from rlvr.rewards.registry import ANSWER_CHECKS, BUILTIN_REWARDS, bind, require_sandbox
 from rlvr.user_code import load_user_object
 
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
@@ -58,6 +58,22 @@ def load_reward_function(spec: str, **params: Any) -> Callable[..., Any]:
         params = {}
     require_sandbox(fn)
     return bind(fn, params, spec) if params else fn
+
+
+def checks_answers(spec: str) -> bool | None:
+    """Whether the reward `spec` names says if an answer is right: True for the built-in verifiers
+    (registry.ANSWER_CHECKS) and the grader types made of them, False for the other built-ins (format,
+    shaping, reward model), None for what rlvr cannot tell: your own functions and grader specs.
+
+    >>> [checks_answers(s) for s in ("sudoku", "math", "boxed_format", "format", "my.py:check", "g.yaml")]
+    [True, True, False, False, None, None]
+    """
+    spec = spec.strip()
+    if spec in BUILTIN_REWARDS:
+        return spec in ANSWER_CHECKS
+    if spec in VERIFIER_TYPES:
+        return spec != "format"
+    return None
 
 
 def is_factory(fn: Callable[..., Any]) -> bool:

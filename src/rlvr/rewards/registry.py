@@ -42,6 +42,16 @@ BUILTIN_REWARDS: dict[str, Callable[..., Any]] = {
 }
 
 
+ANSWER_CHECKS = ("math_accuracy", "math_accuracy_lenient", "countdown", "sudoku", "code_tests", "code_tests_all",
+                 "code_continuation_all")
+"""The built-ins that say whether the answer is right: the correctness reward of a run that lists one
+(logged as `accuracy`, followed by the curriculum) without being told. The others score the form
+(boxed_format, ...), the length, the language, a preference (reward_model), or pass on the environment's
+score (environment_reward, which only a run that knows its environment can call correctness)."""
+PASSED_ON = ("environment_reward",)
+"""The built-ins that pass on a score made elsewhere: correctness only when a config says so."""
+
+
 SANDBOXED = (code_tests, code_tests_all, code_continuation_all)
 """The built-ins that run model-written code: refused at build time without a sandbox (rlvr.sandbox)."""
 
@@ -60,6 +70,24 @@ def is_builtin(fn: Callable[..., Any]) -> bool:
     while isinstance(fn, functools.partial):
         fn = fn.func
     return any(fn is builtin for builtin in BUILTIN_REWARDS.values())
+
+
+def required_columns(fn: Callable[..., Any]) -> list[str]:
+    """The dataset columns `fn` cannot be called without: its parameters that take a keyword, have no
+    default and are not one of TRL's own (prompts, completions, completion_ids). Parameters bound from the
+    config have defaults then; a column read from **kwargs is not required (it may be optional).
+
+    >>> def check(prompts, completions, answer, level=1, **kwargs): ...
+    >>> required_columns(check), required_columns(functools.partial(check, answer="4"))
+    (['answer'], [])
+    """
+    try:
+        signature = inspect.signature(fn)  # (follows functools.wraps to the function a router wraps)
+    except (TypeError, ValueError):  # no readable signature: nothing can be told
+        return []
+    return [name for name, p in signature.parameters.items()
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.default is p.empty
+            and name not in TRL_KEYWORDS]
 
 
 def bind(fn: Callable[..., Any], params: dict[str, Any], spec: str) -> Callable[..., Any]:

@@ -9,7 +9,7 @@ get None (not applicable), so the weighted total of a row sums just the rewards 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from rlvr.errors import UserError
@@ -44,6 +44,15 @@ def only_where(fn: Callable[..., list[float | None]], when: dict[str, Any],
         return result
 
     return routed
+
+
+def applies_to(row: Mapping[str, Any], when: dict[str, Any] | None) -> bool:
+    """Whether a reward with `when` scores the row with these columns (no `when`: every row).
+
+    >>> applies_to({"kind": "maths"}, {"kind": ["maths", "code"]}), applies_to({}, {"kind": "maths"})
+    (True, False)
+    """
+    return when is None or all(column in row and _matches(row[column], want) for column, want in when.items())
 
 
 def _matches(value: Any, want: Any) -> bool:

@@ -16,13 +16,13 @@ from rlvr.config import RewardConfig, TrainConfig
 from rlvr.data import TASKS, expected_format, load_examples, render_prompt, with_few_shot
 from rlvr.data.lengths import prompt_limit, refuse_too_long, too_long
 from rlvr.data.scoring import MATH, scoring_for_columns
+from rlvr.data.sources import with_every_column
 from rlvr.data.trl_form import trl_form
 from rlvr.errors import UserError
 from rlvr.models import frozen_copy, load_configured, load_model
-from rlvr.records import Example, Scoring
+from rlvr.records import Example
 from rlvr.rewards import RewardSpec, load_reward_function
-from rlvr.rewards.registry import is_builtin
-from rlvr.rewards.routing import only_where
+from rlvr.train.reward_setup import run_rewards
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,8 @@ class RunParts:
     eval: Prompts | None
     eval_alone: Prompts | None  # the held-out questions without the example exchanges (None: there are none)
     rewards: list[RewardSpec]
-    correctness: str  # the reward logged as `accuracy` and followed by the curriculum (see `correctness_reward`)
+    reward_entries: list[RewardConfig]  # the rewards as run, each one's `correctness` decided (the effective config)
+    correctness: str | None  # the reward logged as `accuracy` and followed by the curriculum (rlvr.train.reward_setup)
     accuracy_fns: tuple[Callable[..., Any], Callable[..., Any]]  # (strict, lenient) verifiers for held-out evaluation
     format_check: Callable[..., Any]  # the format reward the template asks for
     add_special_tokens: bool
@@ -79,23 +80,24 @@ def _shown(row: int, share: float) -> bool:
 
 
 def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts:
-    """Load the policy (from `checkpoint` when resuming), the reference when β > 0, data and rewards."""
-    device, dtype, policy, tokenizer, reference = load_models(config, checkpoint)
+    """Data and rewards first, checked against each other (a second), then the policy (from `checkpoint`
+    when resuming) and the reference when β > 0 (the slow part), then the prompts rendered for the model."""
     d = config.data
     task = TASKS.get(d.train)
     load = lambda source, split, limit: load_examples(  # noqa: E731
         source, split=split, prompt_field=d.prompt_field, limit=limit, seed=config.seed, difficulty=d.difficulty)
-    train_examples = load(d.train, "train", d.train_size)
+    train_examples = with_every_column(load(d.train, "train", d.train_size))
     eval_source = d.eval or (d.train if task else None)
     eval_examples = load(eval_source, "test", d.eval_size) if eval_source else None
     # a file's rows are code or maths by their columns; rows with neither are scored by the config's
     # rewards, and held-out ones (if any) as maths
     scoring = (task.scoring if task
                else scoring_for_columns(train_examples[0].columns if train_examples else (), d.train, MATH))
-    specs = reward_specs(config, scoring)
     # in TRL's form (chat messages, `solution`), so reward functions written for TRL run unchanged
     train_examples = trl_form(train_examples, chat=d.template == "chat")
     eval_examples = trl_form(eval_examples, chat=d.template == "chat") if eval_examples else eval_examples
+    rewards = run_rewards(config, scoring, train_examples, d.train)  # before the model: its mistakes are quick
+    device, dtype, policy, tokenizer, reference = load_models(config, checkpoint)
     shots = ([(t.prompt, t.completion) for t in d.few_shot] if d.few_shot is not None
              else list(task.few_shot) if task else [])
     def render(exs: list[Example], shown: list[tuple[str, str]] = shots, share: float = 1.0) -> Prompts:
@@ -117,7 +119,7 @@ def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts
     return RunParts(
         device=device, dtype=dtype, policy=policy, tokenizer=tokenizer, reference=reference,
         train=train, eval=held_out, eval_alone=render(eval_examples, []) if held_out and shots else None,
-        rewards=specs, correctness=correctness_reward([s.name for s in specs], scoring),
+        rewards=rewards.specs, reward_entries=rewards.entries, correctness=rewards.correctness,
         accuracy_fns=(load_reward_function(scoring.strict), load_reward_function(scoring.lenient)),
         format_check=load_reward_function(expected_format(d.template)),
         add_special_tokens=specials,
@@ -139,29 +141,3 @@ def fitting(prompts: Prompts, tokenizer: Any, limit: int | None, add_special_tok
     keep = [i for i in range(len(prompts.texts)) if i not in over]
     return Prompts([prompts.examples[i] for i in keep], [prompts.texts[i] for i in keep],
                    [prompts.messages[i] for i in keep] if prompts.messages else [])
-
-
-def reward_specs(config: TrainConfig, scoring: Scoring) -> list[RewardSpec]:
-    """The configured rewards (or the data's own when none are named), each loaded, bound and routed."""
-    entries = config.rewards or [RewardConfig(name, weight) for name, weight in scoring.rewards]
-    specs = []
-    for r in entries:
-        fn = load_reward_function(r.name, **r.params)
-        limit = None if is_builtin(fn) or not r.timeout_s else r.timeout_s  # built-ins have their own limits
-        specs.append(RewardSpec(r.name, fn if r.when is None else only_where(fn, r.when, r.name), r.weight, limit))
-    if len({s.name for s in specs}) != len(specs):
-        raise UserError("rewards lists the same reward function twice: "
-                        "merge them into one entry with the summed weight")
-    return specs
-
-
-def correctness_reward(names: list[str], scoring: Scoring) -> str:
-    """The reward that says whether an answer is right: the data's strict verifier when it is among the
-    rewards, else the first reward listed (a user's own check comes first by convention).
-
-    >>> from rlvr.data.scoring import MATH
-    >>> (correctness_reward(["boxed_format", "math_accuracy"], MATH),
-    ...  correctness_reward(["my.py:check", "boxed_format"], MATH))
-    ('math_accuracy', 'my.py:check')
-    """
-    return scoring.strict if scoring.strict in names else names[0]

@@ -2,6 +2,9 @@
 
     TrainBatch + update statistics + phase times ─step_metrics─▶ {name: number} ─▶ metrics.jsonl / TensorBoard
 
+`reward/NAME/mean` is each reward's own mean; `accuracy` is the correctness reward's (rlvr.train.reward_setup
+says which one that is), and is not logged by a run that has none.
+
 Data-parallel, every rank's scored groups are gathered first (`gather_step`), so the metrics are those
 of the whole global batch, computed exactly as in one process (no means of per-rank means).
 """
@@ -28,7 +31,7 @@ from rlvr.train.dynamic import FillStats, concat_scored
 class MetricSources:
     """What the step's records do not hold: names and checks fixed for the run."""
 
-    correctness: str  # the reward whose mean is logged as `accuracy`
+    correctness: str | None  # the reward whose mean is logged as `accuracy` (None: no reward checks answers)
     reflection_phrases: list[str]
     format_check: Callable[..., list[Any]]  # the format reward the template asks for (boxed or think/answer)
     device: torch.device
@@ -77,7 +80,8 @@ def step_metrics(record: StepRecord, updates: list[dict[str, float]], seconds: d
     for name, values in scored.reward_components.items():
         m[f"reward/{name}/mean"], m[f"reward/{name}/std"] = _nan_stats(values)
         m[f"reward/{name}/seconds"] = scored.reward_seconds.get(name, 0.0)
-    m["accuracy"] = m[f"reward/{sources.correctness}/mean"]
+    if sources.correctness is not None:  # the correctness reward (rlvr.train.reward_setup), never another
+        m["accuracy"] = m[f"reward/{sources.correctness}/mean"]
     m["zero_variance_fraction"] = float(zero_variance_groups(scored.rewards).float().mean())
     m["advantage/abs_mean"] = float(record.advantages.abs().mean())
     m["completion_length/mean"], m["completion_length/max"] = float(lengths.mean()), float(lengths.max())

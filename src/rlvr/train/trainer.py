@@ -16,6 +16,7 @@ Where this departs from DeepSeekMath's Algorithm 1 (Shao et al. 2024):
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,8 @@ class Trainer:
                             f"(group_size {s.group_size}), which {world.size} ranks cannot share whole: make "
                             f"batch_size / group_size a multiple of {world.size}")
         self.parts = build_parts(config, checkpoint)
+        # the effective config (config.yaml) records the rewards as run: which one is the correctness reward
+        self.config = c = dataclasses.replace(config, rewards=self.parts.reward_entries)
         self.policy, self.tokenizer = self.parts.policy, self.parts.tokenizer
         p, strategy = self.parts, c.distributed.strategy
         # what the update runs: the policy itself, DDP-wrapped, or sharded in place (rlvr.run.parallel)
@@ -154,9 +157,10 @@ class Trainer:
                                           self.parts.rewards, concurrent=self.parts.device.type != "cpu")
         else:
             scored = score_rollout(self.sample(positions, round_=round_), self.parts.rewards)
-        accuracies = scored.reward_components[self.parts.correctness].nanmean(dim=1).tolist()
-        for seen, rates in gather_across((positions, accuracies), self.world):
-            self.prompts.observe(seen, rates)
+        if self.parts.correctness is not None:  # (without one there is no curriculum: rlvr.train.reward_setup)
+            accuracies = scored.reward_components[self.parts.correctness].nanmean(dim=1).tolist()
+            for seen, rates in gather_across((positions, accuracies), self.world):
+                self.prompts.observe(seen, rates)
         return scored
 
     def sample(self, positions: list[int], on_group_done: GroupDone | None = None, round_: int = 0) -> Rollout:

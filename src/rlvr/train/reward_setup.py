@@ -1,0 +1,156 @@
+"""A run's rewards, set up before the model loads: loaded, the correctness reward chosen, and what they
+read checked against the training rows, so that a mistake costs a second, not a model load and a rollout.
+
+    config.rewards (or the data's own) ─▶ one RewardSpec each ─▶ the correctness reward (logged as `accuracy`)
+                                          └─ the columns each needs are the rows' columns; the correctness
+                                             reward's gold is filled in
+
+The correctness reward is the one whose mean is logged as `accuracy` and whose pass rate per prompt the
+curriculum follows. It is never guessed from the order of the list (a format reward listed first would
+be logged as accuracy): it is the reward marked `correctness: true`, else the built-in verifier listed
+(rlvr.rewards.registry.ANSWER_CHECKS), else your own function when it is the only reward listed that may
+check answers (the others are built-ins that do not: format, length, ...); with two of yours and no
+verifier, one must be marked. A run
+whose rewards are all built-ins that check no answers (a reward model, format, the environment's score)
+has none: it logs no `accuracy`, and the curriculum refuses to run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rlvr.config import RewardConfig, TrainConfig
+from rlvr.errors import UserError
+from rlvr.records import Example, Scoring
+from rlvr.rewards import RewardSpec, load_reward_function
+from rlvr.rewards.loading import checks_answers
+from rlvr.rewards.registry import PASSED_ON, is_builtin, required_columns
+from rlvr.rewards.routing import applies_to, only_where
+
+ENVIRONMENT_COLUMNS = ("env_reward",)  # what a multi-turn rollout adds to the rows (rlvr.rewards.batch)
+
+
+@dataclass(frozen=True)
+class RunRewards:
+    specs: list[RewardSpec]
+    entries: list[RewardConfig]  # as run, each one's `correctness` decided: what the effective config records
+    correctness: str | None  # the correctness reward's name; None: no reward checks answers (no `accuracy`)
+
+
+def run_rewards(config: TrainConfig, scoring: Scoring, train: list[Example], source: str) -> RunRewards:
+    """The configured rewards (or the data's own when none are named), loaded and checked against the
+    training rows `train` of `source`; the correctness reward chosen (see the module docstring)."""
+    entries = config.rewards or [RewardConfig(name, weight) for name, weight in scoring.rewards]
+    specs = reward_specs(entries)  # (first: a misspelt name is told as such)
+    chosen = correctness_entry(entries)
+    if chosen is None and config.data.curriculum:
+        raise UserError(f"data.curriculum follows the correctness reward, and none of the rewards "
+                        f"({', '.join(e.name for e in entries)}) checks answers: mark the one that does with "
+                        "correctness: true, or set data.curriculum false")
+    rows = [ex.columns for ex in train]
+    given = set().union(*rows, ENVIRONMENT_COLUMNS if config.environment.name else ())
+    for entry, spec in zip(entries, specs):
+        default = "" if config.rewards else " (the data's default, as the config names no rewards)"
+        for column in [*(entry.when or {}), *required_columns(spec.fn)]:
+            if column not in given:
+                have = ", ".join(sorted(set().union(*rows))) or "none"
+                raise UserError(f"reward '{entry.name}'{default} needs a column {column!r}, which the training rows "
+                                f"of {source} do not have (their columns besides the prompt: {have}); add it to "
+                                "the rows, or name rewards they can be scored by")
+    if chosen is not None:
+        check_gold(chosen, specs[entries.index(chosen)], rows, source)
+    decided = [dataclasses.replace(e, correctness=e is chosen) for e in entries]
+    return RunRewards(specs, decided, None if chosen is None else chosen.name)
+
+
+def reward_specs(entries: list[RewardConfig]) -> list[RewardSpec]:
+    """Each reward loaded, bound and routed."""
+    specs = []
+    for r in entries:
+        fn = load_reward_function(r.name, **r.params)
+        limit = None if is_builtin(fn) or not r.timeout_s else r.timeout_s  # built-ins have their own limits
+        specs.append(RewardSpec(r.name, fn if r.when is None else only_where(fn, r.when, r.name), r.weight, limit))
+    if len({s.name for s in specs}) != len(specs):
+        raise UserError("rewards lists the same reward function twice: "
+                        "merge them into one entry with the summed weight")
+    return specs
+
+
+def correctness_entry(entries: list[RewardConfig]) -> RewardConfig | None:
+    """The entry that says whether an answer is right: the one marked `correctness: true`, else the one
+    built-in verifier listed and not marked false; None when every reward is known to check no answers.
+    (At most one is marked true: TrainConfig.validate.)
+
+    >>> pick = lambda *entries: getattr(correctness_entry(list(entries)), "name", None)
+    >>> pick(RewardConfig("boxed_format"), RewardConfig("math_accuracy"))
+    'math_accuracy'
+    >>> pick(RewardConfig("boxed_format"), RewardConfig("my.py:check", correctness=True))
+    'my.py:check'
+    >>> print(pick(RewardConfig("reward_model"), RewardConfig("overlong_penalty")))
+    None
+    >>> pick(RewardConfig("my.py:check"), RewardConfig("boxed_format"))  # the only one that may check answers
+    'my.py:check'
+    >>> pick(RewardConfig("my.py:check"), RewardConfig("my.py:style"))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    rlvr.errors.UserError: no reward is known to check answers...: mark the one that does with correctness: true...
+    """
+    marked = [e for e in entries if e.correctness]
+    if marked:
+        if checks_answers(marked[0].name) is False and marked[0].name not in PASSED_ON:
+            raise UserError(f"reward '{marked[0].name}' is marked correctness: true, but it does not check whether "
+                            "the answer is right (it scores the form, the length, the language or a preference): "
+                            "mark the reward that does")
+        return marked[0]
+    told = [e for e in entries if e.correctness is None and checks_answers(e.name)]
+    if len(told) > 1:
+        raise UserError(f"rewards '{told[0].name}' and '{told[1].name}' both check answers, and `accuracy` (and "
+                        "data.curriculum) follows one: mark it with correctness: true")
+    if told:
+        return told[0]
+    unknown = [e.name for e in entries if e.correctness is None and checks_answers(e.name) is None]
+    if len(unknown) == 1 and not any(e.correctness is False and checks_answers(e.name) is None for e in entries):
+        return next(e for e in entries if e.name == unknown[0])  # the only one that can: TRL's one-reward runs
+    if unknown:
+        raise UserError(f"no reward is known to check answers, so `accuracy` (and data.curriculum) has nothing to "
+                        f"follow: mark the one that does with correctness: true, e.g. rewards: [{{name: '{unknown[0]}'"
+                        ", correctness: true}, ...] (or correctness: false on each of yours if none does)")
+    return None
+
+
+def check_gold(entry: RewardConfig, spec: RewardSpec, rows: list[Mapping[str, Any]], source: str) -> None:
+    """The correctness reward's gold (the columns it needs, e.g. math_accuracy's `answer`) filled in: refused
+    when it is null or empty in every training row it scores, a warning with the count when in some (those
+    rows are unscored for correctness: they learn from the other rewards alone, and count in neither
+    `accuracy` nor the curriculum)."""
+    gold = required_columns(spec.fn)
+    scored = [row for row in rows if applies_to(row, entry.when)]
+    empty = sum(any(_empty(row.get(column)) for column in gold) for row in scored)
+    if not empty:
+        return
+    named, which = " or ".join(map(repr, gold)), " it scores" if entry.when else ""
+    if empty == len(scored):
+        raise UserError(f"the correctness reward '{entry.name}' has nothing to check answers against: {named} is "
+                        f"null or empty in all {empty} training rows{which} of {source}; fill it in, or mark "
+                        "another reward with correctness: true")
+    print(f"rlvr: {empty} of {len(scored)} training rows{which} of {source} have no {named} (null or empty): "
+          f"the correctness reward '{entry.name}' leaves them unscored, so they learn from the other rewards "
+          "alone and count in neither `accuracy` nor the curriculum", file=sys.stderr)
+
+
+def _empty(value: Any) -> bool:
+    """Whether a gold value holds nothing: null (or NaN), blank text, an empty list or mapping.
+
+    >>> [_empty(v) for v in (None, float("nan"), " ", [], "0", 0, [1])]
+    [True, True, True, True, False, False, False]
+    """
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return True
+    if isinstance(value, str):
+        return not value.strip()
+    return isinstance(value, (list, tuple, dict)) and not value

@@ -12,6 +12,7 @@ def files(tmp_path):
     (tmp_path / "empty.jsonl").write_bytes(b"")
     (tmp_path / "latin1.jsonl").write_bytes(b'{"prompt": "1+1?", "answer": "2"}\n'
                                             b'{"prompt": "caf\xe9", "answer": "2"}\n')
+    (tmp_path / "latin1-first.jsonl").write_bytes(b'{"question": "caf\xe9", "answer": "2"}\n')
     (tmp_path / "fake.parquet").write_text("not parquet")
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "README.txt").write_text("not a model")
@@ -35,6 +36,11 @@ CASES = {
                                    "--resume continues a run with its own config and directory"),
     "eval on an empty file": (["eval", "--model", "tiny", "--data", "{t}/empty.jsonl", "--output-dir", "{t}/e"],
                               "data source '{t}/empty.jsonl' has no rows"),
+    "eval on a non-UTF-8 byte": (["eval", "--model", "tiny", "--data", "{t}/latin1.jsonl", "--output-dir", "{t}/e"],
+                                 "{t}/latin1.jsonl:2: byte 0xe9 at column 16 is not UTF-8; save the file as UTF-8"),
+    "eval on a non-UTF-8 first line": (["eval", "--model", "tiny", "--data", "{t}/latin1-first.jsonl",
+                                        "--output-dir", "{t}/e"],
+                                       "{t}/latin1-first.jsonl:1: byte 0xe9 at column 18 is not UTF-8"),
     "grader YAML": (["grade", "--grader", "{t}/grader.yaml", "--input", "{t}/rows.jsonl", "--output", "{t}/o.jsonl"],
                     "grader spec {t}/grader.yaml, line 3 column 6, is not valid YAML"),
     "non-UTF-8 pairs": (["rm", "--set", "data={t}/pairs.jsonl", "--set", "model=tiny", "--output-dir", "{t}/rm"],

@@ -1,5 +1,9 @@
 """A user's mistake in a file or the machine is one line naming the cause and the fix, never a traceback."""
 
+import errno
+import io
+from pathlib import Path
+
 import pytest
 
 from rlvr.cli import main
@@ -71,3 +75,58 @@ def test_the_dashboard_on_a_port_in_use(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "Address already in use; pass another --port" in err
 
+
+
+class FullDisk(io.TextIOWrapper):
+    """A file on a disk with no space left: it opens, but nothing written reaches it."""
+
+    def write(self, text):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def flush(self):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+@pytest.mark.parametrize("full", [".rlvr.lock", "config.yaml", "metrics.jsonl"])
+def test_a_disk_full_at_the_start_of_a_run(tmp_path, capsys, monkeypatch, full):
+    """The disk fills at each file a run writes before its first checkpoint: one line naming the folder."""
+    real_open = Path.open
+
+    def open_on_a_full_disk(path, mode="r", *args, **kwargs):
+        if path.name != full or not set(mode) & set("wax+"):
+            return real_open(path, mode, *args, **kwargs)
+        return FullDisk(real_open(path, mode.replace("t", "") + ("b" if "b" not in mode else "")), encoding="utf-8")
+
+    monkeypatch.setattr(Path, "open", open_on_a_full_disk)
+    code = main([a.format(t=tmp_path) for a in TRAIN])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if line.startswith("rlvr")]
+    assert lines == [f"rlvr: error: no space left on the disk of {tmp_path}/run: free some space and start it again"]
+
+
+def test_a_disk_full_before_the_run_starts(small_disk, capsys):
+    """A real full disk (a tmpfs filled up, where one can be mounted): the lock's pid cannot be written."""
+    with open(small_disk / "filler", "wb") as filler:
+        try:
+            while True:
+                filler.write(b"\0" * 65536)
+                filler.flush()
+        except OSError as e:
+            assert e.errno == errno.ENOSPC
+    code = main([a.format(t=small_disk) for a in TRAIN])
+    err = capsys.readouterr().err
+    assert code == 2 and err == f"rlvr: error: no space left on the disk of {small_disk}/run: free some space and " \
+                                "start it again\n"
+    assert sorted(p.name for p in small_disk.iterdir()) == ["filler"]  # the run's folder is removed again
+
+
+def test_a_disk_full_after_a_checkpoint_says_to_resume(tmp_path):
+    from rlvr.errors import UserError
+    from rlvr.run.lock import run_lock
+
+    (tmp_path / "checkpoints" / "step-000002").mkdir(parents=True)
+    with pytest.raises(UserError) as e, run_lock(tmp_path):
+        raise OSError(errno.ENOSPC, "No space left on device")  # metrics.jsonl at step 3, say
+    assert str(e.value) == (f"no space left on the disk of {tmp_path}: free some space and continue with "
+                            f"--resume {tmp_path}")

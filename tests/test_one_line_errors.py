@@ -130,3 +130,23 @@ def test_a_disk_full_after_a_checkpoint_says_to_resume(tmp_path):
         raise OSError(errno.ENOSPC, "No space left on device")  # metrics.jsonl at step 3, say
     assert str(e.value) == (f"no space left on the disk of {tmp_path}: free some space and continue with "
                             f"--resume {tmp_path}")
+
+
+@pytest.mark.parametrize("command", [
+    [*TRAIN, "--set", "environment.name=python_tool"],
+    ["eval", "--model", "tiny", "--data", "arithmetic", "--limit", "1", "--samples", "1", "--no-greedy",
+     "--set", "environment.name=python_tool", "--output-dir", "{t}/e"],
+], ids=["train", "eval"])
+def test_the_python_tool_without_a_sandbox_is_refused_before_any_step(tmp_path, capsys, monkeypatch, command):
+    """Refused when the run is built, as code rewards are, not at the first tool call (which a tiny random
+    model never makes: the run would finish without a sandbox ever being asked for)."""
+    from rlvr.sandbox import command as sandbox
+
+    monkeypatch.setattr(sandbox, "find_bwrap", lambda: None)
+    monkeypatch.delenv(sandbox.ISOLATION_ENV, raising=False)
+    code = main([a.format(t=tmp_path) for a in command])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if line.startswith("rlvr")]
+    assert len(lines) == 1 and "rlvr: error: running model-written code needs a sandbox, and bubblewrap (bwrap) " \
+                               "is not installed" in lines[0] and "RLVR_SANDBOX=unisolated" in lines[0], err

@@ -176,6 +176,14 @@ def test_code_rewards_and_graders_are_refused_when_built(no_sandbox_no_opt_in):
     assert load_reward_function("math_accuracy")  # rewards that run no code are unaffected
 
 
+def test_the_python_tool_environment_is_refused_when_loaded(no_sandbox_no_opt_in):
+    from rlvr.envs import load_environment
+
+    with pytest.raises(UserError, match="needs a sandbox"):
+        load_environment("python_tool", max_calls=2)
+    assert load_environment("guess_number")  # environments that run no code are unaffected
+
+
 def test_rlvr_grade_without_a_sandbox_is_one_line(tmp_path):
     import os
     import subprocess

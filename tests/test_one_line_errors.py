@@ -17,6 +17,7 @@ def files(tmp_path):
     (tmp_path / "latin1.jsonl").write_bytes(b'{"prompt": "1+1?", "answer": "2"}\n'
                                             b'{"prompt": "caf\xe9", "answer": "2"}\n')
     (tmp_path / "latin1-first.jsonl").write_bytes(b'{"question": "caf\xe9", "answer": "2"}\n')
+    (tmp_path / "maths.jsonl").write_text('{"prompt": "What is 1 + 1?", "answer": "2"}\n')
     (tmp_path / "fake.parquet").write_text("not parquet")
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "README.txt").write_text("not a model")
@@ -45,6 +46,11 @@ CASES = {
     "eval on a non-UTF-8 first line": (["eval", "--model", "tiny", "--data", "{t}/latin1-first.jsonl",
                                         "--output-dir", "{t}/e"],
                                        "{t}/latin1-first.jsonl:1: byte 0xe9 at column 18 is not UTF-8"),
+    "eval with no room left for the prompt": (
+        ["eval", "--model", "tiny", "--data", "{t}/maths.jsonl", "--output-dir", "{t}/e"],
+        "over the limit of 1 (the model's context of 1024 tokens less the completion budget of 1024 new tokens, the "
+        "default for maths): shorten or drop those rows, or lower the completion budget with --max-new-tokens "
+        "(generation.max_new_tokens)"),
     "grader YAML": (["grade", "--grader", "{t}/grader.yaml", "--input", "{t}/rows.jsonl", "--output", "{t}/o.jsonl"],
                     "grader spec {t}/grader.yaml, line 3 column 6, is not valid YAML"),
     "non-UTF-8 pairs": (["rm", "--set", "data={t}/pairs.jsonl", "--set", "model=tiny", "--output-dir", "{t}/rm"],

@@ -25,6 +25,7 @@ from rlvr import paths
 from rlvr.config import save_config
 from rlvr.errors import UserError
 from rlvr.models.adapters import has_adapters
+from rlvr.models.files import match_umask
 
 
 def save_checkpoint(run_dir: Path, step: int, *, write: Callable[[Path], None], state: dict[str, Any], config: Any,
@@ -104,6 +105,7 @@ def save_pretrained(folder: Path, model: Any, tokenizer: Any = None, state_dict:
                                                              if has_adapters(model) else {}))
     if tokenizer is not None:
         tokenizer.save_pretrained(folder)
+    match_umask(folder)  # the weights readable as the other files are, not 0600
 
 
 def rng_state() -> dict[str, Any]:

@@ -21,6 +21,20 @@ def tiny():
     return model.eval(), tokenizer
 
 
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 4 MiB tmpfs, where mounting one is allowed (root); skipped elsewhere."""
+    import subprocess
+
+    where = tmp_path / "disk"
+    where.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(where)], capture_output=True,
+                      timeout=10).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    yield where
+    subprocess.run(["umount", str(where)], timeout=10)
+
+
 def pytest_collection_modifyitems(config, items):
     if torch.cuda.is_available():
         return

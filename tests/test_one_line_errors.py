@@ -1,5 +1,9 @@
 """A user's mistake in a file or the machine is one line naming the cause and the fix, never a traceback."""
 
+import errno
+import io
+from pathlib import Path
+
 import pytest
 
 from rlvr.cli import main
@@ -12,6 +16,8 @@ def files(tmp_path):
     (tmp_path / "empty.jsonl").write_bytes(b"")
     (tmp_path / "latin1.jsonl").write_bytes(b'{"prompt": "1+1?", "answer": "2"}\n'
                                             b'{"prompt": "caf\xe9", "answer": "2"}\n')
+    (tmp_path / "latin1-first.jsonl").write_bytes(b'{"question": "caf\xe9", "answer": "2"}\n')
+    (tmp_path / "maths.jsonl").write_text('{"prompt": "What is 1 + 1?", "answer": "2"}\n')
     (tmp_path / "fake.parquet").write_text("not parquet")
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "README.txt").write_text("not a model")
@@ -35,6 +41,16 @@ CASES = {
                                    "--resume continues a run with its own config and directory"),
     "eval on an empty file": (["eval", "--model", "tiny", "--data", "{t}/empty.jsonl", "--output-dir", "{t}/e"],
                               "data source '{t}/empty.jsonl' has no rows"),
+    "eval on a non-UTF-8 byte": (["eval", "--model", "tiny", "--data", "{t}/latin1.jsonl", "--output-dir", "{t}/e"],
+                                 "{t}/latin1.jsonl:2: byte 0xe9 at column 16 is not UTF-8; save the file as UTF-8"),
+    "eval on a non-UTF-8 first line": (["eval", "--model", "tiny", "--data", "{t}/latin1-first.jsonl",
+                                        "--output-dir", "{t}/e"],
+                                       "{t}/latin1-first.jsonl:1: byte 0xe9 at column 18 is not UTF-8"),
+    "eval with no room left for the prompt": (
+        ["eval", "--model", "tiny", "--data", "{t}/maths.jsonl", "--output-dir", "{t}/e"],
+        "over the limit of 1 (the model's context of 1024 tokens less the completion budget of 1024 new tokens, the "
+        "default for maths): shorten or drop those rows, or lower the completion budget with --max-new-tokens "
+        "(generation.max_new_tokens)"),
     "grader YAML": (["grade", "--grader", "{t}/grader.yaml", "--input", "{t}/rows.jsonl", "--output", "{t}/o.jsonl"],
                     "grader spec {t}/grader.yaml, line 3 column 6, is not valid YAML"),
     "non-UTF-8 pairs": (["rm", "--set", "data={t}/pairs.jsonl", "--set", "model=tiny", "--output-dir", "{t}/rm"],
@@ -65,3 +81,78 @@ def test_the_dashboard_on_a_port_in_use(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "Address already in use; pass another --port" in err
 
+
+
+class FullDisk(io.TextIOWrapper):
+    """A file on a disk with no space left: it opens, but nothing written reaches it."""
+
+    def write(self, text):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def flush(self):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+@pytest.mark.parametrize("full", [".rlvr.lock", "config.yaml", "metrics.jsonl"])
+def test_a_disk_full_at_the_start_of_a_run(tmp_path, capsys, monkeypatch, full):
+    """The disk fills at each file a run writes before its first checkpoint: one line naming the folder."""
+    real_open = Path.open
+
+    def open_on_a_full_disk(path, mode="r", *args, **kwargs):
+        if path.name != full or not set(mode) & set("wax+"):
+            return real_open(path, mode, *args, **kwargs)
+        return FullDisk(real_open(path, mode.replace("t", "") + ("b" if "b" not in mode else "")), encoding="utf-8")
+
+    monkeypatch.setattr(Path, "open", open_on_a_full_disk)
+    code = main([a.format(t=tmp_path) for a in TRAIN])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if line.startswith("rlvr")]
+    assert lines == [f"rlvr: error: no space left on the disk of {tmp_path}/run: free some space and start it again"]
+
+
+def test_a_disk_full_before_the_run_starts(small_disk, capsys):
+    """A real full disk (a tmpfs filled up, where one can be mounted): the lock's pid cannot be written."""
+    with open(small_disk / "filler", "wb") as filler:
+        try:
+            while True:
+                filler.write(b"\0" * 65536)
+                filler.flush()
+        except OSError as e:
+            assert e.errno == errno.ENOSPC
+    code = main([a.format(t=small_disk) for a in TRAIN])
+    err = capsys.readouterr().err
+    assert code == 2 and err == f"rlvr: error: no space left on the disk of {small_disk}/run: free some space and " \
+                                "start it again\n"
+    assert sorted(p.name for p in small_disk.iterdir()) == ["filler"]  # the run's folder is removed again
+
+
+def test_a_disk_full_after_a_checkpoint_says_to_resume(tmp_path):
+    from rlvr.errors import UserError
+    from rlvr.run.lock import run_lock
+
+    (tmp_path / "checkpoints" / "step-000002").mkdir(parents=True)
+    with pytest.raises(UserError) as e, run_lock(tmp_path):
+        raise OSError(errno.ENOSPC, "No space left on device")  # metrics.jsonl at step 3, say
+    assert str(e.value) == (f"no space left on the disk of {tmp_path}: free some space and continue with "
+                            f"--resume {tmp_path}")
+
+
+@pytest.mark.parametrize("command", [
+    [*TRAIN, "--set", "environment.name=python_tool"],
+    ["eval", "--model", "tiny", "--data", "arithmetic", "--limit", "1", "--samples", "1", "--no-greedy",
+     "--set", "environment.name=python_tool", "--output-dir", "{t}/e"],
+], ids=["train", "eval"])
+def test_the_python_tool_without_a_sandbox_is_refused_before_any_step(tmp_path, capsys, monkeypatch, command):
+    """Refused when the run is built, as code rewards are, not at the first tool call (which a tiny random
+    model never makes: the run would finish without a sandbox ever being asked for)."""
+    from rlvr.sandbox import command as sandbox
+
+    monkeypatch.setattr(sandbox, "find_bwrap", lambda: None)
+    monkeypatch.delenv(sandbox.ISOLATION_ENV, raising=False)
+    code = main([a.format(t=tmp_path) for a in command])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if line.startswith("rlvr")]
+    assert len(lines) == 1 and "rlvr: error: running model-written code needs a sandbox, and bubblewrap (bwrap) " \
+                               "is not installed" in lines[0] and "RLVR_SANDBOX=unisolated" in lines[0], err

@@ -89,3 +89,21 @@ def test_multi_turn_samples_show_each_turn_with_tool_output_apart_and_escaped(tm
     assert html.count('<pre class="completion">') == 2 and html.count('<pre class="env">') == 1
     assert '<span class="role">tool</span><pre class="env">```output\n&lt;script&gt;alert(1)&lt;/script&gt;9716' in html
     assert "<script" not in html.lower()
+
+
+def test_rows_and_values_of_the_wrong_kind_are_skipped_and_named(tmp_path):
+    """A metrics row whose step is not a number, a row that is not an object, a summary.json that is not one,
+    text where numbers belong: the report shows the rest of the run and names what it skipped."""
+    from .bad_runs import PROBLEMS, write_bad_runs
+
+    runs = write_bad_runs(tmp_path)
+    html = write_report(runs["rows"]).read_text()
+    for problem in PROBLEMS:
+        assert problem in html.replace("&quot;", '"')
+    assert 'data-series="reward/mean" data-values="0.5 nan"' in html  # steps 1 and 3; "high" is a gap
+    assert re.findall(r'<g class="pt" data-series="reward/mean" data-x="([^"]+)"', html) == ["1"]
+    assert html.count('<div class="group"') == 1 and "caf\ufffd" in html
+    for x in ("step", "time"):
+        html = write_report(runs["numbers"], x=x).read_text()
+        assert html.count("<td>–</td>") == 4 and "<td>long</td>" in html and chart_values(html, "kl") == [-1.7e308,
+                                                                                                         1.7e308]

@@ -124,3 +124,23 @@ def test_an_idle_connection_is_closed_not_held_forever(monkeypatch):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_runs_with_rows_and_values_of_the_wrong_kind_are_shown(tmp_path):
+    """A metrics row whose step is not a number (and the other bad rows of bad_runs): every page answers,
+    the overview names what it skipped, instead of the server dropping the connection."""
+    from .bad_runs import PROBLEMS, write_bad_runs
+
+    runs = write_bad_runs(tmp_path)
+    server = make_server(list(runs.values()), port=0)
+    start_in_background(server)
+    try:
+        for path in ("/", "/?x=time", "/run/0", "/run/0?step=1", "/run/1", "/run/1?step=1"):
+            status, html = get(server, path)
+            assert status == 200 and "</html>" in html, path
+        overview = get(server, "/")[1].replace("&quot;", '"')
+        assert all(problem in overview for problem in PROBLEMS)
+        assert 'data-series="0: rows" data-values="0.5 nan nan"' in overview.partition("reward/mean")[2]
+    finally:
+        server.shutdown()
+        server.server_close()

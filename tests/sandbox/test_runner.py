@@ -176,6 +176,14 @@ def test_code_rewards_and_graders_are_refused_when_built(no_sandbox_no_opt_in):
     assert load_reward_function("math_accuracy")  # rewards that run no code are unaffected
 
 
+def test_the_python_tool_environment_is_refused_when_loaded(no_sandbox_no_opt_in):
+    from rlvr.envs import load_environment
+
+    with pytest.raises(UserError, match="needs a sandbox"):
+        load_environment("python_tool", max_calls=2)
+    assert load_environment("guess_number")  # environments that run no code are unaffected
+
+
 def test_rlvr_grade_without_a_sandbox_is_one_line(tmp_path):
     import os
     import subprocess
@@ -211,6 +219,51 @@ def test_unisolated_as_root_the_candidate_cannot_signal_or_read_the_trainer(no_b
         result = run_python(attack, limits=FAST)
     assert (result.status, result.sandboxed) == ("ok", False), result.stderr
     assert result.stdout.split("\n")[:4] == ["no kill", "no read", "no environ", "True True"]
+
+
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="a uid of its own per candidate needs root")
+
+
+@as_root
+def test_unisolated_candidates_cannot_kill_each_other(no_bwrap):
+    """One candidate's `kill -9 -1` reaches only its own processes: each runs under a uid of its own."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    victim = "import os, time\ntime.sleep(2)\nprint('alive', os.getuid())\n"
+    killer = "import os, time\ntime.sleep(0.5)\nprint(os.getuid())\nos.kill(-1, 9)\n"
+    limits = Limits(wall_seconds=6)
+    with ThreadPoolExecutor(2) as pool:
+        survivor = pool.submit(run_python, victim, limits=limits)
+        killed = pool.submit(run_python, killer, limits=limits).result()
+        result = survivor.result()
+    assert result.status == "ok" and result.stdout.startswith("alive"), result
+    assert killed.status == "ok" and result.stdout.split()[1] != killed.stdout.strip()  # (-1 spares the sender)
+
+
+@as_root
+def test_unisolated_a_daemon_that_sheds_its_environment_is_killed(no_bwrap, tagged):
+    """A daemon that left the tree and exec'd with an empty environment (no token to sweep by) dies with
+    its candidate's uid."""
+    body = ("import os, sys\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+            "        os.execve(sys.executable, [sys.executable, '-c', 'import time; time.sleep(60)', sys.argv[-1]],"
+            " {})\n    os._exit(0)\nprint('parent done')\n")
+    assert run_python(tagged.program(body), limits=FAST).stdout == "parent done\n"
+    left = tagged.survivors()
+    for pid in left:  # (should this test fail, it leaves nothing behind either)
+        os.kill(pid, signal.SIGKILL)
+    assert left == []
+
+
+def test_unisolated_temporary_files_stay_in_the_candidates_folder(no_bwrap):
+    """tempfile (TMPDIR, TEMP, TMP) points into the candidate's own working directory, removed after the run,
+    not into the host's /tmp."""
+    result = run_python("import os, tempfile\nfd, path = tempfile.mkstemp()\nprint(os.getcwd(), path)\n")
+    folder, path = result.stdout.split()
+    try:
+        assert path.startswith(folder + os.sep) and not os.path.exists(path) and not os.path.exists(folder)
+    finally:
+        if os.path.dirname(path) == "/tmp" and os.path.exists(path):
+            os.unlink(path)
 
 
 # -- without bubblewrap, opted in: rlimits only, and a loud warning -------------------------------------

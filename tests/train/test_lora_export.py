@@ -103,3 +103,29 @@ def test_a_later_stage_puts_new_adapters_on_the_merged_lora_model(lora_run, tmp_
     expected = batch_logprobs(PolicyModule(second.policy.eval()), rollout, 10_000, 1.0)
     assert float((batch_logprobs(model, rollout, 10_000, 1.0) - expected).abs().max()) < 1e-5
     assert float((expected - start).abs().max()) > 1e-4  # (the second run trained)
+
+
+@pytest.fixture
+def umask_027():
+    import os
+
+    previous = os.umask(0o027)
+    yield 0o640  # what open() gives a new file under it
+    os.umask(previous)
+
+
+def test_weights_are_readable_as_the_other_files_are(lora_run, tmp_path, umask_027):
+    """safetensors writes weights 0600; a checkpoint's model/ (adapters, or a whole model) and both exports give
+    every file the mode open() gives under the umask (0640 under 027), as config.json and the tokenizer have."""
+    from rlvr.run.checkpoint import save_pretrained
+
+    tmp, trainer, _ = lora_run
+    trainer.write_checkpoint(tmp_path / "checkpoint")
+    save_pretrained(tmp_path / "whole", *build_tiny_model(0))
+    export_model(tmp / "run", tmp_path / "adapters", merge=False)
+    export_model(tmp / "run", tmp_path / "merged", merge=True)
+    for folder, weights in (("checkpoint/model", "adapter_model.safetensors"), ("whole", "model.safetensors"),
+                            ("adapters", "adapter_model.safetensors"), ("merged", "model.safetensors")):
+        modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / folder).rglob("*") if p.is_file()}
+        assert weights in modes and {"config.json", "adapter_config.json"} & set(modes), (folder, modes)
+        assert set(modes.values()) == {umask_027}, (folder, {name: oct(mode) for name, mode in modes.items()})

@@ -195,20 +195,6 @@ def test_a_full_disk_stops_with_one_line_and_keeps_the_earlier_checkpoint(tmp_pa
     assert load_file(run / "checkpoints" / "step-000001" / "model" / "model.safetensors")
 
 
-@pytest.fixture
-def small_disk(tmp_path):
-    """A 4 MiB tmpfs, where mounting one is allowed (root); skipped elsewhere."""
-    import subprocess
-
-    where = tmp_path / "disk"
-    where.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(where)], capture_output=True,
-                      timeout=10).returncode:
-        pytest.skip("cannot mount a tmpfs here")
-    yield where
-    subprocess.run(["umount", str(where)], timeout=10)
-
-
 def test_a_real_full_disk_is_recognised_from_torch_save(small_disk):
     from rlvr.run.checkpoint import save_checkpoint
 

@@ -29,6 +29,8 @@ def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     if not high > low:
         return [low]
     raw = (high - low) / max(count - 1, 1)
+    if not 0 < raw < math.inf:  # a range too narrow or too wide for round steps (a metric near 1e-320, or 1e308)
+        return [low, high]
     power = 10 ** math.floor(math.log10(raw))
     step = float(next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw))
     first = math.floor(low / step) * step
@@ -37,10 +39,23 @@ def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
 
 def tick_label(value: float) -> str:
     """
-    >>> tick_label(20.0), tick_label(0.25), tick_label(1234567.0)
-    ('20', '0.25', '1.23e+06')
+    >>> tick_label(20.0), tick_label(0.25), tick_label(1234567.0), tick_label(float("inf"))
+    ('20', '0.25', '1.23e+06', 'inf')
     """
+    if not math.isfinite(value):
+        return str(value)
     return f"{value:.3g}" if value != int(value) or abs(value) >= 1e6 else str(int(value))
+
+
+def around(value: float) -> list[float]:
+    """Three ticks centred on the only value of an axis, apart by 1, or by half the value when 1 is too small
+    a change to make a difference to it.
+
+    >>> around(3.0), around(1e17)
+    ([2.0, 3.0, 4.0], [5e+16, 1e+17, 1.5e+17])
+    """
+    pad = 1.0 if abs(value) < 2**52 else abs(value) / 2
+    return [value - pad, value, value + pad]
 
 
 def line_chart(title: str, xs: list[float], series: dict[str, list[float | None]], *, x_label: str = "step",
@@ -53,9 +68,9 @@ def line_chart(title: str, xs: list[float], series: dict[str, list[float | None]
     """
     finite = [v for ys in series.values() for v in ys if v is not None and math.isfinite(v)]
     y_ticks = nice_ticks(min(finite), max(finite)) if finite else [0.0, 1.0]
-    y_ticks = y_ticks if len(y_ticks) > 1 else [y_ticks[0] - 1, y_ticks[0], y_ticks[0] + 1]
+    y_ticks = y_ticks if len(y_ticks) > 1 else around(y_ticks[0])
     x_ticks = nice_ticks(min(xs), max(xs), 6) if xs else [0.0, 1.0]
-    x_ticks = x_ticks if len(x_ticks) > 1 else [x_ticks[0] - 1, x_ticks[0], x_ticks[0] + 1]
+    x_ticks = x_ticks if len(x_ticks) > 1 else around(x_ticks[0])
     plot_h = height - TOP - BOTTOM
     total_h = height + LEGEND_ROW * len(series)
     (x0, x1), (y0, y1) = (x_ticks[0], x_ticks[-1]), (y_ticks[0], y_ticks[-1])

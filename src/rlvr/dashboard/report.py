@@ -83,9 +83,9 @@ def x_values(metrics: list[dict[str, Any]], x: str) -> list[float]:
     >>> x_values([{"step": 1, "step_seconds": 30}, {"step": 2, "step_seconds": 90}], "time")
     [0.5, 2.0]
     """
-    if x == "time":
-        return list(accumulate((number(m.get("step_seconds")) or 0.0) / 60 for m in metrics))
-    return [m.get("step", i + 1) for i, m in enumerate(metrics)]
+    if x == "time":  # a step whose time is not a finite number adds none
+        return list(accumulate(_finite(number(m.get("step_seconds"))) / 60 for m in metrics))
+    return [m["step"] for m in metrics]  # a number in every row read_run keeps
 
 
 def charts(runs: list[RunData], x: str = "step") -> list[str]:
@@ -182,18 +182,29 @@ def _transcript(messages: Any) -> str:
 
 
 def _percent(block: Any) -> str:
-    if not isinstance(block, dict) or "mean" not in block:
-        return "–"
-    low, high = block.get("low", float("nan")), block.get("high", float("nan"))
-    return escape(f"{100 * block['mean']:.1f}% [{100 * low:.1f}, {100 * high:.1f}]")
+    """An accuracy with its interval: "62.5% [40.1, 81.2]"; "–" when summary.json holds no number for it."""
+    mean, low, high = _interval(block)
+    return "–" if mean is None else escape(f"{100 * mean:.1f}% [{100 * low:.1f}, {100 * high:.1f}]")
 
 
 def _points(block: Any) -> str:
     """A gain in percentage points: "+12.5 points [+4.1, +20.3]"."""
-    if not isinstance(block, dict) or "mean" not in block:
-        return "–"
-    low, high = block.get("low", float("nan")), block.get("high", float("nan"))
-    return escape(f"{100 * block['mean']:+.1f} points [{100 * low:+.1f}, {100 * high:+.1f}]")
+    mean, low, high = _interval(block)
+    return "–" if mean is None else escape(f"{100 * mean:+.1f} points [{100 * low:+.1f}, {100 * high:+.1f}]")
+
+
+def _interval(block: Any) -> tuple[float | None, float, float]:
+    """(mean, low, high) of a summary block; mean None when it is not a number, NaN for a bound that is not.
+
+    >>> _interval({"mean": 0.5, "low": 0.25, "high": "?"})
+    (0.5, 0.25, nan)
+    >>> _interval({"mean": "0.5"})[0] is None
+    True
+    """
+    if not isinstance(block, dict):
+        return None, math.nan, math.nan
+    low, high = number(block.get("low")), number(block.get("high"))
+    return number(block.get("mean")), math.nan if low is None else low, math.nan if high is None else high
 
 
 def _scalar(value: Any) -> str:
@@ -203,6 +214,11 @@ def _scalar(value: Any) -> str:
 def number(value: Any) -> float | None:
     """A metric value as a float, or None (a gap in the chart) when it is not a number."""
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _finite(value: float | None) -> float:
+    """A number for a sum: `value`, or 0 when it is missing, infinite or NaN."""
+    return value if value is not None and math.isfinite(value) else 0.0
 
 
 def _reward_class(reward: Any) -> str:

@@ -24,8 +24,27 @@ def prompt_limit(model: torch.nn.Module, max_new_tokens: int, configured: int | 
     (None when the model states no context length)."""
     if configured is not None:
         return configured
+    context = context_length(model)
+    return None if context is None else max(1, context - max_new_tokens)
+
+
+def context_length(model: torch.nn.Module) -> int | None:
+    """The tokens the model's context holds, as its config states (None when it does not)."""
     context = getattr(getattr(model, "config", None), "max_position_embeddings", None)
-    return None if context is None else max(1, int(context) - max_new_tokens)
+    return None if context is None else int(context)
+
+
+def budget_words(model: torch.nn.Module, max_new_tokens: int, default: str | None = None) -> str:
+    """Where `prompt_limit(model, max_new_tokens)` comes from, in words, for `refuse_too_long`'s `why`;
+    `default`: what chose the budget, when no setting did.
+
+    >>> from types import SimpleNamespace
+    >>> budget_words(SimpleNamespace(config=SimpleNamespace(max_position_embeddings=1024)), 1024, "gsm8k's default")
+    "the model's context of 1024 tokens less the completion budget of 1024 new tokens, gsm8k's default"
+    """
+    chosen = f", {default}" if default else ""
+    return (f"the model's context of {context_length(model)} tokens less the completion budget of {max_new_tokens} "
+            f"new tokens{chosen}")
 
 
 def too_long(texts: list[str], tokenizer: Any, limit: int | None, add_special_tokens: bool) -> dict[int, int]:
@@ -51,12 +70,14 @@ def too_long(texts: list[str], tokenizer: Any, limit: int | None, add_special_to
     return over
 
 
-def refuse_too_long(texts: list[str], names: list[str], tokenizer: Any, limit: int | None,
-                    add_special_tokens: bool) -> None:
-    """A UserError naming the first prompt over `limit` tokens, if any (`names[i]` says which row)."""
+def refuse_too_long(texts: list[str], names: list[str], tokenizer: Any, limit: int | None, add_special_tokens: bool,
+                    why: str = "the model's context less the completion budget",
+                    fix: str = "give fewer new tokens") -> None:
+    """A UserError naming the first prompt over `limit` tokens, if any (`names[i]` says which row), with `why`
+    the limit is what it is (`budget_words`) and the setting that changes it (`fix`)."""
     over = too_long(texts, tokenizer, limit, add_special_tokens)
     if over:
         i = min(over)
-        raise UserError(f"the prompt of {names[i]} has {over[i]}+ tokens, over the limit of {limit} (the model's "
-                        f"context less the completion budget){f' and {len(over) - 1} more' if len(over) > 1 else ''}: "
-                        "shorten or drop those rows, or give fewer new tokens")
+        more = f" and {len(over) - 1} more" if len(over) > 1 else ""
+        raise UserError(f"the prompt of {names[i]} has {over[i]}+ tokens, over the limit of {limit} ({why}){more}: "
+                        f"shorten or drop those rows, or {fix}")

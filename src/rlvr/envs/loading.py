@@ -1,5 +1,6 @@
 """An environment from a config's name: a built-in, `module.path:Class` or `path/to/file.py:Class`,
-built with the config's parameters (one object per trajectory)."""
+built with the config's parameters (one object per trajectory). A built-in that runs model-written code
+is refused here, when the run is built, on a machine without a sandbox (as code rewards are)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ from rlvr.envs.base import Environment
 from rlvr.envs.guess import GuessNumber
 from rlvr.envs.python_tool import PythonTool
 from rlvr.errors import UserError
+from rlvr.sandbox import isolation
 from rlvr.user_code import load_user_object
 
 ENVIRONMENTS: dict[str, Callable[..., Environment]] = {"python_tool": PythonTool, "guess_number": GuessNumber}
+SANDBOXED = (PythonTool,)
+"""The built-ins that run model-written code: refused when loaded without a sandbox (rlvr.sandbox)."""
 
 
 def load_environment(spec: str, **params: Any) -> Callable[[], Environment]:
@@ -47,4 +51,6 @@ def load_environment(spec: str, **params: Any) -> Callable[[], Environment]:
     except TypeError as e:
         raise UserError(f"environment '{spec}': its parameters do not fit ({e}); "
                         f"it takes {inspect.signature(cls)}") from None
+    if cls in SANDBOXED:
+        isolation()  # no bubblewrap and no RLVR_SANDBOX=unisolated: one line with the fix, before any step
     return lambda: cls(**params)

@@ -26,6 +26,7 @@ from typing import Any
 from rlvr.config.choices import MODES
 from rlvr.data import TASKS, load_examples
 from rlvr.data.scoring import CODE, MATH, scoring_for_columns
+from rlvr.data.sources import jsonl_lines
 from rlvr.errors import UserError
 from rlvr.records import Example, Scoring
 from rlvr.rewards.countdown import countdown_expression
@@ -141,8 +142,9 @@ def _file(path: str, limit: int | None) -> Benchmark:
 def _prompt_field(path: str) -> str:
     """The question column of a local file: the first of prompt, question, problem in its first row."""
     if Path(path).suffix == ".jsonl" and Path(path).is_file():
-        with open(path, encoding="utf-8") as lines:
-            first = next((line for line in lines if line.strip()), "{}")
+        lines = jsonl_lines(Path(path))  # a line that is not UTF-8 is one line naming it, as in training
+        first = next(lines, (0, "{}"))[1]
+        lines.close()
         try:
             keys = set(json.loads(first))
         except (ValueError, TypeError):

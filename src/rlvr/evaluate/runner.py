@@ -22,7 +22,7 @@ from tqdm import tqdm
 import rlvr
 from rlvr.config import EvalConfig
 from rlvr.data import TASKS, render_prompt, with_few_shot
-from rlvr.data.lengths import prompt_limit, refuse_too_long
+from rlvr.data.lengths import budget_words, prompt_limit, refuse_too_long
 from rlvr.errors import UserError
 from rlvr.evaluate.benchmarks import Benchmark, describe, load_benchmark
 from rlvr.evaluate.records import ProblemRecord
@@ -154,8 +154,11 @@ def _sample_missing(config: EvalConfig, benchmark: Benchmark, settings: dict[str
     texts = [render_prompt(with_few_shot(ex.prompt, shots), template=settings["template"], tokenizer=tokenizer,
                            system_prompt=config.data.system_prompt) for ex in benchmark.examples]
     specials = settings["template"] != "chat"  # the chat template writes its own special tokens
-    refuse_too_long(texts, [f"problem {i}" for i in ids], tokenizer, prompt_limit(model, settings["max_new_tokens"]),
-                    add_special_tokens=specials)
+    budget = settings["max_new_tokens"]
+    chosen = None if config.generation.max_new_tokens else f"the default for {benchmark.name}"
+    refuse_too_long(texts, [f"problem {i}" for i in ids], tokenizer, prompt_limit(model, budget),
+                    add_special_tokens=specials, why=budget_words(model, budget, chosen),
+                    fix="lower the completion budget with --max-new-tokens (generation.max_new_tokens)")
     plan = Plan(samples=config.samples, greedy=config.greedy, budgets=tuple(settings["budgets"]),
                 add_special_tokens=specials, converse=_conversing(config, benchmark, shots, tokenizer),
                 params=SamplingParams(max_new_tokens=settings["max_new_tokens"],

@@ -4,6 +4,7 @@ directory, a hub id), where and in what precision they compute, and reward model
     loading.py       load_model, build_tiny_model, resolve_model_path, frozen_copy
     adapters.py      LoRA through peft: trainable adapters, the base as the reference, adapter folders
     export.py        `rlvr export`: a run's model, its adapters, or both merged, for other tools
+    files.py         model folders whose files are all readable alike (safetensors writes 0600)
     devices.py       model.device / model.dtype: the GPU path, autocast, peak memory
     reward_model.py  a Bradley–Terry scorer: load, tokenise, score texts
 """

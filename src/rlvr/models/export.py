@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 
 from rlvr.errors import UserError, first_line
+from rlvr.models.files import match_umask
 
 
 def export_model(source: Path, output: Path, *, merge: bool, cache_dir: str = "~/.cache/rlvr") -> str:
@@ -38,6 +39,7 @@ def export_model(source: Path, output: Path, *, merge: bool, cache_dir: str = "~
             _write_merged(folder, tmp, cache_dir)
         else:
             shutil.copytree(folder, tmp, ignore=shutil.ignore_patterns("README.md"))
+        match_umask(tmp)  # weights readable as the other files are (safetensors, or a checkpoint, has 0600)
         if output.is_dir():
             output.rmdir()
         tmp.rename(output)

@@ -25,6 +25,7 @@ from rlvr import paths
 from rlvr.config import save_config
 from rlvr.errors import UserError
 from rlvr.models.adapters import has_adapters
+from rlvr.models.files import match_umask
 
 
 def save_checkpoint(run_dir: Path, step: int, *, write: Callable[[Path], None], state: dict[str, Any], config: Any,
@@ -66,10 +67,22 @@ def temporary_dir(final: Path, pid: int) -> Path:
     return final.with_name(f".{final.name}.tmp-{pid}")
 
 
+def run_out_of_space(run_dir: Path) -> UserError:
+    """The one-line error of a run whose disk filled up outside a checkpoint (rlvr.run.lock): at the start
+    (the lock, config.yaml, metrics.jsonl) or while it logs."""
+    fix = "start it again" if paths.latest_checkpoint(run_dir) is None else f"continue with --resume {run_dir}"
+    return UserError(f"no space left on the disk of {run_dir}: free some space and {fix}")
+
+
+def no_space_left(error: BaseException) -> bool:
+    """Whether `error` says that the disk, or the user's quota on it, is full."""
+    return getattr(error, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or "No space left" in str(error)
+
+
 def out_of_space(error: BaseException, folder: Path) -> bool:
     """Whether `error`, raised while writing into `folder`, means the disk is full. torch.save reports a
     full disk only as "unexpected pos", so a folder with less than a mebibyte free counts too."""
-    if getattr(error, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or "No space left" in str(error):
+    if no_space_left(error):
         return True
     try:
         return shutil.disk_usage(folder).free < 2**20
@@ -92,6 +105,7 @@ def save_pretrained(folder: Path, model: Any, tokenizer: Any = None, state_dict:
                                                              if has_adapters(model) else {}))
     if tokenizer is not None:
         tokenizer.save_pretrained(folder)
+    match_umask(folder)  # the weights readable as the other files are, not 0600
 
 
 def rng_state() -> dict[str, Any]:

@@ -148,9 +148,10 @@ def warn_unsandboxed() -> None:
     if _warned:
         return
     _warned = True
-    who = ("as the unprivileged user 'nobody', in its own session, so it cannot signal or read this process"
-           if os.geteuid() == 0 else
-           "as YOUR user, so it can signal your processes and read your files (run as root to drop it to 'nobody')")
+    who = ("as an unprivileged uid of its own (or 'nobody'), in its own session, so it cannot signal or read this "
+           "process" if os.geteuid() == 0 else
+           "as YOUR user, so it can signal your processes and the other candidates, and read your files (run as "
+           "root to give each candidate an unprivileged uid of its own)")
     message = (
         f"rlvr.sandbox: {ISOLATION_ENV}={UNISOLATED}: model-written code runs with resource limits only, "
         f"NOT isolated from the network or the filesystem, {who}. {INSTALL_HINT[0].upper()}{INSTALL_HINT[1:]} "
@@ -161,7 +162,8 @@ def warn_unsandboxed() -> None:
 
 
 def unprivileged_user() -> tuple[int, int] | None:
-    """(uid, gid) an unisolated candidate runs as: 'nobody' when this process is root, else None (itself)."""
+    """(uid, gid) of 'nobody' when this process is root, else None (an unisolated candidate runs as itself). As
+    root, a candidate runs under a uid of its own (rlvr.sandbox.uids), as 'nobody' where none can be had."""
     if os.geteuid() != 0:
         return None
     try:

@@ -16,7 +16,7 @@ import time
 import uuid
 from typing import Literal
 
-from rlvr.sandbox import command, tree
+from rlvr.sandbox import command, tree, uids
 from rlvr.sandbox.limits import Limits, RunResult, Status
 
 KillReason = Literal["timeout", "output_limit", "processes"]
@@ -27,6 +27,8 @@ processes in that time, each bounded by RLIMIT_AS."""
 EXIT_GRACE_SECONDS = 0.2
 """How long to keep reading after the main process exits, before killing whatever holds the pipes."""
 _CHUNK = 65536
+TMP_DIR = ".tmp"
+"""Unisolated: the candidate's temporary folder (TMPDIR), inside its working directory and removed with it."""
 
 
 class SandboxProcess:
@@ -51,6 +53,7 @@ class SandboxProcess:
         self._closed = False
         self._token = f"RLVR_SANDBOX_TOKEN={uuid.uuid4().hex}"
         self._selector = selectors.DefaultSelector()
+        self._lease: uids.Lease | None = None  # unisolated as root: the uid the candidate has to itself
         self.error = self._spawn(script, host_dir)
 
     def _spawn(self, script: list[str], host_dir: str) -> str | None:
@@ -64,10 +67,18 @@ class SandboxProcess:
         # /proc/1/environ: give it nothing worth reading. The token lets cleanup find daemons.
         env = {"PATH": command.PATH, "LANG": "C.UTF-8", "HOME": host_dir,
                self._token.split("=")[0]: self._token.split("=")[1]}
-        # Unisolated (the user's opt-in) as root: the candidate runs as 'nobody', which may neither
-        # signal this process nor read its memory, environment or private files.
+        # Unisolated (the user's opt-in) as root: the candidate runs under a uid of its own (else as
+        # 'nobody'), which may neither signal this process or the other candidates nor read this process's
+        # memory, environment or private files.
         user = None if self.sandboxed else command.unprivileged_user()
+        if user is not None:
+            self._lease = uids.lease()
+            user = user if self._lease is None else (self._lease.uid, self._lease.uid)
         try:
+            if not self.sandboxed:  # its temporary files in its own folder (bubblewrap gives it its own /tmp)
+                tmp = os.path.join(host_dir, TMP_DIR)
+                os.makedirs(tmp, exist_ok=True)
+                env.update(TMPDIR=tmp, TEMP=tmp, TMP=tmp)
             if user is not None:
                 _give_to(host_dir, *user)
             self.popen = subprocess.Popen(
@@ -75,6 +86,8 @@ class SandboxProcess:
                 cwd=host_dir, env=env, start_new_session=True, close_fds=True,
                 **({} if user is None else {"user": user[0], "group": user[1], "extra_groups": []}))
         except OSError as exc:
+            if self._lease is not None:
+                self._lease.release()
             return f"could not start the sandbox: {exc}"
         for stream in (self.popen.stdout, self.popen.stderr):
             assert stream is not None
@@ -237,6 +250,8 @@ class SandboxProcess:
         popen.kill()
         popen.wait()
         self._sweep()
+        if self._lease is not None:  # whatever still runs under its uid, however it left the tree
+            self._lease.release()
         for stream in (popen.stdin, popen.stdout, popen.stderr):
             if stream is not None and not stream.closed:
                 stream.close()

@@ -116,3 +116,19 @@ def holding(token: bytes) -> list[Proc]:
         if token in environ and stat is not None and pid != os.getpid():
             found.append((pid, stat[1]))
     return found
+
+
+def owned_by(uid: int) -> list[Proc]:
+    """Live processes whose real uid is `uid` (from /proc/PID/status, which a process cannot hide or forge)."""
+    found: list[Proc] = []
+    for pid in _all_pids():
+        try:
+            with open(f"/proc/{pid}/status", "rb") as f:
+                lines = f.read().split(b"\n")
+        except OSError:
+            continue
+        real = next((line.split()[1] for line in lines if line.startswith(b"Uid:")), None)
+        stat = _stat(pid) if real == str(uid).encode() else None
+        if stat is not None:
+            found.append((pid, stat[1]))
+    return found

@@ -73,9 +73,15 @@ def test_training_refuses_when_no_prompt_fits_and_held_out_prompts_are_never_ski
         Trainer(load_config(None, [*TINY, f"data.train={data}", "data.max_prompt_tokens=3",
                                    f"output_dir={tmp_path / 'a'}"], max_steps=1))
     held_out = _rows(tmp_path / "h.jsonl", ["What is 1 + 1?", "What is 2 + 3? " * 200])
-    with pytest.raises(UserError, match=rf"the prompt of held-out row 2 of {held_out} has \d+\+ tokens, over"):
+    with pytest.raises(UserError, match=rf"the prompt of held-out row 2 of {held_out} has \d+\+ tokens, over the "
+                                        r"limit of 1016 \(the model's context of 1024 tokens less the completion "
+                                        r"budget of 8 new tokens\): .* lower eval_max_new_tokens"):
         Trainer(load_config(None, [*TINY, f"data.train={data}", f"data.eval={held_out}",
                                    f"output_dir={tmp_path / 'b'}"], max_steps=1))
+    with pytest.raises(UserError, match=r"over the limit of 100 \(data.max_prompt_tokens=100\): .* raise "
+                                        r"data.max_prompt_tokens"):
+        Trainer(load_config(None, [*TINY, f"data.train={data}", f"data.eval={held_out}", "data.max_prompt_tokens=100",
+                                   f"output_dir={tmp_path / 'c'}"], max_steps=1))
 
 
 def test_evaluation_refuses_a_problem_past_the_context_before_sampling(tmp_path):

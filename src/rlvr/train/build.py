@@ -14,7 +14,7 @@ import torch
 from rlvr import paths
 from rlvr.config import RewardConfig, TrainConfig
 from rlvr.data import TASKS, expected_format, load_examples, render_prompt, with_few_shot
-from rlvr.data.lengths import prompt_limit, refuse_too_long, too_long
+from rlvr.data.lengths import budget_words, prompt_limit, refuse_too_long, too_long
 from rlvr.data.scoring import MATH, scoring_for_columns
 from rlvr.data.sources import with_every_column
 from rlvr.data.trl_form import trl_form
@@ -113,9 +113,12 @@ def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts
                     prompt_limit(policy, new_tokens, d.max_prompt_tokens), specials, d.train)
     held_out = render(eval_examples) if eval_examples else None
     if held_out is not None:  # a held-out set that silently shrank would not be the same measurement
-        limit = prompt_limit(policy, config.eval_max_new_tokens or new_tokens, d.max_prompt_tokens)
+        budget = config.eval_max_new_tokens or new_tokens
+        why, fix = ((f"data.max_prompt_tokens={d.max_prompt_tokens}", "raise data.max_prompt_tokens")
+                    if d.max_prompt_tokens is not None else
+                    (budget_words(policy, budget), "lower eval_max_new_tokens (or generation.max_new_tokens)"))
         refuse_too_long(held_out.texts, [f"held-out row {ex.index + 1} of {eval_source}" for ex in held_out.examples],
-                        tokenizer, limit, specials)
+                        tokenizer, prompt_limit(policy, budget, d.max_prompt_tokens), specials, why=why, fix=fix)
     return RunParts(
         device=device, dtype=dtype, policy=policy, tokenizer=tokenizer, reference=reference,
         train=train, eval=held_out, eval_alone=render(eval_examples, []) if held_out and shots else None,

@@ -59,7 +59,7 @@ def test_a_call_past_its_limit_ends_in_one_line_whatever_it_does_with_the_interr
     assert isinstance(out, UserError) and str(out) == (
         "reward function 'f' did not return within its time limit of 0.3 s "
         "(make it faster, or raise rewards[].timeout_s; 0 = no limit)")
-    assert took < 0.3 + 4 * deadline.REPEAT_S + 1.0
+    assert took < 5  # (a call interrupted only once would take 4 × 5 s here)
     assert signal.getsignal(signal.SIGINT) is before  # a function's SIG_IGN does not outlive it
 
 

@@ -37,13 +37,13 @@ def test_bf16_autocast_steps_keep_fp32_master_weights(tmp_path):
     """model.dtype=bfloat16 (what `auto` picks on a GPU), exercised on the CPU: the forward passes
     run in bf16, the reference is stored in bf16, weights and optimizer state stay fp32."""
     trainer = Trainer(tiny_config(tmp_path, DIGITS, "model.dtype=bfloat16", "model.device=cpu"))
-    assert {p.dtype for p in trainer.reference.parameters()} == {torch.bfloat16}
-    before = {n: p.detach().clone() for n, p in trainer.policy.named_parameters()}
+    assert {p.dtype for p in trainer.policy.reference.parameters()} == {torch.bfloat16}
+    before = {n: p.detach().clone() for n, p in trainer.policy.model.named_parameters()}
     metrics = [trainer.step().metrics, trainer.step().metrics]
-    assert {p.dtype for p in trainer.policy.parameters()} == {torch.float32}
+    assert {p.dtype for p in trainer.policy.model.parameters()} == {torch.float32}
     assert all(s.dtype == torch.float32
                for state in trainer.optimizer.state.values() for s in state.values() if s.dim() > 0)
-    assert all(not torch.equal(before[n], p) for n, p in trainer.policy.named_parameters())
+    assert all(not torch.equal(before[n], p) for n, p in trainer.policy.model.named_parameters())
     assert all(torch.isfinite(torch.tensor(m["loss"])) for m in metrics)
     assert metrics[1]["kl"] > 0
 
@@ -71,7 +71,7 @@ def test_bf16_reaches_the_rollout_thread(tmp_path, monkeypatch):
         r = scored.rollout
         rows = torch.arange(r.completion_ids.shape[0]) // r.group_size
         with torch.no_grad():
-            fp32 = completion_logprobs(trainer.policy, r.prompt_ids, r.prompt_mask, rows, r.completion_ids,
+            fp32 = completion_logprobs(trainer.policy.model, r.prompt_ids, r.prompt_mask, rows, r.completion_ids,
                                        r.completion_mask).logprobs
         gaps[dtype] = float((fp32 - r.sampling_logprobs).abs().max())
     assert gaps["float32"] < 1e-4 < 1e-2 < gaps["bfloat16"]

@@ -14,10 +14,9 @@ import sys
 import torch
 
 from rlvr.config import AlgorithmConfig, OptimConfig
-from rlvr.logprobs import PolicyModule
 from rlvr.models import build_tiny_model
 from rlvr.optim import build_optimizer
-from rlvr.run.parallel import spread, unwrap
+from rlvr.run.policy import Policy
 from rlvr.run.world import World, join
 from rlvr.train.batch import micro_batches
 from rlvr.train.update import policy_update
@@ -43,20 +42,17 @@ def select_groups(batch, groups):
                                loss_mask=batch.loss_mask[rows])
 
 
-def run_update(model, batch, case, aggregation, world=None):
-    """`case["steps"]` steps of μ policy updates of `model` (a DDP-wrapped PolicyModule when `world` is given)
-    on `batch`, with one optimizer as a run has; (the statistics of each update, the weights after each step)."""
+def run_update(policy, batch, case, aggregation):
+    """`case["steps"]` steps of μ policy updates of `policy` (a Policy of one process or of this rank) on `batch`,
+    with one optimizer as a run has; (the statistics of each update, the weights after each step)."""
     algo = dataclasses.replace(AlgorithmConfig(**case["algo"]), loss_aggregation=aggregation)
-    inner = unwrap(model)
-    optimizer, scheduler = build_optimizer(inner, OptimConfig(**case["optim"]), 10)
+    optimizer, scheduler = build_optimizer(policy.model, OptimConfig(**case["optim"]), 10)
     kwargs = dict(algo=algo, micro_batch_tokens=case["micro_batch_tokens"], temperature=1.0, max_grad_norm=1.0,
                   max_new_tokens=case["max_new_tokens"])
-    if world:
-        kwargs["world"] = world
     stats, weights = [], []
     for _ in range(case["steps"]):
-        stats += [policy_update(model, optimizer, scheduler, batch, **kwargs) for _ in range(algo.updates_per_batch)]
-        weights.append({n: whole(p).detach().clone() for n, p in inner.named_parameters()})
+        stats += [policy_update(policy, optimizer, scheduler, batch, **kwargs) for _ in range(algo.updates_per_batch)]
+        weights.append({n: whole(p).detach().clone() for n, p in policy.model.named_parameters()})
     return stats, weights
 
 
@@ -77,12 +73,12 @@ def main():
     for aggregation in case["aggregations"]:
         model, _ = build_tiny_model(0)
         model.load_state_dict(case["weights"])
-        wrapped = spread(PolicyModule(model), world, case["strategy"], torch.device("cpu"),
-                         case.get("dtype", torch.float32))
+        policy = Policy(model, device=torch.device("cpu"), dtype=case.get("dtype", torch.float32), world=world,
+                        strategy=case["strategy"])
         seen = []  # the dtype of the weights a projection computes with (FSDP2's mixed precision casts them)
         hook = model.model.layers[0].self_attn.q_proj.register_forward_pre_hook(
             lambda module, _, seen=seen: seen.append(module.weight.dtype))
-        stats, weights = run_update(wrapped, mine, case, aggregation, world)
+        stats, weights = run_update(policy, mine, case, aggregation)
         hook.remove()
         results[aggregation] = {
             "stats": stats, "replica_spread": replica_spread(model) if case["strategy"] == "ddp" else None,

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from rlvr.run.policy import Policy
 from rlvr.train.batch import make_batch, micro_batches
 from rlvr.train.trainer import Trainer
 
@@ -26,10 +27,10 @@ def run_case(tmp, strategy, mu=2, **overrides):
                                   "algorithm.clip_high=0.05", "generation.max_new_tokens=16", steps=1))
     scored, _ = trainer.sample_and_score()
     a = trainer.config.algorithm
-    batch = make_batch(scored, trainer.advantages(scored), policy=trainer.policy, reference=trainer.reference, algo=a,
+    batch = make_batch(scored, trainer.advantages(scored), policy=trainer.policy, algo=a,
                        micro_batch_tokens=10_000, temperature=1.0)
     budget = int(batch.rollout.lengths[:4].sum() + batch.rollout.prompt_mask[0].sum())  # about one group
-    case = {"weights": {n: t.clone() for n, t in trainer.policy.state_dict().items()}, "batch": batch,
+    case = {"weights": {n: t.clone() for n, t in trainer.policy.model.state_dict().items()}, "batch": batch,
             "groups": [[0], [1, 2, 3]], "aggregations": AGGREGATIONS, "micro_batch_tokens": budget,
             "algo": {k: getattr(a, k) for k in ("beta", "clip_low", "clip_high", "kl_estimator", "updates_per_batch")},
             "optim": {"lr": 1e-3}, "max_new_tokens": 16, "steps": 3, "strategy": strategy, **overrides}
@@ -60,7 +61,8 @@ def test_two_ranks_equal_one_process_on_the_global_batch(case, aggregation):
     case, ranks = case
     model, _ = build_tiny_model(0)
     model.load_state_dict(case["weights"])
-    single, weights = run_update(model, case["batch"], case, aggregation)
+    single, weights = run_update(Policy(model, device=torch.device("cpu"), dtype=torch.float32), case["batch"], case,
+                                 aggregation)
     ddp = ranks[aggregation]
     assert ddp["replica_spread"] in (0.0, None)  # DDP's replicas are bitwise identical (FSDP's are shards)
     assert single[1]["clip_low_fraction"] + single[1]["clip_high_fraction"] > 0  # clipping is exercised
@@ -100,7 +102,7 @@ def test_fsdp_computes_in_bf16_and_keeps_fp32_weights_and_gradients(tmp_path):
     assert bf16["compute_dtypes"] == {torch.bfloat16} and bf16["stored_dtypes"] == {torch.float32}
     model, _ = build_tiny_model(0)
     model.load_state_dict(case["weights"])
-    run_update(model, case["batch"], case, "token_mean")
+    run_update(Policy(model, device=torch.device("cpu"), dtype=torch.float32), case["batch"], case, "token_mean")
     fp32 = torch.cat([p.grad.flatten() for p in model.parameters()])
     mixed = torch.cat([bf16["grads"][n].flatten() for n, _ in model.named_parameters()])
     assert mixed.dtype == torch.float32 and not torch.equal(mixed, fp32)  # computed otherwise, yet

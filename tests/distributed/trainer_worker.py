@@ -37,7 +37,8 @@ def main():
         steps.append({"drawn": list(seen["drawn"]), "sampled": list(seen["sampled"]),
                       "stream": trainer.prompts.state_dict(), "scored": batch.scored,
                       "advantages": completion_advantages(batch), "metrics": metrics,
-                      "replica_spread": None if trainer.sharded else replica_spread(trainer.policy)})
+                      "replica_spread": (None if trainer.policy.trained.sharded
+                                         else replica_spread(trainer.policy.model))})
         seen["drawn"].clear(), seen["sampled"].clear()
     save_and_leave(gather_across(steps, world), f"{out}/ranks.pt", world)
 

@@ -51,11 +51,11 @@ def test_shared_prompt_logprobs_equal_unshared_on_cuda():
 def test_bf16_grpo_steps_on_cuda(tmp_path):
     trainer = Trainer(tiny_config(tmp_path, DIGITS))  # model.device=auto, model.dtype=auto -> cuda, bf16
     assert trainer.parts.device.type == "cuda" and trainer.parts.dtype == torch.bfloat16
-    assert next(trainer.policy.parameters()).is_cuda
-    before = {n: p.detach().clone() for n, p in trainer.policy.named_parameters()}
+    assert next(trainer.policy.model.parameters()).is_cuda
+    before = {n: p.detach().clone() for n, p in trainer.policy.model.named_parameters()}
     metrics = [trainer.step().metrics, trainer.step().metrics]
-    assert all(not torch.equal(before[n], p) for n, p in trainer.policy.named_parameters())
+    assert all(not torch.equal(before[n], p) for n, p in trainer.policy.model.named_parameters())
     assert metrics[1]["kl"] > 0 and 0 < metrics[1]["memory/peak_gb"] < 1
     trainer.write_checkpoint(tmp_path / "checkpoint")  # what the run core saves: loadable on the CPU
     reloaded, _ = load_model(str(tmp_path / "checkpoint" / "model"))
-    assert all(torch.equal(p.cpu(), q) for p, q in zip(trainer.policy.parameters(), reloaded.parameters()))
+    assert all(torch.equal(p.cpu(), q) for p, q in zip(trainer.policy.model.parameters(), reloaded.parameters()))

@@ -10,14 +10,13 @@ from safetensors.torch import load_file
 from rlvr import paths
 from rlvr.config import TrainConfig
 from rlvr.errors import UserError
-from rlvr.logprobs import PolicyModule
 from rlvr.models import build_tiny_model, frozen_copy
 from rlvr.models.adapters import AdaptersOff, has_adapters
 from rlvr.run.directory import resume_config
 from rlvr.train.batch import batch_logprobs
 from rlvr.train.trainer import Trainer, train_grpo
 
-from .test_step import DIGITS, tiny_config
+from .test_step import DIGITS, as_policy, tiny_config
 
 LORA = ["model.lora.rank=4", "algorithm.beta=0.04", DIGITS]
 
@@ -28,12 +27,12 @@ def lora_trainer(tmp_path, *extra, steps=2):
 
 def test_only_the_adapters_train_and_the_base_stays_bitwise(tmp_path, capfd):
     trainer = lora_trainer(tmp_path, "optim.weight_decay=0.1")
-    assert has_adapters(trainer.policy) and trainer.parts.reference is None  # no copy of the model is held
+    assert has_adapters(trainer.policy.model) and trainer.parts.reference is None  # no copy of the model is held
     assert "trainable parameters: 8,192 of 88,704 (9.24%)" in capfd.readouterr().err
-    before = {n: p.detach().clone() for n, p in trainer.policy.named_parameters()}
+    before = {n: p.detach().clone() for n, p in trainer.policy.model.named_parameters()}
     trainer.step(), trainer.step()
     trained = {id(p) for group in trainer.optimizer.param_groups for p in group["params"]}
-    for name, p in trainer.policy.named_parameters():
+    for name, p in trainer.policy.model.named_parameters():
         adapter = "lora_" in name
         assert (id(p) in trained) == adapter == p.requires_grad, name  # optimizer state for the adapters alone
         assert torch.equal(before[name], p) != adapter, name  # every adapter moved, no base weight did
@@ -45,10 +44,10 @@ def test_the_reference_is_the_base_model_exactly(tmp_path):
     base = frozen_copy(build_tiny_model(0)[0])  # what the run started from, held apart
     trainer.step(), trainer.step()  # the adapters are no longer zero: the policy has moved away from the base
     rollout = trainer.sample(trainer.prompts.next_batch())
-    assert isinstance(trainer.reference, AdaptersOff)
-    reference = batch_logprobs(trainer.reference, rollout, 10_000, 1.0)
-    assert torch.equal(reference, batch_logprobs(base, rollout, 10_000, 1.0))
-    policy = batch_logprobs(PolicyModule(trainer.policy), rollout, 10_000, 1.0)
+    assert isinstance(trainer.policy.reference, AdaptersOff)
+    reference = batch_logprobs(trainer.policy, rollout, 10_000, 1.0, reference=True)
+    assert torch.equal(reference, batch_logprobs(as_policy(base), rollout, 10_000, 1.0))
+    policy = batch_logprobs(trainer.policy, rollout, 10_000, 1.0)
     assert not torch.allclose(policy, reference, atol=1e-4)  # (so the adapters were on there, and off here)
 
 
@@ -69,7 +68,7 @@ def test_gradient_checkpointing_gives_the_adapters_the_same_gradients(tmp_path):
         trainer = lora_trainer(tmp_path / str(checkpointing), f"model.gradient_checkpointing={checkpointing}",
                                "optim.max_grad_norm=0")
         trainer.step()
-        grads.append({n: p.grad.clone() for n, p in trainer.policy.named_parameters() if p.requires_grad})
+        grads.append({n: p.grad.clone() for n, p in trainer.policy.model.named_parameters() if p.requires_grad})
     plain, recomputed = grads
     assert any(float(g.abs().max()) > 0 for g in recomputed.values())
     for name, g in plain.items():  # recomputation sums in another order: fp32 noise, relative to the tensor's scale
@@ -113,7 +112,7 @@ def test_decoding_folds_the_adapters_into_copies_and_leaves_the_base_bit_for_bit
 
     trainer = lora_trainer(tmp_path)
     trainer.step()  # adapters no longer zero
-    policy = trainer.policy.eval()
+    policy = trainer.policy.model.eval()
     layers = [m for m in policy.modules() if isinstance(m, LoraLayer)]
     bases = [(m.get_base_layer().weight, m.get_base_layer().weight.data.clone()) for m in layers]
     ids = torch.randint(0, 50, (2, 12))

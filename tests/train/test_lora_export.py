@@ -8,14 +8,13 @@ from transformers import AutoModelForCausalLM
 
 from rlvr.cli import main
 from rlvr.errors import UserError
-from rlvr.logprobs import PolicyModule
 from rlvr.models import build_tiny_model, load_model
 from rlvr.models.export import export_model
 from rlvr.run.loop import run_training
 from rlvr.train.batch import batch_logprobs
 from rlvr.train.trainer import Trainer
 
-from .test_step import DIGITS, tiny_config
+from .test_step import DIGITS, as_policy, tiny_config
 
 
 @pytest.fixture(scope="module")
@@ -42,13 +41,13 @@ def test_the_merged_export_is_a_plain_checkpoint_with_the_adapted_policy(lora_ru
     assert main(["export", str(tmp / "run"), "--output", str(tmp_path / "merged"), "--merge"]) == 0
     assert not (tmp_path / "merged" / "adapter_config.json").exists()
     merged = AutoModelForCausalLM.from_pretrained(tmp_path / "merged").eval()  # plain transformers, no peft
-    trainer.policy.eval()
-    adapted = batch_logprobs(PolicyModule(trainer.policy), rollout, 10_000, 1.0)
-    assert float((batch_logprobs(merged, rollout, 10_000, 1.0) - adapted).abs().max()) < 1e-5
-    base = batch_logprobs(AutoModelForCausalLM.from_pretrained(tmp / "base"), rollout, 10_000, 1.0)
+    trainer.policy.model.eval()
+    adapted = batch_logprobs(trainer.policy, rollout, 10_000, 1.0)
+    assert float((batch_logprobs(as_policy(merged), rollout, 10_000, 1.0) - adapted).abs().max()) < 1e-5
+    base = batch_logprobs(as_policy(AutoModelForCausalLM.from_pretrained(tmp / "base")), rollout, 10_000, 1.0)
     assert float((base - adapted).abs().max()) > 1e-3  # the adapters changed the policy, and the export has them
     with torch.no_grad():
-        assert greedy(merged, trainer.tokenizer) == greedy(trainer.policy, trainer.tokenizer)
+        assert greedy(merged, trainer.tokenizer) == greedy(trainer.policy.model, trainer.tokenizer)
 
 
 def test_the_adapter_export_loads_on_its_base_with_peft(lora_run, tmp_path):
@@ -59,17 +58,17 @@ def test_the_adapter_export_loads_on_its_base_with_peft(lora_run, tmp_path):
     assert (tmp_path / "adapters" / "adapter_model.safetensors").is_file()
     assert not (tmp_path / "adapters" / "model.safetensors").exists()  # small: the adapters alone
     loaded = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tmp / "base"), tmp_path / "adapters")
-    trainer.policy.eval()
-    expected = batch_logprobs(PolicyModule(trainer.policy), rollout, 10_000, 1.0)
-    assert torch.equal(batch_logprobs(PolicyModule(loaded.eval()), rollout, 10_000, 1.0), expected)
+    trainer.policy.model.eval()
+    expected = batch_logprobs(trainer.policy, rollout, 10_000, 1.0)
+    assert torch.equal(batch_logprobs(as_policy(loaded.eval()), rollout, 10_000, 1.0), expected)
 
 
 def test_a_lora_run_directory_is_a_model_for_eval_and_sample(lora_run):
     tmp, trainer, rollout = lora_run
     model, _ = load_model(str(tmp / "run"))  # what `rlvr eval --model RUN_DIR` and `rlvr sample` load
-    trainer.policy.eval()
-    expected = batch_logprobs(PolicyModule(trainer.policy), rollout, 10_000, 1.0)
-    assert float((batch_logprobs(model, rollout, 10_000, 1.0) - expected).abs().max()) < 1e-5
+    trainer.policy.model.eval()
+    expected = batch_logprobs(trainer.policy, rollout, 10_000, 1.0)
+    assert float((batch_logprobs(as_policy(model), rollout, 10_000, 1.0) - expected).abs().max()) < 1e-5
 
 
 def test_export_mistakes_are_one_line(lora_run, tmp_path, capsys):
@@ -92,16 +91,16 @@ def test_a_later_stage_puts_new_adapters_on_the_merged_lora_model(lora_run, tmp_
     tmp, first, rollout = lora_run
     second = Trainer(tiny_config(tmp_path, f"model.name={tmp / 'run'}", "model.lora.rank=2", "optim.lr=2e-2", DIGITS,
                                  "eval_before=false", "eval_after=false", steps=1))
-    assert sum(p.numel() for p in second.policy.parameters() if p.requires_grad) < sum(
-        p.numel() for p in first.policy.parameters() if p.requires_grad)  # rank 2: new adapters, not the old
-    second.policy.eval()
-    start = batch_logprobs(PolicyModule(second.policy), rollout, 10_000, 1.0)
-    first.policy.eval()
-    assert float((start - batch_logprobs(PolicyModule(first.policy), rollout, 10_000, 1.0)).abs().max()) < 1e-5
+    assert sum(p.numel() for p in second.policy.model.parameters() if p.requires_grad) < sum(
+        p.numel() for p in first.policy.model.parameters() if p.requires_grad)  # rank 2: new adapters, not the old
+    second.policy.model.eval()
+    start = batch_logprobs(second.policy, rollout, 10_000, 1.0)
+    first.policy.model.eval()
+    assert float((start - batch_logprobs(first.policy, rollout, 10_000, 1.0)).abs().max()) < 1e-5
     run_training(second)
     model, _ = load_model(str(tmp_path / "run"))  # both runs' adapters, merged in turn
-    expected = batch_logprobs(PolicyModule(second.policy.eval()), rollout, 10_000, 1.0)
-    assert float((batch_logprobs(model, rollout, 10_000, 1.0) - expected).abs().max()) < 1e-5
+    expected = batch_logprobs(second.policy, rollout, 10_000, 1.0)
+    assert float((batch_logprobs(as_policy(model), rollout, 10_000, 1.0) - expected).abs().max()) < 1e-5
     assert float((expected - start).abs().max()) > 1e-4  # (the second run trained)
 
 

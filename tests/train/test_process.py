@@ -75,13 +75,13 @@ def test_one_step_per_completion_gives_the_outcome_gradient(tmp_path):
     ])
     grads = []
     for advantages in (outcome_advantages(scored, algo), one_step):
-        batch = make_batch(scored, advantages, policy=trainer.policy, reference=trainer.reference, algo=algo,
+        batch = make_batch(scored, advantages, policy=trainer.policy, algo=algo,
                            micro_batch_tokens=30, temperature=1.0)
-        optimizer, scheduler = build_optimizer(trainer.policy, trainer.config.optim, 10)
+        optimizer, scheduler = build_optimizer(trainer.policy.model, trainer.config.optim, 10)
         optimizer.step = lambda: None
         policy_update(trainer.policy, optimizer, scheduler, batch, algo=algo, micro_batch_tokens=30, temperature=1.0,
                       max_grad_norm=0.0, max_new_tokens=12)
-        grads.append([p.grad.clone() for p in trainer.policy.parameters()])
+        grads.append([p.grad.clone() for p in trainer.policy.model.parameters()])
     for a, b in zip(*grads):
         assert torch.allclose(a, b, atol=1e-6)
 

@@ -63,7 +63,7 @@ def test_checkpoint_is_loadable_by_transformers(tmp_path):
     path = paths.latest_checkpoint(tmp_path / "run")
     model = AutoModelForCausalLM.from_pretrained(path / "model")
     tokenizer = AutoTokenizer.from_pretrained(path / "model")
-    for p, q in zip(trainer.policy.parameters(), model.parameters()):
+    for p, q in zip(trainer.policy.model.parameters(), model.parameters()):
         assert torch.equal(p, q)
     assert tokenizer("12").input_ids == trainer.tokenizer("12").input_ids
     assert (path / "config.yaml").is_file() and (path / "trainer.pt").is_file()
@@ -215,9 +215,9 @@ def test_an_optimizer_state_of_earlier_versions_keyed_by_position_still_loads(tm
     trained = Trainer(tiny_config(tmp_path / "a", DIGITS, "algorithm.beta=0"))
     trained.step()
     fresh = Trainer(tiny_config(tmp_path / "b", DIGITS, "algorithm.beta=0"))
-    load_optimizer_state(fresh.policy, fresh.optimizer, trained.optimizer.state_dict())  # the old format
-    saved, loaded = (optimizer_state(t.policy, t.optimizer)["state"] for t in (trained, fresh))
-    assert set(loaded) == {n for n, _ in fresh.policy.named_parameters()}
+    load_optimizer_state(fresh.policy.model, fresh.optimizer, trained.optimizer.state_dict())  # the old format
+    saved, loaded = (optimizer_state(t.policy.model, t.optimizer)["state"] for t in (trained, fresh))
+    assert set(loaded) == {n for n, _ in fresh.policy.model.named_parameters()}
     for name, moments in saved.items():
         for key in ("step", "exp_avg", "exp_avg_sq"):
             assert torch.equal(loaded[name][key], moments[key]), (name, key)

@@ -13,7 +13,8 @@ from rlvr.errors import UserError
 from rlvr.models.loading import set_checkpointing
 from rlvr.optim import build_optimizer
 from rlvr.rewards.batch import score_rollout
-from rlvr.train.batch import make_batch, micro_batches, outcome_advantages, shares_prompt
+from rlvr.run.policy import Policy
+from rlvr.train.batch import make_batch, micro_batches, outcome_advantages
 from rlvr.train.metrics import step_record
 from rlvr.train.trainer import Trainer, train_grpo
 from rlvr.train.update import policy_update
@@ -30,6 +31,11 @@ def tiny_config(tmp_path, *extra, steps=2):
     return load_config(None, [*TINY, f"output_dir={tmp_path / 'run'}", *extra], max_steps=steps)
 
 
+def as_policy(model):
+    """A bare causal LM as a Policy (one process, its own device, fp32): for its log-probs."""
+    return Policy(model, device=next(model.parameters()).device, dtype=torch.float32)
+
+
 def step_with_batch(trainer, monkeypatch):
     """(metrics, the TrainBatch they were computed from) of one Trainer.step()."""
     import rlvr.train.trainer as module
@@ -42,9 +48,9 @@ def step_with_batch(trainer, monkeypatch):
 
 def test_two_grpo_steps_change_the_policy_and_log_metrics(tmp_path):
     trainer = Trainer(tiny_config(tmp_path, DIGITS))
-    before = {n: p.detach().clone() for n, p in trainer.policy.named_parameters()}
+    before = {n: p.detach().clone() for n, p in trainer.policy.model.named_parameters()}
     metrics = [trainer.step().metrics, trainer.step().metrics]
-    changed = sum(not torch.equal(before[n], p) for n, p in trainer.policy.named_parameters())
+    changed = sum(not torch.equal(before[n], p) for n, p in trainer.policy.model.named_parameters())
     assert changed == len(before)
     for key in ("reward/mean", "reward/std", "accuracy", "zero_variance_fraction", "kl", "clip_low_fraction",
                 "clip_high_fraction", "entropy", "completion_length/mean", "completion_length/max", "truncation_rate",
@@ -68,18 +74,17 @@ def test_micro_batches_accumulate_to_the_full_batch_gradient(tmp_path, aggregati
     trainer = Trainer(tiny_config(tmp_path, f"algorithm.loss_aggregation={aggregation}", "algorithm.beta=0.1"))
     scored = _batch(trainer)
     algo = trainer.config.algorithm
-    batch = make_batch(scored, outcome_advantages(scored, algo), policy=trainer.policy, reference=trainer.reference,
-                       algo=algo, micro_batch_tokens=10_000, temperature=1.0)
+    batch = make_batch(scored, outcome_advantages(scored, algo), policy=trainer.policy,
+                                                  algo=algo, micro_batch_tokens=10_000, temperature=1.0)
     assert len(micro_batches(batch.rollout, batch.loss_mask, 10_000)) == 1
     assert len(micro_batches(batch.rollout, batch.loss_mask, 20)) > 2
     grads = {}
     for budget in (10_000, 20):
-        policy = trainer.policy
-        optimizer, scheduler = build_optimizer(policy, trainer.config.optim, 10)
+        optimizer, scheduler = build_optimizer(trainer.policy.model, trainer.config.optim, 10)
         optimizer.step = lambda: None  # keep the weights: compare gradients only
-        stats = policy_update(policy, optimizer, scheduler, batch, algo=algo, micro_batch_tokens=budget,
+        stats = policy_update(trainer.policy, optimizer, scheduler, batch, algo=algo, micro_batch_tokens=budget,
                               temperature=1.0, max_grad_norm=0.0, max_new_tokens=12)
-        grads[budget] = ({n: p.grad.clone() for n, p in policy.named_parameters()}, stats["loss"])
+        grads[budget] = ({n: p.grad.clone() for n, p in trainer.policy.model.named_parameters()}, stats["loss"])
     assert grads[20][1] == pytest.approx(grads[10_000][1], abs=1e-5)
     for name, g in grads[10_000][0].items():
         assert torch.allclose(g, grads[20][0][name], atol=1e-5), name
@@ -88,7 +93,7 @@ def test_micro_batches_accumulate_to_the_full_batch_gradient(tmp_path, aggregati
 def test_a_prompt_run_with_every_completion_is_counted_with_every_completion(tmp_path):
     trainer = Trainer(tiny_config(tmp_path, "sampling.group_size=4"))
     rollout = trainer.sample(trainer.prompts.next_batch())
-    assert shares_prompt(trainer.policy)
+    assert trainer.policy.share_prompt()
     prompt = rollout.prompt_mask.sum(-1).repeat_interleave(rollout.group_size)
     budget = int(prompt.max() + 4 * rollout.lengths.max())  # a prompt with its 4 completions, or one with each
     for share, cost in ((True, None), (False, prompt + rollout.lengths)):
@@ -98,16 +103,16 @@ def test_a_prompt_run_with_every_completion_is_counted_with_every_completion(tmp
             assert all(int(cost[mb.rows].sum()) <= budget for mb in runs)
     assert len(micro_batches(rollout, rollout.completion_mask, budget, False)) > len(
         micro_batches(rollout, rollout.completion_mask, budget, True))
-    set_checkpointing(trainer.policy, True)  # which runs every prompt with each of its completions
-    assert not shares_prompt(trainer.policy)
+    set_checkpointing(trainer.policy.model, True)  # which runs every prompt with each of its completions
+    assert not trainer.policy.share_prompt()
 
 
 def test_mask_truncated_removes_rows_from_the_loss(tmp_path):
     trainer = Trainer(tiny_config(tmp_path, "algorithm.mask_truncated=true", "sampling.max_new_tokens=3"))
     scored = _batch(trainer)
     algo = trainer.config.algorithm
-    batch = make_batch(scored, outcome_advantages(scored, algo), policy=trainer.policy, reference=None,
-                       algo=algo, micro_batch_tokens=1000, temperature=1.0)
+    batch = make_batch(scored, outcome_advantages(scored, algo), policy=trainer.policy,
+                                                  algo=algo, micro_batch_tokens=1000, temperature=1.0)
     truncated = batch.rollout.truncated
     assert truncated.any()
     assert not batch.loss_mask[truncated].any()
@@ -115,8 +120,8 @@ def test_mask_truncated_removes_rows_from_the_loss(tmp_path):
 
 
 def test_no_reference_model_when_beta_is_zero(tmp_path):
-    assert Trainer(tiny_config(tmp_path, "algorithm.beta=0")).reference is None
-    assert Trainer(tiny_config(tmp_path)).reference is not None
+    assert Trainer(tiny_config(tmp_path, "algorithm.beta=0")).policy.reference is None
+    assert Trainer(tiny_config(tmp_path)).policy.reference is not None
 
 
 @pytest.mark.parametrize("setting, no_grad", [(None, 64), ("optim.logprob_micro_batch_tokens=40", 40)])
@@ -142,20 +147,20 @@ def test_mu_updates_reuse_old_logprobs(tmp_path):
     trainer = Trainer(tiny_config(tmp_path, DIGITS, "algorithm.updates_per_batch=3", "algorithm.beta=0"))
     scored, _ = trainer.sample_and_score()
     algo = trainer.config.algorithm
-    batch = make_batch(scored, outcome_advantages(scored, algo), policy=trainer.policy, reference=None, algo=algo,
+    batch = make_batch(scored, outcome_advantages(scored, algo), policy=trainer.policy, algo=algo,
                        micro_batch_tokens=2048, temperature=1.0)
     # log π_old is the policy that sampled the batch, stored once and reused by all three updates
     assert torch.allclose(batch.old_logprobs, batch.rollout.sampling_logprobs, atol=1e-5)
-    before = {n: p.detach().clone() for n, p in trainer.policy.named_parameters()}
+    before = {n: p.detach().clone() for n, p in trainer.policy.model.named_parameters()}
     m = trainer.step().metrics
     assert math.isfinite(m["loss"]) and m["grad_norm"] > 0
-    assert any(not torch.equal(before[n], p) for n, p in trainer.policy.named_parameters())
+    assert any(not torch.equal(before[n], p) for n, p in trainer.policy.model.named_parameters())
 
 
 def test_reference_refresh(tmp_path):
     trainer = Trainer(tiny_config(tmp_path, "algorithm.ref_refresh_steps=1"))
     trainer.step()
-    for p, r in zip(trainer.policy.parameters(), trainer.reference.parameters()):
+    for p, r in zip(trainer.policy.model.parameters(), trainer.policy.reference.parameters()):
         assert torch.equal(p, r)
 
 
@@ -305,16 +310,16 @@ def test_context_tokens_of_a_multi_turn_rollout_carry_no_loss_and_no_kl(tmp_path
     model_mask[:, 1::3] = False  # every third token: the environment's
     scored = dataclasses.replace(scored, rollout=dataclasses.replace(scored.rollout, model_mask=model_mask))
     algo = trainer.config.algorithm
-    batch = make_batch(scored, outcome_advantages(scored, algo), policy=trainer.policy, reference=trainer.reference,
-                       algo=algo, micro_batch_tokens=10_000, temperature=1.0)
+    batch = make_batch(scored, outcome_advantages(scored, algo), policy=trainer.policy,
+                                                  algo=algo, micro_batch_tokens=10_000, temperature=1.0)
     assert torch.equal(batch.loss_mask, model_mask)
 
     def update(b):
-        optimizer, scheduler = build_optimizer(trainer.policy, trainer.config.optim, 10)
+        optimizer, scheduler = build_optimizer(trainer.policy.model, trainer.config.optim, 10)
         optimizer.step = lambda: None  # keep the weights: compare gradients only
         stats = policy_update(trainer.policy, optimizer, scheduler, b, algo=algo, micro_batch_tokens=10_000,
                               temperature=1.0, max_grad_norm=0.0, max_new_tokens=12)
-        return stats, torch.cat([p.grad.flatten() for p in trainer.policy.parameters()])
+        return stats, torch.cat([p.grad.flatten() for p in trainer.policy.model.parameters()])
 
     stats, grad = update(batch)
     noise = torch.randn(batch.advantages.shape, generator=torch.Generator().manual_seed(1))

@@ -77,7 +77,7 @@ class PPOTrainer:
                             "or train GRPO on several ranks")
         self.grpo, self.world = Trainer(config, checkpoint), world
         self.config, self.schedule, self.settings = self.grpo.config, self.grpo.schedule, settings  # (rewards as run)
-        self.critic = ValueModel(self.grpo.policy).to(self.grpo.parts.device)
+        self.critic = ValueModel(self.grpo.policy.model).to(self.grpo.parts.device)
         self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=settings.critic_lr)
         # what the run core asks of a recipe and PPO does as GRPO does
         self.evaluate, self.eval_metrics, self.describe = self.grpo.evaluate, self.grpo.eval_metrics, self.grpo.describe
@@ -96,9 +96,8 @@ class PPOTrainer:
         unscored = scored.rewards.isnan().view(-1)  # no reward to learn from (rlvr.rewards.batch.unscored)
         mask = rollout.completion_mask & ~unscored[:, None]
         with clock("logprobs"):
-            batch = make_batch(scored, torch.zeros(mask.shape), policy=t.policy, reference=t.reference,
-                               algo=c.algorithm, micro_batch_tokens=c.optim.no_grad_tokens,
-                               temperature=c.generation.temperature)
+            batch = make_batch(scored, torch.zeros(mask.shape), policy=t.policy, algo=c.algorithm,
+                               micro_batch_tokens=c.optim.no_grad_tokens, temperature=c.generation.temperature)
             values = self.values(rollout)
         rewards = token_rewards(scored.rewards.view(-1).nan_to_num(0.0), rollout.sampling_logprobs,
                                 batch.ref_logprobs, mask, c.algorithm.beta)

@@ -14,6 +14,7 @@ name, so a checkpoint loads at any world size and under either strategy.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -61,6 +62,49 @@ def spread(module: torch.nn.Module, world: World, strategy: str, device: torch.d
     fully_shard(module, mesh=mesh, mp_policy=precision)  # the rest (embeddings, final norm, head)
     register_fsdp_forward_method(module, "sample")
     return module
+
+
+class Trained:
+    """A module as the ranks train it (`spread`): itself in one process, DDP-wrapped, or FSDP-sharded, with the
+    verbs every recipe's update needs, so that no step code asks which: `__call__` runs the module through
+    the wrapper's hooks (its forward computes what the loss needs: log-probs, an NLL, scores),
+    `accumulating(last)` holds DDP's all-reduce back until a step's last micro-batch, and `optimizer_step`
+    clips the gradient norm and steps the optimizer and its schedule.
+
+    >>> from rlvr.run.world import SINGLE
+    >>> trained = Trained(torch.nn.Linear(2, 1), SINGLE, "ddp", torch.device("cpu"), torch.float32)
+    >>> trained(torch.ones(1, 2)).shape, trained.sharded
+    (torch.Size([1, 1]), False)
+    """
+
+    def __init__(self, module: torch.nn.Module, world: World, strategy: str, device: torch.device,
+                 dtype: torch.dtype) -> None:
+        self.module, self.world = module, world  # (the bare module: what the wrapper wraps)
+        self.runner = spread(module, world, strategy, device, dtype)
+        self.sharded = is_sharded(self.runner)
+
+    def __call__(self, *args: Any) -> Any:
+        return self.runner(*args)
+
+    def accumulating(self, last: bool) -> contextlib.AbstractContextManager[Any]:
+        """The block of one micro-batch's backward: under DDP the gradients are all-reduced only on the last."""
+        ddp = isinstance(self.runner, DistributedDataParallel)
+        return self.runner.no_sync() if ddp and not last else contextlib.nullcontext()  # type: ignore[operator]
+
+    def equal_counts(self, runs: list[M]) -> list[M]:
+        """`runs` as every rank must run them (FSDP: as many passes on each, `equal_counts`)."""
+        return equal_counts(runs, self.world, self.sharded)
+
+    def optimizer_step(self, optimizer: torch.optim.Optimizer, scheduler: Any,
+                       max_grad_norm: float) -> dict[str, float]:
+        """Clip the trained parameters' gradient norm to `max_grad_norm` (0 = no clipping) and take one step of
+        `optimizer` and its `scheduler`: {"grad_norm": before clipping, "lr": the step's learning rate}."""
+        params = [p for p in self.runner.parameters() if p.requires_grad]
+        norm = torch.nn.utils.clip_grad_norm_(params, max_grad_norm if max_grad_norm > 0 else float("inf"))
+        stats = {"grad_norm": grad_norm(norm), "lr": float(optimizer.param_groups[0]["lr"])}
+        optimizer.step()
+        scheduler.step()
+        return stats
 
 
 def is_sharded(module: torch.nn.Module) -> bool:

@@ -11,14 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch.nn.parallel import DistributedDataParallel
 
 from rlvr.advantages import group_advantages, reward_moments, std_from_moments
 from rlvr.config import AlgorithmConfig
-from rlvr.logprobs import PolicyModule, TokenStats, completion_logprobs
-from rlvr.models.adapters import AdaptersOff, decoder
 from rlvr.records import Rollout, ScoredRollout, TrainBatch
-from rlvr.run.parallel import equal_counts, is_sharded, unwrap
+from rlvr.run.policy import Policy
 from rlvr.run.world import SINGLE, World, sum_across
 
 
@@ -92,37 +89,16 @@ def _micro_batch(rollout: Rollout, loss_mask: torch.Tensor, rows: torch.Tensor) 
     )
 
 
-def forward(model: torch.nn.Module, mb: MicroBatch, temperature: float, share_prompt: bool = True) -> TokenStats:
-    """Log-probabilities (and entropies) of the micro-batch's completion tokens under `model`: a causal
-    LM, or a PolicyModule (wrapped by DDP or sharded by FSDP; a LoRA run's reference calls one), which is
-    called so that the hooks run."""
-    args = (mb.prompt_ids, mb.prompt_mask, mb.row_prompt, mb.completion_ids, mb.completion_mask, temperature,
-            share_prompt)
-    if isinstance(model, (PolicyModule, DistributedDataParallel, AdaptersOff)):
-        return model(*args)  # type: ignore[no-any-return]
-    return completion_logprobs(model, *args)
-
-
-def shares_prompt(model: torch.nn.Module) -> bool:
-    """Whether `model`'s passes compute each prompt once per micro-batch (rlvr.logprobs): not when FSDP
-    shards it (every rank must run the same passes) nor under activation checkpointing, which runs
-    each prompt with every completion."""
-    if is_sharded(model):
-        return False
-    inner = unwrap(model.module if isinstance(model, AdaptersOff) else model)
-    return not getattr(decoder(inner), "gradient_checkpointing", False)
-
-
 @torch.no_grad()
-def batch_logprobs(model: torch.nn.Module, rollout: Rollout, size: int, temperature: float,
-                   world: World = SINGLE) -> torch.Tensor:
-    """[N, Lc] log-probabilities of every completion token under `model`, without gradients (a sharded
-    model: as many passes as the busiest rank's, rlvr.run.parallel.equal_counts)."""
+def batch_logprobs(policy: Policy, rollout: Rollout, size: int, temperature: float,
+                   reference: bool = False) -> torch.Tensor:
+    """[N, Lc] log-probabilities of every completion token under π_θ (or π_ref, `reference`), without gradients
+    (a sharded model: as many passes as the busiest rank's, Policy.equal_counts)."""
     out = torch.zeros(rollout.completion_ids.shape)
-    share = shares_prompt(model)
-    real = micro_batches(rollout, rollout.completion_mask, size, share)
-    for i, mb in enumerate(equal_counts(real, world, is_sharded(model))):
-        lp = forward(model, mb, temperature, share_prompt=share).logprobs.cpu()
+    real = micro_batches(rollout, rollout.completion_mask, size, policy.share_prompt(reference))
+    logprobs = policy.reference_logprobs if reference else policy.logprobs
+    for i, mb in enumerate(policy.equal_counts(real)):
+        lp = logprobs(mb, temperature).logprobs.cpu()
         if i < len(real):
             out[mb.rows, : lp.shape[1]] = lp
     return out
@@ -132,12 +108,10 @@ def make_batch(
     scored: ScoredRollout,
     advantages: torch.Tensor,
     *,
-    policy: torch.nn.Module,
-    reference: torch.nn.Module | None,
+    policy: Policy,
     algo: AlgorithmConfig,
     micro_batch_tokens: int,
     temperature: float,
-    world: World = SINGLE,
 ) -> TrainBatch:
     """Attach what the ratio and the KL need: log π_old (only when μ > 1) and log π_ref (only when β > 0).
 
@@ -152,8 +126,7 @@ without unscored rows, and without truncated rows under `mask_truncated` (DAPO).
     if algo.mask_truncated:
         loss_mask[rollout.truncated] = False
     loss_mask[scored.rewards.isnan().view(-1)] = False  # unscored completions (rlvr.rewards.batch.unscored)
-    old = (batch_logprobs(policy, rollout, micro_batch_tokens, temperature, world)
-           if algo.updates_per_batch > 1 else None)
-    ref = (batch_logprobs(reference, rollout, micro_batch_tokens, temperature, world)
-           if reference is not None and algo.beta > 0 else None)
+    old = batch_logprobs(policy, rollout, micro_batch_tokens, temperature) if algo.updates_per_batch > 1 else None
+    ref = (batch_logprobs(policy, rollout, micro_batch_tokens, temperature, reference=True)
+           if policy.reference is not None and algo.beta > 0 else None)
     return TrainBatch(scored=scored, advantages=advantages, old_logprobs=old, ref_logprobs=ref, loss_mask=loss_mask)

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
 
 from rlvr import paths
 from rlvr.config import TrainConfig
@@ -29,28 +28,15 @@ from rlvr.envs import load_environment
 from rlvr.envs.sampling import conversation_sampler, env_metrics
 from rlvr.errors import UserError
 from rlvr.evaluate.accuracy import Interval, Sampler, evaluate_accuracy, paired_gain_interval
-from rlvr.logprobs import PolicyModule
-from rlvr.models.adapters import AdaptersOff, has_adapters
-from rlvr.models.devices import autocast
 from rlvr.optim import build_optimizer
 from rlvr.records import Rollout, ScoredRollout
 from rlvr.rewards.batch import score_rollout
 from rlvr.rewards.reward_model import ProcessRewardScorer
 from rlvr.rollout import SamplingParams, rollout
-from rlvr.run.checkpoint import save_pretrained
 from rlvr.run.clock import Stopwatch
 from rlvr.run.loop import OnStepEnd, Schedule, StepResult, launch
-from rlvr.run.parallel import (
-    full_state_dict,
-    is_sharded,
-    load_optimizer_state,
-    optimizer_state,
-    spread,
-    unwrap,
-    with_weights,
-)
+from rlvr.run.policy import Policy
 from rlvr.run.process import derived_seed
-from rlvr.run.sharded import load_shards
 from rlvr.run.world import SINGLE, World, any_across, gather_across, shard
 from rlvr.train.batch import make_batch, outcome_advantages
 from rlvr.train.build import Prompts, build_parts
@@ -83,14 +69,11 @@ class Trainer:
         self.parts = build_parts(config, checkpoint)
         # the effective config (config.yaml) records the rewards as run: which one is the correctness reward
         self.config = c = dataclasses.replace(config, rewards=self.parts.reward_entries)
-        self.policy, self.tokenizer = self.parts.policy, self.parts.tokenizer
-        p, strategy = self.parts, c.distributed.strategy
-        # what the update runs: the policy itself, DDP-wrapped, or sharded in place (rlvr.run.parallel)
-        self.trained = (self.policy if not world.distributed
-                        else spread(PolicyModule(self.policy), world, strategy, p.device, p.dtype))
-        self.sharded = is_sharded(self.trained)
-        self.reference = self.build_reference()
-        self.whole: dict[str, dict[str, Any]] = {}  # sharded weights gathered for rank 0's checkpoint
+        p, self.tokenizer = self.parts, self.parts.tokenizer
+        # π_θ as the ranks train it, and π_ref when β > 0: a frozen copy, or with LoRA the policy's own network
+        # with its adapters off (rlvr.run.policy)
+        self.policy = Policy(p.policy, device=p.device, dtype=p.dtype, world=world, strategy=c.distributed.strategy,
+                             reference=p.reference, with_reference=c.algorithm.beta > 0)
         stream = CurriculumStream if c.data.curriculum else PromptStream
         self.prompts = stream(len(self.parts.train.examples), prompts_per_step, c.seed)
         path = c.algorithm.process_reward_model
@@ -101,7 +84,7 @@ class Trainer:
         self.converse_train = (conversation_sampler(self.tokenizer, env, dict(zip(map(id, train.examples),
                                                                                   train.messages)), self.make_env)
                                if self.make_env is not None else None)
-        self.optimizer, self.scheduler = build_optimizer(self.policy, c.optim, c.max_steps)
+        self.optimizer, self.scheduler = build_optimizer(p.policy, c.optim, c.max_steps)
         self.step_count = 0
         self.schedule = Schedule(c.max_steps, c.save_every, c.eval_every, c.sample_every, c.eval_before, c.eval_after,
                                  c.keep_checkpoints)
@@ -116,15 +99,14 @@ class Trainer:
         with clock("rollout"):  # 1. sample G completions per prompt, 2. score them with the verifiers
             scored, fill = self.sample_and_score()
         advantages = self.advantages(scored)  # 3. group-relative advantages, [N, Lc]
-        with clock("logprobs"), self.autocast():  # 4. log π_old (μ > 1) and log π_ref (β > 0)
-            batch = make_batch(scored, advantages, policy=self.trained if self.sharded else self.policy,
-                               reference=self.reference, algo=a, micro_batch_tokens=o.no_grad_tokens,
-                               temperature=g.temperature, world=self.world)
+        with clock("logprobs"):  # 4. log π_old (μ > 1) and log π_ref (β > 0)
+            batch = make_batch(scored, advantages, policy=self.policy, algo=a, micro_batch_tokens=o.no_grad_tokens,
+                               temperature=g.temperature)
         with clock("update"):  # 5. clipped surrogate + β·KL: μ optimizer steps on the same batch
-            updates = [policy_update(self.trained, self.optimizer, self.scheduler, batch, algo=a,
+            updates = [policy_update(self.policy, self.optimizer, self.scheduler, batch, algo=a,
                                      micro_batch_tokens=o.micro_batch_tokens, temperature=g.temperature,
-                                     max_grad_norm=o.max_grad_norm, max_new_tokens=g.max_new_tokens,
-                                     autocast=self.autocast, world=self.world) for _ in range(a.updates_per_batch)]
+                                     max_grad_norm=o.max_grad_norm, max_new_tokens=g.max_new_tokens)
+                       for _ in range(a.updates_per_batch)]
         self.step_count += 1
         self.refresh_reference()  # 6. iterative GRPO: π_ref ← π_θ every K steps
         record = gather_step(step_record(batch, fill, self.sources.device), self.world)  # the global batch's
@@ -168,18 +150,15 @@ class Trainer:
         gen, train = self.config.generation, self.parts.train
         stream = self.step_count + (round_ << 32) + (self.world.rank << 48)
         generator = torch.Generator().manual_seed(derived_seed(self.config.seed, stream))
-        self.policy.eval()  # no dropout while sampling; the update runs in train mode
         params = SamplingParams(gen.max_new_tokens, gen.temperature, gen.top_p, gen.top_k)
         examples, g = [train.examples[i] for i in positions], self.config.sampling.group_size
         converse = self.converse_train
-        with self.autocast():  # entered here: sampling may run on a worker thread, and autocast is per thread
-            out = with_weights(self.trained, lambda model: (
-                converse(model, examples, g, params, generator) if converse is not None  # G conversations each
-                else rollout(model, self.tokenizer, examples, [train.texts[i] for i in positions], g, params,
-                             generator=generator, add_special_tokens=self.parts.add_special_tokens,
-                             on_group_done=on_group_done)))
-        self.policy.train()
-        return out
+        # (the precision is entered here, not on a worker thread: autocast is per thread)
+        return self.policy.decoding(lambda model: (
+            converse(model, examples, g, params, generator) if converse is not None  # G conversations each
+            else rollout(model, self.tokenizer, examples, [train.texts[i] for i in positions], g, params,
+                         generator=generator, add_special_tokens=self.parts.add_special_tokens,
+                         on_group_done=on_group_done)))
 
     def advantages(self, scored: ScoredRollout) -> torch.Tensor:
         """[N, Lc] from the rewards (outcome supervision), or from a process reward model's step scores."""
@@ -188,28 +167,11 @@ class Trainer:
         return process_batch_advantages(scored, self.process_scorer, self.tokenizer,
                                         self.config.algorithm.step_separator)
 
-    def build_reference(self) -> torch.nn.Module | None:
-        """π_ref when β > 0: with LoRA the policy's own network with its adapters off (no copy); else the
-        frozen copy build_parts loaded, sharded like the policy under FSDP."""
-        p = self.parts
-        if self.config.algorithm.beta == 0:
-            return None
-        if has_adapters(self.policy):
-            return AdaptersOff(self.trained if self.sharded else PolicyModule(self.policy), self.policy)
-        if p.reference is None or not self.sharded:
-            return p.reference
-        return spread(PolicyModule(p.reference), self.world, self.config.distributed.strategy, p.device, p.dtype,
-                      trained=False)
-
     def refresh_reference(self) -> None:
         """π_ref ← π_θ every `ref_refresh_steps` steps (DeepSeekMath Algorithm 1, iterative RL), when asked for."""
         k = self.config.algorithm.ref_refresh_steps
-        if self.reference is not None and k and self.step_count % k == 0:  # (sharded alike when sharded)
-            unwrap(self.reference).load_state_dict(self.policy.state_dict())
-
-    def autocast(self):
-        """The forward passes' precision context (rlvr.models.devices): nothing in fp32."""
-        return autocast(self.parts.device, self.parts.dtype)
+        if k and self.step_count % k == 0:
+            self.policy.refresh_reference()
 
     # ── what the run core asks of a recipe ───────────────────────────────────────────────────
     def evaluate(self) -> dict[str, Any] | None:
@@ -226,13 +188,12 @@ class Trainer:
     def _accuracy(self, prompts: Prompts) -> dict[str, Any]:
         strict, lenient = self.parts.accuracy_fns
         c = self.config
-        with self.autocast():
-            result = with_weights(self.trained, lambda model: evaluate_accuracy(
-                model, self.tokenizer, prompts.examples, prompts.texts, strict=strict, lenient=lenient,
-                max_new_tokens=c.eval_max_new_tokens or c.generation.max_new_tokens,
-                add_special_tokens=self.parts.add_special_tokens, world=self.world,
-                sampler=self._conversing(prompts) if self.make_env is not None else None,
-            ))
+        result = self.policy.decoding(lambda model: evaluate_accuracy(
+            model, self.tokenizer, prompts.examples, prompts.texts, strict=strict, lenient=lenient,
+            max_new_tokens=c.eval_max_new_tokens or c.generation.max_new_tokens,
+            add_special_tokens=self.parts.add_special_tokens, world=self.world,
+            sampler=self._conversing(prompts) if self.make_env is not None else None,
+        ))
         return {**result.summary(), "strict_correct": result.strict_correct, "lenient_correct": result.lenient_correct,
                 "examples": result.completions[:5]}
 
@@ -264,11 +225,9 @@ class Trainer:
 
     def write_checkpoint(self, folder: Path) -> None:
         """model/ (policy and tokenizer, loadable by transformers), and reference/ once it has been refreshed."""
-        save_pretrained(folder / paths.MODEL, self.policy, self.tokenizer, self.whole.get("policy"))
-        if self.reference is not None and self.reference_refreshed():
-            # with the tokenizer: resuming loads it as a model directory like any other
-            save_pretrained(folder / paths.REFERENCE, unwrap(self.reference), self.tokenizer,
-                            self.whole.get("reference"))
+        # (the reference with the tokenizer: resuming loads it as a model directory like any other)
+        self.policy.write(folder / paths.MODEL, self.tokenizer,
+                          folder / paths.REFERENCE if self.reference_refreshed() else None)
 
     def reference_refreshed(self) -> bool:
         k = self.config.algorithm.ref_refresh_steps
@@ -277,36 +236,27 @@ class Trainer:
     def state_dict(self) -> dict[str, Any]:
         """Scheduler, prompt stream and (one process) the optimizer keyed by parameter name; sharded, the
         weights are gathered here too, for write_checkpoint (rank 0). Every rank calls this."""
-        if self.sharded:
-            self.whole = {"policy": full_state_dict(self.policy)}
-            if self.reference is not None and self.reference_refreshed():
-                self.whole["reference"] = full_state_dict(unwrap(self.reference))
+        self.policy.gather(reference=self.reference_refreshed())
         state = {"scheduler": self.scheduler.state_dict(), "prompts": self.prompts.state_dict()}
         if not self.world.distributed:  # (several ranks write it in parts: sharded_state)
-            state["optimizer"] = optimizer_state(self.policy, self.optimizer)
+            state["optimizer"] = self.policy.optimizer_state(self.optimizer)
         return state
 
     def sharded_state(self) -> dict[str, Any]:
         """The policy and its optimizer as this rank holds them (shards under FSDP), keyed by parameter name,
         for torch.distributed.checkpoint (rlvr.run.sharded)."""
-        # (with LoRA the trained adapters only: the frozen base is the one the run starts from, model.name)
-        model, optimizer = get_state_dict(self.policy, self.optimizer,
-                                          options=StateDictOptions(ignore_frozen_params=True))
-        return {"model": model, "optimizer": optimizer}
+        return self.policy.sharded_state(self.optimizer)
 
     def load_sharded(self, checkpoint: Path) -> None:
         """The policy and optimizer from the parts several ranks wrote, at this world size."""
-        loaded = load_shards(checkpoint, self.sharded_state())
-        set_state_dict(self.policy, self.optimizer, model_state_dict=loaded["model"],
-                       optim_state_dict=loaded["optimizer"],
-                       options=StateDictOptions(strict=not has_adapters(self.policy)))
+        self.policy.load_sharded(checkpoint, self.optimizer)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if "critic" in state:  # a PPO run continued as GRPO would lose its critic (PPOTrainer passes GRPO's part)
             raise UserError("cannot resume: this run is PPO (its checkpoint holds a critic); continue it with "
                             "rlvr.ppo.trainer.train_ppo(resume_config(TrainConfig, RUN_DIR), resume=True)")
         if "optimizer" in state:  # (else in the checkpoint's parts: load_sharded)
-            load_optimizer_state(self.policy, self.optimizer, state["optimizer"])
+            self.policy.load_optimizer_state(self.optimizer, state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.prompts.load_state_dict(state["prompts"])
         self.step_count = state["step"]

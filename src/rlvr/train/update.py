@@ -5,19 +5,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
-
 import torch
-from torch.nn.parallel import DistributedDataParallel
 
 from rlvr.config import AlgorithmConfig
 from rlvr.kl import kl_estimate
 from rlvr.losses import aggregate_loss, clip_fractions, clipped_policy_loss
 from rlvr.records import TrainBatch
-from rlvr.run.parallel import equal_counts, grad_norm, is_sharded
-from rlvr.run.world import SINGLE, World, sum_across
-from rlvr.train.batch import forward, micro_batches, shares_prompt
+from rlvr.run.policy import Policy
+from rlvr.run.world import sum_across
+from rlvr.train.batch import micro_batches
 
 
 def grpo_loss(
@@ -46,7 +42,7 @@ def grpo_loss(
 
 
 def policy_update(
-    policy: torch.nn.Module,
+    policy: Policy,
     optimizer: torch.optim.Optimizer,
     scheduler: torch.optim.lr_scheduler.LRScheduler,
     batch: TrainBatch,
@@ -56,30 +52,24 @@ def policy_update(
     temperature: float,
     max_grad_norm: float,
     max_new_tokens: int,
-    autocast: Callable[[], AbstractContextManager] = nullcontext,
-    world: World = SINGLE,
 ) -> dict[str, float]:
-    """One optimizer step on the whole batch, gradients accumulated over micro-batches; returns its
-    statistics. `autocast` wraps each forward pass (reduced precision on a GPU, rlvr.models.devices).
+    """One optimizer step on the whole batch, gradients accumulated over micro-batches; returns its statistics.
 
-    Data-parallel (`world` of several ranks, `policy` a DDP-wrapped or FSDP-sharded PolicyModule, each
-    rank holding whole groups of the global batch): the loss is normalised by the global token and
-    sequence counts and multiplied by the world size, since DDP and FSDP average gradients, so the step
-    equals the single-process step on the global batch. Under DDP gradients are all-reduced once, on
-    each rank's last micro-batch (ranks may hold different numbers); under FSDP every rank runs as many
-    micro-batches as the busiest (rlvr.run.parallel.equal_counts). The statistics are sums over all ranks."""
+    Data-parallel (the policy on several ranks, each holding whole groups of the global batch): the loss is
+    normalised by the global token and sequence counts and multiplied by the world size, since DDP and FSDP
+    average gradients, so the step equals the single-process step on the global batch. Gradients are
+    all-reduced once, on each rank's last micro-batch (Policy.accumulating); under FSDP every rank runs as
+    many micro-batches as the busiest (Policy.equal_counts). The statistics are sums over all ranks."""
+    world = policy.world
     local = [float((batch.loss_mask.sum(-1) > 0).sum()), float(batch.loss_mask.sum())]
     num_sequences, num_tokens = (max(1, int(n)) for n in sum_across(local, world))
     totals = {"loss": 0.0, "kl": 0.0, "clip_low_fraction": 0.0, "clip_high_fraction": 0.0, "entropy": 0.0}
     optimizer.zero_grad(set_to_none=True)
-    share = shares_prompt(policy)  # FSDP: the same passes on every rank, each prompt run with its completions
-    runs = equal_counts(micro_batches(batch.rollout, batch.loss_mask, micro_batch_tokens, share), world,
-                        is_sharded(policy))
+    runs = policy.equal_counts(micro_batches(batch.rollout, batch.loss_mask, micro_batch_tokens,
+                                             policy.share_prompt()))
     for i, mb in enumerate(runs):
-        last = i == len(runs) - 1
-        with policy.no_sync() if isinstance(policy, DistributedDataParallel) and not last else nullcontext():
-            with autocast():
-                stats = forward(policy, mb, temperature, share_prompt=share)
+        with policy.accumulating(last=i == len(runs) - 1):
+            stats = policy.logprobs(mb, temperature)
             lc = mb.completion_ids.shape[1]
             logprobs, mask = stats.logprobs, mb.loss_mask.to(stats.logprobs.device)
             old = logprobs.detach() if batch.old_logprobs is None else batch.old_logprobs[mb.rows, :lc].to(logprobs)
@@ -96,10 +86,4 @@ def policy_update(
         totals["clip_high_fraction"] += high * weight
         totals["entropy"] += float((stats.entropy * mask).sum()) / num_tokens
     totals = dict(zip(totals, sum_across(list(totals.values()), world)))
-    params = [p for p in policy.parameters() if p.requires_grad]
-    max_norm = max_grad_norm if max_grad_norm > 0 else float("inf")
-    totals["grad_norm"] = grad_norm(torch.nn.utils.clip_grad_norm_(params, max_norm))
-    totals["lr"] = optimizer.param_groups[0]["lr"]
-    optimizer.step()
-    scheduler.step()
-    return totals
+    return totals | policy.optimizer_step(optimizer, scheduler, max_grad_norm)

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -144,3 +145,17 @@ def test_files_and_functions_are_small(path):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             size = node.end_lineno - node.lineno + 1
             assert size <= MAX_FUNCTION_LINES, f"{path.name}:{node.lineno} {node.name} is {size} lines"
+
+
+WRAPPER_NAMES = (r"\bDistributedDataParallel\b", r"\bFSDPModule\b", r"\bfully_shard\b", r"\bAdaptersOff\b",
+                 r"\bunwrap\(", r"\bspread\(")
+WRAPPER_HOMES = {"rlvr/run/parallel.py", "rlvr/run/policy.py", "rlvr/models/adapters.py"}
+
+
+def test_only_the_policy_handle_knows_how_the_model_is_wrapped():
+    """DDP, FSDP and LoRA's adapters-off reference live inside rlvr.run.policy (with rlvr.run.parallel and
+    rlvr.models.adapters under it): no stage branches on a wrapper type or unwraps a model itself."""
+    found = [f"{path.relative_to(SRC)}: {name}" for path in sorted((SRC / "rlvr").rglob("*.py"))
+             if str(path.relative_to(SRC)) not in WRAPPER_HOMES
+             for name in WRAPPER_NAMES if re.search(name, path.read_text())]
+    assert not found, "\n".join(found)

@@ -40,7 +40,7 @@ from rlvr.reward_models.pairs import PreferencePair, load_pairs, split_pairs
 from rlvr.run.checkpoint import save_pretrained
 from rlvr.run.loop import OnStepEnd, Schedule, StepResult, launch
 from rlvr.run.order import batch_order
-from rlvr.run.parallel import spread
+from rlvr.run.parallel import Trained
 from rlvr.run.world import SINGLE, World, gather_across, map_sharded, shard
 
 
@@ -74,7 +74,7 @@ class RewardModelTrainer:
         self.plan = batch_order(len(self.train), c.batch_size, steps, c.seed)  # each step's pairs
         self.step_count = 0
         self.schedule = Schedule(steps, save_every=c.save_every)
-        self.trained = spread(self.model, world, "ddp", self.device, self.dtype)  # what the step runs
+        self.trained = Trained(self.model, world, "ddp", self.device, self.dtype)  # what the step runs
 
     def step(self) -> StepResult:
         """One AdamW step on the Bradley–Terry loss of the step's pairs; chosen and rejected share one forward.
@@ -90,22 +90,18 @@ class RewardModelTrainer:
         ids, mask = encode(self.tokenizer, [p.prompt for p in pairs] * 2,
                            [p.chosen for p in pairs] + [p.rejected for p in pairs], c.max_length)
         with autocast(self.device, self.dtype):
-            scores = forward_scores(self.trained, ids, mask).float()  # [2n]: n chosen, then n rejected
+            scores = forward_scores(self.trained.runner, ids, mask).float()  # [2n]: n chosen, then n rejected
         chosen, rejected = scores[:n], scores[n:]
         loss = bradley_terry_loss(chosen, rejected) * (weight * n * world.size / len(chosen_ids))
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        max_norm = c.optim.max_grad_norm if c.optim.max_grad_norm > 0 else float("inf")
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
-        self.optimizer.step()
-        self.scheduler.step()
+        update = self.trained.optimizer_step(self.optimizer, self.scheduler, c.optim.max_grad_norm)
         self.step_count += 1
         parts = gather_across((chosen.detach().cpu(), rejected.detach().cpu(), weight, int(mask.sum())), world)
         chosen, rejected = (torch.cat([p[i] for p in parts if p[2]]) for i in (0, 1))
         return StepResult({
             "loss": float(bradley_terry_loss(chosen, rejected)), "accuracy": pairwise_accuracy(chosen, rejected),
-            "margin": float((chosen - rejected).mean()), "grad_norm": float(grad_norm),
+            "margin": float((chosen - rejected).mean()), "grad_norm": update["grad_norm"],
             "tokens": sum(p[3] for p in parts if p[2]), "step_seconds": time.perf_counter() - started,
         })
 

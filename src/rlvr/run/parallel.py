@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -31,7 +31,6 @@ from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
 from rlvr.logprobs import PolicyModule
-from rlvr.models.adapters import folded_for_decoding
 from rlvr.run.world import World, max_across
 
 T = TypeVar("T")
@@ -122,17 +121,6 @@ def unwrap(module: torch.nn.Module) -> torch.nn.Module:
     """
     inner = module.module if isinstance(module, DistributedDataParallel) else module
     return inner.model if isinstance(inner, PolicyModule) else inner
-
-
-def with_weights(module: torch.nn.Module, fn: Callable[[torch.nn.Module], T]) -> T:
-    """`fn(model)` with the causal LM inside `module` (a PolicyModule, possibly wrapped), its weights whole
-    for the duration: for decoding, which calls the model outside the wrapper's forward. Unsharded, a LoRA
-    policy decodes with its adapters folded into copies of its weights (rlvr.models.adapters)."""
-    if is_sharded(module):
-        with gathered(module):
-            return module.sample(fn)  # type: ignore[operator, no-any-return]
-    with folded_for_decoding(unwrap(module)) as model:
-        return fn(model)
 
 
 @contextmanager

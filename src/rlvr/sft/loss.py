@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.nn.parallel import DistributedDataParallel
 
 from rlvr.logprobs import selective_logprobs
 from rlvr.models.adapters import decoder
@@ -31,10 +30,8 @@ class TokenNLL:
 
 
 def completion_nll(model: torch.nn.Module, batch: MicroBatch) -> TokenNLL:
-    """Summed NLL of `batch`'s trained tokens under `model` (a causal LM: backbone + output layer, or an
-    NLLModule, wrapped by DDP, which is called so that the wrapper's hooks run)."""
-    if isinstance(model, (NLLModule, DistributedDataParallel)):
-        return model(batch)  # type: ignore[no-any-return]
+    """Summed NLL of `batch`'s trained tokens under `model` (a causal LM: backbone + output layer; the step
+    runs it as an NLLModule, through the ranks' wrapper: rlvr.run.parallel.Trained)."""
     param = next(model.parameters())
     ids, positions, segments = (t.to(param.device) for t in (batch.input_ids, batch.position_ids, batch.segment_ids))
     backbone = decoder(model)

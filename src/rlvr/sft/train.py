@@ -16,12 +16,8 @@ Under torchrun each rank trains on its share of every step's examples (DDP), at 
 from __future__ import annotations
 
 import time
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
-
-import torch
-from torch.nn.parallel import DistributedDataParallel
 
 from rlvr import paths
 from rlvr.config import SFTConfig
@@ -32,10 +28,10 @@ from rlvr.optim import build_optimizer
 from rlvr.run.checkpoint import save_pretrained
 from rlvr.run.loop import OnStepEnd, Schedule, StepResult, launch
 from rlvr.run.order import batch_order
-from rlvr.run.parallel import spread
+from rlvr.run.parallel import Trained
 from rlvr.run.world import SINGLE, World, shard, sum_across
 from rlvr.sft.data import SFTExample, prepare_data, read_rows
-from rlvr.sft.loss import NLLModule, completion_nll, held_out_loss
+from rlvr.sft.loss import NLLModule, held_out_loss
 from rlvr.sft.masking import trained_count
 from rlvr.sft.packing import MicroBatch, micro_batches
 
@@ -63,8 +59,7 @@ class SFTTrainer:
         self.optimizer, self.scheduler = build_optimizer(self.model, c.optim, steps)
         self.plan = batch_order(len(self.data.train), c.batch_size, steps, c.seed)  # each step's examples
         self.step_count, self.resumed_from = 0, None
-        self.trained = (self.model if not world.distributed  # what the step runs
-                        else spread(NLLModule(self.model), world, "ddp", self.device, self.dtype))
+        self.trained = Trained(NLLModule(self.model), world, "ddp", self.device, self.dtype)  # what the step runs
         self.schedule = Schedule(steps, save_every=c.save_every, eval_every=c.eval_every)
 
     def step(self) -> StepResult:
@@ -83,19 +78,14 @@ class SFTTrainer:
         self.optimizer.zero_grad(set_to_none=True)
         loss, entropy = self.accumulate(batches, weight * world.size / count)
         loss, entropy = (value / world.size for value in sum_across([loss, entropy], world))
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        max_norm = c.optim.max_grad_norm if c.optim.max_grad_norm > 0 else float("inf")
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
-        lr = self.optimizer.param_groups[0]["lr"]
-        self.optimizer.step()
-        self.scheduler.step()
+        update = self.trained.optimizer_step(self.optimizer, self.scheduler, c.optim.max_grad_norm)
         self.step_count += 1
         seconds = time.perf_counter() - started
         tokens, slots, runs = sum_across([weight * sum(mb.real_tokens for mb in batches),
                                           weight * sum(mb.input_ids.numel() for mb in batches),
                                           weight * len(batches)], world)
         return StepResult({
-            "loss": loss, "lr": lr, "grad_norm": float(grad_norm), "entropy": entropy, "tokens": int(tokens),
+            "loss": loss, **update, "entropy": entropy, "tokens": int(tokens),
             "completion_tokens": count, "padding_fraction": 1 - tokens / slots, "micro_batches": int(runs),
             "step_seconds": seconds,
             "tokens_per_second": tokens / max(seconds, 1e-9),
@@ -106,10 +96,9 @@ class SFTTrainer:
         (Σ NLL, Σ entropy) times `scale`."""
         loss = entropy = 0.0
         for i, mb in enumerate(batches):
-            later = isinstance(self.trained, DistributedDataParallel) and i < len(batches) - 1
-            with self.trained.no_sync() if later else nullcontext():  # type: ignore[operator]
+            with self.trained.accumulating(last=i == len(batches) - 1):
                 with autocast(self.device, self.dtype):
-                    nll = completion_nll(self.trained, mb)
+                    nll = self.trained(mb)
                 (nll.total * scale).backward()  # Σ over micro-batches (and ranks) = the batch's token mean
             loss, entropy = loss + float(nll.total.detach()) * scale, entropy + nll.entropy * scale
         return loss, entropy

@@ -82,3 +82,18 @@ def test_ppo_with_lora_trains_the_policys_and_the_critics_adapters_only(tmp_path
     # first, and the critic's backbone gets its gradient through the head, 0 at first)
     assert all(not torch.equal(policy[n], p) for n, p in ppo.grpo.policy.model.named_parameters() if "lora_B" in n)
     assert not torch.equal(critic["head.weight"], ppo.critic.head.weight)
+
+
+def test_ppo_settings_are_recorded_in_the_run_and_a_resume_keeps_them(tmp_path):
+    import yaml
+
+    from rlvr.config import TrainConfig
+    from rlvr.ppo.trainer import train_ppo
+    from rlvr.run.directory import resume_config
+
+    train_ppo(tiny_config(tmp_path, DIGITS, "ppo.lam=0.5", "ppo.critic_lr=3e-5", "eval_before=false",
+                          "eval_after=false", steps=1))
+    saved = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
+    assert saved["ppo"] == {"gamma": 1.0, "lam": 0.5, "critic_lr": 3e-5, "value_clip": 0.2}
+    resumed = PPOTrainer(resume_config(TrainConfig, tmp_path / "run"))
+    assert resumed.settings.lam == 0.5 and resumed.critic_optimizer.param_groups[0]["lr"] == 3e-5

@@ -174,6 +174,25 @@ class EnvironmentConfig:
                (self.timeout_s >= 0, "environment.timeout_s must be >= 0 (0 = no limit)")])
 
 
+@dataclass
+class PPOConfig:
+    """PPO's critic and advantages (rlvr.ppo.trainer.train_ppo, the baseline GRPO is measured against); GRPO
+    ignores this section. Recorded in config.yaml like every other, so that a resumed PPO run keeps them."""
+
+    gamma: float = 1.0
+    """Discount per token inside a completion (1: none)."""
+    lam: float = 0.95
+    """GAE's λ (Schulman et al. 2016): 1 = Monte-Carlo returns, 0 = one-step TD."""
+    critic_lr: float = 1e-5
+    """The critic's AdamW learning rate."""
+    value_clip: float = 0.2
+    """The critic's update is clipped around the old values, as PPO's policy update is around the old policy."""
+
+    def validate(self) -> None:
+        check([(0 <= self.gamma <= 1 and 0 <= self.lam <= 1, "ppo.gamma and ppo.lam must be in [0, 1]"),
+               (self.critic_lr > 0 and self.value_clip > 0, "ppo.critic_lr and ppo.value_clip must be positive")])
+
+
 Tracker = Literal["tensorboard", "wandb", "trackio", "mlflow"]
 
 

@@ -20,6 +20,7 @@ from rlvr.config.sections import (
     LoggingConfig,
     ModelConfig,
     OptimConfig,
+    PPOConfig,
     check,
 )
 
@@ -204,6 +205,8 @@ class TrainConfig:
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     environment: EnvironmentConfig = field(default_factory=EnvironmentConfig)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    """PPO's critic and GAE settings (rlvr.ppo); GRPO ignores them."""
     max_steps: int = 40
     """Training steps (one sampled batch each)."""
     seed: int = 0
@@ -231,7 +234,7 @@ class TrainConfig:
 
     def validate(self) -> None:
         for section in (self.model, self.data, self.sampling, self.generation, self.algorithm, self.optim,
-                        self.distributed, self.logging, self.environment):
+                        self.distributed, self.logging, self.environment, self.ppo):
             section.validate()
         flagged = [r.name for r in self.rewards or [] if r.correctness]  # the correctness reward, when a config says
         check([

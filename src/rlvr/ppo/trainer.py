@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,19 +32,10 @@ from rlvr.train.trainer import Trainer
 from rlvr.train.update import policy_update
 
 
-@dataclass(frozen=True)
-class PPOSettings:
-    gamma: float = 1.0  # no discounting inside a completion
-    lam: float = 0.95  # GAE's λ
-    critic_lr: float = 1e-5
-    value_clip: float = 0.2  # the critic's update is clipped around the old values, as PPO's policy is
-
-
-def train_ppo(config: TrainConfig, settings: PPOSettings = PPOSettings(), *, resume: bool = False,
-              on_step_end: OnStepEnd | None = None) -> dict[str, Any]:
-    """Run PPO on the job `config` describes (`resume`: continue the run in config.output_dir); return its summary."""
-    return launch(lambda c, checkpoint, world: PPOTrainer(c, settings, checkpoint, world), config, resume=resume,
-                  on_step_end=on_step_end)
+def train_ppo(config: TrainConfig, *, resume: bool = False, on_step_end: OnStepEnd | None = None) -> dict[str, Any]:
+    """Run PPO on the job `config` describes, its critic and GAE as `config.ppo` says (`resume`: continue the
+    run in config.output_dir, with the settings its config.yaml recorded); return its summary."""
+    return launch(PPOTrainer, config, resume=resume, on_step_end=on_step_end)
 
 
 class ValueModel(torch.nn.Module):
@@ -70,13 +60,13 @@ class PPOTrainer:
     resume_hint = "rlvr.ppo.trainer.train_ppo(resume_config(TrainConfig, '{run_dir}'), resume=True)"
     label, job = "PPO", "ppo"
 
-    def __init__(self, config: TrainConfig, settings: PPOSettings = PPOSettings(), checkpoint: Path | None = None,
-                 world: World = SINGLE):
+    def __init__(self, config: TrainConfig, checkpoint: Path | None = None, world: World = SINGLE):
         if world.distributed:
             raise UserError("PPO runs in one process (its critic is not data-parallel): start it without torchrun, "
                             "or train GRPO on several ranks")
         self.grpo, self.world = Trainer(config, checkpoint), world
-        self.config, self.schedule, self.settings = self.grpo.config, self.grpo.schedule, settings  # (rewards as run)
+        self.config, self.schedule = self.grpo.config, self.grpo.schedule  # (the rewards as run)
+        settings = self.settings = config.ppo
         self.critic = ValueModel(self.grpo.policy.model).to(self.grpo.parts.device)
         self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=settings.critic_lr)
         # what the run core asks of a recipe and PPO does as GRPO does

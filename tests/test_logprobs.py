@@ -48,7 +48,7 @@ def test_shared_prompt_gives_the_same_loss_and_gradients(tiny):
     prompts = [tok(p).input_ids for p in ["What is 3 + 4?", "Hi", "a much longer prompt here"]]
     stops = [tok.convert_tokens_to_ids(c) for c in "aeiouxyz"]
     out = generate(model, prompts, 4, SamplingParams(max_new_tokens=30, temperature=1.0), stop_ids=stops,
-                   pad_id=tok.pad_token_id, generator=torch.Generator().manual_seed(0))
+                   pad_id=tok.pad_token_id, seeds=list(range(12)))
     assert len(set(out.completion_mask.sum(-1).tolist())) > 2  # varied lengths exercise the buckets
     row_prompt = torch.arange(3).repeat_interleave(4)
     weights = torch.randn(out.completion_ids.shape, generator=torch.Generator().manual_seed(1))
@@ -64,3 +64,47 @@ def test_shared_prompt_gives_the_same_loss_and_gradients(tiny):
         # fp32 sums in another order: the embedding gradient reaches |g| ~ 34 here, so 1e-5 of its scale
         assert torch.allclose(grad, results[False][1][name], rtol=0,
                               atol=1e-5 * max(1.0, float(grad.abs().max()))), name
+
+
+def test_log_probs_over_the_kept_support_in_value_gradient_and_entropy():
+    """With support floors (top-k / top-p), the log-softmax runs over the logits at or above each position's
+    floor, the target always kept: against autograd on the masked full log-softmax, in fp64."""
+    g = torch.Generator().manual_seed(2)
+    hidden = torch.randn(19, 6, generator=g, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(31, 6, generator=g, dtype=torch.float64, requires_grad=True)
+    targets = torch.randint(0, 31, (19,), generator=g)
+    upstream = torch.randn(19, generator=g, dtype=torch.float64)
+    scaled = (hidden @ weight.T / 0.7).detach()
+    floors = scaled.topk(5, dim=-1).values[:, -1]  # top-5 kept at each position...
+    floors[3] = float("-inf")  # ...but the whole vocabulary at one
+    kept = (scaled >= floors[:, None]).scatter(-1, targets[:, None], True)  # (a target below the floor stays)
+    lp, ent = selective_logprobs(hidden, weight, targets, temperature=0.7, chunk=4, floors=floors)
+    masked = torch.log_softmax((hidden @ weight.T / 0.7).masked_fill(~kept, float("-inf")), -1)
+    torch.testing.assert_close(lp, masked.gather(-1, targets[:, None]).squeeze(-1), atol=1e-12, rtol=1e-10)
+    torch.testing.assert_close(ent, -(masked.exp() * masked.nan_to_num(neginf=0.0)).sum(-1), atol=1e-10, rtol=1e-8)
+    ours = torch.autograd.grad((lp * upstream).sum(), (hidden, weight))
+    theirs = torch.autograd.grad((masked.gather(-1, targets[:, None]).squeeze(-1) * upstream).sum(), (hidden, weight))
+    for a, b in zip(ours, theirs):
+        torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-8)
+    assert not torch.allclose(lp, selective_logprobs(hidden, weight, targets, temperature=0.7)[0])  # (it mattered)
+
+
+def test_truncated_sampling_log_probs_equal_a_fresh_forward_over_the_same_support(tiny):
+    """What is sampled is what is trained: top-k and top-p draws, recomputed by the trainer's forward with the
+    sampler's support floors, give the sampler's log-probs; over the whole vocabulary they would not."""
+    from rlvr.seeds import seed_of
+
+    model, tok = tiny
+    ids = [tok(p, add_special_tokens=True).input_ids for p in ("What is 2+2?", "Say 7.", "12 * 3 =")]
+    row_prompt = torch.arange(3).repeat_interleave(4)
+    for params in (SamplingParams(16, temperature=0.7, top_k=20), SamplingParams(16, temperature=1.0, top_p=0.9)):
+        out = generate(model, ids, 4, params, stop_ids=[tok.eos_token_id], pad_id=tok.pad_token_id,
+                       seeds=[seed_of(5, i) for i in range(12)])
+        with torch.no_grad():
+            stats = completion_logprobs(model, out.prompt_ids, out.prompt_mask, row_prompt, out.completion_ids,
+                                        out.completion_mask, params.temperature, support_floors=out.support_floors)
+            whole = completion_logprobs(model, out.prompt_ids, out.prompt_mask, row_prompt, out.completion_ids,
+                                        out.completion_mask, params.temperature)
+        mask = out.completion_mask
+        assert float((stats.logprobs - out.logprobs)[mask].abs().max()) < 1e-5
+        assert float((whole.logprobs - out.logprobs)[mask].abs().max()) > 1e-2

@@ -8,6 +8,11 @@ Two savings over the obvious `model(prompt + completion).logits`:
 - **No [tokens × vocabulary] tensor.** Only completion positions go through the output layer,
   in chunks, and backward recomputes a chunk's logits instead of keeping them
   (`_SelectiveLogSoftmax`, a hand-written gradient: onehot − softmax).
+
+Where the sampler cut the distribution (top-k / top-p), each position's log-prob is renormalised over the
+tokens it kept: the logits below its support floor (rlvr.rollout) are left out of the softmax, in the
+forward and in the backward, so the trainer's log π is that of the distribution the token was drawn from.
+The sampled token itself always stays in (its logit sits at or above the floor where it was sampled).
 """
 
 from __future__ import annotations
@@ -38,9 +43,17 @@ def _wide(x: torch.Tensor) -> torch.Tensor:
     return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
 
 
-def _logits(hidden: torch.Tensor, weight: torch.Tensor, temperature: float) -> torch.Tensor:
+def _logits(hidden: torch.Tensor, weight: torch.Tensor, temperature: float, targets: torch.Tensor,
+            floors: torch.Tensor | None) -> torch.Tensor:
+    """[T, V] temperature-scaled logits; below a position's support floor (not its target): the lowest finite
+    value, which the softmax gives probability 0 (finite, so the entropy's p·logit stays 0, not NaN)."""
     logits = _wide(hidden @ weight.T)
-    return logits if temperature == 1.0 else logits.div_(temperature)
+    logits = logits if temperature == 1.0 else logits.div_(temperature)
+    if floors is not None:
+        cut = logits < floors[:, None].to(logits.dtype)
+        cut.scatter_(-1, targets[:, None], False)
+        logits = logits.masked_fill_(cut, torch.finfo(logits.dtype).min)
+    return logits
 
 
 class _SelectiveLogSoftmax(torch.autograd.Function):
@@ -52,41 +65,43 @@ class _SelectiveLogSoftmax(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, hidden, weight, targets, temperature):
-        logits = _logits(hidden, weight, temperature)
+    def forward(ctx, hidden, weight, targets, temperature, floors):
+        logits = _logits(hidden, weight, temperature, targets, floors)
         lse = torch.logsumexp(logits, dim=-1)
         target_logit = logits.gather(-1, targets[:, None]).squeeze(-1)
         probs = (logits - lse[:, None]).exp_()
         entropy = lse - torch.linalg.vecdot(probs, logits)
-        ctx.save_for_backward(hidden, weight, targets, lse)
+        ctx.save_for_backward(hidden, weight, targets, lse, floors)
         ctx.temperature = temperature
         ctx.mark_non_differentiable(entropy)
         return target_logit - lse, entropy
 
     @staticmethod
     def backward(ctx, grad_logprob, _grad_entropy):
-        hidden, weight, targets, lse = ctx.saved_tensors
+        hidden, weight, targets, lse, floors = ctx.saved_tensors
         t = ctx.temperature
         hidden_w = _wide(hidden)
         weight_w = weight.to(hidden_w.dtype)
-        grad = _logits(hidden_w, weight_w, t).sub_(lse[:, None]).exp_().mul_(-grad_logprob[:, None])
+        grad = _logits(hidden_w, weight_w, t, targets, floors).sub_(lse[:, None]).exp_().mul_(-grad_logprob[:, None])
         grad.scatter_add_(-1, targets[:, None], grad_logprob[:, None].to(grad.dtype))
         if t != 1.0:
             grad.div_(t)
         grad_hidden = (grad @ weight_w).to(hidden.dtype) if ctx.needs_input_grad[0] else None
         grad_weight = (grad.T @ hidden_w).to(weight.dtype) if ctx.needs_input_grad[1] else None
-        return grad_hidden, grad_weight, None, None
+        return grad_hidden, grad_weight, None, None, None
 
 
 def selective_logprobs(
     hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0,
-    chunk: int = CHUNK_TOKENS,
+    chunk: int = CHUNK_TOKENS, floors: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """log softmax(hidden·Wᵀ / T)[target] and the entropy, chunk by chunk. [T, H] -> ([T], [T])."""
+    """log softmax(hidden·Wᵀ / T)[target] and the entropy, chunk by chunk, over the logits at or above each
+    position's support floor when `floors` [T] is given. [T, H] -> ([T], [T])."""
     out_lp, out_ent = [hidden.new_zeros(0, dtype=torch.float32)], [hidden.new_zeros(0, dtype=torch.float32)]
     for start in range(0, hidden.shape[0], chunk):
-        lp, ent = _SelectiveLogSoftmax.apply(hidden[start : start + chunk], weight, targets[start : start + chunk],
-                                             temperature)
+        part = slice(start, start + chunk)
+        lp, ent = _SelectiveLogSoftmax.apply(hidden[part], weight, targets[part], temperature,
+                                             None if floors is None else floors[part])
         out_lp.append(lp)
         out_ent.append(ent)
     return torch.cat(out_lp), torch.cat(out_ent)
@@ -126,9 +141,9 @@ class PolicyModule(torch.nn.Module):
 
     def forward(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, row_prompt: torch.Tensor,
                 completion_ids: torch.Tensor, completion_mask: torch.Tensor, temperature: float = 1.0,
-                share_prompt: bool = True) -> TokenStats:
+                share_prompt: bool = True, support_floors: torch.Tensor | None = None) -> TokenStats:
         return completion_logprobs(self.model, prompt_ids, prompt_mask, row_prompt, completion_ids, completion_mask,
-                                   temperature, share_prompt)
+                                   temperature, share_prompt, support_floors)
 
     def sample(self, fn: Callable[[torch.nn.Module], T]) -> T:
         """`fn(model)`, for decoding, which calls the model outside `forward`: FSDP registers this method as a
@@ -145,11 +160,13 @@ def completion_logprobs(
     completion_mask: torch.Tensor,
     temperature: float = 1.0,
     share_prompt: bool = True,
+    support_floors: torch.Tensor | None = None,
 ) -> TokenStats:
     """Log-probabilities of each completion token given its prompt.
 
     prompt_ids / prompt_mask [p, Lp] (left-padded); row_prompt [m] says which prompt each
-    completion continues; completion_ids / completion_mask [m, Lc] (right-padded).
+    completion continues; completion_ids / completion_mask [m, Lc] (right-padded); support_floors
+    [m, Lc] where the sampler cut the distribution (see the module docstring).
     Returns [m, Lc] tensors; gradients flow when enabled.
     """
     device = next(model.parameters()).device
@@ -163,8 +180,9 @@ def completion_logprobs(
         predicting = predicting_hidden(backbone, prompt_ids[row_prompt], prompt_mask[row_prompt], completion_ids,
                                        completion_mask)
     mask = completion_mask
+    floors = None if support_floors is None else support_floors.to(device)[mask]
     lp, ent = selective_logprobs(predicting[mask], model.get_output_embeddings().weight, completion_ids[mask],
-                                 temperature)
+                                 temperature, floors=floors)
     logprobs = torch.zeros(mask.shape, dtype=lp.dtype, device=device).masked_scatter(mask, lp)
     entropy = torch.zeros(mask.shape, dtype=ent.dtype, device=device).masked_scatter(mask, ent.detach())
     return TokenStats(logprobs=logprobs, entropy=entropy)

@@ -56,7 +56,7 @@ class Rollout:
     prompt_mask: torch.Tensor  # [P, Lp] bool, True = real prompt token
     completion_ids: torch.Tensor  # [N, Lc] long, right-padded
     completion_mask: torch.Tensor  # [N, Lc] bool, True = sampled token (EOS included)
-    sampling_logprobs: torch.Tensor  # [N, Lc] float, log π_old of each sampled token, 0 at padding
+    sampling_logprobs: torch.Tensor  # [N, Lc] float, log-prob of each sampled token where it was drawn, 0 at padding
     truncated: torch.Tensor  # [N] bool, True = hit max_new_tokens before EOS
     completions: list[str]  # N decoded completion texts (special tokens removed)
     # [N, Lc] bool, True = written by the policy; in a multi-turn rollout (rlvr.envs) the environment's
@@ -67,6 +67,10 @@ class Rollout:
     env_rewards: list[float | None] | None = None
     env_info: list[dict[str, float]] | None = None
     transcripts: list[list[dict[str, str]]] | None = None
+    # [N, Lc] float: where top-k / top-p cut each position's temperature-scaled logits (kept: at or above it;
+    # the support the token was drawn from, which the trainer's log-probs renormalise over: rlvr.logprobs);
+    # −inf where the whole vocabulary was kept. None = nothing was cut anywhere
+    support_floors: torch.Tensor | None = None
 
     @property
     def num_prompts(self) -> int:

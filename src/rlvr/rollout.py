@@ -7,8 +7,12 @@ The engine works on token ids with a KV cache:
 3. decoding runs one token at a time for the rows still going; a row that emits a stop token
    leaves the batch (its cache rows are dropped), so finished completions cost nothing.
 
-Log-probabilities are recorded under the same temperature the token was sampled with,
-before top-k/top-p truncation — the distribution the policy-gradient step differentiates.
+Each completion draws its random numbers from a seed of its own (rlvr.seeds), so what it samples does
+not depend on its batch-mates or on the rank that samples it. Log-probabilities are recorded under the
+distribution the token was drawn from: temperature-scaled and, when top-k/top-p truncate it,
+renormalised over the kept tokens; the lowest kept (scaled) logit of each position, its support floor,
+goes with the rollout, so that the trainer computes its log-probabilities over the same support
+(rlvr.logprobs) and the ratio compares like with like.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import torch
 from transformers import DynamicCache
 
 from rlvr.records import Example, Rollout
+from rlvr.seeds import uniforms
 
 
 @dataclass(frozen=True)
@@ -39,8 +44,9 @@ class Completions:
     prompt_mask: torch.Tensor  # [P, Lp] bool
     completion_ids: torch.Tensor  # [N, Lc] right-padded
     completion_mask: torch.Tensor  # [N, Lc] bool
-    logprobs: torch.Tensor  # [N, Lc]
+    logprobs: torch.Tensor  # [N, Lc] under the distribution sampled from (truncated and renormalised)
     truncated: torch.Tensor  # [N] bool
+    support_floors: torch.Tensor | None  # [N, Lc] the lowest kept scaled logit (−inf: whole vocabulary); None: none cut
 
 
 def left_pad(sequences: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -66,14 +72,17 @@ def positions(mask: torch.Tensor) -> torch.Tensor:
 
 
 def sample_next(
-    logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """logits [B, V] -> (token [B], log-prob of that token [B]) under temperature-scaled softmax."""
+    logits: torch.Tensor, params: SamplingParams, u: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """logits [B, V], uniforms u [B] in [0, 1) -> (token [B], its log-prob [B], support floor [B]) under the
+    temperature-scaled softmax, renormalised over what top-k / top-p keep: the distribution it is drawn
+    from. The floor separates the kept scaled logits from the cut ones (−inf when nothing is cut; greedy:
+    −inf, its log-prob the untruncated one at temperature 1)."""
+    floor = torch.full(logits.shape[:1], float("-inf"), device=logits.device)
     if params.temperature == 0:
         token = logits.argmax(-1)
-        return token, torch.log_softmax(logits.float(), -1).gather(-1, token[:, None]).squeeze(-1)
+        return token, torch.log_softmax(logits.float(), -1).gather(-1, token[:, None]).squeeze(-1), floor
     scaled = logits.float() / params.temperature
-    logprobs = torch.log_softmax(scaled, -1)
     filtered = scaled
     if params.top_k > 0 and params.top_k < filtered.shape[-1]:
         kth = filtered.topk(params.top_k, dim=-1).values[:, -1:]
@@ -85,24 +94,25 @@ def sample_next(
         drop_sorted = (cumulative - sorted_logits.softmax(-1)) >= params.top_p
         drop = drop_sorted.scatter(-1, order, drop_sorted)
         filtered = filtered.masked_fill(drop, float("-inf"))
-    token = inverse_cdf_sample(filtered.softmax(-1), generator)
-    return token, logprobs.gather(-1, token[:, None]).squeeze(-1)
-
-
-def inverse_cdf_sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
-    """One token per row of probs [B, V]: the first whose cumulative probability exceeds u·total, u ~ U[0, 1).
-
-    One random number per row, where torch.multinomial draws one per vocabulary entry (an exponential
-    race): with a 49k vocabulary, that drawing took 12% of a CPU rollout. The cumulative sum is in fp64 so
-    that small probabilities keep their share, and v stays below the total, so a token of probability 0
-    (cut by top-k / top-p) is never chosen: cdf[j] > v ≥ cdf[j−1] means p_j > 0.
-    """
-    u = torch.rand((probs.shape[0], 1), generator=generator, device=probs.device, dtype=torch.float64)
-    return token_at(probs, u)
+    if filtered is not scaled:  # cut: the floor sits halfway between the lowest logit kept and the highest cut,
+        # so that a recomputation off by rounding (the trainer's forward) keeps the same tokens
+        cut = filtered == float("-inf")
+        lowest_kept = scaled.masked_fill(cut, float("inf")).amin(-1)
+        highest_cut = scaled.masked_fill(~cut, float("-inf")).amax(-1)
+        floor = torch.where(highest_cut > float("-inf"), (lowest_kept + highest_cut) / 2, floor)
+    logprobs = torch.log_softmax(filtered, -1)
+    # one uniform per row, where torch.multinomial draws one per vocabulary entry (an exponential race): with
+    # a 49k vocabulary, that drawing took 12% of a CPU rollout
+    token = token_at(filtered.softmax(-1), (torch.rand(len(logits)) if u is None else u).to(logits.device)[:, None])
+    return token, logprobs.gather(-1, token[:, None]).squeeze(-1), floor
 
 
 def token_at(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    """probs [B, V], u [B, 1] in [0, 1) -> [B]: the first token whose cumulative probability exceeds u·total."""
+    """probs [B, V], u [B, 1] in [0, 1) -> [B]: the first token whose cumulative probability exceeds u·total.
+
+    The cumulative sum is in fp64 so that small probabilities keep their share, and u·total stays below the
+    total, so a token of probability 0 (cut by top-k / top-p) is never chosen: cdf[j] > v ≥ cdf[j−1] means
+    p_j > 0."""
     cdf = probs.double().cumsum(-1)
     total = cdf[:, -1:]
     v = torch.minimum(u * total, torch.nextafter(total, torch.zeros_like(total)))
@@ -118,31 +128,34 @@ def generate(
     *,
     stop_ids: list[int],
     pad_id: int,
-    generator: torch.Generator | None = None,
+    seeds: list[int] | None = None,
     on_group_done: Callable[[int, torch.Tensor, torch.Tensor], None] | None = None,
 ) -> Completions:
-    """Sample `group_size` completions for each prompt (token ids in, token ids out).
+    """Sample `group_size` completions for each prompt (token ids in, token ids out); row p·G + j draws from
+    `seeds[p·G + j]` (rlvr.seeds; None: torch's global generator).
 
     `on_group_done(p, ids [G, max_new_tokens], lengths [G])` is called as soon as every completion
     of prompt p has finished, while the other groups are still decoding (so their rewards can be
     computed meanwhile); groups cut at max_new_tokens are reported at the end.
     """
     device = next(model.parameters()).device
-    generator = on_device(generator, device)
     prompt_ids, prompt_mask = left_pad(prompts, pad_id)
     cache, logits, attention, next_pos = _prefill(model, prompt_ids.to(device), prompt_mask.to(device), group_size)
     n = len(prompts) * group_size
     completion_ids = torch.full((n, params.max_new_tokens), pad_id, dtype=torch.long)
     logprobs = torch.zeros((n, params.max_new_tokens))
+    floors = torch.full((n, params.max_new_tokens), float("-inf"))
     lengths = torch.zeros(n, dtype=torch.long)
     finished = torch.zeros(n, dtype=torch.bool)
     active = torch.arange(n)
     stop = torch.tensor(stop_ids, device=device)
     groups = _GroupTracker(len(prompts), group_size, completion_ids, lengths, on_group_done)
     for t in range(params.max_new_tokens):
-        token, token_logprob = sample_next(logits, params, generator)
+        u = uniforms([seeds[i] for i in active.tolist()], t) if seeds is not None and params.temperature else None
+        token, token_logprob, floor = sample_next(logits, params, u)
         completion_ids[active, t] = token.cpu()
         logprobs[active, t] = token_logprob.cpu()
+        floors[active, t] = floor.cpu()
         lengths[active] += 1
         done = torch.isin(token, stop)
         finished[active[done.cpu()]] = True
@@ -163,16 +176,10 @@ def generate(
     groups.report_the_rest()
     width = int(lengths.max()) if n else 0
     completion_mask = torch.arange(width)[None, :] < lengths[:, None]
+    cut = params.temperature > 0 and (params.top_k > 0 or params.top_p < 1.0)
     return Completions(prompt_ids=prompt_ids, prompt_mask=prompt_mask, completion_ids=completion_ids[:, :width],
                        completion_mask=completion_mask, logprobs=logprobs[:, :width] * completion_mask,
-                       truncated=~finished)
-
-
-def on_device(generator: torch.Generator | None, device: torch.device) -> torch.Generator | None:
-    """Sampling happens where the logits are: a generator there, seeded from the one given."""
-    if generator is None or generator.device == device:
-        return generator
-    return torch.Generator(device).manual_seed(int(torch.randint(0, 2**62, (1,), generator=generator)))
+                       truncated=~finished, support_floors=floors[:, :width] if cut else None)
 
 
 def _prefill(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, group_size: int):
@@ -219,7 +226,7 @@ def rollout(
     group_size: int,
     params: SamplingParams,
     *,
-    generator: torch.Generator | None = None,
+    seeds: list[int] | None = None,
     add_special_tokens: bool = False,
     on_group_done: Callable[[int, list[str], list[list[int]]], None] | None = None,
 ) -> Rollout:
@@ -237,7 +244,7 @@ def rollout(
         on_group_done(p, decode(ids, mask), [row[m].tolist() for row, m in zip(ids, mask)])
 
     out = generate(model, prompts, group_size, params, stop_ids=stop_ids, pad_id=tokenizer.pad_token_id,
-                   generator=generator, on_group_done=group_done if on_group_done else None)
+                   seeds=seeds, on_group_done=group_done if on_group_done else None)
     texts = decode(out.completion_ids, out.completion_mask)
     return Rollout(
         examples=examples,
@@ -249,6 +256,7 @@ def rollout(
         sampling_logprobs=out.logprobs,
         truncated=out.truncated,
         completions=texts,
+        support_floors=out.support_floors,
     )
 
 

@@ -63,7 +63,7 @@ def test_training_skips_a_prompt_past_the_context_with_a_count_and_runs(tmp_path
                                          f"output_dir={tmp_path / 'run'}"], max_steps=1))
     err = capsys.readouterr().err
     assert f"skipped 1 of 8 training prompts longer than 1016 tokens (the first is row 4 of {data}" in err
-    assert [ex.index for ex in trainer.parts.train.examples] == [0, 1, 2, 4, 5, 6, 7]
+    assert [p.example.index for p in trainer.parts.train] == [0, 1, 2, 4, 5, 6, 7]
     assert trainer.step().metrics["reward/mean"] is not None
 
 

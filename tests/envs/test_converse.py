@@ -12,6 +12,7 @@ from rlvr.envs import rollout as conv
 from rlvr.envs.guess import GuessNumber
 from rlvr.logprobs import completion_logprobs
 from rlvr.rollout import SamplingParams
+from rlvr.seeds import seed_of
 
 ASK = [{"role": "user", "content": "Guess."}]
 
@@ -47,7 +48,7 @@ def scripted_model(monkeypatch, tokenizer, messages):
                 ids = tokenizer(text.rstrip("~"), add_special_tokens=False).input_ids
                 script[row] = ids if text.endswith("~") else [*ids, tokenizer.eos_token_id]
             tokens.append(script[row][n])
-        return torch.tensor(tokens), torch.full((len(rows),), -1.0)
+        return torch.tensor(tokens), torch.full((len(rows),), -1.0), torch.full((len(rows),), float("-inf"))
 
     monkeypatch.setattr(conv, "choose_tokens", choose)
 
@@ -58,7 +59,7 @@ def run(tiny, envs, *, max_turns=4, max_tokens=400, new_tokens=64, temperature=1
     trajectories = [conv.start(tokenizer, ASK) for _ in envs]
     return conv.converse(model, tokenizer, trajectories, envs, SamplingParams(new_tokens, temperature),
                          max_turns=max_turns, max_tokens=max_tokens, stop_ids=stop_ids or [tokenizer.eos_token_id],
-                         generator=torch.Generator().manual_seed(seed), rejoin_after=rejoin_after)
+                         seeds=[seed_of(seed, i) for i in range(len(envs))], rejoin_after=rejoin_after)
 
 
 def test_the_transcript_is_the_chat_template_of_the_conversation_and_the_mask_marks_model_tokens(tiny, monkeypatch):
@@ -259,7 +260,7 @@ def template_tool_run(tiny, monkeypatch, messages, **tool):
     env.bind(tokenizer)
     t = conv.start(tokenizer, env.reset({}, ASK, seed=0), env.tools)
     conv.converse(model, tokenizer, [t], [env], SamplingParams(160, 1.0), max_turns=4, max_tokens=600,
-                  stop_ids=[tokenizer.eos_token_id], generator=torch.Generator().manual_seed(0))
+                  stop_ids=[tokenizer.eos_token_id], seeds=[0])
     return t, env, tokenizer
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from rlvr.evaluate.accuracy import evaluate_accuracy, paired_gain_interval, wilson_interval
 from rlvr.records import Example
+from rlvr.samplers import LocalSampler, Prompt
 
 
 def test_wilson_by_hand():
@@ -50,8 +51,9 @@ def test_evaluate_accuracy_on_tiny(tiny):
     def lenient(completions, answer, **kw):
         return [1.0 if a in c else 0.0 for c, a in zip(completions, answer)]
 
-    result = evaluate_accuracy(model, tok, examples, [e.prompt for e in examples], strict=strict, lenient=lenient,
-                               max_new_tokens=6, batch_prompts=2, add_special_tokens=True)
+    sampler = LocalSampler(lambda fn: fn(model), tok, add_special_tokens=True)
+    result = evaluate_accuracy(sampler, [Prompt(e, e.prompt) for e in examples], strict=strict, lenient=lenient,
+                               max_new_tokens=6, batch_prompts=2)
     assert len(result.completions) == 5 and len(result.strict_correct) == 5
     assert result.strict.mean == sum(result.strict_correct) / 5
     assert all(strict <= lenient for strict, lenient in zip(result.strict_correct, result.lenient_correct))

@@ -107,7 +107,7 @@ def test_raising_the_limit_resumes_to_the_records_of_an_unbroken_run(scripted, m
     real, sampled = runner.sample_problems, []
     monkeypatch.setattr(runner, "sample_problems", lambda *a, **k: sampled.extend(a[3]) or real(*a, **k))
     run_sample(config(maths_file, tmp_path / "grown"), progress=False)
-    assert [ex.index for ex in sampled] == [2, 3, 4]  # the two finished problems were not sampled again
+    assert [p.example.index for p in sampled] == [2, 3, 4]  # the two finished problems were not sampled again
     assert EvalStore(tmp_path / "grown").read() == whole
     assert (tmp_path / "grown" / "sft.jsonl").read_text() == (tmp_path / "whole" / "sft.jsonl").read_text()
 

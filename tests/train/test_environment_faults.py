@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from rlvr import paths
-from rlvr.envs.sampling import conversation_sampler
 from rlvr.errors import UserError
 from rlvr.run.loop import run_training
 from rlvr.train.trainer import Trainer, train_grpo
@@ -51,14 +50,10 @@ def test_an_environment_reward_of_nan_leaves_its_completions_unscored(tmp_path):
 ])
 def test_a_broken_environment_ends_the_run_in_one_line_after_saving_the_finished_steps(tmp_path, env, message):
     trainer = Trainer(env_run(tmp_path, "Answers", "environment.timeout_s=0.5", steps=3))
-    train = trainer.parts.train
-    broken = conversation_sampler(trainer.tokenizer, trainer.config.environment,
-                                  dict(zip(map(id, train.examples), train.messages)),
-                                  getattr(faulty_envs, env))
 
     def break_after_step_1(step, metrics, stop):
         if step == 1:
-            trainer.converse_train = broken
+            trainer.sampler.make_env = getattr(faulty_envs, env)
 
     start = time.monotonic()
     with pytest.raises(UserError) as e:

@@ -9,9 +9,9 @@ from safetensors.torch import load_file
 
 from rlvr import paths
 from rlvr.config import TrainConfig
-from rlvr.envs import sampling as sampling_module
 from rlvr.errors import UserError
 from rlvr.run.directory import resume_config
+from rlvr.samplers import local as sampling_module
 from rlvr.train.trainer import Trainer, train_grpo
 
 from .test_step import tiny_config

@@ -183,24 +183,24 @@ def test_train_writes_the_run_directory(tmp_path):
 
 def test_few_shot_turns_come_before_every_prompt(tmp_path):
     default = Trainer(tiny_config(tmp_path))  # the arithmetic task's own example exchange
-    assert default.parts.train.texts[0].startswith("<|im_start|>user\nWhat is 10 + 10?")
-    assert default.parts.eval.texts[0].count("<|im_start|>user") == 2
+    assert default.parts.train[0].text.startswith("<|im_start|>user\nWhat is 10 + 10?")
+    assert default.parts.eval[0].text.count("<|im_start|>user") == 2
     alone = default.parts.eval_alone  # the same held-out questions without it
-    assert alone.examples == default.parts.eval.examples
-    assert all(t.count("<|im_start|>user") == 1 and "10 + 10" not in t for t in alone.texts)
-    assert [t.split("<|im_start|>user")[-1] for t in alone.texts] == [
-        t.split("<|im_start|>user")[-1] for t in default.parts.eval.texts]
+    assert [p.example for p in alone] == [p.example for p in default.parts.eval]
+    assert all(t.count("<|im_start|>user") == 1 and "10 + 10" not in t for t in [p.text for p in alone])
+    assert [t.split("<|im_start|>user")[-1] for t in [p.text for p in alone]] == [
+        t.split("<|im_start|>user")[-1] for t in [p.text for p in default.parts.eval]]
     half = Trainer(tiny_config(tmp_path, "data.few_shot_share=0.5"))  # every other training prompt goes without
-    shown = ["10 + 10" in t for t in half.parts.train.texts]
+    shown = ["10 + 10" in t for t in [p.text for p in half.parts.train]]
     assert shown == [i % 2 == 1 for i in range(len(shown))] and len(shown) == 32
-    assert [t.split("<|im_start|>user")[-1] for t in half.parts.train.texts] == [
-        t.split("<|im_start|>user")[-1] for t in default.parts.train.texts]
-    assert all("10 + 10" in t for t in half.parts.eval.texts)  # held-out prompts keep the example
+    assert [t.split("<|im_start|>user")[-1] for t in [p.text for p in half.parts.train]] == [
+        t.split("<|im_start|>user")[-1] for t in [p.text for p in default.parts.train]]
+    assert all("10 + 10" in t for t in [p.text for p in half.parts.eval])  # held-out prompts keep the example
     none = Trainer(tiny_config(tmp_path, "data.few_shot=[]"))
-    assert none.parts.train.texts[0].count("<|im_start|>user") == 1
+    assert none.parts.train[0].text.count("<|im_start|>user") == 1
     assert none.parts.eval_alone is None  # nothing shown, nothing to take away
     custom = Trainer(tiny_config(tmp_path, "data.few_shot=[{prompt: 'Q?', completion: 'A.'}]"))
-    assert "user\nQ?<|im_end|>\n<|im_start|>assistant\nA.<|im_end|>" in custom.parts.train.texts[0]
+    assert "user\nQ?<|im_end|>\n<|im_start|>assistant\nA.<|im_end|>" in custom.parts.train[0].text
 
 
 def test_reward_params_reach_the_function(tmp_path):
@@ -258,7 +258,7 @@ def test_generate_reports_every_group_once():
     seen = []
     stops = [tok.convert_tokens_to_ids(c) for c in "aeiou"]
     out = generate(model.eval(), [tok(p).input_ids for p in ("one", "two", "three")], 3, SamplingParams(10, 1.0),
-                   stop_ids=stops, pad_id=tok.pad_token_id, generator=torch.Generator().manual_seed(0),
+                   stop_ids=stops, pad_id=tok.pad_token_id, seeds=list(range(9)),
                    on_group_done=lambda p, ids, lengths: seen.append((p, lengths.tolist())))
     assert sorted(p for p, _ in seen) == [0, 1, 2]
     for p, lengths in seen:

@@ -20,7 +20,7 @@ def test_with_the_chat_template_rewards_get_trls_conversational_form_and_the_ans
     seen = trainer.parts.rewards[0].fn.__globals__["SEEN"][-1]  # the file is loaded by path, as a user's is
     assert all(p[-1]["role"] == "user" and isinstance(p[-1]["content"], str) for p in seen["prompts"])
     assert all(c == [{"role": "assistant", "content": c[0]["content"]}] for c in seen["completions"])
-    answers = [ex.columns["answer"] for ex in trainer.parts.train.examples]
+    answers = [ex.columns["answer"] for ex in [p.example for p in trainer.parts.train]]
     assert set(seen["solution"]) <= set(answers)
     # the factory was called once with its params; what it made scored every completion
     lengths = [min(len(c[0]["content"]), 8) * 0.5 for c in seen["completions"]]
@@ -31,8 +31,8 @@ def test_without_the_chat_template_prompts_and_completions_stay_text(tmp_path):
     plain = (f"rewards=[{{name: '{REWARD_FNS}:digit_share', correctness: true}}, "
              f"{{name: '{REWARD_FNS}:get_length_reward', params: {{scale: 1.0}}}}]")
     trainer = Trainer(tiny_config(tmp_path, plain, "data.template=plain", *QUIET, steps=1))
-    assert all(isinstance(ex.prompt, str) for ex in trainer.parts.train.examples)
-    assert all(ex.columns["solution"] == ex.columns["answer"] for ex in trainer.parts.train.examples)
+    assert all(isinstance(ex.prompt, str) for ex in [p.example for p in trainer.parts.train])
+    assert all(ex.columns["solution"] == ex.columns["answer"] for ex in [p.example for p in trainer.parts.train])
     trainer.step()
 
 
@@ -40,9 +40,9 @@ def test_the_rendered_prompt_is_the_same_in_either_form(tmp_path):
     from rlvr.data import render_prompt
 
     trainer = Trainer(tiny_config(tmp_path, TRL_STYLE, "data.few_shot=[]", *QUIET, steps=1))
-    ex = trainer.parts.train.examples[0]
+    ex = trainer.parts.train[0].example
     as_text = render_prompt(ex.prompt[0]["content"], template="chat", tokenizer=trainer.tokenizer)
-    assert trainer.parts.train.texts[0] == as_text
+    assert trainer.parts.train[0].text == as_text
 
 
 def test_factories_are_called_with_their_params_and_their_mistakes_are_one_line():

@@ -30,7 +30,8 @@ import torch
 from rlvr.deadline import DaemonPool
 from rlvr.envs.base import Environment, Message, Reply, calling, checked_reply, wait_for
 from rlvr.envs.kv_batch import KVBatch, Parked
-from rlvr.rollout import SamplingParams, on_device, sample_next
+from rlvr.rollout import SamplingParams, sample_next
+from rlvr.seeds import uniforms
 
 
 @dataclass
@@ -42,16 +43,18 @@ class Trajectory:
     ids: list[int] = field(default_factory=list)  # the transcript after the prompt
     model_mask: list[bool] = field(default_factory=list)  # True where the policy wrote the token
     logprobs: list[float] = field(default_factory=list)  # sampling log-prob of model tokens, 0 elsewhere
+    floors: list[float] = field(default_factory=list)  # support floor of model tokens (rlvr.rollout), −inf elsewhere
     done: bool = False
     truncated: bool = False  # ended by the token budget, the turn limit or a message cut mid-way
     reward: float | None = None  # the environment's, when it scores the trajectory
     info: dict[str, float] = field(default_factory=dict)  # summed Reply.info, and "turns"
 
-    def add(self, ids: list[int], logprobs: list[float] | None) -> None:
-        """Model tokens (with their log-probs) or, with None, context tokens."""
+    def add(self, ids: list[int], sampled: list[tuple[float, float]] | None) -> None:
+        """Model tokens (with their (log-prob, support floor) each) or, with None, context tokens."""
         self.ids += ids
-        self.model_mask += [logprobs is not None] * len(ids)
-        self.logprobs += logprobs if logprobs is not None else [0.0] * len(ids)
+        self.model_mask += [sampled is not None] * len(ids)
+        self.logprobs += [lp for lp, _ in sampled] if sampled is not None else [0.0] * len(ids)
+        self.floors += [floor for _, floor in sampled] if sampled is not None else [float("-inf")] * len(ids)
 
     @property
     def final_message(self) -> str:
@@ -99,13 +102,14 @@ def start(tokenizer: Any, messages: list[Message], tools: list[dict[str, Any]] |
 
 def converse(model: torch.nn.Module, tokenizer: Any, trajectories: list[Trajectory], envs: list[Environment],
              params: SamplingParams, *, max_turns: int, max_tokens: int, stop_ids: list[int],
-             generator: torch.Generator | None = None, rejoin_after: int = 1,
+             seeds: list[int] | None = None, rejoin_after: int = 1,
              timeout_s: float | None = None) -> list[Trajectory]:
     """Run every trajectory to its end (see the module docstring); `params.max_new_tokens` bounds one
     message, `max_tokens` a whole transcript (model and context tokens); `timeout_s` each call of an
-    environment's method (a call past it ends the rollout with one line: rlvr.deadline)."""
+    environment's method (a call past it ends the rollout with one line: rlvr.deadline). Trajectory i draws
+    its n-th token with the n-th number of `seeds[i]`'s stream (rlvr.seeds; None: torch's generator)."""
     fmt, batch = TurnFormat.of(tokenizer), KVBatch(model, tokenizer.pad_token_id)
-    generator = on_device(generator, batch.device)
+    drawn = [0] * len(trajectories)  # tokens each trajectory has drawn so far
     writing = {row: ([], []) for row in range(len(trajectories))}  # the message each decoding row is writing
     joining: list[tuple[int, Parked | None, list[int]]] = [(row, None, t.prompt_ids)
                                                            for row, t in enumerate(trajectories)]
@@ -129,13 +133,16 @@ def converse(model: torch.nn.Module, tokenizer: Any, trajectories: list[Trajecto
                 continue
             step += 1
             rows = list(batch.rows)
-            tokens, logprobs = choose_tokens(torch.cat(logits), params, generator, rows,
-                                             [len(writing[r][0]) for r in rows])
+            u = (uniforms([seeds[r] for r in rows], [drawn[r] for r in rows])
+                 if seeds is not None and params.temperature else None)
+            tokens, logprobs, floors = choose_tokens(torch.cat(logits), params, u, rows,
+                                                     [len(writing[r][0]) for r in rows])
             over = []
-            for row, token, logprob in zip(rows, tokens.tolist(), logprobs.tolist()):
+            for row, token, logprob, floor in zip(rows, tokens.tolist(), logprobs.tolist(), floors.tolist()):
+                drawn[row] += 1
                 ids, lps = writing[row]
                 ids.append(token)
-                lps.append(logprob)
+                lps.append((logprob, floor))
                 room = min(params.max_new_tokens, max_tokens - len(trajectories[row].ids))
                 if token in stop_ids or len(ids) >= room or _tool_call_complete(envs[row], tokenizer, ids, timeout_s):
                     over.append(row)
@@ -153,11 +160,12 @@ def converse(model: torch.nn.Module, tokenizer: Any, trajectories: list[Trajecto
     return trajectories
 
 
-def choose_tokens(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None,
-                  rows: list[int], written: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each decoding row's next token and its log-prob: sampled (rlvr.rollout.sample_next). `rows` (the
-    trajectories) and `written` (tokens of the message so far) are there to script a conversation in tests."""
-    return sample_next(logits, params, generator)
+def choose_tokens(logits: torch.Tensor, params: SamplingParams, u: torch.Tensor | None,
+                  rows: list[int], written: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each decoding row's next token, its log-prob and support floor: sampled with uniforms `u`
+    (rlvr.rollout.sample_next). `rows` (the trajectories) and `written` (tokens of the message so far) are
+    there to script a conversation in tests."""
+    return sample_next(logits, params, u)
 
 
 def _tool_call_complete(env: Environment, tokenizer: Any, ids: list[int], timeout_s: float | None) -> bool:
@@ -177,7 +185,7 @@ class _Waiting:
     due: int  # the decoding step it comes back at
     parked: Parked
     ids: list[int]
-    logprobs: list[float]
+    logprobs: list[tuple[float, float]]  # (log-prob, support floor) of each token of the message
     ended: bool  # the model closed the message itself (an end-of-turn token)
     text: str
 
@@ -195,7 +203,7 @@ def _come_back(t: Trajectory, w: _Waiting, fmt: TurnFormat, max_turns: int, max_
     return (w.ids[-1:] if kept == len(w.ids) else []) + context
 
 
-def _record(t: Trajectory, ids: list[int], logprobs: list[float], ended: bool, text: str, reply: Reply,
+def _record(t: Trajectory, ids: list[int], logprobs: list[tuple[float, float]], ended: bool, text: str, reply: Reply,
             fmt: TurnFormat, max_tokens: int) -> tuple[int, list[int]]:
     """Append one model message and the environment's reply to `t`: (model tokens kept, context tokens)."""
     t.info["turns"] = t.info.get("turns", 0.0) + 1
@@ -228,10 +236,10 @@ def _tokens_covering(tokenizer: Any, ids: list[int], chars: int) -> int:
 
 
 def transcript_tensors(trajectories: list[Trajectory], pad_id: int) -> dict[str, torch.Tensor]:
-    """Right-padded [N, L] completion ids, completion mask, model mask and sampling log-probs.
+    """Right-padded [N, L] completion ids, completion mask, model mask, sampling log-probs and support floors.
 
     >>> t = Trajectory(prompt_ids=[1], messages=[])
-    >>> t.add([5, 6], [-0.5, -0.25]); t.add([7], None)
+    >>> t.add([5, 6], [(-0.5, -1.0), (-0.25, float("-inf"))]); t.add([7], None)
     >>> out = transcript_tensors([t, Trajectory(prompt_ids=[1], messages=[])], pad_id=0)
     >>> out["completion_ids"].tolist(), out["model_mask"].int().tolist()
     ([[5, 6, 7], [0, 0, 0]], [[1, 1, 0], [0, 0, 0]])
@@ -241,11 +249,14 @@ def transcript_tensors(trajectories: list[Trajectory], pad_id: int) -> dict[str,
     real = torch.zeros((len(trajectories), width), dtype=torch.bool)
     model = torch.zeros_like(real)
     logprobs = torch.zeros((len(trajectories), width))
+    floors = torch.full((len(trajectories), width), float("-inf"))
     for row, t in enumerate(trajectories):
         n = len(t.ids)
         ids[row, :n] = torch.tensor(t.ids, dtype=torch.long)
         real[row, :n] = True
         model[row, :n] = torch.tensor(t.model_mask, dtype=torch.bool)
         logprobs[row, :n] = torch.tensor(t.logprobs)
-    return {"completion_ids": ids, "completion_mask": real, "model_mask": model, "sampling_logprobs": logprobs}
+        floors[row, :n] = torch.tensor(t.floors)
+    return {"completion_ids": ids, "completion_mask": real, "model_mask": model, "sampling_logprobs": logprobs,
+            "support_floors": floors}
 

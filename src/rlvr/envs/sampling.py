@@ -1,11 +1,11 @@
 """Sampling with an environment (`environment.name` in `rlvr train` and `rlvr eval`): each of the G
 samples of a prompt is a conversation.
 
-The G trajectories of a group start from the same messages and the same environment seed (one drawn
-per group from the step's generator): a group is G attempts at one task, as GRPO's baseline needs. The
-Rollout they make holds each transcript after the prompt as its completion, `model_mask` marking the
-policy's own tokens (the loss and the KL are theirs only), the final message as the text the verifiers
-score, and the environment's reward, counts and conversation beside.
+The G trajectories of a group start from the same messages and the same environment seed (derived from
+the group's first completion seed, rlvr.seeds): a group is G attempts at one task, as GRPO's baseline
+needs. The Rollout they make holds each transcript after the prompt as its completion, `model_mask`
+marking the policy's own tokens (the loss and the KL are theirs only), the final message as the text the
+verifiers score, and the environment's reward, counts and conversation beside.
 """
 
 from __future__ import annotations
@@ -15,39 +15,25 @@ from typing import Any
 
 import torch
 
-from rlvr.config import EnvironmentConfig
-from rlvr.envs.base import Environment, Message, calling, checked_messages
-from rlvr.envs.loading import load_environment
+from rlvr.envs.base import Environment, calling, checked_messages
 from rlvr.envs.rollout import converse, start, transcript_tensors
 from rlvr.errors import UserError
 from rlvr.records import Example, Rollout
-from rlvr.rollout import SamplingParams, left_pad, stop_token_ids
-
-# (model, examples, n, sampling settings, generator) -> n conversations per example, as one Rollout
-Converse = Callable[[torch.nn.Module, list[Example], int, SamplingParams, torch.Generator], Rollout]
-
-
-def conversation_sampler(tokenizer: Any, env: EnvironmentConfig, starts: dict[int, list[Message]],
-                         make_env: Callable[[], Environment] | None = None) -> Converse:
-    """How `rlvr train` and `rlvr eval` sample with `env`: each example asked in the chat messages
-    `starts[id(example)]`, its conversations with fresh environments (`make_env`, else loaded from `env`)."""
-    make = make_env or load_environment(env.name or "", **env.params)
-    return lambda model, examples, n, params, generator: sample_conversations(
-        model, tokenizer, examples, [starts[id(ex)] for ex in examples], n, params, make_env=make,
-        max_turns=env.max_turns, max_tokens=env.max_tokens, stop_ids=stop_token_ids(model, tokenizer),
-        generator=generator, rejoin_after=env.rejoin_after, timeout_s=env.timeout_s)
+from rlvr.rollout import SamplingParams, left_pad
+from rlvr.seeds import seed_of
 
 
 def sample_conversations(model: torch.nn.Module, tokenizer: Any, examples: list[Example],
                          messages: list[list[dict[str, str]]], group_size: int, params: SamplingParams, *,
                          make_env: Callable[[], Environment], max_turns: int, max_tokens: int,
-                         stop_ids: list[int], generator: torch.Generator, rejoin_after: int = 1,
+                         stop_ids: list[int], seeds: list[int], rejoin_after: int = 1,
                          timeout_s: float | None = None) -> Rollout:
-    """G conversations for each example (its chat `messages` as the start), as one Rollout; `timeout_s`
-    bounds each call of an environment's method."""
+    """G conversations for each example (its chat `messages` as the start), as one Rollout; conversation
+    p·G + j draws its tokens from `seeds[p·G + j]` (rlvr.seeds); `timeout_s` bounds each call of an
+    environment's method."""
     trajectories, envs, starts = [], [], []
-    for example, first in zip(examples, messages):
-        seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))  # one task per group
+    for p, (example, first) in enumerate(zip(examples, messages)):
+        seed = seed_of(seeds[p * group_size], 1) % (2**31 - 1)  # one task per group
         for _ in range(group_size):
             env = make_env()
             if callable(getattr(env, "bind", None)):  # an environment that adapts to the policy's tokenizer
@@ -58,7 +44,7 @@ def sample_conversations(model: torch.nn.Module, tokenizer: Any, examples: list[
             envs.append(env)
             starts.append(len(opening))
     converse(model, tokenizer, trajectories, envs, params, max_turns=max_turns, max_tokens=max_tokens,
-             stop_ids=stop_ids, generator=generator, rejoin_after=rejoin_after, timeout_s=timeout_s)
+             stop_ids=stop_ids, seeds=seeds, rejoin_after=rejoin_after, timeout_s=timeout_s)
     heads = []
     for p in range(len(examples)):
         group = trajectories[p * group_size:(p + 1) * group_size]
@@ -76,6 +62,7 @@ def sample_conversations(model: torch.nn.Module, tokenizer: Any, examples: list[
         completions=[x.final_message for x in trajectories], model_mask=t["model_mask"],
         env_rewards=[x.reward for x in trajectories], env_info=[dict(x.info) for x in trajectories],
         transcripts=[x.messages[n:] for x, n in zip(trajectories, starts)],
+        support_floors=t["support_floors"] if params.temperature > 0 and (params.top_k or params.top_p < 1) else None,
     )
 
 

@@ -8,16 +8,14 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from rlvr.records import Example, Rollout
 from rlvr.rewards import RewardSpec
 from rlvr.rewards.batch import score_rollout
-from rlvr.rollout import SamplingParams, rollout
+from rlvr.rollout import SamplingParams
 from rlvr.run.world import SINGLE, World, gather_across, shard, unshard
+from rlvr.samplers import Prompt, Sampler, SampleRequest
+from rlvr.seeds import seed_of
 
 Z95 = 1.959963984540054
-
-# (model, examples, their rendered prompts, greedy settings) -> one sample per example
-Sampler = Callable[[torch.nn.Module, list[Example], list[str], SamplingParams], Rollout]
 
 
 @dataclass(frozen=True)
@@ -134,48 +132,38 @@ class EvalResult:
         return {"n": len(self.strict_correct), "strict": asdict(self.strict), "lenient": asdict(self.lenient)}
 
 
-@torch.no_grad()
 def evaluate_accuracy(
-    model: torch.nn.Module,
-    tokenizer,
-    examples: list[Example],
-    prompt_texts: list[str],
+    sampler: Sampler,
+    prompts: list[Prompt],
     *,
     strict: Callable[..., list],
     lenient: Callable[..., list],
     max_new_tokens: int,
     batch_prompts: int = 32,
-    add_special_tokens: bool = False,
+    seed: int = 0,
     world: World = SINGLE,
-    sampler: Sampler | None = None,
 ) -> EvalResult:
-    """Greedy completion for every example, scored by the strict and the lenient verifier. Data-parallel,
-    each rank completes every world.size-th example and all ranks get the whole result, in order.
-    `sampler(model, examples, texts, params)` replaces the one-turn rollout (a conversation with an
-    environment, rlvr.envs.sampling): the verifiers then score each final message."""
+    """Greedy completion of every prompt by `sampler` (one completion, or a conversation when it converses with
+    an environment: the verifiers then score the final message), scored by the strict and the lenient
+    verifier. Each prompt's seed is (seed, its row) alone (an environment's task is drawn from it), so two
+    evaluations of the same prompts are paired. Data-parallel, each rank completes every world.size-th
+    prompt and all ranks get the whole result, in order."""
     if world.distributed:
-        mine = shard(range(len(examples)), world)
-        part = evaluate_accuracy(model, tokenizer, [examples[i] for i in mine], [prompt_texts[i] for i in mine],
-                                 strict=strict, lenient=lenient, max_new_tokens=max_new_tokens,
-                                 batch_prompts=batch_prompts, add_special_tokens=add_special_tokens, sampler=sampler)
+        part = evaluate_accuracy(sampler, shard(prompts, world), strict=strict, lenient=lenient,
+                                 max_new_tokens=max_new_tokens, batch_prompts=batch_prompts, seed=seed)
         return _merge(gather_across(part, world))
-    was_training = model.training
-    model.eval()
     strict_scores: list[float] = []
     lenient_scores: list[float] = []
     texts: list[str] = []
     params = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0)
     specs = [RewardSpec("strict", strict), RewardSpec("lenient", lenient)]
-    for start in range(0, len(examples), batch_prompts):
-        chunk = slice(start, start + batch_prompts)
-        out = (sampler(model, examples[chunk], prompt_texts[chunk], params) if sampler is not None
-               else rollout(model, tokenizer, examples[chunk], prompt_texts[chunk], 1, params,
-                            add_special_tokens=add_special_tokens))
+    for start in range(0, len(prompts), batch_prompts):
+        chunk = prompts[start:start + batch_prompts]
+        out = sampler.sample([SampleRequest(p, (seed_of(seed, p.example.index),)) for p in chunk], params)
         scored = score_rollout(out, specs)
         strict_scores += scored.reward_components["strict"].view(-1).tolist()
         lenient_scores += scored.reward_components["lenient"].view(-1).tolist()
         texts += out.completions
-    model.train(was_training)
     return EvalResult(strict_scores, lenient_scores, texts)
 
 

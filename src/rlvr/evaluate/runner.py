@@ -1,8 +1,9 @@
 """`rlvr eval`: sample n completions per problem, judge them, and write the results (see store.py).
 
-Problems are taken in fixed chunks of batch_size // samples; chunk c samples with a generator
-seeded by (seed, c). A chunk's records are on disk before the next starts, so an interrupted
-evaluation resumes where it stopped and gives the same numbers as one that never stopped.
+Problems are taken in fixed chunks of batch_size // samples, sampled through a LocalSampler (rlvr.samplers):
+sample j of a problem draws from the seed of (seed, the problem's row, j) alone (rlvr.seeds). A chunk's
+records are on disk before the next starts, so an interrupted evaluation resumes where it stopped and gives
+the same numbers as one that never stopped.
 
 Under torchrun the ranks take turns: rank r samples chunks r, r + N, ... and rank 0 writes every
 chunk's records, in order. A chunk's numbers do not depend on which rank sampled it.
@@ -14,7 +15,7 @@ import dataclasses
 import importlib.metadata
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from tqdm import tqdm
@@ -33,11 +34,8 @@ from rlvr.evaluate.summary import summarise
 from rlvr.models import load_configured
 from rlvr.models.devices import autocast, compute_dtype, resolve_device
 from rlvr.rollout import SamplingParams
-from rlvr.run.process import derived_seed
 from rlvr.run.world import World, barrier, gather_across, join
-
-if TYPE_CHECKING:  # (the environments load only when a run uses one)
-    from rlvr.envs.sampling import Converse
+from rlvr.samplers import LocalSampler, Prompt
 
 DEFAULT_K = (1, 4, 16, 64)
 
@@ -150,20 +148,22 @@ def _sample_missing(config: EvalConfig, benchmark: Benchmark, settings: dict[str
     model, tokenizer, device, dtype = load_configured(config.model, config.seed)
     model.eval()
     scorer = scorer or _configured_scorer(config)
-    shots = [tuple(shot) for shot in settings["few_shot"]]
-    texts = [render_prompt(with_few_shot(ex.prompt, shots), template=settings["template"], tokenizer=tokenizer,
-                           system_prompt=config.data.system_prompt) for ex in benchmark.examples]
+    prompts = _prompts(config, benchmark, settings, tokenizer)
     specials = settings["template"] != "chat"  # the chat template writes its own special tokens
     budget = settings["max_new_tokens"]
     chosen = None if config.generation.max_new_tokens else f"the default for {benchmark.name}"
-    refuse_too_long(texts, [f"problem {i}" for i in ids], tokenizer, prompt_limit(model, budget),
+    refuse_too_long([p.text for p in prompts], [f"problem {i}" for i in ids], tokenizer, prompt_limit(model, budget),
                     add_special_tokens=specials, why=budget_words(model, budget, chosen),
                     fix="lower the completion budget with --max-new-tokens (generation.max_new_tokens)")
     plan = Plan(samples=config.samples, greedy=config.greedy, budgets=tuple(settings["budgets"]),
-                add_special_tokens=specials, converse=_conversing(config, benchmark, shots, tokenizer),
                 params=SamplingParams(max_new_tokens=settings["max_new_tokens"],
                                       temperature=config.generation.temperature,
                                       top_p=config.generation.top_p, top_k=config.generation.top_k))
+    def decoding(fn: Any) -> Any:  # (in the configured precision; the model is in eval mode already)
+        with autocast(device, dtype):
+            return fn(model)
+
+    sampler = LocalSampler(decoding, tokenizer, add_special_tokens=specials, environment=config.environment)
     per_chunk = max(1, config.batch_size // max(1, config.samples))
     chunks = [slice(start, start + per_chunk) for start in range(0, len(ids), per_chunk)]
     todo = [c for c, chunk in enumerate(chunks) if any(i not in done for i in ids[chunk])]
@@ -174,11 +174,7 @@ def _sample_missing(config: EvalConfig, benchmark: Benchmark, settings: dict[str
         records: list[ProblemRecord] = []
         if turn + world.rank < len(todo):
             c = todo[turn + world.rank]
-            generator = torch.Generator(device=next(model.parameters()).device).manual_seed(
-                derived_seed(config.seed, c))
-            with autocast(device, dtype):
-                records = sample_problems(model, tokenizer, benchmark, benchmark.examples[chunks[c]],
-                                          texts[chunks[c]], plan, generator, scorer)
+            records = sample_problems(sampler, tokenizer, benchmark, prompts[chunks[c]], plan, config.seed, scorer)
         for part in gather_across(records, world):
             if world.is_main:
                 store.append([r for r in part if r.id not in done])
@@ -188,20 +184,19 @@ def _sample_missing(config: EvalConfig, benchmark: Benchmark, settings: dict[str
         print(f"sampled in {time.perf_counter() - started:.0f} s")
 
 
-def _conversing(config: EvalConfig, benchmark: Benchmark, shots: list[Any], tokenizer: Any) -> Converse | None:
-    """With `environment.name`: each problem answered in conversation with the environment (as `rlvr train`
-    samples with one), its final message judged; else None (one completion per problem)."""
-    env = config.environment
-    if not env.name:
-        return None
-    from rlvr.envs.sampling import conversation_sampler
-
+def _prompts(config: EvalConfig, benchmark: Benchmark, settings: dict[str, Any], tokenizer: Any) -> list[Prompt]:
+    """Each problem as it is asked: its rendered prompt and, with an environment (which converses in chat
+    turns, as `rlvr train` samples with one), its chat turns."""
+    shots = [tuple(shot) for shot in settings["few_shot"]]
     system = [{"role": "system", "content": config.data.system_prompt}] if config.data.system_prompt else []
-    chats = {}
+    prompts = []
     for ex in benchmark.examples:
         asked = with_few_shot(ex.prompt, shots)
-        chats[id(ex)] = [*system, *([{"role": "user", "content": asked}] if isinstance(asked, str) else asked)]
-    return conversation_sampler(tokenizer, env, chats)
+        chat = [*system, *([{"role": "user", "content": asked}] if isinstance(asked, str) else asked)]
+        prompts.append(Prompt(ex, render_prompt(asked, template=settings["template"], tokenizer=tokenizer,
+                                                system_prompt=config.data.system_prompt),
+                              chat if config.environment.name else None))
+    return prompts
 
 
 def _configured_scorer(config: EvalConfig) -> Scorer | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -20,10 +20,9 @@ from rlvr.records import Example, Rollout
 from rlvr.rewards import RewardSpec, compute_rewards, load_reward_function
 from rlvr.rewards.batch import reward_inputs
 from rlvr.rewards.math import gold_answer
-from rlvr.rollout import SamplingParams, rollout
-
-if TYPE_CHECKING:  # (the environments load only when a run uses one)
-    from rlvr.envs.sampling import Converse
+from rlvr.rollout import SamplingParams
+from rlvr.samplers import Prompt, Sampler, SampleRequest
+from rlvr.seeds import seed_of
 
 
 class Scorer(Protocol):
@@ -40,42 +39,37 @@ class Plan:
     params: SamplingParams
     greedy: bool
     budgets: tuple[int, ...]  # ascending token budgets for the thinking-length curve
-    add_special_tokens: bool
-    converse: Converse | None = None  # conversations instead of one completion (rlvr.envs)
 
 
 @torch.no_grad()
 def sample_problems(
-    model: torch.nn.Module,
+    sampler: Sampler,
     tokenizer: Any,
     benchmark: Benchmark,
-    examples: list[Example],
-    prompt_texts: list[str],
+    prompts: list[Prompt],
     plan: Plan,
-    generator: torch.Generator,
+    seed: int,
     scorer: Scorer | None = None,
 ) -> list[ProblemRecord]:
-    """The records of `examples`: sampled with `generator`, judged, and scored by `scorer`."""
+    """The records of `prompts`: sampled by `sampler` (sample j of a problem from the seed of (seed, its row,
+    j) alone, whatever chunk or rank it is sampled in), judged, and scored by `scorer`."""
     checks = (benchmark.scoring.strict, benchmark.scoring.lenient)
     verifiers = [RewardSpec(mode, load_reward_function(name)) for mode, name in zip(MODES, checks)]
-    greedy: list[SampleRecord | None] = [None] * len(examples)
+    greedy: list[SampleRecord | None] = [None] * len(prompts)
     if plan.greedy:
         params = SamplingParams(max_new_tokens=plan.params.max_new_tokens, temperature=0.0)
-        out = (plan.converse(model, examples, 1, params, torch.Generator().manual_seed(0)) if plan.converse
-               else rollout(model, tokenizer, examples, prompt_texts, 1, params,
-                            add_special_tokens=plan.add_special_tokens))
+        out = sampler.sample([SampleRequest(p, (seed_of(seed, p.example.index, 0),)) for p in prompts], params)
         greedy = list(_judge(out, tokenizer, benchmark, verifiers, plan.budgets, None))
     sampled: list[SampleRecord] = []
-    if plan.samples:  # (0: the greedy completion only)
-        out = (plan.converse(model, examples, plan.samples, plan.params, generator) if plan.converse
-               else rollout(model, tokenizer, examples, prompt_texts, plan.samples, plan.params,
-                            generator=generator, add_special_tokens=plan.add_special_tokens))
-        sampled = _judge(out, tokenizer, benchmark, verifiers, plan.budgets, scorer)
     n = plan.samples
+    if n:  # (0: the greedy completion only)
+        out = sampler.sample([SampleRequest(p, tuple(seed_of(seed, p.example.index, 1, j) for j in range(n)))
+                              for p in prompts], plan.params)
+        sampled = _judge(out, tokenizer, benchmark, verifiers, plan.budgets, scorer)
     return [
-        ProblemRecord(id=benchmark.problem_id(ex), index=ex.index, prompt=text, gold=_gold(ex),
-                      greedy=greedy[p], samples=sampled[p * n:(p + 1) * n])
-        for p, (ex, text) in enumerate(zip(examples, prompt_texts))
+        ProblemRecord(id=benchmark.problem_id(p.example), index=p.example.index, prompt=p.text,
+                      gold=_gold(p.example), greedy=greedy[i], samples=sampled[i * n:(i + 1) * n])
+        for i, p in enumerate(prompts)
     ]
 
 

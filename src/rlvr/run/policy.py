@@ -50,6 +50,7 @@ class Rows(Protocol):
     row_prompt: torch.Tensor
     completion_ids: torch.Tensor
     completion_mask: torch.Tensor
+    support_floors: torch.Tensor | None  # where the sampler cut its distribution (rlvr.logprobs)
 
 
 class Policy:
@@ -195,4 +196,4 @@ class Policy:
 
 def _arguments(rows: Rows, temperature: float, share_prompt: bool) -> tuple[Any, ...]:
     return (rows.prompt_ids, rows.prompt_mask, rows.row_prompt, rows.completion_ids, rows.completion_mask,
-            temperature, share_prompt)
+            temperature, share_prompt, rows.support_floors)

@@ -49,6 +49,7 @@ class MicroBatch:
     completion_ids: torch.Tensor  # [m, lc]
     completion_mask: torch.Tensor  # [m, lc]
     loss_mask: torch.Tensor  # [m, lc]
+    support_floors: torch.Tensor | None = None  # [m, lc] where the sampler cut its distribution (rlvr.rollout)
 
 
 def micro_batches(rollout: Rollout, loss_mask: torch.Tensor, max_tokens: int,
@@ -86,6 +87,7 @@ def _micro_batch(rollout: Rollout, loss_mask: torch.Tensor, rows: torch.Tensor) 
         completion_ids=rollout.completion_ids[rows, :lc],
         completion_mask=rollout.completion_mask[rows, :lc],
         loss_mask=loss_mask[rows, :lc],
+        support_floors=None if rollout.support_floors is None else rollout.support_floors[rows, :lc],
     )
 
 

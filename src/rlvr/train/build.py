@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +22,10 @@ from rlvr.errors import UserError
 from rlvr.models import frozen_copy, load_configured, load_model
 from rlvr.records import Example
 from rlvr.rewards import RewardSpec, load_reward_function
+from rlvr.samplers import Prompt
 from rlvr.train.reward_setup import run_rewards
 
-
-@dataclass(frozen=True)
-class Prompts:
-    examples: list[Example]
-    texts: list[str]  # the rendered prompt each example is sampled from
-    messages: list[list[dict[str, str]]] = field(default_factory=list)  # the chat turns they render (chat template)
+Prompts = list[Prompt]  # each row with its rendered text and, with the chat template, its chat turns
 
 
 @dataclass
@@ -102,11 +98,10 @@ def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts
              else list(task.few_shot) if task else [])
     def render(exs: list[Example], shown: list[tuple[str, str]] = shots, share: float = 1.0) -> Prompts:
         asked = [with_few_shot(ex.prompt, shown if _shown(i, share) else []) for i, ex in enumerate(exs)]
-        texts = [render_prompt(q, template=d.template, tokenizer=tokenizer, system_prompt=d.system_prompt)
-                 for q in asked]
         system = [{"role": "system", "content": d.system_prompt}] if d.system_prompt else []
-        chats = [[*system, *q] for q in asked if isinstance(q, list)] if d.template == "chat" else []
-        return Prompts(exs, texts, chats if len(chats) == len(exs) else [])
+        return [Prompt(ex, render_prompt(q, template=d.template, tokenizer=tokenizer, system_prompt=d.system_prompt),
+                       [*system, *q] if d.template == "chat" and isinstance(q, list) else None)
+                for ex, q in zip(exs, asked)]
 
     specials, new_tokens = d.template != "chat", config.generation.max_new_tokens or 0
     train = fitting(render(train_examples, shots, d.few_shot_share), tokenizer,
@@ -117,7 +112,8 @@ def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts
         why, fix = ((f"data.max_prompt_tokens={d.max_prompt_tokens}", "raise data.max_prompt_tokens")
                     if d.max_prompt_tokens is not None else
                     (budget_words(policy, budget), "lower eval_max_new_tokens (or generation.max_new_tokens)"))
-        refuse_too_long(held_out.texts, [f"held-out row {ex.index + 1} of {eval_source}" for ex in held_out.examples],
+        refuse_too_long([p.text for p in held_out], [f"held-out row {p.example.index + 1} of {eval_source}"
+                                                     for p in held_out],
                         tokenizer, prompt_limit(policy, budget, d.max_prompt_tokens), specials, why=why, fix=fix)
     return RunParts(
         device=device, dtype=dtype, policy=policy, tokenizer=tokenizer, reference=reference,
@@ -131,16 +127,14 @@ def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts
 
 def fitting(prompts: Prompts, tokenizer: Any, limit: int | None, add_special_tokens: bool, source: str) -> Prompts:
     """`prompts` without those over `limit` tokens, saying how many were skipped; none left is an error."""
-    over = too_long(prompts.texts, tokenizer, limit, add_special_tokens)
+    over = too_long([p.text for p in prompts], tokenizer, limit, add_special_tokens)
     if not over:
         return prompts
-    first = prompts.examples[min(over)].index + 1
-    where = f"{len(over)} of {len(prompts.texts)} training prompts longer than {limit} tokens"
-    if len(over) == len(prompts.texts):
+    first = prompts[min(over)].example.index + 1
+    where = f"{len(over)} of {len(prompts)} training prompts longer than {limit} tokens"
+    if len(over) == len(prompts):
         raise UserError(f"all {where} (the first is row {first} of {source}): shorten them, or raise "
                         "data.max_prompt_tokens (at most the model's context less generation.max_new_tokens)")
     print(f"rlvr: skipped {where} (the first is row {first} of {source}, {over[min(over)]}+ tokens); "
           "data.max_prompt_tokens sets the limit", file=sys.stderr)
-    keep = [i for i in range(len(prompts.texts)) if i not in over]
-    return Prompts([prompts.examples[i] for i in keep], [prompts.texts[i] for i in keep],
-                   [prompts.messages[i] for i in keep] if prompts.messages else [])
+    return [p for i, p in enumerate(prompts) if i not in over]

@@ -86,7 +86,9 @@ def step_metrics(record: StepRecord, updates: list[dict[str, float]], seconds: d
     m["advantage/abs_mean"] = float(record.advantages.abs().mean())
     m["completion_length/mean"], m["completion_length/max"] = float(lengths.mean()), float(lengths.max())
     m["truncation_rate"] = float(rollout.truncated.float().mean())
-    m["entropy"], m["lr"] = updates[0]["entropy"], updates[0]["lr"]  # the step's first update; the rest average over μ
+    # the step's first update (the weights the batch was sampled with); the rest average over μ
+    for key in ("entropy", "lr", "sampler/logp_abs_diff_mean", "sampler/logp_abs_diff_max"):
+        m[key] = updates[0][key]
     for key in ("loss", "kl", "clip_low_fraction", "clip_high_fraction", "grad_norm"):
         m[key] = sum(u[key] for u in updates) / len(updates)
     m.update({f"time/{key}": value for key, value in seconds.items()})

@@ -25,19 +25,20 @@ import torch
 from rlvr import paths
 from rlvr.config import TrainConfig
 from rlvr.envs import load_environment
-from rlvr.envs.sampling import conversation_sampler, env_metrics
+from rlvr.envs.sampling import env_metrics
 from rlvr.errors import UserError
-from rlvr.evaluate.accuracy import Interval, Sampler, evaluate_accuracy, paired_gain_interval
+from rlvr.evaluate.accuracy import Interval, evaluate_accuracy, paired_gain_interval
 from rlvr.optim import build_optimizer
 from rlvr.records import Rollout, ScoredRollout
 from rlvr.rewards.batch import score_rollout
 from rlvr.rewards.reward_model import ProcessRewardScorer
-from rlvr.rollout import SamplingParams, rollout
+from rlvr.rollout import SamplingParams
 from rlvr.run.clock import Stopwatch
 from rlvr.run.loop import OnStepEnd, Schedule, StepResult, launch
 from rlvr.run.policy import Policy
-from rlvr.run.process import derived_seed
 from rlvr.run.world import SINGLE, World, any_across, gather_across, shard
+from rlvr.samplers import LocalSampler, Sampler, SampleRequest
+from rlvr.seeds import seeds_for
 from rlvr.train.batch import make_batch, outcome_advantages
 from rlvr.train.build import Prompts, build_parts
 from rlvr.train.curriculum import CurriculumStream
@@ -75,15 +76,15 @@ class Trainer:
         self.policy = Policy(p.policy, device=p.device, dtype=p.dtype, world=world, strategy=c.distributed.strategy,
                              reference=p.reference, with_reference=c.algorithm.beta > 0)
         stream = CurriculumStream if c.data.curriculum else PromptStream
-        self.prompts = stream(len(self.parts.train.examples), prompts_per_step, c.seed)
+        self.prompts = stream(len(self.parts.train), prompts_per_step, c.seed)
         path = c.algorithm.process_reward_model
         self.process_scorer = ProcessRewardScorer(path) if path else None
         env = c.environment  # multi-turn rollouts: each sample a conversation with it (rlvr.envs)
         self.make_env = load_environment(env.name, **env.params) if env.name else None
-        train = self.parts.train
-        self.converse_train = (conversation_sampler(self.tokenizer, env, dict(zip(map(id, train.examples),
-                                                                                  train.messages)), self.make_env)
-                               if self.make_env is not None else None)
+        # what samples the completions: rlvr's own engine, on the policy's weights (rlvr.samplers)
+        self.sampler: Sampler = LocalSampler(self.policy.decoding, self.tokenizer, environment=env,
+                                             add_special_tokens=p.add_special_tokens, make_env=self.make_env,
+                                             weights=self.policy.named_weights)
         self.optimizer, self.scheduler = build_optimizer(p.policy, c.optim, c.max_steps)
         self.step_count = 0
         self.schedule = Schedule(c.max_steps, c.save_every, c.eval_every, c.sample_every, c.eval_before, c.eval_after,
@@ -108,6 +109,7 @@ class Trainer:
                                      max_grad_norm=o.max_grad_norm, max_new_tokens=g.max_new_tokens)
                        for _ in range(a.updates_per_batch)]
         self.step_count += 1
+        self.sampler.load_weights(self.policy.named_weights(), version=self.step_count)  # the sampler's, updated
         self.refresh_reference()  # 6. iterative GRPO: π_ref ← π_θ every K steps
         record = gather_step(step_record(batch, fill, self.sources.device), self.world)  # the global batch's
         infos = gather_across(batch.rollout.env_info, self.world) if self.make_env is not None else []
@@ -132,33 +134,32 @@ class Trainer:
     def score_round(self, round_: int) -> ScoredRollout:
         """This rank's share of the next P prompts, sampled and scored; every group's pass rate, from all
         ranks, is shown to the prompt stream (curriculum), so that its state stays the same on every rank."""
-        positions = shard(self.prompts.next_batch(), self.world)
-        examples, g = [self.parts.train.examples[i] for i in positions], self.config.sampling.group_size
+        drawn = self.prompts.next_batch()
+        slots = shard(range(len(drawn)), self.world)  # (the prompts' places in the whole batch: their seeds)
+        positions = [drawn[i] for i in slots]
+        examples, g = [self.parts.train[i].example for i in positions], self.config.sampling.group_size
         if self.config.sampling.overlap_rewards and self.make_env is None:
-            scored = score_while_sampling(lambda done: self.sample(positions, done, round_), examples, g,
+            scored = score_while_sampling(lambda done: self.sample(positions, done, round_, slots), examples, g,
                                           self.parts.rewards, concurrent=self.parts.device.type != "cpu")
         else:
-            scored = score_rollout(self.sample(positions, round_=round_), self.parts.rewards)
+            scored = score_rollout(self.sample(positions, round_=round_, slots=slots), self.parts.rewards)
         if self.parts.correctness is not None:  # (without one there is no curriculum: rlvr.train.reward_setup)
             accuracies = scored.reward_components[self.parts.correctness].nanmean(dim=1).tolist()
             for seen, rates in gather_across((positions, accuracies), self.world):
                 self.prompts.observe(seen, rates)
         return scored
 
-    def sample(self, positions: list[int], on_group_done: GroupDone | None = None, round_: int = 0) -> Rollout:
-        """G completions for each training prompt at `positions`, seeded by (seed, step, sampling round, rank)."""
-        gen, train = self.config.generation, self.parts.train
-        stream = self.step_count + (round_ << 32) + (self.world.rank << 48)
-        generator = torch.Generator().manual_seed(derived_seed(self.config.seed, stream))
+    def sample(self, positions: list[int], on_group_done: GroupDone | None = None, round_: int = 0,
+               slots: list[int] | None = None) -> Rollout:
+        """G completions for each training prompt at `positions` (at `slots` of the step's whole batch; by
+        default their order here): completion j of slot s drawn from the seed of (run seed, step, sampling
+        round, s, j) alone (rlvr.seeds), whichever rank samples it."""
+        gen, c = self.config.generation, self.config
         params = SamplingParams(gen.max_new_tokens, gen.temperature, gen.top_p, gen.top_k)
-        examples, g = [train.examples[i] for i in positions], self.config.sampling.group_size
-        converse = self.converse_train
-        # (the precision is entered here, not on a worker thread: autocast is per thread)
-        return self.policy.decoding(lambda model: (
-            converse(model, examples, g, params, generator) if converse is not None  # G conversations each
-            else rollout(model, self.tokenizer, examples, [train.texts[i] for i in positions], g, params,
-                         generator=generator, add_special_tokens=self.parts.add_special_tokens,
-                         on_group_done=on_group_done)))
+        requests = [SampleRequest(self.parts.train[i], tuple(seeds_for(c.seed, self.step_count, round_, slot,
+                                                                       c.sampling.group_size)))
+                    for i, slot in zip(positions, range(len(positions)) if slots is None else slots)]
+        return self.sampler.sample(requests, params, on_group_done)
 
     def advantages(self, scored: ScoredRollout) -> torch.Tensor:
         """[N, Lc] from the rewards (outcome supervision), or from a process reward model's step scores."""
@@ -186,24 +187,14 @@ class Trainer:
         return evaluation
 
     def _accuracy(self, prompts: Prompts) -> dict[str, Any]:
+        """Greedy, through the run's sampler (in conversation with the environment when there is one, the
+        environments seeded the same at every evaluation, so before and after are paired)."""
         strict, lenient = self.parts.accuracy_fns
         c = self.config
-        result = self.policy.decoding(lambda model: evaluate_accuracy(
-            model, self.tokenizer, prompts.examples, prompts.texts, strict=strict, lenient=lenient,
-            max_new_tokens=c.eval_max_new_tokens or c.generation.max_new_tokens,
-            add_special_tokens=self.parts.add_special_tokens, world=self.world,
-            sampler=self._conversing(prompts) if self.make_env is not None else None,
-        ))
+        result = evaluate_accuracy(self.sampler, prompts, strict=strict, lenient=lenient, seed=c.seed, world=self.world,
+                                   max_new_tokens=c.eval_max_new_tokens or c.generation.max_new_tokens)
         return {**result.summary(), "strict_correct": result.strict_correct, "lenient_correct": result.lenient_correct,
                 "examples": result.completions[:5]}
-
-    def _conversing(self, prompts: Prompts) -> Sampler:
-        """Held-out problems answered in conversation with the environment, as in training (greedy; the
-        environments seeded the same at every evaluation, so before and after are paired)."""
-        sampler = conversation_sampler(self.tokenizer, self.config.environment,
-                                       dict(zip(map(id, prompts.examples), prompts.messages)), self.make_env)
-        return lambda model, examples, texts, params: sampler(model, examples, 1, params,
-                                                              torch.Generator().manual_seed(self.config.seed))
 
     def eval_metrics(self, evaluation: dict[str, Any]) -> dict[str, float]:
         alone = evaluation.get("alone")  # the questions without the example exchanges, when they are shown

@@ -12,7 +12,7 @@ from rlvr.kl import kl_estimate
 from rlvr.losses import aggregate_loss, clip_fractions, clipped_policy_loss
 from rlvr.records import TrainBatch
 from rlvr.run.policy import Policy
-from rlvr.run.world import sum_across
+from rlvr.run.world import max_across, sum_across
 from rlvr.train.batch import micro_batches
 
 
@@ -59,11 +59,15 @@ def policy_update(
     normalised by the global token and sequence counts and multiplied by the world size, since DDP and FSDP
     average gradients, so the step equals the single-process step on the global batch. Gradients are
     all-reduced once, on each rank's last micro-batch (Policy.accumulating); under FSDP every rank runs as
-    many micro-batches as the busiest (Policy.equal_counts). The statistics are sums over all ranks."""
+    many micro-batches as the busiest (Policy.equal_counts). The statistics are sums over all ranks, with
+    `sampler/logp_abs_diff_{mean,max}`: how far the trained tokens' log-probs under the weights they were
+    sampled with (this update's forward, on the first of μ updates) are from the sampler's own."""
     world = policy.world
     local = [float((batch.loss_mask.sum(-1) > 0).sum()), float(batch.loss_mask.sum())]
     num_sequences, num_tokens = (max(1, int(n)) for n in sum_across(local, world))
-    totals = {"loss": 0.0, "kl": 0.0, "clip_low_fraction": 0.0, "clip_high_fraction": 0.0, "entropy": 0.0}
+    totals = {"loss": 0.0, "kl": 0.0, "clip_low_fraction": 0.0, "clip_high_fraction": 0.0, "entropy": 0.0,
+              "sampler/logp_abs_diff_mean": 0.0}
+    largest = 0.0
     optimizer.zero_grad(set_to_none=True)
     runs = policy.equal_counts(micro_batches(batch.rollout, batch.loss_mask, micro_batch_tokens,
                                              policy.share_prompt()))
@@ -85,5 +89,9 @@ def policy_update(
         totals["clip_low_fraction"] += low * weight
         totals["clip_high_fraction"] += high * weight
         totals["entropy"] += float((stats.entropy * mask).sum()) / num_tokens
+        gap = (logprobs.detach() - batch.rollout.sampling_logprobs[mb.rows, :lc].to(logprobs)).abs() * mask
+        totals["sampler/logp_abs_diff_mean"] += float(gap.sum()) / num_tokens
+        largest = max(largest, float(gap.max()) if gap.numel() else 0.0)
     totals = dict(zip(totals, sum_across(list(totals.values()), world)))
+    totals["sampler/logp_abs_diff_max"] = float(max_across([largest], world)[0])
     return totals | policy.optimizer_step(optimizer, scheduler, max_grad_norm)

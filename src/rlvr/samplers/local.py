@@ -1,0 +1,72 @@
+"""LocalSampler: rlvr's own engine in this process, on the policy's own weights (rlvr.rollout for one
+completion per sample, rlvr.envs.rollout for conversations with an environment)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
+
+import torch
+
+from rlvr.config import EnvironmentConfig
+from rlvr.records import Rollout
+from rlvr.rollout import SamplingParams, rollout, stop_token_ids
+from rlvr.samplers.protocol import GroupDone, SampleRequest, weights_fingerprint
+
+T = TypeVar("T")
+Decoding = Callable[[Callable[[torch.nn.Module], Any]], Any]  # fn -> fn(model), the model whole and in eval mode
+
+
+class LocalSampler:
+    """Samples with the model `decoding` lends it (rlvr.run.policy.Policy.decoding: the policy's own weights,
+    gathered or folded as needed; or `lambda fn: fn(model)`), in this process, on that model's device.
+
+    It holds no copy of the weights: they are the policy's, in place, so `load_weights` only records the
+    version they are at (the trainer calls it after every update, as it would for a sampler with a copy)
+    and `fingerprint` hashes them as the policy hands them out (`weights`). With `environment` (its
+    `name` set) each sample is a conversation with a fresh environment (`make_env`, else loaded by name)."""
+
+    def __init__(self, decoding: Decoding, tokenizer: Any, *, add_special_tokens: bool = False,
+                 environment: EnvironmentConfig | None = None, make_env: Callable[[], Any] | None = None,
+                 weights: Callable[[], Iterator[tuple[str, torch.Tensor]]] | None = None) -> None:
+        self.decoding, self.tokenizer, self.add_special_tokens = decoding, tokenizer, add_special_tokens
+        self.environment = environment if environment is not None and environment.name else None
+        if make_env is None and self.environment is not None:  # (the environments load only when one is used)
+            from rlvr.envs.loading import load_environment
+
+            make_env = load_environment(self.environment.name or "", **self.environment.params)
+        self.make_env = make_env
+        self._weights = weights
+        self.version = 0
+
+    def sample(self, requests: Sequence[SampleRequest], params: SamplingParams,
+               on_group_done: GroupDone | None = None) -> Rollout:
+        group_size = len(requests[0].seeds)
+        if any(len(r.seeds) != group_size for r in requests):
+            raise ValueError("every request of one call asks for the same number of completions")
+        examples = [r.prompt.example for r in requests]
+        seeds = [s for r in requests for s in r.seeds]
+        env = self.environment
+        if env is not None:
+            from rlvr.envs.sampling import sample_conversations
+
+            messages = [r.prompt.messages or [] for r in requests]
+            return self.decoding(lambda model: sample_conversations(  # type: ignore[no-any-return]
+                model, self.tokenizer, examples, messages, group_size, params, make_env=self.make_env,
+                max_turns=env.max_turns, max_tokens=env.max_tokens, stop_ids=stop_token_ids(model, self.tokenizer),
+                seeds=seeds, rejoin_after=env.rejoin_after, timeout_s=env.timeout_s))
+        return self.decoding(lambda model: rollout(  # type: ignore[no-any-return]
+            model, self.tokenizer, examples, [r.prompt.text for r in requests], group_size, params, seeds=seeds,
+            add_special_tokens=self.add_special_tokens, on_group_done=on_group_done))
+
+    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int) -> None:
+        """The weights are the policy's own, in place: nothing to copy (`named_tensors` is not read)."""
+        self.version = version
+
+    def fingerprint(self) -> str:
+        if self._weights is None:
+            raise ValueError("this LocalSampler was given no way to read its weights (weights=)")
+        return weights_fingerprint(self._weights())
+
+    def close(self) -> None:
+        pass

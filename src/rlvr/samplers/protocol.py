@@ -1,0 +1,75 @@
+"""What a sampler is asked, and what it promises (rlvr.samplers)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from rlvr.records import Example, Rollout
+from rlvr.rollout import SamplingParams
+
+Message = dict[str, str]
+# (group index p in the request list, its G completion texts, their token ids): a group the moment it is done
+GroupDone = Callable[[int, list[str], list[list[int]]], None]
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One dataset row as it is asked: the row, its rendered prompt text and, with the chat template, its chat
+    turns (what a conversation with an environment starts from)."""
+
+    example: Example
+    text: str
+    messages: list[Message] | None = None
+
+
+@dataclass(frozen=True)
+class SampleRequest:
+    """Completions of one prompt: one per seed (rlvr.seeds), each drawn from its own seed alone."""
+
+    prompt: Prompt
+    seeds: tuple[int, ...]
+
+
+class Sampler(Protocol):
+    """Samples completions with the weights it was last given.
+
+    - `sample(requests, params, on_group_done)`: every request with the same number of seeds G; the Rollout
+      holds the requests' groups in order (rows p·G … p·G + G − 1), each sampled token's log-prob under the
+      distribution it was drawn from, and the support floors where top-k / top-p cut it (rlvr.rollout);
+      `on_group_done(p, texts, ids)` may hear of each group as soon as it is complete.
+    - `load_weights(named_tensors, version)`: the policy's weights as a plain causal LM names them (adapters
+      folded: rlvr.run.policy.Policy.named_weights), tagged with the policy's version (its step).
+    - `fingerprint()`: a hash of the weights it samples with, equal to the policy's `weights_fingerprint` of
+      the same weights.
+    - `close()`: free what it holds (threads, processes, memory).
+    """
+
+    version: int
+
+    def sample(self, requests: Sequence[SampleRequest], params: SamplingParams,
+               on_group_done: GroupDone | None = None) -> Rollout: ...
+    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int) -> None: ...
+    def fingerprint(self) -> str: ...
+    def close(self) -> None: ...
+
+
+def weights_fingerprint(named_tensors: Iterable[tuple[str, torch.Tensor]]) -> str:
+    """A short hash of named tensors, in name order, bit for bit (dtype and shape included).
+
+    >>> a = weights_fingerprint([("w", torch.ones(2)), ("b", torch.zeros(1))])
+    >>> a == weights_fingerprint([("b", torch.zeros(1)), ("w", torch.ones(2))]), len(a)
+    (True, 16)
+    >>> a == weights_fingerprint([("w", torch.ones(2) * (1 + 2**-23)), ("b", torch.zeros(1))])
+    False
+    """
+    digest = hashlib.blake2b(digest_size=8)
+    for name, tensor in sorted(named_tensors, key=lambda item: item[0]):
+        t = tensor.detach().to("cpu").contiguous()
+        digest.update(f"{name}:{t.dtype}:{tuple(t.shape)};".encode())
+        digest.update(t.reshape(-1).view(torch.uint8).numpy())
+    return digest.hexdigest()

@@ -17,5 +17,6 @@ def save_and_leave(results, path, world):
     """Rank 0 saves `results` at `path`; every rank waits for the others, then leaves the process group."""
     if world.is_main:
         torch.save(results, path)
-    dist.barrier()
-    dist.destroy_process_group()
+    if dist.is_initialized():  # (a world of one rank has no group)
+        dist.barrier()
+        dist.destroy_process_group()

@@ -37,7 +37,7 @@ def main():
         steps.append({"drawn": list(seen["drawn"]), "sampled": list(seen["sampled"]),
                       "stream": trainer.prompts.state_dict(), "scored": batch.scored,
                       "advantages": completion_advantages(batch), "metrics": metrics,
-                      "replica_spread": (None if trainer.policy.trained.sharded
+                      "replica_spread": (None if trainer.policy.trained.sharded or not world.distributed
                                          else replica_spread(trainer.policy.model))})
         seen["drawn"].clear(), seen["sampled"].clear()
     save_and_leave(gather_across(steps, world), f"{out}/ranks.pt", world)

@@ -11,11 +11,11 @@ from ..train.test_step import DIGITS, tiny_config
 def test_a_ppo_step_updates_policy_and_critic(tmp_path):
     ppo = PPOTrainer(tiny_config(tmp_path, DIGITS, "algorithm.beta=0.04"))
     policy_before = [p.detach().clone() for p in ppo.grpo.policy.model.parameters()]
-    head_before = ppo.critic.head.weight.detach().clone()
+    head_before = ppo.critic.module.head.weight.detach().clone()
     stats = ppo.step().metrics
     assert ppo.grpo.step_count == 1 and stats["value_loss"] > 0
     assert any(not torch.equal(a, b) for a, b in zip(policy_before, ppo.grpo.policy.model.parameters()))
-    assert not torch.equal(head_before, ppo.critic.head.weight)
+    assert not torch.equal(head_before, ppo.critic.module.head.weight)
 
 
 def test_the_critic_fits_the_returns_of_a_fixed_batch(tmp_path):
@@ -71,9 +71,9 @@ def test_ppo_with_lora_trains_the_policys_and_the_critics_adapters_only(tmp_path
     """The critic copies the adapted backbone: its own adapters and its head train, the base of neither."""
     ppo = PPOTrainer(tiny_config(tmp_path, DIGITS, "algorithm.beta=0.04", "model.lora.rank=4"))
     policy = {n: p.detach().clone() for n, p in ppo.grpo.policy.model.named_parameters()}
-    critic = {n: p.detach().clone() for n, p in ppo.critic.named_parameters()}
+    critic = {n: p.detach().clone() for n, p in ppo.critic.module.named_parameters()}
     ppo.step()
-    for model, before in ((ppo.grpo.policy.model, policy), (ppo.critic, critic)):
+    for model, before in ((ppo.grpo.policy.model, policy), (ppo.critic.module, critic)):
         for name, p in model.named_parameters():
             assert p.requires_grad == ("lora_" in name or name.startswith("head.")), name
             if not p.requires_grad:
@@ -81,7 +81,7 @@ def test_ppo_with_lora_trains_the_policys_and_the_critics_adapters_only(tmp_path
     # what a first step moves: the policy's B and the critic's head (A's gradient is multiplied by B, 0 at
     # first, and the critic's backbone gets its gradient through the head, 0 at first)
     assert all(not torch.equal(policy[n], p) for n, p in ppo.grpo.policy.model.named_parameters() if "lora_B" in n)
-    assert not torch.equal(critic["head.weight"], ppo.critic.head.weight)
+    assert not torch.equal(critic["head.weight"], ppo.critic.module.head.weight)
 
 
 def test_ppo_settings_are_recorded_in_the_run_and_a_resume_keeps_them(tmp_path):

@@ -26,6 +26,7 @@ from rlvr.ppo.gae import gae, token_rewards, whiten
 from rlvr.records import Rollout
 from rlvr.run.clock import Stopwatch
 from rlvr.run.loop import OnStepEnd, StepResult, launch
+from rlvr.run.parallel import Trained
 from rlvr.run.world import SINGLE, World
 from rlvr.train.batch import make_batch, micro_batches
 from rlvr.train.trainer import Trainer
@@ -67,8 +68,10 @@ class PPOTrainer:
         self.grpo, self.world = Trainer(config, checkpoint), world
         self.config, self.schedule = self.grpo.config, self.grpo.schedule  # (the rewards as run)
         settings = self.settings = config.ppo
-        self.critic = ValueModel(self.grpo.policy.model).to(self.grpo.parts.device)
-        self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=settings.critic_lr)
+        device, dtype = self.grpo.parts.device, self.grpo.parts.dtype
+        # the critic's handle: its network as the step runs it (rlvr.run.parallel), its AdamW at a constant rate
+        self.critic = Trained(ValueModel(self.grpo.policy.model).to(device), world, "ddp", device, dtype)
+        self.critic_optimizer = torch.optim.AdamW(self.critic.module.parameters(), lr=settings.critic_lr)
         # what the run core asks of a recipe and PPO does as GRPO does
         self.evaluate, self.eval_metrics, self.describe = self.grpo.evaluate, self.grpo.eval_metrics, self.grpo.describe
         self.write_checkpoint, self.summary = self.grpo.write_checkpoint, self.grpo.summary
@@ -100,7 +103,7 @@ class PPOTrainer:
                                   micro_batch_tokens=c.optim.micro_batch_tokens, temperature=c.generation.temperature,
                                   max_grad_norm=c.optim.max_grad_norm, max_new_tokens=c.generation.max_new_tokens)
             stats["value_loss"] = self.update_critic(rollout, values, returns, mask)
-        t.step_count += 1
+        t.advance()  # the step counted, the sampler given the new weights
         return StepResult({**stats, "reward/mean": float(scored.rewards.nanmean()),
                            "reward/unscored": int(unscored.sum()),
                            "completion_length/mean": float(rollout.lengths.float().mean()),
@@ -124,17 +127,18 @@ class PPOTrainer:
         tokens = float(mask.sum().clamp(min=1))
         clip, total = self.settings.value_clip, 0.0
         self.critic_optimizer.zero_grad(set_to_none=True)
-        for mb in micro_batches(rollout, mask, self.config.optim.micro_batch_tokens, share_prompt=False):
+        runs = micro_batches(rollout, mask, self.config.optim.micro_batch_tokens, share_prompt=False)
+        for i, mb in enumerate(runs):
             lc = mb.completion_ids.shape[1]
             v = self.critic(mb.prompt_ids[mb.row_prompt], mb.prompt_mask[mb.row_prompt], mb.completion_ids,
                             mb.completion_mask)
             old, target = old_values[mb.rows, :lc], returns[mb.rows, :lc]
             clipped = old + (v - old).clamp(-clip, clip)
             loss = (0.5 * torch.maximum((v - target) ** 2, (clipped - target) ** 2) * mb.loss_mask).sum() / tokens
-            loss.backward()
+            with self.critic.accumulating(last=i == len(runs) - 1):
+                loss.backward()
             total += float(loss.detach())
-        torch.nn.utils.clip_grad_norm_(self.critic.parameters(), 1.0)
-        self.critic_optimizer.step()
+        self.critic.optimizer_step(self.critic_optimizer, None, max_grad_norm=1.0)
         return total
 
     def progress(self, metrics: dict[str, float]) -> dict[str, str]:
@@ -142,10 +146,10 @@ class PPOTrainer:
 
     def state_dict(self) -> dict[str, Any]:
         """GRPO's state plus the critic's weights and optimizer (the critic is not a transformers model of its own)."""
-        return {**self.grpo.state_dict(), "critic": self.critic.state_dict(),
+        return {**self.grpo.state_dict(), "critic": self.critic.module.state_dict(),
                 "critic_optimizer": self.critic_optimizer.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.grpo.load_state_dict({k: v for k, v in state.items() if not k.startswith("critic")})
-        self.critic.load_state_dict(state["critic"])
+        self.critic.module.load_state_dict(state["critic"])
         self.critic_optimizer.load_state_dict(state["critic_optimizer"])

@@ -97,12 +97,14 @@ class Trained:
     def optimizer_step(self, optimizer: torch.optim.Optimizer, scheduler: Any,
                        max_grad_norm: float) -> dict[str, float]:
         """Clip the trained parameters' gradient norm to `max_grad_norm` (0 = no clipping) and take one step of
-        `optimizer` and its `scheduler`: {"grad_norm": before clipping, "lr": the step's learning rate}."""
+        `optimizer` and its `scheduler` (None: a constant rate): {"grad_norm": before clipping, "lr": the step's
+        learning rate}."""
         params = [p for p in self.runner.parameters() if p.requires_grad]
         norm = torch.nn.utils.clip_grad_norm_(params, max_grad_norm if max_grad_norm > 0 else float("inf"))
         stats = {"grad_norm": grad_norm(norm), "lr": float(optimizer.param_groups[0]["lr"])}
         optimizer.step()
-        scheduler.step()
+        if scheduler is not None:
+            scheduler.step()
         return stats
 
 

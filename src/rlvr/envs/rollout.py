@@ -194,7 +194,7 @@ def _come_back(t: Trajectory, w: _Waiting, fmt: TurnFormat, max_turns: int, max_
                timeout_s: float | None) -> list[int] | None:
     """Record the message and the reply; the tokens the row runs next, or None when the trajectory is over."""
     reply = checked_reply(w.env, wait_for(w.env, "step", w.reply, timeout_s, w.sent))
-    kept, context = _record(t, w.ids, w.logprobs, w.ended, w.text, reply, fmt, max_tokens)
+    kept, context = record_turn(t, w.ids, w.logprobs, w.ended, w.text, reply, fmt, max_tokens)
     if not t.done and t.info["turns"] >= max_turns:
         t.done = t.truncated = True
     if t.done:
@@ -203,8 +203,8 @@ def _come_back(t: Trajectory, w: _Waiting, fmt: TurnFormat, max_turns: int, max_
     return (w.ids[-1:] if kept == len(w.ids) else []) + context
 
 
-def _record(t: Trajectory, ids: list[int], logprobs: list[tuple[float, float]], ended: bool, text: str, reply: Reply,
-            fmt: TurnFormat, max_tokens: int) -> tuple[int, list[int]]:
+def record_turn(t: Trajectory, ids: list[int], logprobs: list[tuple[float, float]], ended: bool, text: str,
+                reply: Reply, fmt: TurnFormat, max_tokens: int) -> tuple[int, list[int]]:
     """Append one model message and the environment's reply to `t`: (model tokens kept, context tokens)."""
     t.info["turns"] = t.info.get("turns", 0.0) + 1
     for key, value in reply.info.items():

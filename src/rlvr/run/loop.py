@@ -112,16 +112,21 @@ def launch(build: Callable[[Any, Path | None, World], Recipe], config: Any, *, r
         tag_warnings(world)
         configure_process(config.threads, config.seed)
         recipe = build(config, checkpoint, world)
-        before = None
-        if checkpoint is not None:
-            state = load_state(checkpoint)
-            recipe.load_state_dict(state)
-            if (checkpoint / paths.SHARDS).is_dir():  # what several ranks wrote in parts (rlvr.run.sharded)
-                recipe.load_sharded(checkpoint)  # type: ignore[attr-defined]
-            restore_rng(checkpoint, state, world)
-            before = state["before"] if "before" in state else _legacy_before(run_dir)
-            _at_the_end(recipe, run_dir)
-        return run_training(recipe, before=before, resumed=checkpoint is not None, on_step_end=on_step_end)
+        try:
+            before = None
+            if checkpoint is not None:
+                state = load_state(checkpoint)
+                recipe.load_state_dict(state)
+                if (checkpoint / paths.SHARDS).is_dir():  # what several ranks wrote in parts (rlvr.run.sharded)
+                    recipe.load_sharded(checkpoint)  # type: ignore[attr-defined]
+                restore_rng(checkpoint, state, world)
+                before = state["before"] if "before" in state else _legacy_before(run_dir)
+                _at_the_end(recipe, run_dir)
+            return run_training(recipe, before=before, resumed=checkpoint is not None, on_step_end=on_step_end)
+        finally:
+            close = getattr(recipe, "close", None)  # (what it holds besides memory: a sampling engine, a server)
+            if callable(close):
+                close()
 
 
 def _at_the_end(recipe: Recipe, run_dir: Path) -> None:

@@ -4,6 +4,8 @@ was drawn from); weights reach it only through `load_weights`, and `fingerprint`
 
     protocol.py  Prompt, SampleRequest, the Sampler protocol
     local.py     LocalSampler: rlvr's own engine (rlvr.rollout; rlvr.envs for conversations), the default
+    vllm.py      VLLMSampler: the vLLM engine, colocated in this process (vllm_server.py: as a server)
+    build.py     build_sampler: the one generation.backend names
 """
 
 from rlvr.samplers.local import LocalSampler

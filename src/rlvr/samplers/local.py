@@ -37,6 +37,7 @@ class LocalSampler:
         self.make_env = make_env
         self._weights = weights
         self.version = 0
+        self.holds_copy = False  # (it samples with the policy's own tensors)
 
     def sample(self, requests: Sequence[SampleRequest], params: SamplingParams,
                on_group_done: GroupDone | None = None) -> Rollout:

@@ -49,7 +49,8 @@ class Sampler(Protocol):
     - `close()`: free what it holds (threads, processes, memory).
     """
 
-    version: int
+    version: int  # the policy version (step) of the weights it was last given
+    holds_copy: bool  # it samples with a copy of the weights (checked against the policy's fingerprint)
 
     def sample(self, requests: Sequence[SampleRequest], params: SamplingParams,
                on_group_done: GroupDone | None = None) -> Rollout: ...

@@ -37,7 +37,8 @@ from rlvr.run.clock import Stopwatch
 from rlvr.run.loop import OnStepEnd, Schedule, StepResult, launch
 from rlvr.run.policy import Policy
 from rlvr.run.world import SINGLE, World, any_across, gather_across, shard
-from rlvr.samplers import LocalSampler, Sampler, SampleRequest
+from rlvr.samplers import Sampler, SampleRequest
+from rlvr.samplers.build import build_sampler, give_weights
 from rlvr.seeds import seeds_for
 from rlvr.train.batch import make_batch, outcome_advantages
 from rlvr.train.build import Prompts, build_parts
@@ -81,10 +82,11 @@ class Trainer:
         self.process_scorer = ProcessRewardScorer(path) if path else None
         env = c.environment  # multi-turn rollouts: each sample a conversation with it (rlvr.envs)
         self.make_env = load_environment(env.name, **env.params) if env.name else None
-        # what samples the completions: rlvr's own engine, on the policy's weights (rlvr.samplers)
-        self.sampler: Sampler = LocalSampler(self.policy.decoding, self.tokenizer, environment=env,
-                                             add_special_tokens=p.add_special_tokens, make_env=self.make_env,
-                                             weights=self.policy.named_weights)
+        # what samples the completions: rlvr's own engine on the policy's weights, or vLLM (rlvr.samplers)
+        self.sampler: Sampler = build_sampler(c.generation, model=p.policy, decoding=self.policy.decoding,
+                                              weights=self.policy.named_weights, tokenizer=self.tokenizer,
+                                              device=p.device, dtype=p.dtype, add_special_tokens=p.add_special_tokens,
+                                              environment=env, make_env=self.make_env, seed=c.seed, world=world)
         self.optimizer, self.scheduler = build_optimizer(p.policy, c.optim, c.max_steps)
         self.step_count = 0
         self.schedule = Schedule(c.max_steps, c.save_every, c.eval_every, c.sample_every, c.eval_before, c.eval_after,
@@ -157,7 +159,7 @@ class Trainer:
         requests = [SampleRequest(self.parts.train[i], tuple(seeds_for(c.seed, self.step_count, round_, slot,
                                                                        c.sampling.group_size)))
                     for i, slot in zip(positions, range(len(positions)) if slots is None else slots)]
-        return self.sampler.sample(requests, params, on_group_done)
+        return self.synced_sampler().sample(requests, params, on_group_done)
 
     def advantages(self, scored: ScoredRollout) -> torch.Tensor:
         """[N, Lc] from the rewards (outcome supervision), or from a process reward model's step scores."""
@@ -171,10 +173,23 @@ class Trainer:
         with the step), and π_ref ← π_θ every `ref_refresh_steps` steps (DeepSeekMath Algorithm 1, iterative
         RL), when asked for. Every recipe that updates this policy calls it (PPO too)."""
         self.step_count += 1
-        self.sampler.load_weights(self.policy.named_weights(), version=self.step_count)
+        self.push_weights()
         k = self.config.algorithm.ref_refresh_steps
         if k and self.step_count % k == 0:
             self.policy.refresh_reference()
+
+    def push_weights(self) -> None:
+        """The sampler gets the policy's weights, checked when it holds a copy (rlvr.samplers.build)."""
+        give_weights(self.sampler, self.policy.named_weights, self.step_count)
+
+    def synced_sampler(self) -> Sampler:
+        """The sampler, given the policy's weights first if it has not had them (a new or resumed run)."""
+        if self.sampler.version != self.step_count:
+            self.push_weights()
+        return self.sampler
+
+    def close(self) -> None:
+        self.sampler.close()
 
     # ── what the run core asks of a recipe ───────────────────────────────────────────────────
     def evaluate(self) -> dict[str, Any] | None:
@@ -193,7 +208,8 @@ class Trainer:
         environments seeded the same at every evaluation, so before and after are paired)."""
         strict, lenient = self.parts.accuracy_fns
         c = self.config
-        result = evaluate_accuracy(self.sampler, prompts, strict=strict, lenient=lenient, seed=c.seed, world=self.world,
+        result = evaluate_accuracy(self.synced_sampler(), prompts, strict=strict, lenient=lenient, seed=c.seed,
+                                   world=self.world,
                                    max_new_tokens=c.eval_max_new_tokens or c.generation.max_new_tokens)
         return {**result.summary(), "strict_correct": result.strict_correct, "lenient_correct": result.lenient_correct,
                 "examples": result.completions[:5]}

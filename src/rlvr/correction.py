@@ -107,6 +107,6 @@ def correction_stats(sums: dict[str, float], mode: CorrectionMode) -> dict[str, 
         "rollout_correction/corrected_mean": sums["kept"] / n,
         "rollout_correction/corrected_max": sums["kept_max"],
         f"rollout_correction/share_{cut}": sums["changed"] / n,
-        "rollout_correction/ess": sums["w"] ** 2 / (n * sums["w2"]) if sums["w2"] > 0 else 1.0,
+        "rollout_correction/ess": min(1.0, sums["w"] ** 2 / (n * sums["w2"])) if sums["w2"] > 0 else 1.0,
         "sampler/kl": sums["k3"] / max(sums["tokens"], 1.0),
     }

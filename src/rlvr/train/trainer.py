@@ -110,11 +110,14 @@ class Trainer:
                                      micro_batch_tokens=o.micro_batch_tokens, temperature=g.temperature,
                                      max_grad_norm=o.max_grad_norm, max_new_tokens=g.max_new_tokens)
                        for _ in range(a.updates_per_batch)]
-        self.advance()  # 6. the sampler gets the new weights; iterative GRPO: π_ref ← π_θ every K steps
+        with clock("weights"):  # 6. the sampler gets the new weights; iterative GRPO: π_ref ← π_θ every K steps
+            self.advance()
         record = gather_step(step_record(batch, fill, self.sources.device), self.world)  # the global batch's
         infos = gather_across(batch.rollout.env_info, self.world) if self.make_env is not None else []
         metrics = step_metrics(record, updates, clock.seconds, self.sources) | env_metrics(  # the global batch's
             [info for part in infos for info in part or []])
+        if self.sampler.holds_copy:  # its copy was checked against the policy's weights (or the run stopped)
+            metrics["sampler/weights_verified"] = 1.0
         return StepResult(metrics, sample_groups(batch))
 
     def sample_and_score(self) -> tuple[ScoredRollout, FillStats | None]:

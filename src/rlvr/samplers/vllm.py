@@ -17,6 +17,7 @@ far apart they are (sampler/logp_abs_diff_*, sampler/kl).
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -185,19 +186,25 @@ class Colocated:
     """vllm.LLM in this process, on `device`, with dummy weights until the first `load`."""
 
     def __init__(self, folder: Path, settings: VLLMConfig, device: torch.device, dtype: torch.dtype,
-                 seed: int) -> None:
+                 seed: int, *, remove_folder: bool = False) -> None:
+        self.folder, self.remove_folder = folder, remove_folder  # (the config it started from; removed at close)
         engine_environment(settings, device)
         try:
+            from transformers import AutoConfig
             from vllm import LLM
         except ImportError as e:
             raise UserError(f"{INSTALL} ({e})") from None
         # (on a CPU, vLLM reads gpu_memory_utilization as the share of memory it may reserve: checked at start)
         kwargs: dict[str, Any] = {"gpu_memory_utilization": settings.memory_share}
+        if device.type == "cpu":  # a prompt's prefill is never split: vLLM 0.32's CPU build fails on a seeded
+            # request whose partial prefill it discards ("CPU Generator does not use offset")
+            longest = int(getattr(AutoConfig.from_pretrained(folder), "max_position_embeddings", 8192) or 8192)
+            kwargs |= {"enable_chunked_prefill": False, "max_num_batched_tokens": max(8192, longest)}
+        kwargs |= settings.engine_args
         try:
             self.llm = LLM(model=str(folder), skip_tokenizer_init=True, load_format="dummy",
                            dtype=str(dtype).removeprefix("torch."), enforce_eager=True,
-                           logprobs_mode="processed_logprobs", seed=seed, worker_extension_cls=WORKER,
-                           **kwargs, **settings.engine_args)
+                           logprobs_mode="processed_logprobs", seed=seed, worker_extension_cls=WORKER, **kwargs)
         except (ValueError, RuntimeError, NotImplementedError) as e:  # (what vLLM raises for a model it refuses)
             raise UserError(f"vLLM could not start: {one_line(e)} (see generation.vllm in docs/sampling.md, or "
                             "generation.backend=local)") from None
@@ -228,6 +235,8 @@ class Colocated:
             shutdown = getattr(getattr(engine, "engine_core", None), "shutdown", None)
             if callable(shutdown):
                 shutdown()
+        if self.remove_folder:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def one_line(error: BaseException, limit: int = 400) -> str:

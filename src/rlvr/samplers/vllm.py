@@ -56,9 +56,12 @@ class Sampled:
 
 
 class Engine(Protocol):
-    """What VLLMSampler needs of a vLLM engine, in this process or behind a server."""
+    """What VLLMSampler needs of a vLLM engine, in this process or behind a server. `generate` calls
+    `on_done(i, completion)` on the calling thread as each job ends (a server: in the order they end; the
+    in-process engine: all at the end)."""
 
-    def generate(self, jobs: Sequence[Job], params: SamplingParams, stop_ids: list[int]) -> list[Sampled]: ...
+    def generate(self, jobs: Sequence[Job], params: SamplingParams, stop_ids: list[int],
+                 on_done: Callable[[int, Sampled], None] | None = None) -> list[Sampled]: ...
     def load(self, named_tensors: list[tuple[str, torch.Tensor]], version: int) -> str: ...
     def loaded(self) -> tuple[int, str]: ...
     def close(self) -> None: ...
@@ -94,11 +97,12 @@ class VLLMSampler:
         self.version = -1  # (no weights of the policy's yet: the engine starts with dummy ones)
         self.holds_copy = True
 
-    def generate(self, jobs: Sequence[Job], params: SamplingParams) -> list[Sampled]:
+    def generate(self, jobs: Sequence[Job], params: SamplingParams,
+                 on_done: Callable[[int, Sampled], None] | None = None) -> list[Sampled]:
         """The jobs' completions, within generation.vllm.timeout_s."""
         return call_with_time_limit("the vLLM engine's generate()",  # type: ignore[no-any-return]
-                                    lambda: self.engine.generate(jobs, params, self.stop_ids), {}, self.timeout_s,
-                                    setting="generation.vllm.timeout_s")
+                                    lambda: self.engine.generate(jobs, params, self.stop_ids, on_done), {},
+                                    self.timeout_s, setting="generation.vllm.timeout_s")
 
     def sample(self, requests: Sequence[SampleRequest], params: SamplingParams,
                on_group_done: GroupDone | None = None) -> Rollout:
@@ -112,14 +116,23 @@ class VLLMSampler:
         prompts = [self.tokenizer(r.prompt.text, add_special_tokens=self.add_special_tokens).input_ids
                    for r in requests]
         out = self.generate([Job(ids, seed, params.max_new_tokens) for ids, r in zip(prompts, requests)
-                             for seed in r.seeds], params)
-        rollout = to_rollout([r.prompt.example for r in requests], prompts, out, group_size,
-                             self.tokenizer)
-        if on_group_done is not None:  # (offline generate returns every group at once)
-            for p in range(len(requests)):
-                rows = range(p * group_size, (p + 1) * group_size)
-                on_group_done(p, [rollout.completions[i] for i in rows], [out[i].token_ids for i in rows])
-        return rollout
+                             for seed in r.seeds], params,
+                            None if on_group_done is None else self._groups(group_size, on_group_done))
+        return to_rollout([r.prompt.example for r in requests], prompts, out, group_size, self.tokenizer)
+
+    def _groups(self, group_size: int, on_group_done: GroupDone) -> Callable[[int, Sampled], None]:
+        """on_done for the engine: `on_group_done` hears of each group the moment its last completion ends
+        (its rewards are computed while the others decode)."""
+        done: dict[int, dict[int, Sampled]] = {}
+
+        def completed(i: int, sampled: Sampled) -> None:
+            group = done.setdefault(i // group_size, {})
+            group[i % group_size] = sampled
+            if len(group) == group_size:
+                ids = [group[j].token_ids for j in range(group_size)]
+                on_group_done(i // group_size, self.tokenizer.batch_decode(ids, skip_special_tokens=True), ids)
+
+        return completed
 
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int) -> None:
         fingerprint = call_with_time_limit(
@@ -209,14 +222,18 @@ class Colocated:
             raise UserError(f"vLLM could not start: {one_line(e)} (see generation.vllm in docs/sampling.md, or "
                             "generation.backend=local)") from None
 
-    def generate(self, jobs: Sequence[Job], params: SamplingParams, stop_ids: list[int]) -> list[Sampled]:
+    def generate(self, jobs: Sequence[Job], params: SamplingParams, stop_ids: list[int],
+                 on_done: Callable[[int, Sampled], None] | None = None) -> list[Sampled]:
         from vllm import SamplingParams as VLLMParams
         from vllm.inputs import TokensPrompt
 
         prompts = [TokensPrompt(prompt_token_ids=job.ids) for job in jobs]
         settings = [VLLMParams(**sampling_params(params, job, stop_ids)) for job in jobs]
-        outputs = self.llm.generate(prompts, settings, use_tqdm=False)
-        return [completion(o.outputs[0]) for o in outputs]
+        out = [completion(o.outputs[0]) for o in self.llm.generate(prompts, settings, use_tqdm=False)]
+        for i, sampled in enumerate(out):  # (the offline engine returns every completion at once)
+            if on_done is not None:
+                on_done(i, sampled)
+        return out
 
     def load(self, named_tensors: list[tuple[str, torch.Tensor]], version: int) -> str:
         fingerprint = self.llm.collective_rpc("rlvr_load", kwargs={"named_tensors": named_tensors,

@@ -20,8 +20,9 @@ MAX_FILE_LINES = 400
 MAX_FUNCTION_LINES = 60
 
 LAYERS: list[tuple[str, ...]] = [
-    ("rlvr", "rlvr.errors", "rlvr.deadline", "rlvr.seeds", "rlvr.user_code", "rlvr.config", "rlvr.records",
-     "rlvr.advantages", "rlvr.kl", "rlvr.losses", "rlvr.optim", "rlvr.paths", "rlvr.intact"),
+    ("rlvr", "rlvr.errors", "rlvr.deadline", "rlvr.lifeline", "rlvr.seeds", "rlvr.user_code", "rlvr.config",
+     "rlvr.records", "rlvr.advantages", "rlvr.kl", "rlvr.losses", "rlvr.correction", "rlvr.optim", "rlvr.paths",
+     "rlvr.intact"),
     ("rlvr.data", "rlvr.models", "rlvr.rollout", "rlvr.logprobs", "rlvr.rewards", "rlvr.sandbox", "rlvr.envs",
      "rlvr.samplers"),
     ("rlvr.run",),

@@ -24,11 +24,11 @@ from rlvr.dashboard.cli import (
 )
 from rlvr.errors import UserError
 from rlvr.evaluate.cli import add_eval_parser, run_eval_command
+from rlvr.lifeline import end_with_parent
 from rlvr.pipeline.cli import add_pipeline_parser, run_pipeline_command
 from rlvr.reward_models.cli import add_rm_parser, run_rm
 from rlvr.rewards.cli import add_grade_parser, run_grade
 from rlvr.run.launcher import add_nproc_option, rank_of_many, relaunch
-from rlvr.run.lifeline import end_with_parent
 from rlvr.sample.cli import add_sample_parser, run_sample_command
 from rlvr.sft.cli import add_sft_parser, run_sft
 from rlvr.train.cli import add_train_parser, run_train

@@ -60,7 +60,7 @@ def test_a_stop_asked_of_one_rank_or_the_launcher_saves_the_same_step_everywhere
 @pytest.mark.parametrize("killed", ["launcher", "torchrun"])
 def test_sigkill_to_the_launcher_or_torchrun_stops_every_rank_with_a_checkpoint_and_frees_the_run(tmp_path, killed):
     """SIGKILL gives the process no chance to pass a signal on: its children get SIGTERM from the kernel
-    (rlvr.run.lifeline), finish their step and save. Without it the ranks trained on, holding the lock."""
+    (rlvr.lifeline), finish their step and save. Without it the ranks trained on, holding the lock."""
     run = tmp_path / "run"
     proc = torchrun_train(run, "max_steps=400", "eval_before=false", "eval_after=false", nproc=True)
     wait_for_steps(proc, run, 2)

@@ -74,6 +74,6 @@ def test_a_rank_asked_to_stop_promises_a_checkpoint_only_if_every_rank_gets_ther
 def test_a_child_whose_parent_died_before_it_could_watch_it_stops_at_once():
     """end_with_parent asks for SIGTERM when the parent dies, then checks the parent is still the one that
     started it: one that died first (here: a pid that is not its parent) sends no signal any more."""
-    code = "from rlvr.run.lifeline import end_with_parent; end_with_parent(); import time; time.sleep(10)"
+    code = "from rlvr.lifeline import end_with_parent; end_with_parent(); import time; time.sleep(10)"
     gone = subprocess.run([sys.executable, "-c", code], env={**os.environ, "RLVR_PARENT_PID": "1"}, timeout=30)
     assert gone.returncode == -signal.SIGTERM

@@ -18,10 +18,9 @@ def test_the_vllm_backend_without_vllm_names_the_install(tmp_path):
 
 def test_the_vllm_backend_runs_in_one_process(tmp_path, monkeypatch):
     from rlvr.config import load_config
-    from rlvr.run.world import World
     from rlvr.samplers.build import build_sampler
 
     config = load_config(None, ["generation.backend=vllm"])
     with pytest.raises(UserError, match="samples in one process for now, not 2 ranks"):
         build_sampler(config.generation, model=None, decoding=None, weights=None, tokenizer=None, device=None,
-                      dtype=None, add_special_tokens=False, world=World(rank=0, size=2, local_rank=0))
+                      dtype=None, add_special_tokens=False, ranks=2)

@@ -76,3 +76,49 @@ def test_a_run_through_a_vllm_server_of_its_own(tmp_path):
     for m in metrics(run):
         assert m["sampler/weights_verified"] == 1.0 and m["sampler/logp_abs_diff_max"] < 1e-3
     assert servers() <= before  # (the run's own server stopped with it)
+
+
+def test_conversations_and_dynamic_sampling_refills_through_vllm(tmp_path, monkeypatch):
+    import rlvr.rollout
+    from rlvr.train.trainer import Trainer
+
+    real = rlvr.rollout.stop_token_ids  # (any letter ends a message: the random model rarely ends its own)
+    monkeypatch.setattr(rlvr.rollout, "stop_token_ids", lambda model, tokenizer: [
+        *real(model, tokenizer), *tokenizer("abcdefghijklmnopqrstuvwxyz", add_special_tokens=False).input_ids])
+    game = ["environment.name=guess_number", "environment.params.max_turns=3", "environment.max_tokens=300",
+            "rewards=[{name: environment_reward}]", "generation.max_new_tokens=6", "sampling.dynamic_sampling=true",
+            "sampling.max_sampling_rounds=2", "eval_before=false", "eval_after=false"]
+    trainer = Trainer(tiny_config(tmp_path, "model.name=tiny-h32", "generation.backend=vllm", *game))
+    try:
+        rollout = trainer.sample(trainer.prompts.next_batch())
+        assert rollout.model_mask is not None and (rollout.completion_mask & ~rollout.model_mask).any()
+        assert max(info["turns"] for info in rollout.env_info) >= 2
+        metrics = trainer.step().metrics
+        assert metrics["env/turns"] >= 1 and "sampling/rounds" in metrics
+        assert metrics["sampler/logp_abs_diff_max"] < 1e-3  # (model tokens only: the context is not sampled)
+    finally:
+        trainer.close()
+
+
+def test_a_model_vllm_cannot_run_is_one_line(tmp_path):
+    with pytest.raises(UserError, match=r"vLLM could not start: .*head"):
+        train_grpo(tiny_config(tmp_path, "model.name=tiny", "generation.backend=vllm", DIGITS, steps=1))
+
+
+def test_an_engine_on_other_weights_than_pushed_stops_the_run(tmp_path, monkeypatch):
+    from rlvr.samplers.vllm import Colocated
+
+    monkeypatch.setattr(Colocated, "loaded", lambda self: (-1, "0"))
+    with pytest.raises(UserError, match=r"samples with the weights of step -1, not those of step 0"):
+        train_grpo(tiny_config(tmp_path, *VLLM, steps=1))
+
+
+def test_the_tiny_vllm_config_trains(tmp_path):
+    from pathlib import Path
+
+    from rlvr.config import load_config
+
+    config = Path(__file__).parents[2] / "configs" / "tiny_vllm.yaml"
+    summary = train_grpo(load_config(config, [f"output_dir={tmp_path / 'run'}", "eval_before=false"], max_steps=2))
+    assert summary["steps"] == 2
+    assert all(m["sampler/weights_verified"] == 1.0 for m in metrics(tmp_path / "run"))

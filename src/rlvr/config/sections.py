@@ -95,7 +95,7 @@ class VLLMConfig:
     through a safetensors folder (`exchange_dir`)."""
     url: str | None = None
     """server mode: the address of a running `vllm serve` (started with rlvr's worker extension: see
-    docs/sampling.md); None = the run starts its own and stops it at the end."""
+    docs/backends.md); None = the run starts its own and stops it at the end."""
     python: str | None = None
     """server mode: the Python that runs `vllm serve` when the run starts it (a venv with vllm and rlvr);
     None = this one."""

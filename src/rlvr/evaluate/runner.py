@@ -170,7 +170,7 @@ def _sample_missing(config: EvalConfig, benchmark: Benchmark, settings: dict[str
 
     sampler = build_sampler(config.generation, model=model, decoding=decoding, weights=weights, tokenizer=tokenizer,
                             device=device, dtype=dtype, add_special_tokens=specials, environment=config.environment,
-                            seed=config.seed, world=world)
+                            seed=config.seed, ranks=world.size)
     try:
         give_weights(sampler, weights, version=0)
         _sample_chunks(config, benchmark, sampler, tokenizer, prompts, plan, store, done, ids, scorer, progress, world)

@@ -6,7 +6,7 @@ with three things set for you: each rank gets its share of the CPU threads (OMP_
 set); on Ctrl-C or SIGTERM torchrun passes the signal on to the ranks and gives them SHUTDOWN_S to
 finish the step and save before it kills them (plain torchrun gives 30 s); and a failed rank is
 reported in one line (rlvr.run.torchrun). If this process dies, however it dies, torchrun gets a
-SIGTERM, and the ranks get one if torchrun dies (rlvr.run.lifeline). No torch here: it only starts torchrun.
+SIGTERM, and the ranks get one if torchrun dies (rlvr.lifeline). No torch here: it only starts torchrun.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import subprocess
 import sys
 from types import FrameType
 
-from rlvr.run.lifeline import child_env
+from rlvr.lifeline import child_env
 
 SHUTDOWN_S = 3600  # how long torchrun waits for the ranks to save after a stop signal
 

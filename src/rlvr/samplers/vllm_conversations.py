@@ -12,44 +12,43 @@ never have been written by an engine that asks after every token.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import Any
 
+from rlvr.config import EnvironmentConfig
 from rlvr.deadline import DaemonPool
 from rlvr.envs.base import Environment, calling, checked_reply, wait_for
 from rlvr.envs.rollout import Trajectory, TurnFormat, record_turn
 from rlvr.envs.sampling import conversations
 from rlvr.records import Rollout
 from rlvr.rollout import SamplingParams
+from rlvr.samplers.engine import Job, Sampled
 from rlvr.samplers.protocol import SampleRequest
 from rlvr.seeds import seed_of
 
-if TYPE_CHECKING:
-    from rlvr.samplers.vllm import VLLMSampler
+Generate = Callable[[Sequence[Job], SamplingParams], list[Sampled]]
 
 
-def sample_conversations(sampler: VLLMSampler, requests: Sequence[SampleRequest], params: SamplingParams) -> Rollout:
-    """G conversations per request, as one Rollout (rlvr.envs.sampling)."""
-    env = sampler.environment
-    assert env is not None and sampler.make_env is not None
+def sample_conversations(generate: Generate, tokenizer: Any, stop_ids: list[int], env: EnvironmentConfig,
+                         make_env: Callable[[], Environment], requests: Sequence[SampleRequest],
+                         params: SamplingParams) -> Rollout:
+    """G conversations per request, as one Rollout (rlvr.envs.sampling), each message written by `generate`."""
     seeds = [s for r in requests for s in r.seeds]
 
     def run(trajectories: list[Trajectory], envs: list[Environment]) -> None:
-        take_turns(sampler, trajectories, envs, params, seeds, max_turns=env.max_turns, max_tokens=env.max_tokens,
-                   timeout_s=env.timeout_s)
+        take_turns(generate, tokenizer, stop_ids, trajectories, envs, params, seeds, max_turns=env.max_turns,
+                   max_tokens=env.max_tokens, timeout_s=env.timeout_s)
 
-    return conversations(run, sampler.tokenizer, [r.prompt.example for r in requests],
+    return conversations(run, tokenizer, [r.prompt.example for r in requests],
                          [r.prompt.messages or [] for r in requests], len(requests[0].seeds), params,
-                         make_env=sampler.make_env, seeds=seeds, timeout_s=env.timeout_s)
+                         make_env=make_env, seeds=seeds, timeout_s=env.timeout_s)
 
 
-def take_turns(sampler: VLLMSampler, trajectories: list[Trajectory], envs: list[Environment],
-               params: SamplingParams, seeds: list[int], *, max_turns: int, max_tokens: int,
-               timeout_s: float | None) -> None:
+def take_turns(generate: Generate, tokenizer: Any, stop_ids: list[int], trajectories: list[Trajectory],
+               envs: list[Environment], params: SamplingParams, seeds: list[int], *, max_turns: int,
+               max_tokens: int, timeout_s: float | None) -> None:
     """Run every trajectory to its end: the environment says done, `max_turns` messages, `max_tokens` tokens."""
-    from rlvr.samplers.vllm import Job
-
-    tokenizer, fmt = sampler.tokenizer, TurnFormat.of(sampler.tokenizer)
+    fmt = TurnFormat.of(tokenizer)
     pool = DaemonPool(max(1, min(16, len(trajectories))))
     try:
         for turn in range(max_turns):
@@ -58,12 +57,11 @@ def take_turns(sampler: VLLMSampler, trajectories: list[Trajectory], envs: list[
                 return
             jobs = [Job(trajectories[i].prompt_ids + trajectories[i].ids, seed_of(seeds[i], turn),
                         max(1, min(params.max_new_tokens, max_tokens - len(trajectories[i].ids)))) for i in live]
-            messages = sampler.generate(jobs, params)
             sent = []
-            for i, out in zip(live, messages):
+            for i, out in zip(live, generate(jobs, params)):
                 ids, logprobs = _until_done(envs[i], tokenizer, out.token_ids, out.logprobs, timeout_s)
                 text = tokenizer.decode(ids, skip_special_tokens=True)
-                ended = bool(ids) and ids[-1] in sampler.stop_ids
+                ended = bool(ids) and ids[-1] in stop_ids
                 sent.append((i, ids, logprobs, ended, text, pool.submit(calling, envs[i], "step", text),
                              time.monotonic()))
             for i, ids, logprobs, ended, text, reply, when in sent:

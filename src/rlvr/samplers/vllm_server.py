@@ -38,7 +38,7 @@ import torch
 from rlvr.config import VLLMConfig
 from rlvr.errors import UserError
 from rlvr.rollout import SamplingParams
-from rlvr.samplers.vllm import WORKER, Job, Sampled, sampling_params
+from rlvr.samplers.engine import WORKER, Job, Sampled, sampling_params
 
 
 def serve_command(python: str, folder: Path, port: int, settings: VLLMConfig, device: torch.device,
@@ -215,7 +215,7 @@ class Server:
 
 
 def _end_with_parent() -> None:
-    """In the server's process, before it runs vLLM: SIGTERM when the run's process dies (rlvr.run.lifeline)."""
-    from rlvr.run.lifeline import end_with_parent
+    """In the server's process, before it runs vLLM: SIGTERM when the run's process dies (rlvr.lifeline)."""
+    from rlvr.lifeline import end_with_parent
 
     end_with_parent()

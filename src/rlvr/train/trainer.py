@@ -86,7 +86,7 @@ class Trainer:
         self.sampler: Sampler = build_sampler(c.generation, model=p.policy, decoding=self.policy.decoding,
                                               weights=self.policy.named_weights, tokenizer=self.tokenizer,
                                               device=p.device, dtype=p.dtype, add_special_tokens=p.add_special_tokens,
-                                              environment=env, make_env=self.make_env, seed=c.seed, world=world)
+                                              environment=env, make_env=self.make_env, seed=c.seed, ranks=world.size)
         self.optimizer, self.scheduler = build_optimizer(p.policy, c.optim, c.max_steps)
         self.step_count = 0
         self.schedule = Schedule(c.max_steps, c.save_every, c.eval_every, c.sample_every, c.eval_before, c.eval_after,

@@ -13,7 +13,7 @@ from rlvr.kl import kl_estimate
 from rlvr.losses import aggregate_loss, clip_fractions, clipped_policy_loss
 from rlvr.records import TrainBatch
 from rlvr.run.policy import Policy
-from rlvr.run.world import max_across, sum_across
+from rlvr.run.world import World, max_across, sum_across
 from rlvr.train.batch import micro_batches
 
 
@@ -65,17 +65,14 @@ def policy_update(
     all-reduced once, on each rank's last micro-batch (Policy.accumulating); under FSDP every rank runs as
     many micro-batches as the busiest (Policy.equal_counts). The statistics are sums over all ranks, with
     `sampler/logp_abs_diff_{mean,max}`: how far the trained tokens' log-probs under the weights they were
-    sampled with (this update's forward, on the first of μ updates) are from the sampler's own, and with a
-    rollout correction (algorithm.rollout_correction) its importance weights' statistics (rlvr.correction)."""
+    sampled with (this update's forward, on the first of μ updates) are from the sampler's own, and the rollout
+    correction's statistics (algorithm.rollout_correction, rlvr.correction)."""
     world = policy.world
     local = [float((batch.loss_mask.sum(-1) > 0).sum()), float(batch.loss_mask.sum())]
     num_sequences, num_tokens = (max(1, int(n)) for n in sum_across(local, world))
-    totals = {"loss": 0.0, "kl": 0.0, "clip_low_fraction": 0.0, "clip_high_fraction": 0.0, "entropy": 0.0,
-              "sampler/logp_abs_diff_mean": 0.0}
-    largest = 0.0
-    rc = algo.rollout_correction
-    correcting = rc.level != "none"
-    sums = dict(NO_SUMS)  # (every rank has every key, for the collectives below)
+    totals = dict.fromkeys(("loss", "kl", "clip_low_fraction", "clip_high_fraction", "entropy",
+                            "sampler/logp_abs_diff_mean"), 0.0)
+    largest, correcting, sums = 0.0, algo.rollout_correction.level != "none", dict(NO_SUMS)  # (every key, every rank)
     optimizer.zero_grad(set_to_none=True)
     runs = policy.equal_counts(micro_batches(batch.rollout, batch.loss_mask, micro_batch_tokens,
                                              policy.share_prompt()))
@@ -88,11 +85,7 @@ def policy_update(
             ref = None if batch.ref_logprobs is None else batch.ref_logprobs[mb.rows, :lc].to(logprobs)
             advantages = batch.advantages[mb.rows, :lc].to(logprobs)
             sampled = batch.rollout.sampling_logprobs[mb.rows, :lc].to(logprobs)
-            weights = None
-            if correcting:  # π_old / π_sampler, truncated or masked
-                weights = corrected_weights(log_weights(old, sampled, mask, rc.level), mask, rc.mode, rc.threshold)
-                for key, value in correction_sums(old, sampled, mask, rc.level, weights).items():
-                    sums[key] = max(sums[key], value) if key.endswith("_max") else sums[key] + value
+            weights = _correct(old, sampled, mask, algo, sums) if correcting else None  # π_old / π_sampler
             loss, kl = grpo_loss(logprobs, old, ref, advantages, mask, algo, num_sequences=num_sequences,
                                  num_tokens=num_tokens, constant=algo.loss_constant or max_new_tokens,
                                  weights=weights)
@@ -110,8 +103,23 @@ def policy_update(
     totals = dict(zip(totals, sum_across(list(totals.values()), world)))
     totals["sampler/logp_abs_diff_max"] = float(max_across([largest], world)[0])
     if correcting:
-        added, maxed = [k for k in NO_SUMS if not k.endswith("_max")], [k for k in NO_SUMS if k.endswith("_max")]
-        sums = dict(zip(added, sum_across([sums[k] for k in added], world))) | dict(
-            zip(maxed, max_across([sums[k] for k in maxed], world)))
-        totals |= correction_stats(sums, rc.mode)
+        totals |= _correction_metrics(sums, algo, world)
     return totals | policy.optimizer_step(optimizer, scheduler, max_grad_norm)
+
+
+def _correct(old: torch.Tensor, sampled: torch.Tensor, mask: torch.Tensor, algo: AlgorithmConfig,
+             sums: dict[str, float]) -> torch.Tensor:
+    """The rollout correction's weights of a micro-batch (rlvr.correction), their statistics added to `sums`."""
+    rc = algo.rollout_correction
+    weights = corrected_weights(log_weights(old, sampled, mask, rc.level), mask, rc.mode, rc.threshold)
+    for key, value in correction_sums(old, sampled, mask, rc.level, weights).items():
+        sums[key] = max(sums[key], value) if key.endswith("_max") else sums[key] + value
+    return weights
+
+
+def _correction_metrics(sums: dict[str, float], algo: AlgorithmConfig, world: World) -> dict[str, float]:
+    """The step's correction statistics from every rank's sums."""
+    added, maxed = [k for k in NO_SUMS if not k.endswith("_max")], [k for k in NO_SUMS if k.endswith("_max")]
+    total = dict(zip(added, sum_across([sums[k] for k in added], world))) | dict(
+        zip(maxed, max_across([sums[k] for k in maxed], world)))
+    return correction_stats(total, algo.rollout_correction.mode)

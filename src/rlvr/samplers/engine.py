@@ -1,0 +1,57 @@
+"""What VLLMSampler asks of a vLLM engine, in this process (rlvr.samplers.vllm.Colocated) or behind a server
+(rlvr.samplers.vllm_server.Server): whole completions of token ids, one seed each, and weights in."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+
+from rlvr.rollout import SamplingParams
+
+WORKER = "rlvr.samplers.vllm_worker.WeightsReceiver"  # the engine's worker extension (vllm_worker.py)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One completion to sample: the tokens it continues, its seed, and its token budget."""
+
+    ids: list[int]
+    seed: int
+    max_tokens: int
+
+
+@dataclass(frozen=True)
+class Sampled:
+    """One completion as the engine returns it."""
+
+    token_ids: list[int]
+    logprobs: list[float]
+    stopped: bool  # ended by a stop token (else by the token budget)
+
+
+class Engine(Protocol):
+    """What VLLMSampler needs of a vLLM engine, in this process or behind a server. `generate` calls
+    `on_done(i, completion)` on the calling thread as each job ends (a server: in the order they end; the
+    in-process engine: all at the end)."""
+
+    def generate(self, jobs: Sequence[Job], params: SamplingParams, stop_ids: list[int],
+                 on_done: Callable[[int, Sampled], None] | None = None) -> list[Sampled]: ...
+    def load(self, named_tensors: list[tuple[str, torch.Tensor]], version: int) -> str: ...
+    def loaded(self) -> tuple[int, str]: ...
+    def close(self) -> None: ...
+
+
+def vllm_seed(seed: int) -> int:
+    """A completion's seed (rlvr.seeds, 64 bits) as vLLM takes it (a non-negative int64)."""
+    return seed % 2**63
+
+
+def sampling_params(params: SamplingParams, job: Job, stop_ids: list[int]) -> dict[str, Any]:
+    """vLLM SamplingParams' fields for one completion: greedy at temperature 0; top_k 0 = off (vLLM: -1)."""
+    return {"n": 1, "temperature": params.temperature, "top_p": params.top_p,
+            "top_k": params.top_k if params.top_k > 0 else -1, "max_tokens": job.max_tokens,
+            "seed": vllm_seed(job.seed), "logprobs": 0, "stop_token_ids": list(stop_ids), "ignore_eos": False,
+            "skip_special_tokens": False, "detokenize": False}

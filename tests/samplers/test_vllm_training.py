@@ -150,3 +150,47 @@ def test_lora_adapters_reach_vllm_folded(tmp_path):
     train_grpo(tiny_config(tmp_path, *VLLM, "model.lora.rank=4", "optim.lr=1e-2", steps=2))
     for m in metrics(tmp_path / "run"):
         assert m["sampler/weights_verified"] == 1.0 and m["sampler/logp_abs_diff_max"] < 1e-3
+
+
+def test_two_ranks_sample_from_one_server_the_completions_one_rank_samples(tmp_path):
+    """`rlvr train --nproc 2` with vLLM: rank 0 starts the server and pushes the weights, both ranks sample
+    from it and check what it holds. One seed per completion: the first step's groups are the 1-rank run's
+    (the same weights everywhere; later steps' weights differ in their last bits between the two runs)."""
+    import sys
+
+    from ..distributed.launching import run_ranks
+
+    settings = [*VLLM, "generation.vllm.mode=server", "generation.vllm.timeout_s=120", "sampling.batch_size=16"]
+    lines = {}
+    for n in (1, 2):
+        run = tmp_path / str(n)
+        out = run_ranks([sys.executable, "-m", "rlvr", "train", "--nproc", str(n), "--max-steps", "1",
+                         "--output-dir", str(run), *[a for kv in settings for a in ("--set", kv)]], timeout=300)
+        assert out.returncode == 0, out.stderr[-3000:]
+        (lines[n],) = metrics(run)
+        assert lines[n]["sampler/weights_verified"] == 1.0 and lines[n]["sampler/logp_abs_diff_max"] < 1e-3
+    assert lines[1]["reward/std"] > 0  # (rewards that vary: equal statistics say the same completions)
+    for key in ("reward/mean", "reward/std", "completion_length/mean", "completion_length/max"):  # the global batch's
+        assert lines[1][key] == lines[2][key], key
+
+
+def test_rlvr_eval_on_two_ranks_shares_one_server_and_writes_what_one_rank_writes(tmp_path):
+    import sys
+
+    from rlvr.evaluate.store import EvalStore
+
+    from ..distributed.launching import run_ranks
+
+    data = tmp_path / "maths.jsonl"
+    data.write_text("".join(json.dumps({"question": f"What is {a} + {b}?", "answer": str(a + b)}) + "\n"
+                            for a, b in [(1, 2), (3, 4), (2, 2), (5, 1)]))
+    stores = {}
+    for n in (1, 2):
+        out = run_ranks([sys.executable, "-m", "rlvr", "eval", "--nproc", str(n), "--model", "tiny-h32", "--data",
+                         str(data), "--samples", "2", "--max-new-tokens", "8", "--batch-size", "4",
+                         "--output-dir", str(tmp_path / str(n)), "--set", "generation.backend=vllm",
+                         "--set", "generation.vllm.mode=server"], timeout=300)
+        assert out.returncode == 0, out.stderr[-3000:]
+        stores[n] = sorted((r.id, r.greedy.text, tuple(s.text for s in r.samples))
+                           for r in EvalStore(tmp_path / str(n)).read())
+    assert len(stores[1]) == 4 and stores[1] == stores[2]

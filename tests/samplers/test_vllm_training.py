@@ -20,7 +20,8 @@ pytest.importorskip("vllm", reason="vLLM is not installed here (sh scripts/insta
                                    ".venv-vllm: make test-vllm)")
 
 VLLM = ["model.name=tiny-h32", "generation.backend=vllm", "algorithm.rollout_correction.level=token",
-        "eval_before=false", "eval_after=false", "algorithm.updates_per_batch=2", DIGITS]
+        "eval_before=false", "eval_after=false", "algorithm.updates_per_batch=2", DIGITS,
+        "generation.vllm.timeout_s=120"]  # (a stalled engine fails the test in minutes: rlvr.deadline)
 
 
 def metrics(run):

@@ -73,3 +73,47 @@ def test_mean_interval_is_a_normal_interval_over_problems_clipped_to_0_1():
     clipped = mean_interval([1.0, 1.0, 0.75])
     assert clipped.high == 1.0 and clipped.low < clipped.mean < 1.0
     assert mean_interval([0.0, 0.0]).low == 0.0 and mean_interval([0.0, 0.0]).high == 0.0
+
+
+class ScriptedSampler:
+    """A sampler whose greedy answers are scripted: right for the even rows, wrong (but holding the answer
+    unboxed, which only the lenient verifier accepts) for rows divisible by 3, a plain wrong box otherwise."""
+
+    version, holds_copy = 0, False
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.seen = tokenizer, []
+
+    def answer(self, example):
+        gold = example.columns["answer"]
+        if example.index % 2 == 0:
+            return f"\\boxed{{{gold}}}"
+        return f"It is {gold}." if example.index % 3 == 0 else "\\boxed{-1}"
+
+    def sample(self, requests, params, on_group_done=None):
+        from rlvr.samplers.engine import Sampled
+        from rlvr.samplers.vllm import to_rollout
+
+        self.seen += [(r.prompt.example.index, r.seeds, params.temperature) for r in requests]
+        prompts = [self.tokenizer(r.prompt.text).input_ids for r in requests]
+        answers = [self.tokenizer(self.answer(r.prompt.example)).input_ids for r in requests]
+        out = [Sampled(ids, [0.0] * len(ids), stopped=True) for ids in answers]
+        return to_rollout([r.prompt.example for r in requests], prompts, out, 1, self.tokenizer)
+
+
+def test_held_out_verdicts_are_the_verifiers_on_each_answer(tiny):
+    """Right answers count as right: forcing every verdict to 0 (or to 1) in evaluate_accuracy fails here."""
+    from rlvr.rewards.math import math_accuracy, math_accuracy_lenient
+    from rlvr.seeds import seed_of
+
+    _, tok = tiny
+    examples = [Example(f"What is {a} + {a}?", {"answer": str(2 * a)}, a) for a in range(7)]
+    sampler = ScriptedSampler(tok)
+    result = evaluate_accuracy(sampler, [Prompt(e, e.prompt) for e in examples], strict=math_accuracy,
+                               lenient=math_accuracy_lenient, max_new_tokens=8, batch_prompts=3, seed=5)
+    assert result.strict_correct == [1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0]
+    assert result.lenient_correct == [1.0, 0.0, 1.0, 1.0, 1.0, 0.0, 1.0]
+    assert result.strict.mean == pytest.approx(4 / 7) and result.lenient.mean == pytest.approx(5 / 7)
+    assert result.completions[3] == "It is 6."
+    # greedy, one completion per prompt, its seed that of (seed, row) alone
+    assert sampler.seen == [(a, (seed_of(5, a),), 0.0) for a in range(7)]

@@ -4,8 +4,10 @@ was drawn from); weights reach it only through `load_weights`, and `fingerprint`
 
     protocol.py  Prompt, SampleRequest, the Sampler protocol
     local.py     LocalSampler: rlvr's own engine (rlvr.rollout; rlvr.envs for conversations), the default
-    vllm.py      VLLMSampler: the vLLM engine, colocated in this process (vllm_server.py: as a server)
-    build.py     build_sampler: the one generation.backend names
+    vllm.py      VLLMSampler: the vLLM engine, colocated in this process (Colocated) or as a server
+                 (vllm_server.py); engine.py what it asks of either; vllm_worker.py what runs in vLLM's worker
+                 (weights in, their fingerprint out); vllm_conversations.py conversations turn by turn
+    build.py     build_sampler: the one generation.backend names; give_weights: push, then check
 """
 
 from rlvr.samplers.local import LocalSampler

@@ -92,10 +92,9 @@ class VLLMSampler:
         return completed
 
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int) -> None:
-        fingerprint = call_with_time_limit(
-            "the vLLM engine's weight push", lambda: self.engine.load(list(named_tensors), version), {},
-            self.timeout_s, setting="generation.vllm.timeout_s")
-        self.version, self._pushed = version, fingerprint
+        call_with_time_limit("the vLLM engine's weight push", lambda: self.engine.load(list(named_tensors), version),
+                             {}, self.timeout_s, setting="generation.vllm.timeout_s")
+        self.version = version  # (what the engine holds is checked by fingerprint(): rlvr.samplers.build)
 
     def fingerprint(self) -> str:
         version, fingerprint = self.engine.loaded()

@@ -35,6 +35,12 @@ class SamplingParams:
     top_p: float = 1.0
     top_k: int = 0
 
+    @property
+    def truncates(self) -> bool:
+        """Whether sampling cuts the distribution (top-k / top-p at a temperature above 0): then the rollout
+        carries support floors."""
+        return self.temperature > 0 and (self.top_k > 0 or self.top_p < 1.0)
+
 
 @dataclass
 class Completions:
@@ -176,10 +182,9 @@ def generate(
     groups.report_the_rest()
     width = int(lengths.max()) if n else 0
     completion_mask = torch.arange(width)[None, :] < lengths[:, None]
-    cut = params.temperature > 0 and (params.top_k > 0 or params.top_p < 1.0)
     return Completions(prompt_ids=prompt_ids, prompt_mask=prompt_mask, completion_ids=completion_ids[:, :width],
                        completion_mask=completion_mask, logprobs=logprobs[:, :width] * completion_mask,
-                       truncated=~finished, support_floors=floors[:, :width] if cut else None)
+                       truncated=~finished, support_floors=floors[:, :width] if params.truncates else None)
 
 
 def _prefill(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, group_size: int):

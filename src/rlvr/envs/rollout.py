@@ -144,7 +144,7 @@ def converse(model: torch.nn.Module, tokenizer: Any, trajectories: list[Trajecto
                 ids.append(token)
                 lps.append((logprob, floor))
                 room = min(params.max_new_tokens, max_tokens - len(trajectories[row].ids))
-                if token in stop_ids or len(ids) >= room or _tool_call_complete(envs[row], tokenizer, ids, timeout_s):
+                if token in stop_ids or len(ids) >= room or tool_call_complete(envs[row], tokenizer, ids, timeout_s):
                     over.append(row)
                 else:
                     batch.feed(row, token)
@@ -168,7 +168,7 @@ def choose_tokens(logits: torch.Tensor, params: SamplingParams, u: torch.Tensor 
     return sample_next(logits, params, u)
 
 
-def _tool_call_complete(env: Environment, tokenizer: Any, ids: list[int], timeout_s: float | None) -> bool:
+def tool_call_complete(env: Environment, tokenizer: Any, ids: list[int], timeout_s: float | None) -> bool:
     """Whether the environment takes the message as it stands (`message_done`: a complete tool call)."""
     if getattr(env, "message_done", None) is None:
         return False
@@ -194,9 +194,7 @@ def _come_back(t: Trajectory, w: _Waiting, fmt: TurnFormat, max_turns: int, max_
                timeout_s: float | None) -> list[int] | None:
     """Record the message and the reply; the tokens the row runs next, or None when the trajectory is over."""
     reply = checked_reply(w.env, wait_for(w.env, "step", w.reply, timeout_s, w.sent))
-    kept, context = record_turn(t, w.ids, w.logprobs, w.ended, w.text, reply, fmt, max_tokens)
-    if not t.done and t.info["turns"] >= max_turns:
-        t.done = t.truncated = True
+    kept, context = record_turn(t, w.ids, w.logprobs, w.ended, w.text, reply, fmt, max_turns, max_tokens)
     if t.done:
         return None
     w.parked.forget_last(len(w.ids) - 1 - kept)  # the cache holds every sampled token but the last
@@ -204,8 +202,17 @@ def _come_back(t: Trajectory, w: _Waiting, fmt: TurnFormat, max_turns: int, max_
 
 
 def record_turn(t: Trajectory, ids: list[int], logprobs: list[tuple[float, float]], ended: bool, text: str,
-                reply: Reply, fmt: TurnFormat, max_tokens: int) -> tuple[int, list[int]]:
-    """Append one model message and the environment's reply to `t`: (model tokens kept, context tokens)."""
+                reply: Reply, fmt: TurnFormat, max_turns: int, max_tokens: int) -> tuple[int, list[int]]:
+    """Append one model message and the environment's reply to `t`: (model tokens kept, context tokens);
+    the trajectory ends (truncated) at `max_turns` messages or `max_tokens` tokens."""
+    kept, context = _record(t, ids, logprobs, ended, text, reply, fmt, max_tokens)
+    if not t.done and t.info["turns"] >= max_turns:
+        t.done = t.truncated = True
+    return kept, context
+
+
+def _record(t: Trajectory, ids: list[int], logprobs: list[tuple[float, float]], ended: bool, text: str,
+            reply: Reply, fmt: TurnFormat, max_tokens: int) -> tuple[int, list[int]]:
     t.info["turns"] = t.info.get("turns", 0.0) + 1
     for key, value in reply.info.items():
         t.info[key] = t.info.get(key, 0.0) + value

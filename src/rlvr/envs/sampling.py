@@ -75,7 +75,7 @@ def conversations(run: Callable[[list[Trajectory], list[Environment]], None], to
         completions=[x.final_message for x in trajectories], model_mask=t["model_mask"],
         env_rewards=[x.reward for x in trajectories], env_info=[dict(x.info) for x in trajectories],
         transcripts=[x.messages[n:] for x, n in zip(trajectories, starts)],
-        support_floors=t["support_floors"] if params.temperature > 0 and (params.top_k or params.top_p < 1) else None,
+        support_floors=t["support_floors"] if params.truncates else None,
     )
 
 

@@ -3,8 +3,7 @@
 Problems are taken in fixed chunks of batch_size // samples, sampled through the configured sampler
 (rlvr.samplers: rlvr's own engine or vLLM): sample j of a problem draws from the seed of (seed, the
 problem's row, j) alone (rlvr.seeds). A chunk's records are on disk before the next starts, so an
-interrupted evaluation resumes where it stopped and gives
-the same numbers as one that never stopped.
+interrupted evaluation resumes where it stopped and gives the same numbers as one that never stopped.
 
 Under torchrun the ranks take turns: rank r samples chunks r, r + N, ... and rank 0 writes every
 chunk's records, in order. A chunk's numbers do not depend on which rank sampled it.

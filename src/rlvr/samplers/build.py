@@ -51,11 +51,15 @@ def give_weights(sampler: Sampler, weights: Callable[[], Iterator[tuple[str, tor
     """`sampler` gets the weights, tagged with `version` (the policy's step). A sampler with a copy of its own
     must then hold exactly them (its fingerprint, bit for bit), or this stops before it samples with others.
     `loaded` runs between the two (with several ranks: a barrier, so that no rank checks before rank 0 pushed)."""
-    sampler.load_weights(weights(), version=version)
+    if not sampler.holds_copy:  # (it samples with the policy's own tensors: only the version to record)
+        sampler.load_weights(weights(), version=version)
+        loaded()
+        return
+    named = list(weights())  # (read once: under FSDP every read gathers, with LoRA every read folds)
+    sampler.load_weights(named, version=version)
     loaded()
-    if sampler.holds_copy:
-        held, expected = sampler.fingerprint(), weights_fingerprint(weights())
-        if held != expected:
-            raise UserError(f"the sampler holds other weights than the policy's after the push of step {version} "
-                            f"(fingerprint {held}, the policy's {expected}): the weight transfer lost or changed "
-                            "some; the last checkpoint is kept")
+    held, expected = sampler.fingerprint(), weights_fingerprint(named)
+    if held != expected:
+        raise UserError(f"the sampler holds other weights than the policy's after the push of step {version} "
+                        f"(fingerprint {held}, the policy's {expected}): the weight transfer lost or changed some; "
+                        "the last checkpoint is kept")

@@ -11,7 +11,7 @@ import torch
 from rlvr.config import EnvironmentConfig
 from rlvr.records import Rollout
 from rlvr.rollout import SamplingParams, rollout, stop_token_ids
-from rlvr.samplers.protocol import GroupDone, SampleRequest, weights_fingerprint
+from rlvr.samplers.protocol import GroupDone, SampleRequest, conversing, group_size, weights_fingerprint
 
 Decoding = Callable[[Callable[[torch.nn.Module], Any]], Any]  # fn -> fn(model), the model whole and in eval mode
 
@@ -29,21 +29,14 @@ class LocalSampler:
                  environment: EnvironmentConfig | None = None, make_env: Callable[[], Any] | None = None,
                  weights: Callable[[], Iterator[tuple[str, torch.Tensor]]] | None = None) -> None:
         self.decoding, self.tokenizer, self.add_special_tokens = decoding, tokenizer, add_special_tokens
-        self.environment = environment if environment is not None and environment.name else None
-        if make_env is None and self.environment is not None:  # (the environments load only when one is used)
-            from rlvr.envs.loading import load_environment
-
-            make_env = load_environment(self.environment.name or "", **self.environment.params)
-        self.make_env = make_env
+        self.environment, self.make_env = conversing(environment, make_env)
         self._weights = weights
         self.version = 0
         self.holds_copy = False  # (it samples with the policy's own tensors)
 
     def sample(self, requests: Sequence[SampleRequest], params: SamplingParams,
                on_group_done: GroupDone | None = None) -> Rollout:
-        group_size = len(requests[0].seeds)
-        if any(len(r.seeds) != group_size for r in requests):
-            raise ValueError("every request of one call asks for the same number of completions")
+        g = group_size(requests)
         examples = [r.prompt.example for r in requests]
         seeds = [s for r in requests for s in r.seeds]
         env = self.environment
@@ -52,11 +45,11 @@ class LocalSampler:
 
             messages = [r.prompt.messages or [] for r in requests]
             return self.decoding(lambda model: sample_conversations(  # type: ignore[no-any-return]
-                model, self.tokenizer, examples, messages, group_size, params, make_env=self.make_env,
+                model, self.tokenizer, examples, messages, g, params, make_env=self.make_env,
                 max_turns=env.max_turns, max_tokens=env.max_tokens, stop_ids=stop_token_ids(model, self.tokenizer),
                 seeds=seeds, rejoin_after=env.rejoin_after, timeout_s=env.timeout_s))
         return self.decoding(lambda model: rollout(  # type: ignore[no-any-return]
-            model, self.tokenizer, examples, [r.prompt.text for r in requests], group_size, params, seeds=seeds,
+            model, self.tokenizer, examples, [r.prompt.text for r in requests], g, params, seeds=seeds,
             add_special_tokens=self.add_special_tokens, on_group_done=on_group_done))
 
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int) -> None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
+from rlvr.config import EnvironmentConfig
 from rlvr.records import Example, Rollout
 from rlvr.rollout import SamplingParams
 
@@ -57,6 +58,27 @@ class Sampler(Protocol):
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int) -> None: ...
     def fingerprint(self) -> str: ...
     def close(self) -> None: ...
+
+
+def group_size(requests: Sequence[SampleRequest]) -> int:
+    """G, the number of seeds every request of one `sample` call carries (the same for all, or ValueError)."""
+    size = len(requests[0].seeds)
+    if any(len(r.seeds) != size for r in requests):
+        raise ValueError("every request of one call asks for the same number of completions")
+    return size
+
+
+def conversing(environment: EnvironmentConfig | None,
+               make_env: Callable[[], Any] | None) -> tuple[EnvironmentConfig | None, Callable[[], Any] | None]:
+    """(the environment a sampler converses with, or None without `environment.name`; how to make one:
+    `make_env`, else loaded by name, the environments imported only then)."""
+    if environment is None or not environment.name:
+        return None, make_env
+    if make_env is None:
+        from rlvr.envs.loading import load_environment
+
+        make_env = load_environment(environment.name, **environment.params)
+    return environment, make_env
 
 
 def weights_fingerprint(named_tensors: Iterable[tuple[str, torch.Tensor]]) -> str:

@@ -30,7 +30,7 @@ from rlvr.errors import UserError
 from rlvr.records import Rollout
 from rlvr.rollout import SamplingParams, left_pad
 from rlvr.samplers.engine import WORKER, Engine, Job, Sampled, sampling_params
-from rlvr.samplers.protocol import GroupDone, SampleRequest
+from rlvr.samplers.protocol import GroupDone, SampleRequest, conversing, group_size
 
 INSTALL = ("generation.backend=vllm needs vLLM: on a GPU machine pip install 'rlvr[vllm]'; on a CPU, "
            "sh scripts/install_vllm_cpu.sh and run rlvr from .venv-vllm")
@@ -44,12 +44,7 @@ class VLLMSampler:
                  make_env: Callable[[], Any] | None = None) -> None:
         self.engine, self.tokenizer, self.stop_ids = engine, tokenizer, stop_ids
         self.add_special_tokens, self.timeout_s = add_special_tokens, timeout_s
-        self.environment = environment if environment is not None and environment.name else None
-        if make_env is None and self.environment is not None:
-            from rlvr.envs.loading import load_environment
-
-            make_env = load_environment(self.environment.name or "", **self.environment.params)
-        self.make_env = make_env
+        self.environment, self.make_env = conversing(environment, make_env)
         self.version = -1  # (no weights of the policy's yet: the engine starts with dummy ones)
         self.holds_copy = True
 
@@ -62,9 +57,7 @@ class VLLMSampler:
 
     def sample(self, requests: Sequence[SampleRequest], params: SamplingParams,
                on_group_done: GroupDone | None = None) -> Rollout:
-        group_size = len(requests[0].seeds)
-        if any(len(r.seeds) != group_size for r in requests):
-            raise ValueError("every request of one call asks for the same number of completions")
+        g = group_size(requests)
         if self.environment is not None:
             from rlvr.samplers.vllm_conversations import sample_conversations
 
@@ -74,20 +67,20 @@ class VLLMSampler:
                    for r in requests]
         out = self.generate([Job(ids, seed, params.max_new_tokens) for ids, r in zip(prompts, requests)
                              for seed in r.seeds], params,
-                            None if on_group_done is None else self._groups(group_size, on_group_done))
-        return to_rollout([r.prompt.example for r in requests], prompts, out, group_size, self.tokenizer)
+                            None if on_group_done is None else self._groups(g, on_group_done))
+        return to_rollout([r.prompt.example for r in requests], prompts, out, g, self.tokenizer)
 
-    def _groups(self, group_size: int, on_group_done: GroupDone) -> Callable[[int, Sampled], None]:
+    def _groups(self, size: int, on_group_done: GroupDone) -> Callable[[int, Sampled], None]:
         """on_done for the engine: `on_group_done` hears of each group the moment its last completion ends
         (its rewards are computed while the others decode)."""
         done: dict[int, dict[int, Sampled]] = {}
 
         def completed(i: int, sampled: Sampled) -> None:
-            group = done.setdefault(i // group_size, {})
-            group[i % group_size] = sampled
-            if len(group) == group_size:
-                ids = [group[j].token_ids for j in range(group_size)]
-                on_group_done(i // group_size, self.tokenizer.batch_decode(ids, skip_special_tokens=True), ids)
+            group = done.setdefault(i // size, {})
+            group[i % size] = sampled
+            if len(group) == size:
+                ids = [group[j].token_ids for j in range(size)]
+                on_group_done(i // size, self.tokenizer.batch_decode(ids, skip_special_tokens=True), ids)
 
         return completed
 
@@ -194,11 +187,9 @@ class Colocated:
                 on_done(i, sampled)
         return out
 
-    def load(self, named_tensors: list[tuple[str, torch.Tensor]], version: int) -> str:
-        fingerprint = self.llm.collective_rpc("rlvr_load", kwargs={"named_tensors": named_tensors,
-                                                                   "version": version})[0]
+    def load(self, named_tensors: list[tuple[str, torch.Tensor]], version: int) -> None:
+        self.llm.collective_rpc("rlvr_load", kwargs={"named_tensors": named_tensors, "version": version})
         self.llm.reset_prefix_cache()  # (cached prefixes hold the old weights' keys and values)
-        return str(fingerprint)
 
     def loaded(self) -> tuple[int, str]:
         version, fingerprint = self.llm.collective_rpc("rlvr_fingerprint")[0]

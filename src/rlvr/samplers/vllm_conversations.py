@@ -18,7 +18,7 @@ from typing import Any
 from rlvr.config import EnvironmentConfig
 from rlvr.deadline import DaemonPool
 from rlvr.envs.base import Environment, calling, checked_reply, wait_for
-from rlvr.envs.rollout import Trajectory, TurnFormat, record_turn
+from rlvr.envs.rollout import Trajectory, TurnFormat, record_turn, tool_call_complete
 from rlvr.envs.sampling import conversations
 from rlvr.records import Rollout
 from rlvr.rollout import SamplingParams
@@ -67,9 +67,8 @@ def take_turns(generate: Generate, tokenizer: Any, stop_ids: list[int], trajecto
             for i, ids, logprobs, ended, text, reply, when in sent:
                 t = trajectories[i]
                 answer = checked_reply(envs[i], wait_for(envs[i], "step", reply, timeout_s, when))
-                record_turn(t, ids, [(lp, float("-inf")) for lp in logprobs], ended, text, answer, fmt, max_tokens)
-                if not t.done and t.info["turns"] >= max_turns:
-                    t.done = t.truncated = True
+                record_turn(t, ids, [(lp, float("-inf")) for lp in logprobs], ended, text, answer, fmt, max_turns,
+                            max_tokens)
     finally:
         pool.close()
 
@@ -77,9 +76,7 @@ def take_turns(generate: Generate, tokenizer: Any, stop_ids: list[int], trajecto
 def _until_done(env: Environment, tokenizer: Any, ids: list[int], logprobs: list[float],
                 timeout_s: float | None) -> tuple[list[int], list[float]]:
     """The message up to the first token after which the environment takes it (`message_done`), else whole."""
-    if getattr(env, "message_done", None) is None:
-        return ids, logprobs
     for k in range(1, len(ids)):
-        if calling(env, "message_done", tokenizer.decode(ids[:k], skip_special_tokens=True), seconds=timeout_s):
+        if tool_call_complete(env, tokenizer, ids[:k], timeout_s):  # (False at once without message_done)
             return ids[:k], logprobs[:k]
     return ids, logprobs

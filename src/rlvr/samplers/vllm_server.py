@@ -122,21 +122,20 @@ class Server:
             raise
         return out  # type: ignore[return-value]
 
-    def load(self, named_tensors: list[tuple[str, torch.Tensor]], version: int) -> str:
+    def load(self, named_tensors: list[tuple[str, torch.Tensor]], version: int) -> None:
         from safetensors.torch import save_file
 
         if not self.pushes:  # (rank 0 pushes the same weights)
-            return ""
+            return
         folder = self.exchange / "weights"
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir()
         # (tied weights share storage, which safetensors refuses: each its own contiguous copy)
         save_file({name: t.detach().to("cpu").contiguous().clone() for name, t in named_tensors},
                   str(folder / "model.safetensors"))
-        result = self._rpc("rlvr_load", folder=str(folder), version=str(version))
+        self._rpc("rlvr_load", folder=str(folder), version=str(version))
         self._post("/reset_prefix_cache", None)
         shutil.rmtree(folder, ignore_errors=True)
-        return str(result)
 
     def loaded(self) -> tuple[int, str]:
         version, fingerprint = self._rpc("rlvr_fingerprint")

@@ -81,3 +81,23 @@ def test_the_serve_command_carries_the_settings(tmp_path):
                  "--logprobs-mode processed_logprobs", "--worker-extension-cls rlvr.samplers.vllm_worker",
                  "--no-enable-chunked-prefill", "--max-num-seqs 64"):
         assert flag in joined, flag
+
+
+def test_no_room_for_the_weights_is_one_line(tmp_path, stalling_server, monkeypatch):
+    import errno
+
+    import safetensors.torch
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(safetensors.torch, "save_file", full)
+    server = Server(tmp_path, VLLMConfig(mode="server", url=stalling_server, timeout_s=1, exchange_dir=str(tmp_path)),
+                    CPU, F32, seed=0)
+    try:
+        with pytest.raises(UserError, match=r"could not write the weights for the vLLM server in .*: No space left "
+                                            r"on device \(free space there, or set generation.vllm.exchange_dir"):
+            server.load([("w", torch.ones(2))], version=1)
+        assert not (server.exchange / "weights").exists()
+    finally:
+        server.close()

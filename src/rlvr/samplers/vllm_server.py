@@ -129,10 +129,16 @@ class Server:
             return
         folder = self.exchange / "weights"
         shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir()
-        # (tied weights share storage, which safetensors refuses: each its own contiguous copy)
-        save_file({name: t.detach().to("cpu").contiguous().clone() for name, t in named_tensors},
-                  str(folder / "model.safetensors"))
+        try:
+            folder.mkdir()
+            # (tied weights share storage, which safetensors refuses: each its own contiguous copy)
+            save_file({name: t.detach().to("cpu").contiguous().clone() for name, t in named_tensors},
+                      str(folder / "model.safetensors"))
+        except OSError as e:  # (a full /dev/shm, say)
+            shutil.rmtree(folder, ignore_errors=True)
+            raise UserError(f"could not write the weights for the vLLM server in {folder}: {e.strerror or e} "
+                            "(free space there, or set generation.vllm.exchange_dir; the last checkpoint is "
+                            "kept)") from None
         self._rpc("rlvr_load", folder=str(folder), version=str(version))
         self._post("/reset_prefix_cache", None)
         shutil.rmtree(folder, ignore_errors=True)

@@ -153,15 +153,17 @@ def test_lora_adapters_reach_vllm_folded(tmp_path):
         assert m["sampler/weights_verified"] == 1.0 and m["sampler/logp_abs_diff_max"] < 1e-3
 
 
-def test_two_ranks_sample_from_one_server_the_completions_one_rank_samples(tmp_path):
-    """`rlvr train --nproc 2` with vLLM: rank 0 starts the server and pushes the weights, both ranks sample
-    from it and check what it holds. One seed per completion: the first step's groups are the 1-rank run's
-    (the same weights everywhere; later steps' weights differ in their last bits between the two runs)."""
+@pytest.mark.parametrize("mode,strategy", [("server", "ddp"), ("colocated", "ddp"), ("colocated", "fsdp")])
+def test_two_ranks_sample_the_completions_one_rank_samples(tmp_path, mode, strategy):
+    """`rlvr train --nproc 2` with vLLM. As a server: rank 0 starts it and pushes the weights, both ranks
+    sample from it and check what it holds. Colocated: an engine in each rank's process, each given the whole
+    weights (under FSDP gathered one tensor at a time). One seed per completion: the first step's groups are
+    the 1-rank run's (the same weights everywhere; later steps' weights differ in their last bits)."""
     import sys
 
     from ..distributed.launching import run_ranks
 
-    settings = [*VLLM, "generation.vllm.mode=server", "generation.vllm.timeout_s=120", "sampling.batch_size=16"]
+    settings = [*VLLM, f"generation.vllm.mode={mode}", f"distributed.strategy={strategy}", "sampling.batch_size=16"]
     lines = {}
     for n in (1, 2):
         run = tmp_path / str(n)
@@ -175,7 +177,8 @@ def test_two_ranks_sample_from_one_server_the_completions_one_rank_samples(tmp_p
         assert lines[1][key] == lines[2][key], key
 
 
-def test_rlvr_eval_on_two_ranks_shares_one_server_and_writes_what_one_rank_writes(tmp_path):
+@pytest.mark.parametrize("mode", ["server", "colocated"])
+def test_rlvr_eval_on_two_ranks_writes_what_one_rank_writes(tmp_path, mode):
     import sys
 
     from rlvr.evaluate.store import EvalStore
@@ -190,7 +193,7 @@ def test_rlvr_eval_on_two_ranks_shares_one_server_and_writes_what_one_rank_write
         out = run_ranks([sys.executable, "-m", "rlvr", "eval", "--nproc", str(n), "--model", "tiny-h32", "--data",
                          str(data), "--samples", "2", "--max-new-tokens", "8", "--batch-size", "4",
                          "--output-dir", str(tmp_path / str(n)), "--set", "generation.backend=vllm",
-                         "--set", "generation.vllm.mode=server"], timeout=300)
+                         "--set", f"generation.vllm.mode={mode}"], timeout=300)
         assert out.returncode == 0, out.stderr[-3000:]
         stores[n] = sorted((r.id, r.greedy.text, tuple(s.text for s in r.samples))
                            for r in EvalStore(tmp_path / str(n)).read())

@@ -90,9 +90,9 @@ class VLLMConfig:
     """How the vLLM backend runs (generation.backend: vllm; rlvr.samplers.vllm)."""
 
     mode: VLLMMode = "colocated"
-    """`colocated`: a vLLM engine in the trainer's process, on its device, given the new weights after every
-    optimizer step. `server`: a `vllm serve` process (started by the run, or at `url`), the weights handed over
-    through a safetensors folder (`exchange_dir`)."""
+    """`colocated`: a vLLM engine in the trainer's process (in each rank's, with several), on its device, given
+    the new weights after every optimizer step. `server`: a `vllm serve` process (started by the run, or at
+    `url`), the weights handed over through a safetensors folder (`exchange_dir`)."""
     url: str | None = None
     """server mode: the address of a running `vllm serve` (started with rlvr's worker extension: see
     docs/backends.md); None = the run starts its own and stops it at the end."""

@@ -87,6 +87,27 @@ def decoder(model: torch.nn.Module) -> torch.nn.Module:
     return getattr(inner, inner.base_model_prefix)  # type: ignore[no-any-return]
 
 
+def folded_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """(name, tensor) of every weight of `model` as the plain causal LM under its adapters names them, each
+    adapted weight W + (α / r) · B A, one at a time (never a copy of them all; the model is not written).
+    The tensors are the model's own kind: a sharded model's are shards (DTensors), its sums computed on them."""
+    inner: Any = model.get_base_model() if has_adapters(model) else model  # type: ignore[operator]
+    adapted: dict[str, Any] = {}
+    if has_adapters(model):
+        from peft.tuners.lora import LoraLayer
+
+        adapted = {f"{name}.base_layer.weight": layer for name, layer in inner.named_modules()
+                   if isinstance(layer, LoraLayer) and layer.active_adapters}
+    with torch.no_grad():
+        for name, tensor in inner.state_dict().items():
+            if "lora_" in name:
+                continue
+            layer = adapted.get(name)
+            if layer is not None:  # (as folded_for_decoding sums them: the same bits)
+                tensor = tensor + sum(layer.get_delta_weight(adapter) for adapter in layer.active_adapters)
+            yield name.replace(".base_layer.", "."), tensor
+
+
 @contextmanager
 def folded_for_decoding(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
     """For sampling from a LoRA policy: each adapted weight replaced, for the block, by a new tensor

@@ -23,7 +23,7 @@ import torch
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
 
 from rlvr.logprobs import PolicyModule, TokenStats
-from rlvr.models.adapters import AdaptersOff, decoder, folded_for_decoding, has_adapters
+from rlvr.models.adapters import AdaptersOff, decoder, folded_for_decoding, folded_weights, has_adapters
 from rlvr.models.devices import autocast
 from rlvr.run.checkpoint import save_pretrained
 from rlvr.run.parallel import (
@@ -128,22 +128,11 @@ class Policy:
 
     def named_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
         """(name, full tensor) of every weight of the model as a plain causal LM would name it, adapters folded
-        in: what a sampler holding its own copy loads. Every rank must call it (a sharded model gathers)."""
-        if self.trained.sharded:
-            with gathered(self.trained.runner):
-                yield from self._plain_weights()
-        else:
-            yield from self._plain_weights()
-
-    def _plain_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
-        with torch.no_grad(), folded_for_decoding(self.model) as folded:
-            model: Any = folded
-            inner = model.get_base_model() if has_adapters(model) else model
-            for name, tensor in inner.state_dict().items():
-                if "lora_" in name:
-                    continue
-                full: Any = getattr(tensor, "full_tensor", None)  # (a DTensor of a sharded model, gathered)
-                yield name.replace(".base_layer.", "."), full() if full is not None else tensor
+        in: what a sampler holding its own copy loads. Every rank must call it: a sharded model gathers each
+        tensor as it is handed out (one at a time, never the whole model at once)."""
+        for name, tensor in folded_weights(self.model):
+            full: Any = getattr(tensor, "full_tensor", None)  # (a DTensor of a sharded model, gathered)
+            yield name, full() if full is not None else tensor
 
     # ── the reference ────────────────────────────────────────────────────────────────────────
     def refresh_reference(self) -> None:

@@ -1,5 +1,6 @@
-"""The run's sampler on this rank (rlvr.samplers.build): with several ranks and vLLM, one server that rank 0
-starts and feeds with the weights, its address shared with the other ranks, which sample from it too."""
+"""The run's sampler on this rank (rlvr.samplers.build): with several ranks and a vLLM server, one server that
+rank 0 starts and feeds with the weights, its address shared with the other ranks, which sample from it too;
+colocated, an engine in each rank's process (vLLM's `external_launcher`: it joins the ranks' process group)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from rlvr.samplers.build import build_sampler, give_weights
 
 def rank_sampler(generation: GenerationConfig, world: World, **kwargs: Any) -> Sampler:
     """build_sampler's sampler for this rank of `world` (kwargs: build_sampler's)."""
-    if generation.backend != "vllm" or world.size == 1:
+    if generation.backend != "vllm" or generation.vllm.mode != "server" or world.size == 1:
         return build_sampler(generation, ranks=world.size, **kwargs)
     sampler = build_sampler(generation, ranks=world.size, **kwargs) if world.is_main else None
     url = gather_across(getattr(getattr(sampler, "engine", None), "url", None), world)[0]  # (rank 0's server)

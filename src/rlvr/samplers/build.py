@@ -22,14 +22,12 @@ def build_sampler(generation: GenerationConfig, *, model: torch.nn.Module, decod
                   pushes: bool = True) -> Sampler:
     """`model` is the plain causal LM (its config describes the network to vLLM), `decoding` lends it whole
     to rlvr's own engine, `weights` hands out its full weights (a sampler with a copy loads them); `ranks`:
-    how many processes sample (each its own share of the prompts: with vLLM, from one server, which only the
-    process that `pushes` gives the weights; rlvr.run.samplers starts it on rank 0 and shares its address)."""
+    how many processes sample (each its own share of the prompts: with vLLM colocated, each from an engine in
+    its process; as a server, from one server, which only the process that `pushes` gives the weights;
+    rlvr.run.samplers starts it on rank 0 and shares its address)."""
     if generation.backend == "local":
         return LocalSampler(decoding, tokenizer, add_special_tokens=add_special_tokens, environment=environment,
                             make_env=make_env, weights=weights)
-    if ranks > 1 and generation.vllm.mode != "server":
-        raise UserError(f"{ranks} ranks sample from one vLLM server, not each from an engine in its process: "
-                        "set generation.vllm.mode=server (or run on one process)")
     from rlvr.rollout import stop_token_ids
     from rlvr.samplers.vllm import Colocated, VLLMSampler, model_folder
 

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +163,10 @@ class Colocated:
             # request whose partial prefill it discards ("CPU Generator does not use offset")
             longest = int(getattr(AutoConfig.from_pretrained(folder), "max_position_embeddings", 8192) or 8192)
             kwargs |= {"enable_chunked_prefill": False, "max_num_batched_tokens": max(8192, longest)}
+        self.joins_ranks = torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1
+        if self.joins_ranks:  # one engine per rank, each for its own prompts: vLLM joins the ranks' process
+            # group (as TRL's colocated mode does) instead of starting a world of its own, found already started
+            kwargs["distributed_executor_backend"] = "external_launcher"
         kwargs |= settings.engine_args
         try:
             self.llm = LLM(model=str(folder), skip_tokenizer_init=True, load_format="dummy",
@@ -201,9 +206,34 @@ class Colocated:
             engine = getattr(llm, "llm_engine", None)
             shutdown = getattr(getattr(engine, "engine_core", None), "shutdown", None)
             if callable(shutdown):
-                shutdown()
+                with ranks_group_kept(self.joins_ranks):
+                    shutdown()
         if self.remove_folder:
             shutil.rmtree(self.folder, ignore_errors=True)
+
+
+@contextmanager
+def ranks_group_kept(joined: bool) -> Iterator[None]:
+    """vLLM's engine, shut down, ends the default process group with its own; joined to the ranks' group
+    (external_launcher) that is the run's, which goes on after its sampler is closed: kept, the engine's own
+    groups still ended."""
+    if not joined:
+        yield
+        return
+    from vllm.distributed import parallel_state
+
+    own = parallel_state.destroy_distributed_environment
+
+    def engine_groups_only() -> None:
+        if parallel_state._WORLD is not None:
+            parallel_state._WORLD.destroy()
+        parallel_state._WORLD = None
+
+    parallel_state.destroy_distributed_environment = engine_groups_only
+    try:
+        yield
+    finally:
+        parallel_state.destroy_distributed_environment = own
 
 
 def one_line(error: BaseException, limit: int = 400) -> str:

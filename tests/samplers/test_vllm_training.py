@@ -198,3 +198,37 @@ def test_rlvr_eval_on_two_ranks_writes_what_one_rank_writes(tmp_path, mode):
         stores[n] = sorted((r.id, r.greedy.text, tuple(s.text for s in r.samples))
                            for r in EvalStore(tmp_path / str(n)).read())
     assert len(stores[1]) == 4 and stores[1] == stores[2]
+
+
+@pytest.mark.parametrize("mode", ["colocated", "server"])
+def test_ctrl_c_while_vllm_samples_saves_the_run_and_it_resumes(tmp_path, mode):
+    """Ctrl-C at a terminal signals the whole process group, a server the run started included: the run
+    finishes its step through the engine, saves, stops its server, exits 0; the resumed run goes on."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from ..test_cli import ROOT, _wait_for_lines
+
+    run = tmp_path / "run"
+    settings = [a for kv in [*VLLM, f"generation.vllm.mode={mode}", "save_every=0"] for a in ("--set", kv)]
+    train = [sys.executable, "-m", "rlvr", "train", "--config", "configs/tiny.yaml", *settings]
+    proc = subprocess.Popen([*train, "--output-dir", str(run), "--max-steps", "100000"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _wait_for_lines(run / "metrics.jsonl", 1, proc, seconds=240)
+        os.killpg(proc.pid, signal.SIGINT)  # (as a terminal does: the run and every process it started)
+        stdout, stderr = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0 and "Traceback" not in stderr, stderr[-3000:]
+    steps = len(metrics(run))
+    assert "stopped at step" in stdout + stderr
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [f"step-{steps:06d}"]
+    more = subprocess.run([sys.executable, "-m", "rlvr", "train", "--resume", str(run), "--max-steps",
+                           str(steps + 1), "--set", "eval_after=false"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert more.returncode == 0, more.stderr[-3000:]
+    assert len(metrics(run)) == steps + 1 and metrics(run)[-1]["sampler/weights_verified"] == 1.0

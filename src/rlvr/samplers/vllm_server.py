@@ -92,8 +92,11 @@ class Server:
                 env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(settings.kv_cache_gib))
             command = serve_command(settings.python or sys.executable, folder, port, settings, device, dtype, seed)
             with self.log_path.open("w") as log:
+                # (a session of its own: a Ctrl-C at the terminal reaches the run, which finishes its step
+                # through the server and then stops it, not the server in the middle of the step)
                 self.process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                                stdin=subprocess.DEVNULL, preexec_fn=_end_with_parent)
+                                                stdin=subprocess.DEVNULL, preexec_fn=_end_with_parent,
+                                                start_new_session=True)
         self._wait_until_up()
         self.pool = ThreadPoolExecutor(max_workers=64)
 
@@ -155,8 +158,8 @@ class Server:
             self.process.send_signal(signal.SIGTERM)
             try:
                 self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
+            except subprocess.TimeoutExpired:  # (its session: the server and the engine processes it started)
+                os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
         shutil.rmtree(self.exchange, ignore_errors=True)
         if self.remove_folder:

@@ -6,7 +6,11 @@ Two independent settings shape an advantage:
   *other* completions in the group (RLOO, leave-one-out);
 - the **scale** it is divided by: the group's standard deviation (GRPO), the standard deviation
   of every reward in the batch ("batch"), or nothing (Dr. GRPO, which argues the per-group
-  division over-weights near-unanimous groups).
+  division over-weights near-unanimous groups); or "batch_norm": the centred advantages normalised
+  over the whole batch, their mean removed and divided by their std (REINFORCE++, Hu et al. 2025).
+
+With several rewards, `decoupled_sum` normalises each within its group before the weighted sum (GDPO,
+Liu et al. 2026), which `batch_normalised` then normalises over the batch.
 
 All functions are pure: rewards [P, G] in, advantages [P, G] out. A NaN reward marks a completion
 that could not be scored (rlvr.rewards.batch.unscored): it is left out of its group's statistics
@@ -113,6 +117,9 @@ def group_advantages(
     """
     if rewards.dim() != 2:
         raise ValueError(f"rewards must be [P, G], got shape {tuple(rewards.shape)}")
+    if scale == "batch_norm":  # REINFORCE++ (Hu et al. 2025): the group's baseline removed, then the batch's
+        centred = group_advantages(rewards, baseline=baseline, scale="none", std_estimator=std_estimator, eps=eps)
+        return batch_normalised(centred, counted(rewards), eps).masked_fill(zero_variance_groups(rewards)[:, None], 0)
     scored = ~rewards.isnan()
     if not bool(scored.all()):
         return _without_unscored(rewards, scored, baseline, scale, std_estimator, eps, batch_std)
@@ -188,3 +195,59 @@ def process_advantages(
             advantages[i, :end] += flat[position]  # this step's reward reaches every token up to its end
             position += 1
     return advantages
+
+
+def counted(rewards: torch.Tensor) -> torch.Tensor:
+    """[P, G] -> [P, G] bool: the completions that take part in batch statistics: scored, in a group with at
+    least two scored completions (the others' advantages are 0).
+
+    >>> counted(torch.tensor([[1., float("nan")], [0., 1.]])).tolist()
+    [[False, False], [True, True]]
+    """
+    scored = ~rewards.isnan()
+    return scored & (scored.sum(dim=-1, keepdim=True) >= 2)
+
+
+def masked_moments(values: torch.Tensor, keep: torch.Tensor) -> tuple[float, float, float]:
+    """(Σx, Σx², n) over the entries `keep`: what ranks holding parts of a batch add up (reward_moments)."""
+    return reward_moments(values.masked_fill(~keep, float("nan")))
+
+
+def batch_normalised(values: torch.Tensor, keep: torch.Tensor, eps: float = 1e-4,
+                     moments: tuple[float, float, float] | None = None) -> torch.Tensor:
+    """(x − mean) / (std + ε) over the entries `keep` (population std), 0 elsewhere; `moments`: the whole
+    batch's (Σx, Σx², n) when `values` is a rank's part of it.
+
+    >>> batch_normalised(torch.tensor([[1., -1.], [3., 5.]]), torch.tensor([[True, True], [True, False]]), 0.0)
+    tensor([[ 0.0000, -1.2247],
+            [ 1.2247,  0.0000]])
+    """
+    total, total_sq, n = moments if moments is not None else masked_moments(values, keep)
+    if n < 1:
+        return torch.zeros_like(values)
+    mean = total / n
+    std = math.sqrt(max(0.0, total_sq / n - mean * mean))
+    return torch.where(keep, (values - mean) / (std + eps), 0.0)
+
+
+def decoupled_sum(components: dict[str, torch.Tensor], weights: dict[str, float], *,
+                  baseline: Baseline = "group_mean", std_estimator: StdEstimator = "population",
+                  eps: float = 1e-4) -> torch.Tensor:
+    """GDPO (Liu et al. 2026, "Group reward-Decoupled Normalization"): Σ_k w_k (r_k − μ_k)/(σ_k + ε), each
+    reward normalised within its group over the completions it scored (NaN: it did not apply: 0 there),
+    before the weighted sum; `batch_normalised` then normalises the sum over the batch. Summed first, as
+    GRPO does, rewards of different scales collapse distinct combinations into one advantage.
+    components: name -> [P, G]; -> [P, G].
+
+    >>> decoupled_sum({"right": torch.tensor([[1., 1., 0., 0.]]), "short": torch.tensor([[1., 0., 1., 0.]])},
+    ...               {"right": 1.0, "short": 0.5}, eps=0.0).tolist()
+    [[1.5, 0.5, -0.5, -1.5]]
+    """
+    total: torch.Tensor | None = None
+    for name, rewards in components.items():
+        part = weights.get(name, 1.0) * group_advantages(rewards, baseline=baseline, scale="group_std",
+                                                          std_estimator=std_estimator, eps=eps)
+        total = part if total is None else total + part
+    if total is None:
+        raise ValueError("decoupled_sum needs at least one reward component")
+    return total

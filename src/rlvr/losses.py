@@ -1,7 +1,9 @@
-"""The clipped policy objective and how per-token losses become one number (DeepSeekMath Eq. 3).
+"""The policy objectives and how per-token losses become one number (DeepSeekMath Eq. 3).
 
 Per token:  loss_{i,t} = −min(ρ_{i,t} Â_{i,t}, clip(ρ_{i,t}, 1 − ε_low, 1 + ε_high) Â_{i,t}) + β·KL_{i,t}
-with ρ = exp(log π_θ − log π_old). Separate ε_low / ε_high allow DAPO's "clip-higher".
+with ρ = exp(log π_θ − log π_old). Separate ε_low / ε_high allow DAPO's "clip-higher". Beside it (the
+`algorithm.policy_loss` setting): GSPO's sequence-level ratio, CISPO's clipped stop-gradient weight, SAPO's
+soft gate; docs/objectives.md has each formula and the test that proves it.
 
 Aggregation is its own setting (DeepSeekMath, Dr. GRPO and DAPO differ only here):
 
@@ -50,6 +52,87 @@ def clipped_policy_loss(
     unclipped = ratio * adv
     clipped = ratio.clamp(1.0 - clip_low, 1.0 + clip_high) * adv
     return -torch.minimum(unclipped, clipped)
+
+
+def gspo_policy_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    clip_low: float,
+    clip_high: float,
+) -> torch.Tensor:
+    """GSPO (Zheng et al. 2025, Eq. 7, the token form of Eq. 5): the sequence's importance ratio is the
+    geometric mean of its token ratios, s_i = exp(1/|y_i| Σ_t log ρ_{i,t}) (a mean of log-ratios, never a
+    sum), clipped per sequence. Per token s_{i,t} = sg(s_i) · π_θ(y_t)/sg(π_θ(y_t)): its value is s_i and its
+    gradient s_i ∇log π_θ(y_t), so that with `sequence_mean` the gradient is GSPO's
+    s_i Â_i · 1/|y_i| Σ_t ∇log π_θ(y_t). [N, T] -> [N, T].
+
+    >>> old = torch.zeros(1, 2); new = torch.tensor([[0.2, -0.2]])  # log-ratios averaging 0: s = 1
+    >>> gspo_policy_loss(new, old, torch.tensor([1.0]), torch.ones(1, 2, dtype=torch.bool), 3e-4, 4e-4).tolist()
+    [[-1.0, -1.0]]
+    """
+    log_ratio = torch.where(mask, logprobs - old_logprobs, 0.0)
+    mean = log_ratio.sum(-1, keepdim=True) / mask.sum(-1, keepdim=True).clamp(min=1)
+    ratio = torch.exp(mean.detach() + logprobs - logprobs.detach())
+    adv = _per_token(advantages, ratio)
+    return -torch.minimum(ratio * adv, ratio.clamp(1.0 - clip_low, 1.0 + clip_high) * adv)
+
+
+def cispo_policy_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    clip_low: float,
+    clip_high: float,
+) -> torch.Tensor:
+    """CISPO (MiniMax-M1, 2025, Eq. 4): the importance weight clipped and its gradient stopped,
+    −sg(clip(ρ, 1 − ε_low, 1 + ε_high)) · Â · log π_θ: every token keeps its gradient (no token is dropped
+    by the clip, as in PPO), only its weight is bounded. [N, T] -> [N, T].
+
+    >>> cispo_policy_loss(torch.tensor([[-1.0]]), torch.tensor([[-1.5]]), torch.tensor([2.0]), 1.0, 0.2).tolist()
+    [[2.4000000953674316]]
+    """
+    weight = torch.exp(logprobs - old_logprobs).clamp(1.0 - clip_low, 1.0 + clip_high).detach()
+    return -weight * _per_token(advantages, logprobs) * logprobs
+
+
+def sapo_policy_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    tau_pos: float,
+    tau_neg: float,
+) -> torch.Tensor:
+    """SAPO (Gao et al. 2025, "Soft Adaptive Policy Optimization"): a soft gate instead of the hard clip,
+    −f(ρ) Â with f(ρ) = σ(τ (ρ − 1)) · 4/τ, τ = τ_pos where Â > 0 and τ_neg where Â < 0. Its gradient is
+    4 σ(1 − σ) · ρ Â ∇log π_θ: exactly the policy gradient at ρ = 1, fading smoothly as ρ leaves 1.
+    [N, T] -> [N, T].
+
+    >>> sapo_policy_loss(torch.zeros(1, 1), torch.zeros(1, 1), torch.tensor([1.0]), 1.0, 1.05).tolist()
+    [[-2.0]]
+    """
+    ratio = torch.exp(logprobs - old_logprobs)
+    adv = _per_token(advantages, ratio)
+    tau = torch.where(adv > 0, tau_pos, tau_neg).to(ratio)
+    return -torch.sigmoid(tau * (ratio - 1.0)) * (4.0 / tau) * adv
+
+
+def high_entropy_tokens(entropy: torch.Tensor, mask: torch.Tensor, share: float,
+                        pool: torch.Tensor | None = None) -> torch.Tensor:
+    """The tokens of `mask` [N, T] whose entropy is among the highest share ρ of the batch's (Wang et al. 2025,
+    "Beyond the 80/20 Rule": the policy gradient on the forking tokens only): entropy ≥ the (1 − ρ) quantile
+    of `pool` (every trained token's entropy, all ranks' when the batch is spread; `entropy[mask]` if None).
+
+    >>> h = torch.tensor([[0.1, 2.0, 0.5], [1.0, 0.2, 0.0]]); m = torch.tensor([[1, 1, 1], [1, 1, 0]]).bool()
+    >>> high_entropy_tokens(h, m, 0.4).int().tolist()
+    [[0, 1, 0], [1, 0, 0]]
+    """
+    values = (entropy[mask] if pool is None else pool).double()
+    if share >= 1.0 or values.numel() == 0:
+        return mask.clone()
+    threshold = torch.quantile(values, 1.0 - share)
+    return mask & (entropy.double() >= threshold)
 
 
 def clip_fractions(

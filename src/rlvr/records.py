@@ -104,6 +104,8 @@ class TrainBatch:
     old_logprobs: torch.Tensor | None  # [N, Lc] log π_old; None when μ = 1 (π_old = π_θ, detached)
     ref_logprobs: torch.Tensor | None  # [N, Lc] log π_ref, None when β = 0
     loss_mask: torch.Tensor  # [N, Lc] bool, completion_mask minus masked (e.g. truncated) rows
+    entropy_mask: torch.Tensor | None = None  # [N, Lc] bool: the tokens the policy-gradient term trains on
+    # (algorithm.top_entropy_quantile < 1: the batch's highest-entropy tokens); None = every token
 
     @property
     def rollout(self) -> Rollout:

@@ -9,10 +9,12 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 Baseline = Literal["group_mean", "leave_one_out"]
-Scale = Literal["group_std", "batch_std", "none"]
+Scale = Literal["group_std", "batch_std", "batch_norm", "none"]
 StdEstimator = Literal["population", "unbiased"]
-KLEstimator = Literal["k1", "k2", "k3"]
+KLEstimator = Literal["k1", "k2", "k3", "k3+"]
 Aggregation = Literal["sequence_mean", "token_mean", "constant"]
+PolicyLoss = Literal["clip", "gspo", "cispo", "sapo"]  # or a user's `file.py:function` (rlvr.train.objective)
+RewardAggregation = Literal["sum", "normalize_then_sum"]  # how several rewards make one advantage (GDPO)
 CorrectionLevel = Literal["none", "token", "sequence"]  # rollout correction (rlvr.correction)
 CorrectionMode = Literal["truncate", "mask"]
 Backend = Literal["local", "vllm"]  # what samples the completions (rlvr.samplers)
@@ -28,6 +30,8 @@ SCALES: tuple[Scale, ...] = get_args(Scale)
 STD_ESTIMATORS: tuple[StdEstimator, ...] = get_args(StdEstimator)
 KL_ESTIMATORS: tuple[KLEstimator, ...] = get_args(KLEstimator)
 AGGREGATIONS: tuple[Aggregation, ...] = get_args(Aggregation)
+POLICY_LOSSES: tuple[PolicyLoss, ...] = get_args(PolicyLoss)
+REWARD_AGGREGATIONS: tuple[RewardAggregation, ...] = get_args(RewardAggregation)
 CORRECTION_LEVELS: tuple[CorrectionLevel, ...] = get_args(CorrectionLevel)
 CORRECTION_MODES: tuple[CorrectionMode, ...] = get_args(CorrectionMode)
 BACKENDS: tuple[Backend, ...] = get_args(Backend)

@@ -12,7 +12,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from rlvr.config.choices import Aggregation, Baseline, CorrectionLevel, CorrectionMode, KLEstimator, Scale, StdEstimator
+from rlvr.config.choices import (
+    POLICY_LOSSES,
+    Aggregation,
+    Baseline,
+    CorrectionLevel,
+    CorrectionMode,
+    KLEstimator,
+    RewardAggregation,
+    Scale,
+    StdEstimator,
+)
 from rlvr.config.sections import (
     DistributedConfig,
     EnvironmentConfig,
@@ -167,7 +177,25 @@ class AlgorithmConfig:
     beta: float = 0.04
     """KL coefficient β; 0 skips the reference model entirely."""
     kl_estimator: KLEstimator = "k3"
-    """Per-token KL estimator (k3 = DeepSeekMath's)."""
+    """Per-token KL estimator: k3 = DeepSeekMath's; k3+ = k3 weighted by π_θ/π_old, whose gradient is that
+    of KL(π_θ‖π_ref) (k3's is that of KL(π_ref‖π_θ): docs/objectives.md)."""
+    policy_loss: str = "clip"
+    """The policy-gradient term: `clip` (PPO/GRPO), `gspo` (sequence-level ratio), `cispo` (clipped,
+    stop-gradient weight), `sapo` (soft gate), or your own `file.py:function` / `module:function`
+    (docs/objectives.md has the signature)."""
+    sapo_tau_pos: float = 1.0
+    """SAPO's gate temperature where the advantage is positive."""
+    sapo_tau_neg: float = 1.05
+    """SAPO's gate temperature where the advantage is negative (≥ tau_pos: negative updates fade faster)."""
+    reward_aggregation: RewardAggregation = "sum"
+    """Several rewards: `sum` = their weighted sum is the reward (GRPO); `normalize_then_sum` = each
+    normalised within its group, the weighted sum of those normalised over the batch (GDPO)."""
+    top_entropy_quantile: float = 1.0
+    """ρ: the policy-gradient term only on the share ρ of the batch's tokens with the highest entropy under
+    π_old (Wang et al. 2025, "80/20": 0.2); 1 = every token. The KL term keeps every token."""
+    advantage_fn: str | None = None
+    """Your own advantages, `file.py:function` / `module:function`, called with the rewards [P, G] and each
+    reward's [P, G] (docs/objectives.md); None = the baseline and scale above."""
     loss_aggregation: Aggregation = "sequence_mean"
     """How per-token losses become one number (see rlvr.losses)."""
     loss_constant: float | None = None
@@ -190,7 +218,15 @@ class AlgorithmConfig:
 
     def validate(self) -> None:
         check([
-            (0 <= self.clip_low < 1, f"algorithm.clip_low={self.clip_low} must be in [0, 1)"),
+            (0 <= self.clip_low <= 1, f"algorithm.clip_low={self.clip_low} must be in [0, 1] (1: no lower bound)"),
+            (self.policy_loss in POLICY_LOSSES or ":" in self.policy_loss,
+             f"algorithm.policy_loss={self.policy_loss!r}: choose from {', '.join(POLICY_LOSSES)} or give your own "
+             "as file.py:function"),
+            (self.sapo_tau_pos > 0 and self.sapo_tau_neg > 0, "algorithm.sapo_tau_pos and sapo_tau_neg must be > 0"),
+            (0 < self.top_entropy_quantile <= 1,
+             f"algorithm.top_entropy_quantile={self.top_entropy_quantile} must be in (0, 1] (1 = every token)"),
+            (self.advantage_fn is None or ":" in self.advantage_fn,
+             f"algorithm.advantage_fn={self.advantage_fn!r} is not file.py:function or module:function"),
             (self.clip_high >= 0, "algorithm.clip_high must be >= 0"),
             (self.beta >= 0, "algorithm.beta must be >= 0"),
             (self.advantage_eps >= 0, "algorithm.advantage_eps must be >= 0"),

@@ -12,29 +12,58 @@ from dataclasses import dataclass
 
 import torch
 
-from rlvr.advantages import group_advantages, reward_moments, std_from_moments
+from rlvr.advantages import (
+    batch_normalised,
+    counted,
+    decoupled_sum,
+    group_advantages,
+    masked_moments,
+    reward_moments,
+    std_from_moments,
+)
 from rlvr.config import AlgorithmConfig
+from rlvr.losses import high_entropy_tokens
 from rlvr.records import Rollout, ScoredRollout, TrainBatch
 from rlvr.run.policy import Policy
-from rlvr.run.world import SINGLE, World, sum_across
+from rlvr.run.world import SINGLE, World, gather_across, sum_across
+from rlvr.train.objective import user_advantages
 
 
-def outcome_advantages(scored: ScoredRollout, algo: AlgorithmConfig, world: World = SINGLE) -> torch.Tensor:
+def outcome_advantages(scored: ScoredRollout, algo: AlgorithmConfig, world: World = SINGLE,
+                       weights: dict[str, float] | None = None) -> torch.Tensor:
     """[P, G] rewards -> [N, Lc] advantages: each completion's group-relative advantage on every one of
     its tokens (outcome supervision, DeepSeekMath §4.1.2). Groups are whole on each rank, so only the
-    batch std needs the other ranks' rewards: their moments, summed."""
-    batch_std = None
-    if algo.advantage_scale == "batch_std" and world.distributed:
-        batch_std = std_from_moments(*sum_across(reward_moments(scored.rewards), world), algo.std_estimator)
-    per_completion = group_advantages(
-        scored.rewards,
-        baseline=algo.advantage_baseline,
-        scale=algo.advantage_scale,
-        std_estimator=algo.std_estimator,
-        eps=algo.advantage_eps,
-        batch_std=batch_std,
-    ).reshape(-1)
-    return per_completion[:, None].expand(-1, scored.rollout.completion_ids.shape[1])
+    batch statistics need the other ranks' numbers: their moments, summed. `weights`: each reward's (GDPO's
+    normalize_then_sum weighs the normalised rewards)."""
+    rewards, batch_std, normalise = scored.rewards, None, False
+    if algo.advantage_fn is not None:
+        per_completion = user_advantages(algo.advantage_fn, rewards, scored.reward_components)
+    elif algo.reward_aggregation == "normalize_then_sum" or algo.advantage_scale == "batch_norm":
+        per_completion, normalise = _centred(scored, algo, weights or {}), True
+    else:
+        if algo.advantage_scale == "batch_std" and world.distributed:
+            batch_std = std_from_moments(*sum_across(reward_moments(rewards), world), algo.std_estimator)
+        per_completion = group_advantages(rewards, baseline=algo.advantage_baseline, scale=algo.advantage_scale,
+                                          std_estimator=algo.std_estimator, eps=algo.advantage_eps,
+                                          batch_std=batch_std)
+    if normalise:  # (GDPO's last step, and REINFORCE++'s: over the whole batch, every rank's part of it)
+        keep, uniform = counted(rewards), (per_completion == 0).all(dim=-1, keepdim=True)  # (groups with no signal)
+        moments = masked_moments(per_completion, keep)
+        total = tuple(sum_across(list(moments), world)) if world.distributed else moments
+        per_completion = batch_normalised(per_completion, keep, algo.advantage_eps, total)  # type: ignore[arg-type]
+        per_completion = per_completion.masked_fill(uniform, 0.0)
+    return per_completion.reshape(-1)[:, None].expand(-1, scored.rollout.completion_ids.shape[1])
+
+
+def _centred(scored: ScoredRollout, algo: AlgorithmConfig, weights: dict[str, float]) -> torch.Tensor:
+    """Before the batch normalisation: GDPO's sum of group-normalised rewards, or the rewards less their
+    group baseline (REINFORCE++)."""
+    if algo.reward_aggregation == "normalize_then_sum":
+        unscored = scored.rewards.isnan()
+        parts = {k: v.masked_fill(unscored, float("nan")) for k, v in scored.reward_components.items()}
+        return decoupled_sum(parts, weights, baseline=algo.advantage_baseline, std_estimator=algo.std_estimator,
+                             eps=algo.advantage_eps).masked_fill(unscored, 0.0)
+    return group_advantages(scored.rewards, baseline=algo.advantage_baseline, scale="none")
 
 
 @dataclass(frozen=True)
@@ -96,14 +125,22 @@ def batch_logprobs(policy: Policy, rollout: Rollout, size: int, temperature: flo
                    reference: bool = False) -> torch.Tensor:
     """[N, Lc] log-probabilities of every completion token under π_θ (or π_ref, `reference`), without gradients
     (a sharded model: as many passes as the busiest rank's, Policy.equal_counts)."""
-    out = torch.zeros(rollout.completion_ids.shape)
+    return batch_stats(policy, rollout, size, temperature, reference)[0]
+
+
+def batch_stats(policy: Policy, rollout: Rollout, size: int, temperature: float,
+                reference: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """([N, Lc] log-probabilities, [N, Lc] entropies) of every completion position, as batch_logprobs."""
+    out, entropy = torch.zeros(rollout.completion_ids.shape), torch.zeros(rollout.completion_ids.shape)
     real = micro_batches(rollout, rollout.completion_mask, size, policy.share_prompt(reference))
-    logprobs = policy.reference_logprobs if reference else policy.logprobs
+    forward = policy.reference_logprobs if reference else policy.logprobs
     for i, mb in enumerate(policy.equal_counts(real)):
-        lp = logprobs(mb, temperature).logprobs.cpu()
+        stats = forward(mb, temperature)
         if i < len(real):
+            lp = stats.logprobs.cpu()
             out[mb.rows, : lp.shape[1]] = lp
-    return out
+            entropy[mb.rows, : lp.shape[1]] = stats.entropy.cpu().to(entropy)
+    return out, entropy
 
 
 def make_batch(
@@ -128,7 +165,15 @@ without unscored rows, and without truncated rows under `mask_truncated` (DAPO).
     if algo.mask_truncated:
         loss_mask[rollout.truncated] = False
     loss_mask[scored.rewards.isnan().view(-1)] = False  # unscored completions (rlvr.rewards.batch.unscored)
-    old = batch_logprobs(policy, rollout, micro_batch_tokens, temperature) if algo.updates_per_batch > 1 else None
+    old, entropy_mask = None, None
+    if algo.top_entropy_quantile < 1:  # (the entropies under π_old: one more pass when μ = 1)
+        logprobs, entropy = batch_stats(policy, rollout, micro_batch_tokens, temperature)
+        pool = torch.cat(gather_across(entropy[loss_mask], policy.world))  # (the whole batch's, every rank's)
+        entropy_mask = high_entropy_tokens(entropy, loss_mask, algo.top_entropy_quantile, pool)
+        old = logprobs if algo.updates_per_batch > 1 else None
+    elif algo.updates_per_batch > 1:
+        old = batch_logprobs(policy, rollout, micro_batch_tokens, temperature)
     ref = (batch_logprobs(policy, rollout, micro_batch_tokens, temperature, reference=True)
            if policy.reference is not None and algo.beta > 0 else None)
-    return TrainBatch(scored=scored, advantages=advantages, old_logprobs=old, ref_logprobs=ref, loss_mask=loss_mask)
+    return TrainBatch(scored=scored, advantages=advantages, old_logprobs=old, ref_logprobs=ref, loss_mask=loss_mask,
+                      entropy_mask=entropy_mask)

@@ -167,7 +167,8 @@ class Trainer:
     def advantages(self, scored: ScoredRollout) -> torch.Tensor:
         """[N, Lc] from the rewards (outcome supervision), or from a process reward model's step scores."""
         if self.process_scorer is None:
-            return outcome_advantages(scored, self.config.algorithm, self.world)
+            weights = {r.name: r.weight for r in self.config.rewards or []}
+            return outcome_advantages(scored, self.config.algorithm, self.world, weights)
         return process_batch_advantages(scored, self.process_scorer, self.tokenizer,
                                         self.config.algorithm.step_separator)
 

@@ -10,11 +10,12 @@ import torch
 from rlvr.config import AlgorithmConfig
 from rlvr.correction import NO_SUMS, corrected_weights, correction_stats, correction_sums, log_weights
 from rlvr.kl import kl_estimate
-from rlvr.losses import aggregate_loss, clip_fractions, clipped_policy_loss
+from rlvr.losses import aggregate_loss, clip_fractions
 from rlvr.records import TrainBatch
 from rlvr.run.policy import Policy
 from rlvr.run.world import World, max_across, sum_across
 from rlvr.train.batch import micro_batches
+from rlvr.train.objective import policy_term
 
 
 def grpo_loss(
@@ -30,15 +31,17 @@ def grpo_loss(
     constant: float,
     weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(scalar loss, per-token KL or None) of rows [m, T]: per token −w·min(ρÂ, clip(ρ, 1−ε_low, 1+ε_high)Â)
-    + β·KL(π_θ‖π_ref), aggregated with the whole batch's counts so that micro-batch losses add up to
-    the batch's loss (rlvr.losses); w = the rollout correction's importance weights (rlvr.correction), 1 if None."""
-    per_token = clipped_policy_loss(logprobs, old_logprobs, advantages, algo.clip_low, algo.clip_high)
+    """(scalar loss, per-token KL or None) of rows [m, T]: per token w·ℓ + β·KL(π_θ‖π_ref), aggregated with
+    the whole batch's counts so that micro-batch losses add up to the batch's loss (rlvr.losses). ℓ = the
+    policy-gradient term `algorithm.policy_loss` names (rlvr.train.objective; `clip`: −min(ρÂ, clip(ρ, 1−ε_low,
+    1+ε_high)Â)); w = the rollout correction's importance weights (rlvr.correction) times the entropy mask
+    (`top_entropy_quantile`), 1 if None."""
+    per_token = policy_term(algo, logprobs, old_logprobs, advantages, mask)
     if weights is not None:
         per_token = per_token * weights
     kl = None
     if ref_logprobs is not None:
-        kl = kl_estimate(logprobs, ref_logprobs, algo.kl_estimator)
+        kl = kl_estimate(logprobs, ref_logprobs, algo.kl_estimator, old_logprobs)
         per_token = per_token + algo.beta * kl
     loss = aggregate_loss(per_token, mask, algo.loss_aggregation, num_sequences=num_sequences, num_tokens=num_tokens,
                           constant=constant)
@@ -86,6 +89,9 @@ def policy_update(
             advantages = batch.advantages[mb.rows, :lc].to(logprobs)
             sampled = batch.rollout.sampling_logprobs[mb.rows, :lc].to(logprobs)
             weights = _correct(old, sampled, mask, algo, sums) if correcting else None  # π_old / π_sampler
+            if batch.entropy_mask is not None:  # (the policy-gradient term on the high-entropy tokens only)
+                keep = batch.entropy_mask[mb.rows, :lc].to(logprobs)
+                weights = keep if weights is None else weights * keep
             loss, kl = grpo_loss(logprobs, old, ref, advantages, mask, algo, num_sequences=num_sequences,
                                  num_tokens=num_tokens, constant=algo.loss_constant or max_new_tokens,
                                  weights=weights)

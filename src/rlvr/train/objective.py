@@ -1,0 +1,72 @@
+"""The policy-gradient term and the advantages a config names: rlvr's own (rlvr.losses, rlvr.advantages)
+or the user's own function (`algorithm.policy_loss` / `algorithm.advantage_fn` = `file.py:function`).
+
+A user's policy loss:  fn(logprobs, old_logprobs, advantages, mask) -> per-token loss, all [N, T]
+    (log π_θ with gradients, log π_old, per-token advantages, the trained tokens; the loss is minimised,
+    aggregated like the built-in ones, and β·KL is added to it).
+A user's advantages:   fn(rewards, components) -> advantages [P, G]
+    (rewards [P, G], NaN where a completion could not be scored; components: each reward's own [P, G]).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from rlvr.config import AlgorithmConfig
+from rlvr.errors import UserError
+from rlvr.losses import cispo_policy_loss, clipped_policy_loss, gspo_policy_loss, sapo_policy_loss
+from rlvr.user_code import load_user_object
+
+
+def policy_term(algo: AlgorithmConfig, logprobs: torch.Tensor, old_logprobs: torch.Tensor,
+                advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The per-token policy-gradient loss [N, T] that `algo.policy_loss` names."""
+    name = algo.policy_loss
+    if name == "clip":
+        return clipped_policy_loss(logprobs, old_logprobs, advantages, algo.clip_low, algo.clip_high)
+    if name == "gspo":
+        return gspo_policy_loss(logprobs, old_logprobs, advantages, mask, algo.clip_low, algo.clip_high)
+    if name == "cispo":
+        return cispo_policy_loss(logprobs, old_logprobs, advantages, algo.clip_low, algo.clip_high)
+    if name == "sapo":
+        return sapo_policy_loss(logprobs, old_logprobs, advantages, algo.sapo_tau_pos, algo.sapo_tau_neg)
+    loss = _call(name, "algorithm.policy_loss", user_function(name, "policy loss"),
+                 logprobs, old_logprobs, advantages, mask)
+    _check(loss, tuple(logprobs.shape), name, "algorithm.policy_loss", "the per-token loss [N, T]")
+    if not loss.requires_grad:
+        raise UserError(f"algorithm.policy_loss {name!r} returned a loss without gradients: compute it from "
+                        "`logprobs` (do not detach it)")
+    return loss
+
+
+def user_advantages(spec: str, rewards: torch.Tensor, components: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The advantages [P, G] of the user's function `spec`, checked."""
+    out = _call(spec, "algorithm.advantage_fn", user_function(spec, "advantage function"), rewards.clone(),
+                {k: v.clone() for k, v in components.items()})
+    _check(out, tuple(rewards.shape), spec, "algorithm.advantage_fn", "advantages [P, G] like the rewards")
+    return out.to(rewards.dtype)
+
+
+@functools.cache
+def user_function(spec: str, kind: str) -> Callable[..., Any]:
+    return load_user_object(spec, kind, "function", "a function (docs/objectives.md has its signature)")  # type: ignore[no-any-return]
+
+
+def _call(spec: str, setting: str, fn: Callable[..., Any], *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except Exception as e:  # the user's code failed: one line naming it, not our traceback
+        raise UserError(f"{setting} {spec!r} raised {type(e).__name__}: {e} (fix the function)") from None
+
+
+def _check(out: Any, shape: tuple[int, ...], spec: str, setting: str, what: str) -> None:
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != shape:
+        got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise UserError(f"{setting} {spec!r} returned {got}, not {what} of shape {shape}")
+    if not bool(torch.isfinite(out).all()):
+        raise UserError(f"{setting} {spec!r} returned NaN or infinite values: return finite numbers "
+                        "(an unscored completion's reward is NaN: give it 0)")

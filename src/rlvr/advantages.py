@@ -160,14 +160,14 @@ def _without_unscored(rewards: torch.Tensor, scored: torch.Tensor, baseline: Bas
 
 def process_advantages(
     step_rewards: list[list[float]], step_ends: list[list[int]], num_tokens: int,
-    *, normalise: bool = True, eps: float = 1e-4,
+    *, normalise: bool = True, eps: float = 1e-4, dtype: torch.dtype = torch.float32,
 ) -> torch.Tensor:
     """Per-token advantages of one group under process supervision (DeepSeekMath §4.1.3).
 
     Completion i has steps j with rewards `step_rewards[i][j]` ending at token `step_ends[i][j]`
     (1-based: the step's last token, i.e. an exclusive 0-based end). The step rewards of the whole
     group are normalised together, r̃ = (r − mean) / (std + eps) (population std; `normalise=False`
-    takes them as already normalised), and token t's advantage is the sum of r̃ over the steps
+    takes them as already normalised; `dtype`: the arithmetic's), and token t's advantage is the sum of r̃ over the steps
     ending at or after t — a return-to-go of step rewards. Tokens after the last step get 0.
 
     step_rewards, step_ends: G lists -> advantages [G, num_tokens]
@@ -185,10 +185,10 @@ def process_advantages(
             raise ValueError("each completion needs one end position per step reward")
         if any(b < a for a, b in itertools.pairwise(ends)) or any(not 0 < e <= num_tokens for e in ends):
             raise ValueError(f"step ends must not decrease and lie within 1..{num_tokens}, got {ends}")
-    flat = torch.tensor([r for rewards in step_rewards for r in rewards], dtype=torch.float32)
+    flat = torch.tensor([r for rewards in step_rewards for r in rewards], dtype=dtype)
     if normalise and flat.numel() > 0:
         flat = (flat - flat.mean()) / (flat.std(correction=0) + eps)
-    advantages = torch.zeros(len(step_rewards), num_tokens)
+    advantages = torch.zeros(len(step_rewards), num_tokens, dtype=dtype)
     position = 0
     for i, ends in enumerate(step_ends):
         for end in ends:

@@ -84,7 +84,7 @@ ESTIMATORS = {
     "rloo": (algo(advantage_baseline="leave_one_out", advantage_scale="none", loss_aggregation="constant"),
              {"baseline": "leave_one_out", "scale": "none"}),
     "reinforce_pp": (algo(advantage_scale="batch_norm"), {"scale": "batch_norm"}),
-    "entropy_top_half": (algo(top_entropy_quantile=0.5), {}),
+    "entropy_top_share": (algo(top_entropy_quantile=0.3), {}),
 }
 
 

@@ -79,7 +79,7 @@ def test_a_reward_given_as_a_string_is_its_name():
         (["sampling.batch_size=30"], "not divisible by sampling.group_size=8"),
         (["optim.lr=fast"], "'optim.lr' must be float"),
         (["max_steps=2.5"], "'max_steps' must be int"),
-        (["algorithm.kl_estimator=k4"], "must be one of ['k1', 'k2', 'k3']"),
+        (["algorithm.kl_estimator=k4"], "must be one of ['k1', 'k2', 'k3', 'k3+']"),
         (["preset=drgrpo"], "did you mean 'dr_grpo'?"),
         (["generation.temperature=0"], "generation.temperature=0.0 must be > 0"),
         (["sampling.temperature=0"], "generation.temperature=0.0 must be > 0"),

@@ -248,7 +248,8 @@ class TrainConfig:
     }
 
     preset: str = "deepseekmath"
-    """A named set of settings applied before the file: `deepseekmath` (alias `seed`), `dr_grpo`, `dapo`."""
+    """A named set of settings applied before the file: `deepseekmath` (alias `seed`), `dr_grpo`, `dapo`, `gspo`,
+    `cispo`, `sapo`, `reinforce_pp` (docs/objectives.md)."""
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     rewards: list[RewardConfig] | None = None
@@ -345,6 +346,28 @@ PRESETS: dict[str, dict[str, Any]] = {
             "beta": 0.0,
             "mask_truncated": True,
         },
+    },
+    # Zheng et al. 2025 GSPO: the sequence-level ratio, clipped per sequence in the paper's narrow range,
+    # averaged per sequence, no KL.
+    "gspo": {
+        "algorithm": {"policy_loss": "gspo", "clip_low": 3e-4, "clip_high": 4e-4, "loss_aggregation": "sequence_mean",
+                      "beta": 0.0},
+    },
+    # MiniMax-M1 2025 CISPO: the importance weight bounded above only (clip_low 1: no lower bound), every
+    # token's gradient kept, token-level mean, no KL. The upper bound is ours to tune (the paper gives none).
+    "cispo": {
+        "algorithm": {"policy_loss": "cispo", "clip_low": 1.0, "clip_high": 4.0, "loss_aggregation": "token_mean",
+                      "beta": 0.0},
+    },
+    # Gao et al. 2025 SAPO: the soft gate with the paper's temperatures, token-level mean, no KL.
+    "sapo": {
+        "algorithm": {"policy_loss": "sapo", "sapo_tau_pos": 1.0, "sapo_tau_neg": 1.05,
+                      "loss_aggregation": "token_mean", "beta": 0.0},
+    },
+    # Hu et al. 2025 REINFORCE++ (with a baseline): the group mean removed, then normalised over the batch.
+    "reinforce_pp": {
+        "algorithm": {"advantage_baseline": "group_mean", "advantage_scale": "batch_norm",
+                      "loss_aggregation": "token_mean"},
     },
 }
 PRESET_ALIASES = {"seed": "deepseekmath"}  # the name of earlier versions

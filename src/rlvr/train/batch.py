@@ -120,7 +120,6 @@ def _micro_batch(rollout: Rollout, loss_mask: torch.Tensor, rows: torch.Tensor) 
     )
 
 
-@torch.no_grad()
 def batch_logprobs(policy: Policy, rollout: Rollout, size: int, temperature: float,
                    reference: bool = False) -> torch.Tensor:
     """[N, Lc] log-probabilities of every completion token under π_θ (or π_ref, `reference`), without gradients
@@ -128,6 +127,7 @@ def batch_logprobs(policy: Policy, rollout: Rollout, size: int, temperature: flo
     return batch_stats(policy, rollout, size, temperature, reference)[0]
 
 
+@torch.no_grad()
 def batch_stats(policy: Policy, rollout: Rollout, size: int, temperature: float,
                 reference: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """([N, Lc] log-probabilities, [N, Lc] entropies) of every completion position, as batch_logprobs."""

@@ -88,10 +88,7 @@ def policy_update(
             ref = None if batch.ref_logprobs is None else batch.ref_logprobs[mb.rows, :lc].to(logprobs)
             advantages = batch.advantages[mb.rows, :lc].to(logprobs)
             sampled = batch.rollout.sampling_logprobs[mb.rows, :lc].to(logprobs)
-            weights = _correct(old, sampled, mask, algo, sums) if correcting else None  # π_old / π_sampler
-            if batch.entropy_mask is not None:  # (the policy-gradient term on the high-entropy tokens only)
-                keep = batch.entropy_mask[mb.rows, :lc].to(logprobs)
-                weights = keep if weights is None else weights * keep
+            weights = _token_weights(batch, mb.rows, old, sampled, mask, algo, sums if correcting else None)
             loss, kl = grpo_loss(logprobs, old, ref, advantages, mask, algo, num_sequences=num_sequences,
                                  num_tokens=num_tokens, constant=algo.loss_constant or max_new_tokens,
                                  weights=weights)
@@ -111,6 +108,17 @@ def policy_update(
     if correcting:
         totals |= _correction_metrics(sums, algo, world)
     return totals | policy.optimizer_step(optimizer, scheduler, max_grad_norm)
+
+
+def _token_weights(batch: TrainBatch, rows: torch.Tensor, old: torch.Tensor, sampled: torch.Tensor,
+                   mask: torch.Tensor, algo: AlgorithmConfig, sums: dict[str, float] | None) -> torch.Tensor | None:
+    """What multiplies each token's policy-gradient term, or None: the rollout correction's π_old / π_sampler
+    (when `sums` collects its statistics) times the entropy mask (the high-entropy tokens only)."""
+    weights = _correct(old, sampled, mask, algo, sums) if sums is not None else None
+    if batch.entropy_mask is not None:
+        keep = batch.entropy_mask[rows, : old.shape[1]].to(old)
+        weights = keep if weights is None else weights * keep
+    return weights
 
 
 def _correct(old: torch.Tensor, sampled: torch.Tensor, mask: torch.Tensor, algo: AlgorithmConfig,

@@ -1,0 +1,27 @@
+"""Users' own objectives named in test configs (algorithm.policy_loss / algorithm.advantage_fn)."""
+
+import torch
+
+
+def reinforce(logprobs, old_logprobs, advantages, mask):
+    """Plain REINFORCE: −Â log π_θ per token."""
+    return -advantages * logprobs
+
+
+def ranked(rewards, components):
+    """Each completion's rank in its group, centred (unscored: 0)."""
+    scored = torch.nan_to_num(rewards, nan=0.0)
+    ranks = scored.argsort(dim=-1).argsort(dim=-1).to(rewards.dtype)
+    return torch.where(rewards.isnan(), 0.0, ranks - ranks.mean(dim=-1, keepdim=True))
+
+
+def detached(logprobs, old_logprobs, advantages, mask):
+    return (-advantages * logprobs).detach()
+
+
+def wrong_shape(rewards, components):
+    return rewards.flatten()
+
+
+def raises(rewards, components):
+    raise KeyError("no such reward")

@@ -5,7 +5,6 @@ gradient in expectation over every group (exact) or over sampled groups (Monte C
 from __future__ import annotations
 
 import dataclasses
-import math
 from types import SimpleNamespace
 
 import torch
@@ -66,17 +65,24 @@ def exact_gradient(case: Case, theta, theta_old, theta_ref=None) -> torch.Tensor
     return grad
 
 
-def monte_carlo(case: Case, theta, theta_old, theta_ref=None, *, batches: int = 40, per_batch: int = 50,
-                seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """(mean, standard error) of ∇ of the loss over groups sampled from π_old, `batches` means of `per_batch`."""
+def exact_spread(case: Case, theta, theta_old, theta_ref=None) -> torch.Tensor:
+    """The standard deviation of one group's gradient over every group drawn from π_old, exactly [3, 3]."""
+    groups = all_groups(theta_old, case.g)
+    grads = []
+    for members in groups.members:
+        t = theta.detach().clone().requires_grad_(True)
+        grads.append(torch.autograd.grad(group_loss(case, t, theta_old, theta_ref, members), t)[0])
+    stacked, p = torch.stack(grads), groups.probability[:, None, None]
+    mean = (p * stacked).sum(0)
+    return ((p * (stacked - mean) ** 2).sum(0)).sqrt()
+
+
+def monte_carlo(case: Case, theta, theta_old, theta_ref=None, *, n: int = 2000, seed: int = 0) -> torch.Tensor:
+    """∇ of the mean loss over `n` groups sampled from π_old."""
     t = theta.detach().clone().requires_grad_(True)
-    draws = sampled_groups(theta_old, case.g, batches * per_batch, seed).view(batches, per_batch, case.g)
-    means = []
-    for batch in draws:
-        loss = sum(group_loss(case, t, theta_old, theta_ref, m) for m in batch) / per_batch
-        means.append(torch.autograd.grad(loss, t)[0])
-    stacked = torch.stack(means)
-    return stacked.mean(0), stacked.std(0) / math.sqrt(batches)
+    draws = sampled_groups(theta_old, case.g, n, seed)
+    loss = sum(group_loss(case, t, theta_old, theta_ref, m) for m in draws) / n
+    return torch.autograd.grad(loss, t)[0]
 
 
 def z_999(coordinates: int) -> float:

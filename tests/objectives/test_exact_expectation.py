@@ -18,7 +18,7 @@ from rlvr.advantages import process_advantages
 from rlvr.config import AlgorithmConfig
 
 from . import oracles
-from .harness import Case, exact_gradient, group_loss, monte_carlo, z_999
+from .harness import Case, exact_gradient, exact_spread, group_loss, monte_carlo, z_999
 from .toy import F64, LENGTHS, MASK, PREFIX, SEQUENCES, all_groups, logits
 
 THETA = logits(0)
@@ -112,17 +112,19 @@ def test_gdpo_normalises_each_reward_before_the_sum():
     assert (summed - want).abs().max() > 1e-5  # (GRPO's sum-then-normalise: 1e5 × the tolerance away)
 
 
+def step_rewards(members):
+    """Process supervision on the toy: each token a step, rewarded 1 when it is token 1."""
+    return [[float(tok == 1) for tok in SEQUENCES[i]] for i in members.tolist()]
+
+
+def process_adv(members):
+    ends = [list(range(1, len(SEQUENCES[i]) + 1)) for i in members.tolist()]
+    return process_advantages(step_rewards(members), ends, MASK.shape[1], dtype=F64)
+
+
 def test_process_advantages_are_returns_of_normalised_step_rewards():
-    """Each token a step, rewarded 1 when it is token 1: Â_t = Σ_{steps ending at or after t} r̃
-    (DeepSeekMath §4.1.3)."""
-    def step_rewards(members):
-        return [[float(tok == 1) for tok in SEQUENCES[i]] for i in members.tolist()]
-
-    def rlvr_adv(members):
-        ends = [list(range(1, len(SEQUENCES[i]) + 1)) for i in members.tolist()]
-        return process_advantages(step_rewards(members), ends, MASK.shape[1], dtype=F64)
-
-    case = Case(algo(), HAS_ONE, per_token=rlvr_adv)
+    """Â_t = Σ_{steps ending at or after t} r̃ (DeepSeekMath §4.1.3)."""
+    case = Case(algo(), HAS_ONE, per_token=process_adv)
     got = exact_gradient(case, THETA, THETA)
 
     def per_group(members):
@@ -249,25 +251,38 @@ def test_each_kl_estimator_has_the_gradient_it_states(estimator, theta_old, targ
         assert (got - forward).abs().max() > 1e-2
 
 
-# ── Monte Carlo: sampled groups agree with the exact expectation ─────────────────────────────────────────
-MC = {
-    "grpo": (Case(algo(), HAS_ONE + 0.5 * STOPPED), NEAR),
-    "rloo": (Case(algo(advantage_baseline="leave_one_out", advantage_scale="none", loss_aggregation="constant"),
-                  HAS_ONE), THETA),
-    "gspo": (Case(LOSSES["gspo"], HAS_ONE + 0.5 * STOPPED), NEAR),
-    "cispo": (Case(LOSSES["cispo"], HAS_ONE + 0.5 * STOPPED), NEAR),
-    "sapo": (Case(LOSSES["sapo"], HAS_ONE + 0.5 * STOPPED), NEAR),
-    "k3+": (kl_case("k3+"), NEAR),
-}
+# ── Monte Carlo: sampled groups agree with the exact expectation, for every case above ──────────────────
+def every_case():
+    """name -> (case, θ_old) of every case the exact tests prove."""
+    rich = HAS_ONE + 0.5 * STOPPED
+    cases = {f"estimator-{n}": (Case(a, rich), THETA) for n, (a, _) in ESTIMATORS.items()}
+    cases["gdpo"] = (Case(algo(reward_aggregation="normalize_then_sum"), HAS_ONE + 0.5 * TWOS,
+                          {"one": HAS_ONE, "twos": TWOS}, {"one": 1.0, "twos": 0.5}), THETA)
+    cases["process"] = (Case(algo(), HAS_ONE, per_token=process_adv), THETA)
+    cases["dr_grpo"] = (Case(algo(advantage_scale="none", loss_aggregation="constant"), HAS_ONE), THETA)
+    cases["rloo-unscored"] = (Case(algo(advantage_baseline="leave_one_out", advantage_scale="none",
+                                        loss_aggregation="constant"), HAS_ONE, drop_last=True), THETA)
+    for n, a in LOSSES.items():
+        cases[f"{n}-on"], cases[f"{n}-off"] = (Case(a, rich), THETA), (Case(a, rich), NEAR)
+    for estimator in ("k1", "k2", "k3", "k3+"):
+        cases[f"kl-{estimator}"] = (kl_case(estimator), THETA)
+    cases["kl-k3+-off"] = (kl_case("k3+"), NEAR)
+    return cases
 
 
-@pytest.mark.parametrize("name", MC)
+EVERY = every_case()
+
+
+@pytest.mark.parametrize("name", EVERY)
 def test_sampled_groups_agree_with_the_exact_expectation(name):
-    case, old = MC[name]
+    """The mean of n = 2000 groups' gradients is within z·σ/√n of the exact expectation in every coordinate
+    (σ: the exact spread of one group's gradient, by enumeration; z: 99.9% two-sided, Bonferroni over the
+    coordinates; by the central limit theorem)."""
+    case, old = EVERY[name]
     exact = exact_gradient(case, THETA, old, REF)
-    mean, se = monte_carlo(case, THETA, old, REF)
-    z = z_999(exact.numel())
-    assert bool(((mean - exact).abs() <= z * se + 1e-12).all()), ((mean - exact).abs() / se).max()
+    se = exact_spread(case, THETA, old, REF) / math.sqrt(2000)
+    mean = monte_carlo(case, THETA, old, REF, n=2000)
+    assert bool(((mean - exact).abs() <= z_999(exact.numel()) * se + 1e-12).all()), ((mean - exact).abs() / se).max()
 
 
 def test_the_harness_catches_a_changed_formula(monkeypatch):

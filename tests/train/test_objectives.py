@@ -75,3 +75,22 @@ def test_the_entropy_mask_keeps_the_share_asked_for(tmp_path, monkeypatch):
 def test_a_users_objective_that_goes_wrong_is_one_line(tmp_path, setting, fn, message):
     with pytest.raises(UserError, match=message):
         train_grpo(tiny_config(tmp_path, DIGITS, f"algorithm.{setting}={FNS}:{fn}", *RUN, steps=1))
+
+
+def test_the_clip_shares_logged_are_the_objectives_own():
+    """clip_low/high_fraction: for GSPO the tokens of the sequences it clipped (by the sequence's ratio, not the
+    tokens'), for CISPO the tokens whose weight it bounded (whatever Â's sign), for SAPO none (a soft gate)."""
+    import dataclasses
+
+    from rlvr.config import AlgorithmConfig
+    from rlvr.train.objective import clip_shares
+
+    old = torch.zeros(2, 2)
+    new = torch.tensor([[1.0, -1.0], [0.3, 0.3]])  # log-ratios: sequence means 0 and 0.3
+    mask, adv = torch.ones(2, 2, dtype=torch.bool), torch.tensor([[1.0, 1.0], [1.0, 1.0]])
+    base = AlgorithmConfig(clip_low=0.2, clip_high=0.2)
+    assert clip_shares(dataclasses.replace(base, policy_loss="clip"), new, old, adv, mask) == (0.0, 0.75)
+    assert clip_shares(dataclasses.replace(base, policy_loss="gspo"), new, old, adv, mask) == (0.0, 0.5)
+    cispo = clip_shares(dataclasses.replace(base, policy_loss="cispo"), new, old, -adv, mask)
+    assert cispo == (0.25, 0.75)
+    assert clip_shares(dataclasses.replace(base, policy_loss="sapo"), new, old, adv, mask) == (0.0, 0.0)

@@ -18,7 +18,7 @@ import torch
 
 from rlvr.config import AlgorithmConfig
 from rlvr.errors import UserError
-from rlvr.losses import cispo_policy_loss, clipped_policy_loss, gspo_policy_loss, sapo_policy_loss
+from rlvr.losses import cispo_policy_loss, clip_fractions, clipped_policy_loss, gspo_policy_loss, sapo_policy_loss
 from rlvr.user_code import load_user_object
 
 
@@ -41,6 +41,27 @@ def policy_term(algo: AlgorithmConfig, logprobs: torch.Tensor, old_logprobs: tor
         raise UserError(f"algorithm.policy_loss {name!r} returned a loss without gradients: compute it from "
                         "`logprobs` (do not detach it)")
     return loss
+
+
+def clip_shares(algo: AlgorithmConfig, logprobs: torch.Tensor, old_logprobs: torch.Tensor,
+                advantages: torch.Tensor, mask: torch.Tensor) -> tuple[float, float]:
+    """The shares of trained tokens the objective's bound acted on, (below, above): `clip`, the tokens whose
+    gradient the clip removed; `gspo`, the tokens of sequences whose ratio s_i it clipped; `cispo`, the tokens
+    whose weight it truncated; `sapo` (a soft gate) and your own loss: (0, 0)."""
+    name = algo.policy_loss
+    if name not in ("clip", "gspo", "cispo"):
+        return 0.0, 0.0
+    logprobs, old_logprobs = logprobs.detach(), old_logprobs.detach()
+    if name == "gspo":  # the sequence's ratio on each of its tokens
+        log_ratio = torch.where(mask, logprobs - old_logprobs, 0.0)
+        mean = log_ratio.sum(-1, keepdim=True) / mask.sum(-1, keepdim=True).clamp(min=1)
+        logprobs, old_logprobs = mean.expand_as(logprobs), torch.zeros_like(logprobs)
+    if name == "cispo":  # (the weight is bounded whatever the advantage's sign)
+        advantages = torch.ones_like(logprobs)
+        low, _ = clip_fractions(logprobs, old_logprobs, -advantages, mask, algo.clip_low, algo.clip_high)
+        _, high = clip_fractions(logprobs, old_logprobs, advantages, mask, algo.clip_low, algo.clip_high)
+        return low, high
+    return clip_fractions(logprobs, old_logprobs, advantages, mask, algo.clip_low, algo.clip_high)
 
 
 def user_advantages(spec: str, rewards: torch.Tensor, components: dict[str, torch.Tensor]) -> torch.Tensor:

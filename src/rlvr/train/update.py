@@ -10,12 +10,12 @@ import torch
 from rlvr.config import AlgorithmConfig
 from rlvr.correction import NO_SUMS, corrected_weights, correction_stats, correction_sums, log_weights
 from rlvr.kl import kl_estimate
-from rlvr.losses import aggregate_loss, clip_fractions
+from rlvr.losses import aggregate_loss
 from rlvr.records import TrainBatch
 from rlvr.run.policy import Policy
 from rlvr.run.world import World, max_across, sum_across
 from rlvr.train.batch import micro_batches
-from rlvr.train.objective import policy_term
+from rlvr.train.objective import clip_shares, policy_term
 
 
 def grpo_loss(
@@ -93,7 +93,7 @@ def policy_update(
                                  num_tokens=num_tokens, constant=algo.loss_constant or max_new_tokens,
                                  weights=weights)
             (loss * world.size).backward()
-        low, high = clip_fractions(logprobs, old, advantages, mask, algo.clip_low, algo.clip_high)
+        low, high = clip_shares(algo, logprobs, old, advantages, mask)
         weight = float(mask.sum()) / num_tokens
         totals["loss"] += float(loss.detach())
         totals["kl"] += float((kl.detach() * mask).sum()) / num_tokens if kl is not None else 0.0

@@ -38,3 +38,13 @@ def end_with_parent() -> None:
         return  # (a kernel that refuses: the process is as it was without this)
     if os.getppid() != parent:  # the parent died before it could be watched: no signal will come
         os.kill(os.getpid(), signal.SIGTERM)
+
+
+def stop_watching_parent() -> None:
+    """No more SIGTERMs for parent deaths (this process has been asked to stop already). A parent that dies
+    sends one per reparenting: when the thread that started this process exits (this process is then the
+    child of another thread of the same parent), and again when its last thread does, at times apart
+    that a loaded machine stretches past a second, where a second signal means "abort without saving"
+    (rlvr.run.stop)."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0)

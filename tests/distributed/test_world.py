@@ -77,3 +77,28 @@ def test_a_child_whose_parent_died_before_it_could_watch_it_stops_at_once():
     code = "from rlvr.lifeline import end_with_parent; end_with_parent(); import time; time.sleep(10)"
     gone = subprocess.run([sys.executable, "-c", code], env={**os.environ, "RLVR_PARENT_PID": "1"}, timeout=30)
     assert gone.returncode == -signal.SIGTERM
+
+
+def test_once_asked_to_stop_a_rank_is_signalled_by_no_further_parent_death():
+    """A dying parent signals once per reparenting (its spawning thread, then its last thread, a loaded
+    machine puts seconds between them): after the first, asking the run to stop, the watch is off, so the
+    second cannot read as "SIGTERM again: abort without saving"."""
+    code = """
+import ctypes, os, signal
+from rlvr.lifeline import end_with_parent
+from rlvr.run.stop import StopFlag, stop_on_signals
+libc = ctypes.CDLL(None, use_errno=True)
+def watched():
+    out = ctypes.c_int(-1)
+    libc.prctl(2, ctypes.byref(out), 0, 0, 0)  # PR_GET_PDEATHSIG
+    return out.value
+end_with_parent()
+before = watched()
+flag = StopFlag()
+with stop_on_signals(flag, distributed=True):
+    os.kill(os.getpid(), signal.SIGTERM)
+print(before, watched(), flag.stop_requested)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1].split() == [str(int(signal.SIGTERM)), "0", "True"]

@@ -25,6 +25,7 @@ from tqdm import tqdm
 
 from rlvr import deadline
 from rlvr.errors import StepAbandoned
+from rlvr.lifeline import stop_watching_parent
 
 SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
 REPEAT_S = 1.0
@@ -58,6 +59,7 @@ def stop_on_signals(flag: StopFlag, distributed: bool = False) -> Iterator[None]
                 deadline.abandon(call, f"{name} twice", raises=KeyboardInterrupt)
             raise KeyboardInterrupt
         flag.request_stop()
+        stop_watching_parent()  # (a dying parent signals once per reparenting: only the first is a request)
         if call is not None and not distributed:  # a user's code may never return: give the step up, not wait
             tqdm.write(f"{name}: abandoning this step ({call.name} was running) and saving a checkpoint")
             deadline.abandon(call, f"{name} gave the step up")

@@ -54,6 +54,16 @@ def clipped_policy_loss(
     return -torch.minimum(unclipped, clipped)
 
 
+def sequence_log_ratio(logprobs: torch.Tensor, old_logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """GSPO's log s_i = 1/|y_i| Σ_t log ρ_{i,t} over each row's trained tokens (a mean, never a sum). [N, T] -> [N, 1].
+
+    >>> sequence_log_ratio(torch.tensor([[0.3, 0.1, 9.0]]), torch.zeros(1, 3), torch.tensor([[1, 1, 0]]).bool())
+    tensor([[0.2000]])
+    """
+    log_ratio = torch.where(mask, logprobs - old_logprobs, 0.0)
+    return log_ratio.sum(-1, keepdim=True) / mask.sum(-1, keepdim=True).clamp(min=1)
+
+
 def gspo_policy_loss(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,
@@ -72,8 +82,7 @@ def gspo_policy_loss(
     >>> gspo_policy_loss(new, old, torch.tensor([1.0]), torch.ones(1, 2, dtype=torch.bool), 3e-4, 4e-4).tolist()
     [[-1.0, -1.0]]
     """
-    log_ratio = torch.where(mask, logprobs - old_logprobs, 0.0)
-    mean = log_ratio.sum(-1, keepdim=True) / mask.sum(-1, keepdim=True).clamp(min=1)
+    mean = sequence_log_ratio(logprobs, old_logprobs, mask)
     ratio = torch.exp(mean.detach() + logprobs - logprobs.detach())
     adv = _per_token(advantages, ratio)
     return -torch.minimum(ratio * adv, ratio.clamp(1.0 - clip_low, 1.0 + clip_high) * adv)

@@ -103,9 +103,14 @@ def folded_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]
             if "lora_" in name:
                 continue
             layer = adapted.get(name)
-            if layer is not None:  # (as folded_for_decoding sums them: the same bits)
-                tensor = tensor + sum(layer.get_delta_weight(adapter) for adapter in layer.active_adapters)
+            if layer is not None:  # (as folded_for_decoding folds them: the same bits)
+                tensor = tensor + _delta(layer)
             yield name.replace(".base_layer.", "."), tensor
+
+
+def _delta(layer: Any) -> torch.Tensor:
+    """(α / r) · B A of a peft LoRA layer, summed over its active adapters."""
+    return sum(layer.get_delta_weight(name) for name in layer.active_adapters)  # type: ignore[no-any-return]
 
 
 @contextmanager
@@ -128,9 +133,8 @@ def folded_for_decoding(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
             for layer in model.modules():
                 if isinstance(layer, LoraLayer) and layer.active_adapters:
                     weight = layer.get_base_layer().weight
-                    delta = sum(layer.get_delta_weight(name) for name in layer.active_adapters)
                     kept.append((weight, weight.data))
-                    weight.data = weight.data + delta
+                    weight.data = weight.data + _delta(layer)
         with model.disable_adapter():  # type: ignore[operator]
             yield model
     finally:

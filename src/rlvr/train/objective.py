@@ -18,7 +18,14 @@ import torch
 
 from rlvr.config import AlgorithmConfig
 from rlvr.errors import UserError
-from rlvr.losses import cispo_policy_loss, clip_fractions, clipped_policy_loss, gspo_policy_loss, sapo_policy_loss
+from rlvr.losses import (
+    cispo_policy_loss,
+    clip_fractions,
+    clipped_policy_loss,
+    gspo_policy_loss,
+    sapo_policy_loss,
+    sequence_log_ratio,
+)
 from rlvr.user_code import load_user_object
 
 
@@ -53,8 +60,7 @@ def clip_shares(algo: AlgorithmConfig, logprobs: torch.Tensor, old_logprobs: tor
         return 0.0, 0.0
     logprobs, old_logprobs = logprobs.detach(), old_logprobs.detach()
     if name == "gspo":  # the sequence's ratio on each of its tokens
-        log_ratio = torch.where(mask, logprobs - old_logprobs, 0.0)
-        mean = log_ratio.sum(-1, keepdim=True) / mask.sum(-1, keepdim=True).clamp(min=1)
+        mean = sequence_log_ratio(logprobs, old_logprobs, mask)
         logprobs, old_logprobs = mean.expand_as(logprobs), torch.zeros_like(logprobs)
     if name == "cispo":  # (the weight is bounded whatever the advantage's sign)
         advantages = torch.ones_like(logprobs)

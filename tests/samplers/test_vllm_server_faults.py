@@ -83,6 +83,16 @@ def test_the_serve_command_carries_the_settings(tmp_path):
         assert flag in joined, flag
 
 
+def test_a_long_model_gets_a_batch_budget_that_holds_its_whole_prefill(tmp_path):
+    """On a CPU the prefill is never split, so the batch budget must hold the longest prompt the model takes:
+    the server and the in-process engine read it from the same place (engine.whole_prefill_tokens)."""
+    from transformers import LlamaConfig
+
+    LlamaConfig(max_position_embeddings=32768).save_pretrained(tmp_path)
+    assert "--max-num-batched-tokens 32768" in " ".join(serve_command("py", tmp_path, 1, VLLMConfig(), CPU, F32, 0))
+    assert "--max-num-batched-tokens 8192" in " ".join(serve_command("py", Path("/m"), 1, VLLMConfig(), CPU, F32, 0))
+
+
 def test_no_room_for_the_weights_is_one_line(tmp_path, stalling_server, monkeypatch):
     import errno
 

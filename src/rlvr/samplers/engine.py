@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import torch
@@ -55,3 +56,16 @@ def sampling_params(params: SamplingParams, job: Job, stop_ids: list[int]) -> di
             "top_k": params.top_k if params.top_k > 0 else -1, "max_tokens": job.max_tokens,
             "seed": vllm_seed(job.seed), "logprobs": 0, "stop_token_ids": list(stop_ids), "ignore_eos": False,
             "skip_special_tokens": False, "detokenize": False}
+
+
+def whole_prefill_tokens(folder: Path) -> int:
+    """vLLM's batch token budget on a CPU, where a prompt's prefill is never split (vLLM 0.32's CPU build fails
+    on a seeded request whose partial prefill it discards: "CPU Generator does not use offset"): the longest
+    sequence of the model whose config is in `folder`, at least 8192."""
+    from transformers import AutoConfig
+
+    try:
+        longest = getattr(AutoConfig.from_pretrained(folder), "max_position_embeddings", None)
+    except (OSError, ValueError):  # (no config there: the server at a url has its own)
+        longest = None
+    return max(8192, int(longest or 8192))

@@ -30,7 +30,7 @@ from rlvr.deadline import call_with_time_limit
 from rlvr.errors import UserError
 from rlvr.records import Rollout
 from rlvr.rollout import SamplingParams, left_pad
-from rlvr.samplers.engine import WORKER, Engine, Job, Sampled, sampling_params
+from rlvr.samplers.engine import WORKER, Engine, Job, Sampled, sampling_params, whole_prefill_tokens
 from rlvr.samplers.protocol import GroupDone, SampleRequest, conversing, group_size
 
 INSTALL = ("generation.backend=vllm needs vLLM: on a GPU machine pip install 'rlvr[vllm]'; on a CPU, "
@@ -153,16 +153,13 @@ class Colocated:
         self.folder, self.remove_folder = folder, remove_folder  # (the config it started from; removed at close)
         engine_environment(settings, device)
         try:
-            from transformers import AutoConfig
             from vllm import LLM
         except ImportError as e:
             raise UserError(f"{INSTALL} ({e})") from None
         # (on a CPU, vLLM reads gpu_memory_utilization as the share of memory it may reserve: checked at start)
         kwargs: dict[str, Any] = {"gpu_memory_utilization": settings.memory_share}
-        if device.type == "cpu":  # a prompt's prefill is never split: vLLM 0.32's CPU build fails on a seeded
-            # request whose partial prefill it discards ("CPU Generator does not use offset")
-            longest = int(getattr(AutoConfig.from_pretrained(folder), "max_position_embeddings", 8192) or 8192)
-            kwargs |= {"enable_chunked_prefill": False, "max_num_batched_tokens": max(8192, longest)}
+        if device.type == "cpu":  # (a prompt's prefill never split: engine.whole_prefill_tokens)
+            kwargs |= {"enable_chunked_prefill": False, "max_num_batched_tokens": whole_prefill_tokens(folder)}
         self.joins_ranks = torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1
         if self.joins_ranks:  # one engine per rank, each for its own prompts: vLLM joins the ranks' process
             # group (as TRL's colocated mode does) instead of starting a world of its own, found already started

@@ -38,7 +38,7 @@ import torch
 from rlvr.config import VLLMConfig
 from rlvr.errors import UserError
 from rlvr.rollout import SamplingParams
-from rlvr.samplers.engine import WORKER, Job, Sampled, sampling_params
+from rlvr.samplers.engine import WORKER, Job, Sampled, sampling_params, whole_prefill_tokens
 
 
 def serve_command(python: str, folder: Path, port: int, settings: VLLMConfig, device: torch.device,
@@ -50,8 +50,8 @@ def serve_command(python: str, folder: Path, port: int, settings: VLLMConfig, de
         "logprobs-mode": "processed_logprobs", "seed": seed, "worker-extension-cls": WORKER,
         "gpu-memory-utilization": settings.memory_share,
     }
-    if device.type == "cpu":  # (as colocated: a prompt's prefill is never split on the CPU build)
-        flags |= {"no-enable-chunked-prefill": True, "max-num-batched-tokens": 8192}
+    if device.type == "cpu":  # (as colocated: a prompt's prefill never split: engine.whole_prefill_tokens)
+        flags |= {"no-enable-chunked-prefill": True, "max-num-batched-tokens": whole_prefill_tokens(folder)}
     flags |= {key.replace("_", "-"): value for key, value in settings.engine_args.items()}
     # (`vllm serve` itself reads the version of a package named "vllm", which the CPU build's is not)
     command = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder)]

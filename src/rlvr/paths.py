@@ -5,6 +5,7 @@
     RUN_DIR/samples.jsonl          groups of completions recorded every `sample_every` steps (GRPO)
     RUN_DIR/summary.json           written when the run finishes
     RUN_DIR/checkpoints/step-000010/{model/, trainer.pt, config.yaml, ...}
+    RUN_DIR/best/                  with keep_best: the checkpoint of the best validation accuracy (rlvr.run.best)
 
 A checkpoint directory is renamed into place only once complete (rlvr.run.checkpoint), so a
 directory named step-N was whole when written; `latest_checkpoint` ignores anything else. A disk or a
@@ -22,6 +23,7 @@ SAMPLES = "samples.jsonl"
 SUMMARY = "summary.json"
 TENSORBOARD = "tensorboard"
 CHECKPOINTS = "checkpoints"
+BEST = "best"
 STEP_PREFIX = "step-"
 BROKEN_PREFIX = "broken-"  # a broken checkpoint set aside on resume: checkpoints/broken-step-000010
 MODEL = "model"  # inside a checkpoint: save_pretrained weights and tokenizer, loadable by transformers

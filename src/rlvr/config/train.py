@@ -75,6 +75,10 @@ class DataConfig:
     """How many prompts to generate (built-in tasks) or keep (files)."""
     eval_size: int = 100
     """How many held-out prompts to evaluate."""
+    validation_size: int = 0
+    """Held-out prompts after the evaluated ones (disjoint from them), evaluated alongside and logged as
+    eval/validation/*: what `keep_best` chooses the best checkpoint by, so that the accuracy reported for it
+    is not the one it was chosen on. 0 = none."""
     max_prompt_tokens: int | None = None
     """Training prompts (as rendered: template and few-shot turns included) longer than this are skipped,
     with a count; held-out ones are refused. None = the model's context length less
@@ -82,6 +86,7 @@ class DataConfig:
 
     def validate(self) -> None:
         check([(self.train_size >= 1 and self.eval_size >= 1, "data.train_size and data.eval_size must be >= 1"),
+               (self.validation_size >= 0, "data.validation_size must be >= 0 (0 = no validation slice)"),
                (0 <= self.few_shot_share <= 1, f"data.few_shot_share={self.few_shot_share} must be in [0, 1]"),
                (self.max_prompt_tokens is None or self.max_prompt_tokens >= 1,
                 "data.max_prompt_tokens must be >= 1 (or null for the model's context)")])
@@ -284,6 +289,11 @@ class TrainConfig:
     """Also evaluate the held-out prompts every N steps, logged as eval/strict and eval/lenient (0 = never)."""
     eval_max_new_tokens: int | None = None
     """Completion budget at evaluation; None = generation.max_new_tokens."""
+    keep_best: bool = False
+    """Also keep the checkpoint with the best validation accuracy (greedy, strict, over the
+    data.validation_size prompts) among those evaluated every eval_every steps and at the end, as
+    RUN_DIR/best (a checkpoint: `rlvr eval --model RUN_DIR/best`, `rlvr export RUN_DIR/best`); summary.json
+    reports it beside the last. Ties keep the earlier."""
     threads: int = 0
     """CPU threads for torch (0 = all cores)."""
     reflection_phrases: list[str] = field(default_factory=lambda: list(DEFAULT_REFLECTION_PHRASES))
@@ -302,6 +312,11 @@ class TrainConfig:
             (self.save_every >= 0 and self.sample_every >= 0, "save_every and sample_every must be >= 0"),
             (self.keep_checkpoints >= 0, "keep_checkpoints must be >= 0 (0 = keep every checkpoint)"),
             (self.eval_every >= 0, "eval_every must be >= 0"),
+            (not self.keep_best or self.data.validation_size > 0,
+             "keep_best chooses by validation accuracy: set data.validation_size (e.g. 100), held-out prompts "
+             "apart from the data.eval_size that are reported"),
+            (not self.keep_best or self.eval_every > 0,
+             "keep_best compares the checkpoints evaluated every eval_every steps: set eval_every (e.g. 5)"),
             (self.environment.name is None or self.data.template == "chat",
              f"environment {self.environment.name!r} talks in chat turns: set data.template to chat"),
             (self.threads >= 0, "threads must be >= 0 (0 = all cores)"),

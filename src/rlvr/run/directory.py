@@ -27,7 +27,7 @@ from rlvr.intact import newest_intact
 
 C = TypeVar("C", bound=Config)
 # What a run writes outside checkpoints/: cleared when a run that never checkpointed starts again.
-RUN_FILES = (paths.METRICS, paths.SAMPLES, paths.SUMMARY, paths.TENSORBOARD,
+RUN_FILES = (paths.METRICS, paths.SAMPLES, paths.SUMMARY, paths.TENSORBOARD, paths.BEST,
              "eval_before.json", "eval_after.json")  # (the last two: runs checkpointed before the run core)
 
 

@@ -31,6 +31,7 @@ from tqdm import tqdm
 from rlvr import deadline, paths
 from rlvr.config import save_config
 from rlvr.errors import StepAbandoned, UserError
+from rlvr.run import best as best_kept
 from rlvr.run.checkpoint import load_state, rng_state, save_checkpoint, set_rng_state
 from rlvr.run.directory import past_the_end, refuse_changes, resume_point, set_aside, start_fresh
 from rlvr.run.lock import run_lock
@@ -53,6 +54,7 @@ class Schedule:
     eval_before: bool = True
     eval_after: bool = True
     keep_checkpoints: int = 2  # the newest N checkpoints stay on disk (0 = all)
+    keep_best: bool = False  # also keep the checkpoint of the best validation accuracy (rlvr.run.best)
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ class Recipe(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...  # sets step_count from state["step"] too
     def summary(self, before: dict[str, Any] | None, after: dict[str, Any] | None, seconds: float,
                 checkpoint: Path) -> dict[str, Any]: ...
+    # with keep_best, also: compared(before, evaluation) -> {held-out accuracy, gain over before} of the best
 
 
 OnStepEnd = Callable[[int, dict[str, float], StopFlag], None]
@@ -173,7 +176,8 @@ def _run(recipe: Recipe, before: dict[str, Any] | None, resumed: bool, on_step_e
             return paths.step_dir(run_dir, recipe.step_count)
 
         stop, start = StopFlag(), time.perf_counter()
-        last = _loop(recipe, save, stop, on_step_end, writer)
+        best = best_kept.load(run_dir) if schedule.keep_best and resumed else None
+        last, best = _loop(recipe, save, stop, on_step_end, writer, best)
         path = save()
         if stop.stop_requested and recipe.step_count < schedule.total_steps:
             if main:
@@ -184,6 +188,9 @@ def _run(recipe: Recipe, before: dict[str, Any] | None, resumed: bool, on_step_e
         reuse = last is not None and last["step"] == recipe.step_count
         after = (last if reuse else _evaluate(recipe, "after")) if schedule.eval_after else None
         summary = recipe.summary(before, after, time.perf_counter() - start, path)
+        if schedule.keep_best:
+            best = best if reuse else best_kept.consider(run_dir, after, best, save, main)
+            summary["best"] = _best_summary(recipe, before, best, run_dir)
         if writer is not None:
             (run_dir / paths.SUMMARY).write_text(json.dumps(summary, indent=2))
             writer.to_trackers(recipe.step_count, recipe.eval_metrics(after) if after is not None else {})
@@ -205,9 +212,21 @@ def _writer(recipe: Recipe, resumed: bool) -> MetricsWriter:
     return MetricsWriter(run_dir, resume_step=resume_step, trackers=trackers)
 
 
+def _best_summary(recipe: Recipe, before: dict[str, Any] | None, best: best_kept.Best | None,
+                  run_dir: Path) -> dict[str, Any] | None:
+    """summary.json's `best`: the step chosen, where it is, its validation and held-out accuracy and gain."""
+    if best is None:
+        return None
+    compared = recipe.compared(before, best.evaluation)  # type: ignore[attr-defined]
+    return {"step": best.step, "checkpoint": str(run_dir / best_kept.BEST),
+            "validation": best.evaluation["validation"], **compared}
+
+
 def _loop(recipe: Recipe, save: Callable[[], Path], stop: StopFlag, on_step_end: OnStepEnd | None,
-          writer: MetricsWriter | None) -> dict[str, Any] | None:
-    """The steps, until the last or a stop; returns the latest held-out evaluation made on the way."""
+          writer: MetricsWriter | None, best: best_kept.Best | None
+          ) -> tuple[dict[str, Any] | None, best_kept.Best | None]:
+    """The steps, until the last or a stop; returns the latest held-out evaluation made on the way, and the
+    best checkpoint (keep_best)."""
     schedule, run_dir, world = recipe.schedule, Path(recipe.config.output_dir), recipe.world
     bar = tqdm(total=schedule.total_steps, initial=recipe.step_count, desc=recipe.label, unit="step",
                dynamic_ncols=True, disable=not world.is_main)
@@ -227,6 +246,8 @@ def _loop(recipe: Recipe, save: Callable[[], Path], stop: StopFlag, on_step_end:
                 if schedule.eval_every and step % schedule.eval_every == 0:
                     evaluation = _evaluate(recipe, f"step {step}")
                     metrics.update(recipe.eval_metrics(evaluation) if evaluation is not None else {})
+                    if schedule.keep_best:
+                        best = best_kept.consider(run_dir, evaluation, best, save, world.is_main)
                 if writer is not None:
                     writer.write(step, metrics)
                 bar.update(1)
@@ -245,7 +266,7 @@ def _loop(recipe: Recipe, save: Callable[[], Path], stop: StopFlag, on_step_end:
                     save()
     finally:
         bar.close()
-    return evaluation
+    return evaluation, best
 
 
 def _kept(recipe: Recipe) -> str:

@@ -38,6 +38,7 @@ class RunParts:
     train: Prompts
     eval: Prompts | None
     eval_alone: Prompts | None  # the held-out questions without the example exchanges (None: there are none)
+    validation: Prompts | None  # held-out prompts apart from `eval`, that keep_best chooses by (None: none)
     rewards: list[RewardSpec]
     reward_entries: list[RewardConfig]  # the rewards as run, each one's `correctness` decided (the effective config)
     correctness: str | None  # the reward logged as `accuracy` and followed by the curriculum (rlvr.train.reward_setup)
@@ -84,7 +85,8 @@ def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts
         source, split=split, prompt_field=d.prompt_field, limit=limit, seed=config.seed, difficulty=d.difficulty)
     train_examples = with_every_column(load(d.train, "train", d.train_size))
     eval_source = d.eval or (d.train if task else None)
-    eval_examples = load(eval_source, "test", d.eval_size) if eval_source else None
+    held = load(eval_source, "test", d.eval_size + d.validation_size) if eval_source else None
+    eval_examples, validation_examples = _split_validation(held, d.eval_size, d.validation_size, eval_source)
     # a file's rows are code or maths by their columns; rows with neither are scored by the config's
     # rewards, and held-out ones (if any) as maths
     scoring = (task.scoring if task
@@ -92,6 +94,7 @@ def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts
     # in TRL's form (chat messages, `solution`), so reward functions written for TRL run unchanged
     train_examples = trl_form(train_examples, chat=d.template == "chat")
     eval_examples = trl_form(eval_examples, chat=d.template == "chat") if eval_examples else eval_examples
+    validation_examples = trl_form(validation_examples, chat=d.template == "chat") if validation_examples else None
     rewards = run_rewards(config, scoring, train_examples, d.train)  # before the model: its mistakes are quick
     device, dtype, policy, tokenizer, reference = load_models(config, checkpoint)
     shots = ([(t.prompt, t.completion) for t in d.few_shot] if d.few_shot is not None
@@ -107,22 +110,38 @@ def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts
     train = fitting(render(train_examples, shots, d.few_shot_share), tokenizer,
                     prompt_limit(policy, new_tokens, d.max_prompt_tokens), specials, d.train)
     held_out = render(eval_examples) if eval_examples else None
-    if held_out is not None:  # a held-out set that silently shrank would not be the same measurement
-        budget = config.eval_max_new_tokens or new_tokens
-        why, fix = ((f"data.max_prompt_tokens={d.max_prompt_tokens}", "raise data.max_prompt_tokens")
-                    if d.max_prompt_tokens is not None else
-                    (budget_words(policy, budget), "lower eval_max_new_tokens (or generation.max_new_tokens)"))
-        refuse_too_long([p.text for p in held_out], [f"held-out row {p.example.index + 1} of {eval_source}"
-                                                     for p in held_out],
-                        tokenizer, prompt_limit(policy, budget, d.max_prompt_tokens), specials, why=why, fix=fix)
+    validation = render(validation_examples) if validation_examples else None
+    for prompts in (held_out, validation):  # a held-out set that silently shrank would not be the same measurement
+        if prompts is not None:
+            budget = config.eval_max_new_tokens or new_tokens
+            why, fix = ((f"data.max_prompt_tokens={d.max_prompt_tokens}", "raise data.max_prompt_tokens")
+                        if d.max_prompt_tokens is not None else
+                        (budget_words(policy, budget), "lower eval_max_new_tokens (or generation.max_new_tokens)"))
+            refuse_too_long([p.text for p in prompts], [f"held-out row {p.example.index + 1} of {eval_source}"
+                                                        for p in prompts],
+                            tokenizer, prompt_limit(policy, budget, d.max_prompt_tokens), specials, why=why, fix=fix)
     return RunParts(
         device=device, dtype=dtype, policy=policy, tokenizer=tokenizer, reference=reference,
         train=train, eval=held_out, eval_alone=render(eval_examples, []) if held_out and shots else None,
+        validation=validation,
         rewards=rewards.specs, reward_entries=rewards.entries, correctness=rewards.correctness,
         accuracy_fns=(load_reward_function(scoring.strict), load_reward_function(scoring.lenient)),
         format_check=load_reward_function(expected_format(d.template)),
         add_special_tokens=specials,
     )
+
+
+def _split_validation(held: list[Example] | None, eval_size: int, validation_size: int,
+                      source: str | None) -> tuple[list[Example] | None, list[Example] | None]:
+    """The held-out rows as (evaluated, validation): the first `eval_size`, then the next `validation_size`."""
+    if not validation_size:
+        return held, None
+    if held is None:
+        raise UserError("data.validation_size needs held-out prompts: give data.eval (a file), or a built-in task")
+    if len(held) < eval_size + validation_size:
+        raise UserError(f"{source} has {len(held)} held-out rows, fewer than data.eval_size + data.validation_size "
+                        f"= {eval_size + validation_size}: lower one of them")
+    return held[:eval_size], held[eval_size:]
 
 
 def fitting(prompts: Prompts, tokenizer: Any, limit: int | None, add_special_tokens: bool, source: str) -> Prompts:

@@ -90,7 +90,7 @@ class Trainer:
         self.optimizer, self.scheduler = build_optimizer(p.policy, c.optim, c.max_steps)
         self.step_count = 0
         self.schedule = Schedule(c.max_steps, c.save_every, c.eval_every, c.sample_every, c.eval_before, c.eval_after,
-                                 c.keep_checkpoints)
+                                 c.keep_checkpoints, c.keep_best)
         self.sources = MetricSources(self.parts.correctness, c.reflection_phrases, self.parts.format_check,
                                      self.parts.device)
 
@@ -205,6 +205,9 @@ class Trainer:
         if self.parts.eval_alone is not None:
             alone = self._accuracy(self.parts.eval_alone)
             evaluation["alone"] = {k: v for k, v in alone.items() if k != "examples"}
+        if self.parts.validation is not None:  # what keep_best chooses by, apart from what is reported
+            validation = self._accuracy(self.parts.validation)
+            evaluation["validation"] = {k: validation[k] for k in ("n", "strict", "lenient")}
         return evaluation
 
     def _accuracy(self, prompts: Prompts) -> dict[str, Any]:
@@ -219,10 +222,10 @@ class Trainer:
                 "examples": result.completions[:5]}
 
     def eval_metrics(self, evaluation: dict[str, Any]) -> dict[str, float]:
-        alone = evaluation.get("alone")  # the questions without the example exchanges, when they are shown
+        # and, when measured, of the questions without the example exchanges and of the validation slice
         return {"eval/strict": evaluation["strict"]["mean"], "eval/lenient": evaluation["lenient"]["mean"],
-                **({"eval/alone/strict": alone["strict"]["mean"], "eval/alone/lenient": alone["lenient"]["mean"]}
-                   if alone else {})}
+                **{f"eval/{part}/{mode}": evaluation[part][mode]["mean"] for part in ("alone", "validation")
+                   if part in evaluation for mode in ("strict", "lenient")}}
 
     def describe(self, evaluation: dict[str, Any]) -> str:
         line = (f"strict {Interval(**evaluation['strict'])}   lenient {Interval(**evaluation['lenient'])}   "
@@ -230,6 +233,9 @@ class Trainer:
         if "alone" in evaluation:
             a = evaluation["alone"]
             line += f"; the question alone: strict {Interval(**a['strict'])}   lenient {Interval(**a['lenient'])}"
+        if "validation" in evaluation:
+            v = evaluation["validation"]
+            line += f"; validation (n={v['n']}): strict {Interval(**v['strict'])}"
         return line
 
     def progress(self, metrics: dict[str, float]) -> dict[str, str]:
@@ -281,13 +287,19 @@ class Trainer:
         summary: dict[str, Any] = {
             "steps": self.step_count, "train_seconds": round(seconds, 1), "model": c.model.name, "task": c.data.train,
             "template": c.data.template, "max_new_tokens": c.eval_max_new_tokens or c.generation.max_new_tokens,
-            "eval_decoding": "greedy", "seed": c.seed, "before": _headline(before), "after": _headline(after),
+            "eval_decoding": "greedy", "seed": c.seed, "before": _headline(before),
         }
+        compared = self.compared(before, after)
+        return {**summary, "after": compared["heldout"], **({"gain": compared["gain"]} if "gain" in compared else {})}
+
+    def compared(self, before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[str, Any]:
+        """An evaluation's held-out accuracy, and its paired gain over `before` (also of the questions alone)."""
+        compared: dict[str, Any] = {"heldout": _headline(after)}
         if before and after:
-            summary["gain"] = _gain(before, after)
+            compared["gain"] = _gain(before, after)
             if "alone" in before and "alone" in after:  # the same questions without the example exchanges
-                summary["gain"]["alone"] = _gain(before["alone"], after["alone"])
-        return summary
+                compared["gain"]["alone"] = _gain(before["alone"], after["alone"])
+        return compared
 
 
 def _gain(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,61 @@
+"""bench/learning.py: the numbers over seeds, and a report of finished runs (tiny model)."""
+
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rlvr.train.trainer import train_grpo
+
+from .train.test_step import DIGITS, tiny_config
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("learning", ROOT / "bench" / "learning.py")
+learning = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(learning)
+
+
+def test_over_seeds_is_the_mean_with_a_t_interval():
+    agg = learning.over_seeds([0.1, 0.2, 0.6])
+    sd = math.sqrt(((0.1 - 0.3) ** 2 + (0.2 - 0.3) ** 2 + (0.6 - 0.3) ** 2) / 2)
+    assert agg["mean"] == pytest.approx(0.3) and agg["sd"] == pytest.approx(sd)
+    assert agg["high"] - agg["mean"] == pytest.approx(4.303 * sd / math.sqrt(3))  # t with 2 degrees of freedom
+    assert learning.over_seeds([0.4])["sd"] is None
+
+
+def interval(mean, half=0.05):
+    return {"mean": mean, "low": mean - half, "high": mean + half}
+
+
+def run_record(after, curve):
+    summary = {"seed": 0, "steps": curve[-1][0], "before": {"strict": interval(0.3), "n": 100},
+               "after": {"strict": interval(after)}, "gain": {"strict": interval(after - 0.3, 0.1)}}
+    return {"seed": 0, "summary": summary, "curve": [(s, interval(a), 100) for s, a in curve]}
+
+
+def test_a_run_holds_when_it_ends_within_its_peaks_interval():
+    fell = learning.per_run(run_record(0.5, [(0, 0.3), (5, 0.7), (10, 0.5)]))
+    assert (fell["peak"], fell["peak_step"], fell["holds"]) == (0.7, 5, False)
+    held = learning.per_run(run_record(0.68, [(0, 0.3), (5, 0.7), (10, 0.68)]))
+    assert held["holds"]
+    tie = learning.per_run(run_record(0.7, [(0, 0.3), (5, 0.7), (10, 0.7)]))
+    assert tie["peak_step"] == 5  # the earliest of equal peaks
+
+
+def test_the_report_of_finished_runs(tmp_path):
+    for seed in (0, 1):
+        train_grpo(tiny_config(tmp_path / f"seed-{seed}", DIGITS, f"seed={seed}", "threads=1", "eval_every=2",
+                               "data.validation_size=3", "keep_best=true", steps=4))
+    runs = [str(tmp_path / f"seed-{seed}" / "run") for seed in (0, 1)]
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "learning.py"), "--report", *runs,
+                          "--out", str(tmp_path / "report")], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert "mean ± sd (2 seeds)" in out.stdout and "chosen by validation" in out.stdout
+    written = json.loads((tmp_path / "report" / "learning.json").read_text())
+    assert [r["seed"] for r in written["rows"]] == [0, 1]
+    assert [s for s, _, _ in written["runs"][0]["curve"]] == [0, 2, 4]
+    assert (tmp_path / "report" / "curves.png").stat().st_size > 0 and (tmp_path / "report" / "metrics.png").is_file()

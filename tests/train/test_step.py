@@ -270,7 +270,12 @@ def test_eval_every_logs_held_out_accuracy(tmp_path):
     lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert ["eval/strict" in x for x in lines] == [False, True, False, True]
     assert 0.0 <= lines[1]["eval/strict"] <= lines[1]["eval/lenient"] <= 1.0
-    # the task shows an example exchange: the questions alone are logged beside
+    # the task shows an example exchange: the questions alone are measured at the last step (the run's
+    # "after"), and between only when asked
+    assert "eval/alone/strict" not in lines[1] and 0.0 <= lines[3]["eval/alone/strict"] <= 1.0
+    train_grpo(tiny_config(tmp_path / "every", "eval_every=2", "eval_before=false", "eval_after=false",
+                           "eval_alone_every=true", steps=4))
+    lines = [json.loads(x) for x in (tmp_path / "every" / "run" / "metrics.jsonl").read_text().splitlines()]
     assert 0.0 <= lines[1]["eval/alone/strict"] <= lines[1]["eval/alone/lenient"] <= 1.0
 
 

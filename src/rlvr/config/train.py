@@ -289,6 +289,9 @@ class TrainConfig:
     """Also evaluate the held-out prompts every N steps, logged as eval/strict and eval/lenient (0 = never)."""
     eval_max_new_tokens: int | None = None
     """Completion budget at evaluation; None = generation.max_new_tokens."""
+    eval_alone_every: bool = False
+    """When the prompts show example exchanges, the questions alone are evaluated before and after training;
+    true also measures them at every eval_every evaluation (a second held-out pass each time)."""
     keep_best: bool = False
     """Also keep the checkpoint with the best validation accuracy (greedy, strict, over the
     data.validation_size prompts) among those evaluated every eval_every steps and at the end, as

@@ -202,7 +202,8 @@ class Trainer:
         if self.parts.eval is None:
             return None
         evaluation = self._accuracy(self.parts.eval)
-        if self.parts.eval_alone is not None:
+        ends = self.step_count in (0, self.config.max_steps)  # before and after; between, when asked
+        if self.parts.eval_alone is not None and (ends or self.config.eval_alone_every):
             alone = self._accuracy(self.parts.eval_alone)
             evaluation["alone"] = {k: v for k, v in alone.items() if k != "examples"}
         if self.parts.validation is not None:  # what keep_best chooses by, apart from what is reported

@@ -71,6 +71,7 @@ class Rollout:
     # the support the token was drawn from, which the trainer's log-probs renormalise over: rlvr.logprobs);
     # −inf where the whole vocabulary was kept. None = nothing was cut anywhere
     support_floors: torch.Tensor | None = None
+    version: int = 0  # the policy version (its step count) of the weights that sampled it
 
     @property
     def num_prompts(self) -> int:

@@ -36,6 +36,21 @@ def test_take_then_concat_restores_the_batch_and_pads_on_the_right_sides():
     assert mixed.rollout.completion_mask[6].tolist() == [True, True, False, False]  # right padding
 
 
+def test_surgery_keeps_the_support_floors_and_the_version():
+    import dataclasses
+    import math
+
+    a = scored([[1, 0], [0, 0]], tag=1)
+    floors = torch.arange(16, dtype=torch.float32).view(4, 4)
+    a = dataclasses.replace(a, rollout=dataclasses.replace(a.rollout, support_floors=floors, version=3))
+    kept = take_groups(a, [1])
+    assert torch.equal(kept.rollout.support_floors, floors[2:]) and kept.rollout.version == 3
+    b = scored([[0, 1]], tag=2, completion_len=2)  # nothing cut where it was sampled, one version later
+    mixed = concat_scored([a, dataclasses.replace(b, rollout=dataclasses.replace(b.rollout, version=4))])
+    assert torch.equal(mixed.rollout.support_floors[:4], floors) and mixed.rollout.version == 3
+    assert (mixed.rollout.support_floors[4:] == -math.inf).all()
+
+
 def test_zero_variance_groups_are_replaced_until_the_batch_is_full():
     first = scored([[1, 0], [0, 0], [1, 1], [0, 1]], tag=1)  # groups 0 and 3 informative
     rounds = {1: scored([[0, 0], [1, 0], [1, 1], [1, 1]], tag=2), 2: scored([[0, 1], [1, 0], [0, 0], [0, 0]], tag=3)}

@@ -16,6 +16,7 @@ from rlvr.config.loading import (
     parse_override,
     save_config,
 )
+from rlvr.config.presets import PRESETS
 from rlvr.config.sections import (
     BAD_DEVICE,
     DEVICE_PATTERN,
@@ -30,7 +31,6 @@ from rlvr.config.sections import (
 )
 from rlvr.config.train import (
     DEFAULT_REFLECTION_PHRASES,
-    PRESETS,
     AlgorithmConfig,
     DataConfig,
     FewShotTurn,

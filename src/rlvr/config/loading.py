@@ -20,7 +20,8 @@ from typing import Any, ClassVar, Literal, Protocol, TypeVar, Union, get_args, g
 
 import yaml
 
-from rlvr.config.train import PRESET_ALIASES, PRESETS, TrainConfig
+from rlvr.config.presets import PRESET_ALIASES, PRESETS
+from rlvr.config.train import TrainConfig
 from rlvr.errors import UserError
 
 

@@ -135,10 +135,21 @@ class SamplingConfig:
     max_sampling_rounds: int = 3
     """Cap on sampling rounds per step with dynamic_sampling; past it the batch is topped up with
     zero-variance groups."""
+    max_staleness: int | None = None
+    """Sample ahead (rlvr.train.ahead): a worker thread samples and scores batch t with the weights of step
+    t − k while the trainer trains, half of `threads` each; the ratio's π_old is then the sampler's own
+    log-prob of the version that sampled. null = sample each batch with the newest weights, in turn (the
+    synchronous loop); 0 = the same, through the worker."""
+    worker_timeout_s: float = 1800.0
+    """With max_staleness: how long the trainer waits for the worker's next batch before it stops the run
+    (a stalled sampler or reward; a reward's own timeout_s is not enforced off the main thread)."""
 
     def validate(self) -> None:
         g, b = self.group_size, self.batch_size
         check([
+            (self.max_staleness is None or self.max_staleness >= 0,
+             f"sampling.max_staleness={self.max_staleness} must be >= 0 (or null: no sampling ahead)"),
+            (self.worker_timeout_s > 0, "sampling.worker_timeout_s must be > 0"),
             (g >= 2, f"sampling.group_size={g}: a group needs at least 2 completions to have a baseline"),
             (b % g == 0 if g > 0 else False,
              (f"sampling.batch_size={b} is not divisible by sampling.group_size={g}: "
@@ -332,60 +343,3 @@ class TrainConfig:
              "algorithm.ref_refresh_steps cannot refresh the reference with model.lora: the reference is the "
              "frozen base (the adapters switched off); set ref_refresh_steps 0, or train without model.lora"),
         ])
-
-
-# Presets are sets of independent settings, never branches in the loss.
-PRESETS: dict[str, dict[str, Any]] = {
-    # DeepSeekMath's GRPO (Shao et al. 2024, Eq. 3 with outcome supervision, §4.1.2): group-normalised
-    # advantages with the population std, the per-sequence 1/|o_i| mean, β = 0.04 with k3, ε = 0.2.
-    "deepseekmath": {
-        "algorithm": {
-            "advantage_baseline": "group_mean",
-            "advantage_scale": "group_std",
-            "std_estimator": "population",
-            "loss_aggregation": "sequence_mean",
-            "beta": 0.04,
-            "kl_estimator": "k3",
-            "clip_low": 0.2,
-            "clip_high": 0.2,
-        }
-    },
-    # Liu et al. 2025 "Understanding R1-Zero-Like Training": no std division, constant
-    # normaliser (length-unbiased), no KL term.
-    "dr_grpo": {
-        "algorithm": {"advantage_scale": "none", "loss_aggregation": "constant", "beta": 0.0},
-    },
-    # Yu et al. 2025 DAPO: clip-higher, token-level mean, no KL, overlong completions masked.
-    "dapo": {
-        "algorithm": {
-            "clip_low": 0.2,
-            "clip_high": 0.28,
-            "loss_aggregation": "token_mean",
-            "beta": 0.0,
-            "mask_truncated": True,
-        },
-    },
-    # Zheng et al. 2025 GSPO: the sequence-level ratio, clipped per sequence in the paper's narrow range,
-    # averaged per sequence, no KL.
-    "gspo": {
-        "algorithm": {"policy_loss": "gspo", "clip_low": 3e-4, "clip_high": 4e-4, "loss_aggregation": "sequence_mean",
-                      "beta": 0.0},
-    },
-    # MiniMax-M1 2025 CISPO: the importance weight bounded above only (clip_low 1: no lower bound), every
-    # token's gradient kept, token-level mean, no KL. The upper bound is ours to tune (the paper gives none).
-    "cispo": {
-        "algorithm": {"policy_loss": "cispo", "clip_low": 1.0, "clip_high": 4.0, "loss_aggregation": "token_mean",
-                      "beta": 0.0},
-    },
-    # Gao et al. 2025 SAPO: the soft gate with the paper's temperatures, token-level mean, no KL.
-    "sapo": {
-        "algorithm": {"policy_loss": "sapo", "sapo_tau_pos": 1.0, "sapo_tau_neg": 1.05,
-                      "loss_aggregation": "token_mean", "beta": 0.0},
-    },
-    # Hu et al. 2025 REINFORCE++ (with a baseline): the group mean removed, then normalised over the batch.
-    "reinforce_pp": {
-        "algorithm": {"advantage_baseline": "group_mean", "advantage_scale": "batch_norm",
-                      "loss_aggregation": "token_mean"},
-    },
-}
-PRESET_ALIASES = {"seed": "deepseekmath"}  # the name of earlier versions

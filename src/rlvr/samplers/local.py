@@ -63,3 +63,38 @@ class LocalSampler:
 
     def close(self) -> None:
         pass
+
+
+class CopySampler(LocalSampler):
+    """rlvr's own engine on a network of its own: a plain copy of the policy's (adapters merged), which only
+    `load_weights` changes, so the trainer can update the policy while this samples (rollouts sampled ahead:
+    rlvr.train.ahead). `precision()` is the forward passes' precision context (the policy's autocast)."""
+
+    def __init__(self, model: torch.nn.Module, tokenizer: Any, precision: Callable[[], Any], **kwargs: Any) -> None:
+        self.model = plain_copy(model)
+
+        def decoding(fn: Callable[[torch.nn.Module], Any]) -> Any:
+            with precision():
+                return fn(self.model)
+        super().__init__(decoding, tokenizer, **kwargs)
+        self.holds_copy = True
+
+    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int) -> None:
+        """Copies them into its network (every weight, by the plain causal LM's names)."""
+        self.model.load_state_dict(dict(named_tensors), strict=True)
+        self.version = version
+
+    def fingerprint(self) -> str:
+        return weights_fingerprint(self.model.state_dict().items())
+
+
+def plain_copy(model: torch.nn.Module) -> torch.nn.Module:
+    """A frozen copy of `model` in eval mode, as the plain causal LM under its adapters when it has some."""
+    import copy
+
+    from rlvr.models.adapters import has_adapters
+
+    copied = copy.deepcopy(model)
+    if has_adapters(copied):
+        copied = copied.merge_and_unload()  # type: ignore[operator]
+    return copied.eval().requires_grad_(False)

@@ -151,13 +151,17 @@ def make_batch(
     algo: AlgorithmConfig,
     micro_batch_tokens: int,
     temperature: float,
+    stale: bool = False,
 ) -> TrainBatch:
     """Attach what the ratio and the KL need: log π_old (only when μ > 1) and log π_ref (only when β > 0).
 
     With μ = 1, π_old is the policy of the same forward pass (DeepSeekMath's Algorithm 1 takes one
     update per batch): the loss uses its detached log-probs, the ratio is exactly 1, and no extra pass
-    is spent. `loss_mask` is the completion mask (the model's own tokens only, when the rollout says which)
-without unscored rows, and without truncated rows under `mask_truncated` (DAPO).
+    is spent. A `stale` batch, sampled with older weights than the policy's (rlvr.train.ahead), has the
+    sampler's own log-probs as π_old: the ratio is then π_θ over the policy that sampled it, clipped as PPO
+    clips an off-policy batch (Schulman et al. 2017). `loss_mask` is the completion mask (the model's own
+    tokens only, when the rollout says which) without unscored rows, and without truncated rows under
+    `mask_truncated` (DAPO).
     """
     rollout = scored.rollout
     # only the policy's own tokens carry a loss and a KL term (a multi-turn rollout's environment tokens do not)
@@ -173,6 +177,8 @@ without unscored rows, and without truncated rows under `mask_truncated` (DAPO).
         old = logprobs if algo.updates_per_batch > 1 else None
     elif algo.updates_per_batch > 1:
         old = batch_logprobs(policy, rollout, micro_batch_tokens, temperature)
+    if stale:
+        old = rollout.sampling_logprobs
     ref = (batch_logprobs(policy, rollout, micro_batch_tokens, temperature, reference=True)
            if policy.reference is not None and algo.beta > 0 else None)
     return TrainBatch(scored=scored, advantages=advantages, old_logprobs=old, ref_logprobs=ref, loss_mask=loss_mask,

@@ -10,6 +10,7 @@ rounds; if the cap is reached, the batch is topped up with set-aside groups so i
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -69,6 +70,7 @@ def take_groups(scored: ScoredRollout, groups: list[int]) -> ScoredRollout:
         model_mask=r.model_mask[rows] if r.model_mask is not None else None,
         **{name: [getattr(r, name)[i] for i in rows.tolist()] for name in CONVERSATION_FIELDS
            if getattr(r, name) is not None},
+        support_floors=r.support_floors[rows] if r.support_floors is not None else None, version=r.version,
     )
     return ScoredRollout(
         rollout=rollout, rewards=scored.rewards[index],
@@ -97,6 +99,9 @@ def concat_scored(parts: list[ScoredRollout]) -> ScoredRollout:
                                for r in rollouts]) if any(r.model_mask is not None for r in rollouts) else None),
         **{name: [x for r in rollouts for x in getattr(r, name)] for name in CONVERSATION_FIELDS
            if all(getattr(r, name) is not None for r in rollouts)},
+        support_floors=(torch.cat([right(_floors(r), lc, -math.inf) for r in rollouts])
+                        if any(r.support_floors is not None for r in rollouts) else None),
+        version=min(r.version for r in rollouts),  # (the oldest weights any of it was sampled with)
     )
     names = list(parts[0].reward_components)
     seconds: dict[str, float] = {}
@@ -108,3 +113,8 @@ def concat_scored(parts: list[ScoredRollout]) -> ScoredRollout:
         reward_components={n: torch.cat([p.reward_components[n] for p in parts]) for n in names},
         reward_seconds=seconds,
     )
+
+
+def _floors(r: Rollout) -> torch.Tensor:
+    """A rollout's support floors, −inf (nothing cut) where it has none."""
+    return r.support_floors if r.support_floors is not None else torch.full(r.completion_ids.shape, -math.inf)

@@ -40,6 +40,7 @@ from rlvr.run.samplers import push_weights, rank_sampler
 from rlvr.run.world import SINGLE, World, any_across, gather_across, shard
 from rlvr.samplers import Sampler, SampleRequest
 from rlvr.seeds import seeds_for
+from rlvr.train.ahead import RolloutsAhead, Sampled, refuse_unsupported, start_ahead
 from rlvr.train.batch import make_batch, outcome_advantages
 from rlvr.train.build import Prompts, build_parts
 from rlvr.train.curriculum import CurriculumStream
@@ -68,6 +69,7 @@ class Trainer:
             raise UserError(f"sampling.batch_size={s.batch_size} is {prompts_per_step} prompts a step "
                             f"(group_size {s.group_size}), which {world.size} ranks cannot share whole: make "
                             f"batch_size / group_size a multiple of {world.size}")
+        refuse_unsupported(config, world.size)
         self.parts = build_parts(config, checkpoint)
         # the effective config (config.yaml) records the rewards as run: which one is the correctness reward
         self.config = c = dataclasses.replace(config, rewards=self.parts.reward_entries)
@@ -89,6 +91,8 @@ class Trainer:
                                              environment=env, make_env=self.make_env, seed=c.seed)
         self.optimizer, self.scheduler = build_optimizer(p.policy, c.optim, c.max_steps)
         self.step_count = 0
+        self.ahead: RolloutsAhead | None = None  # the worker sampling ahead (sampling.max_staleness), once started
+        self.pending: list[Sampled] = []  # batches it sampled before a checkpoint, given back to it on resume
         self.schedule = Schedule(c.max_steps, c.save_every, c.eval_every, c.sample_every, c.eval_before, c.eval_after,
                                  c.keep_checkpoints, c.keep_best)
         self.sources = MetricSources(self.parts.correctness, c.reflection_phrases, self.parts.format_check,
@@ -100,11 +104,11 @@ class Trainer:
         a, o, g = self.config.algorithm, self.config.optim, self.config.generation
         clock = Stopwatch()
         with clock("rollout"):  # 1. sample G completions per prompt, 2. score them with the verifiers
-            scored, fill = self.sample_and_score()
+            scored, fill = self.rollouts()
         advantages = self.advantages(scored)  # 3. group-relative advantages, [N, Lc]
-        with clock("logprobs"):  # 4. log π_old (μ > 1) and log π_ref (β > 0)
+        with clock("logprobs"):  # 4. log π_old (μ > 1, or the sampler's of an older version) and log π_ref (β > 0)
             batch = make_batch(scored, advantages, policy=self.policy, algo=a, micro_batch_tokens=o.no_grad_tokens,
-                               temperature=g.temperature)
+                               temperature=g.temperature, stale=scored.rollout.version < self.step_count)
         with clock("update"):  # 5. clipped surrogate + β·KL: μ optimizer steps on the same batch
             updates = [policy_update(self.policy, self.optimizer, self.scheduler, batch, algo=a,
                                      micro_batch_tokens=o.micro_batch_tokens, temperature=g.temperature,
@@ -118,23 +122,37 @@ class Trainer:
             [info for part in infos for info in part or []])
         if self.sampler.holds_copy:  # its copy was checked against the policy's weights (or the run stopped)
             metrics["sampler/weights_verified"] = 1.0
+        if self.ahead is not None:  # (one version samples a whole batch: its mean and max are the same)
+            staleness = float(self.step_count - 1 - scored.rollout.version)
+            metrics |= {"async/staleness_mean": staleness, "async/staleness_max": staleness}
         return StepResult(metrics, sample_groups(batch))
 
-    def sample_and_score(self) -> tuple[ScoredRollout, FillStats | None]:
-        """Steps 1-2 for P prompts; with dynamic sampling (DAPO), zero-variance groups are replaced by fresh ones."""
+    def rollouts(self) -> tuple[ScoredRollout, FillStats | None]:
+        """Steps 1-2: this step's batch, sampled now with the newest weights, or ahead by the worker."""
+        if self.config.sampling.max_staleness is None:
+            return self.sample_and_score()
+        if self.ahead is None:
+            self.ahead = start_ahead(self)
+        return self.ahead.take(self.step_count).result  # type: ignore[no-any-return]
+
+    def sample_and_score(self, step: int | None = None,
+                         sampler: Sampler | None = None) -> tuple[ScoredRollout, FillStats | None]:
+        """Steps 1-2 for the P prompts of batch `step` (0-based; default: this step's) with `sampler` (default:
+        the run's, with the newest weights); with dynamic sampling (DAPO), zero-variance groups are replaced by
+        fresh ones."""
         s = self.config.sampling
         order = copy.deepcopy(self.prompts.state_dict())
         try:
-            first = self.score_round(0)
+            first = self.score_round(0, step, sampler)
             if not s.dynamic_sampling:
                 return first, None
-            return fill_informative(first, self.score_round, s.max_sampling_rounds,
-                                    all_done=lambda done: not any_across(not done, self.world))
+            return fill_informative(first, lambda round_: self.score_round(round_, step, sampler),
+                                    s.max_sampling_rounds, all_done=lambda done: not any_across(not done, self.world))
         except BaseException:  # a reward failed, or the step was abandoned: it never happened (rlvr.run.loop)
             self.prompts.load_state_dict(order)
             raise
 
-    def score_round(self, round_: int) -> ScoredRollout:
+    def score_round(self, round_: int, step: int | None = None, sampler: Sampler | None = None) -> ScoredRollout:
         """This rank's share of the next P prompts, sampled and scored; every group's pass rate, from all
         ranks, is shown to the prompt stream (curriculum), so that its state stays the same on every rank."""
         drawn = self.prompts.next_batch()
@@ -142,10 +160,11 @@ class Trainer:
         positions = [drawn[i] for i in slots]
         examples, g = [self.parts.train[i].example for i in positions], self.config.sampling.group_size
         if self.config.sampling.overlap_rewards and self.make_env is None:
-            scored = score_while_sampling(lambda done: self.sample(positions, done, round_, slots), examples, g,
-                                          self.parts.rewards, concurrent=self.parts.device.type != "cpu")
+            scored = score_while_sampling(lambda done: self.sample(positions, done, round_, slots, step, sampler),
+                                          examples, g, self.parts.rewards, concurrent=self.parts.device.type != "cpu")
         else:
-            scored = score_rollout(self.sample(positions, round_=round_, slots=slots), self.parts.rewards)
+            scored = score_rollout(self.sample(positions, round_=round_, slots=slots, step=step, sampler=sampler),
+                                   self.parts.rewards)
         if self.parts.correctness is not None:  # (without one there is no curriculum: rlvr.train.reward_setup)
             accuracies = scored.reward_components[self.parts.correctness].nanmean(dim=1).tolist()
             for seen, rates in gather_across((positions, accuracies), self.world):
@@ -153,16 +172,18 @@ class Trainer:
         return scored
 
     def sample(self, positions: list[int], on_group_done: GroupDone | None = None, round_: int = 0,
-               slots: list[int] | None = None) -> Rollout:
+               slots: list[int] | None = None, step: int | None = None, sampler: Sampler | None = None) -> Rollout:
         """G completions for each training prompt at `positions` (at `slots` of the step's whole batch; by
         default their order here): completion j of slot s drawn from the seed of (run seed, step, sampling
-        round, s, j) alone (rlvr.seeds), whichever rank samples it."""
+        round, s, j) alone (rlvr.seeds), whichever rank samples it; by `sampler` (default: the run's, with
+        the newest weights) for batch `step` (default: this step's), and tagged with the weights' version."""
         gen, c = self.config.generation, self.config
+        step, sampler = self.step_count if step is None else step, sampler or self.synced_sampler()
         params = SamplingParams(gen.max_new_tokens, gen.temperature, gen.top_p, gen.top_k)
-        requests = [SampleRequest(self.parts.train[i], tuple(seeds_for(c.seed, self.step_count, round_, slot,
+        requests = [SampleRequest(self.parts.train[i], tuple(seeds_for(c.seed, step, round_, slot,
                                                                        c.sampling.group_size)))
                     for i, slot in zip(positions, range(len(positions)) if slots is None else slots)]
-        return self.synced_sampler().sample(requests, params, on_group_done)
+        return dataclasses.replace(sampler.sample(requests, params, on_group_done), version=sampler.version)
 
     def advantages(self, scored: ScoredRollout) -> torch.Tensor:
         """[N, Lc] from the rewards (outcome supervision), or from a process reward model's step scores."""
@@ -178,6 +199,8 @@ class Trainer:
         RL), when asked for. Every recipe that updates this policy calls it (PPO too)."""
         self.step_count += 1
         self.push_weights()
+        if self.ahead is not None:  # (copies: the trainer goes on updating its own)
+            self.ahead.publish(self.step_count, [(n, t.detach().clone()) for n, t in self.policy.named_weights()])
         k = self.config.algorithm.ref_refresh_steps
         if k and self.step_count % k == 0:
             self.policy.refresh_reference()
@@ -193,6 +216,8 @@ class Trainer:
         return self.sampler
 
     def close(self) -> None:
+        if self.ahead is not None:
+            self.ahead.close()
         self.sampler.close()
 
     # ── what the run core asks of a recipe ───────────────────────────────────────────────────
@@ -258,6 +283,11 @@ class Trainer:
         weights are gathered here too, for write_checkpoint (rank 0). Every rank calls this."""
         self.policy.gather(reference=self.reference_refreshed())
         state = {"scheduler": self.scheduler.state_dict(), "prompts": self.prompts.state_dict()}
+        if self.ahead is not None:  # the batches sampled ahead, and the prompt stream after them
+            ahead = self.ahead.state(self.step_count)
+            state |= {"prompts": ahead["prompts"], "ahead": ahead["pending"]}
+        elif self.pending:  # (resumed, not started yet)
+            state["ahead"] = self.pending
         if not self.world.distributed:  # (several ranks write it in parts: sharded_state)
             state["optimizer"] = self.policy.optimizer_state(self.optimizer)
         return state
@@ -280,6 +310,7 @@ class Trainer:
         self.scheduler.load_state_dict(state["scheduler"])
         self.prompts.load_state_dict(state["prompts"])
         self.step_count = state["step"]
+        self.pending = state.get("ahead", [])
 
     def summary(self, before: dict[str, Any] | None, after: dict[str, Any] | None, seconds: float,
                 checkpoint: Path) -> dict[str, Any]:

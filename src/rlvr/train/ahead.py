@@ -1,0 +1,189 @@
+"""Rollouts sampled ahead (`sampling.max_staleness: k`): a worker thread samples and scores batch t with the
+policy's weights of version max(0, t − k) while the trainer updates on an earlier batch.
+
+    trainer:  … train batch t (its weights: version t) ─▶ publish version t + 1 ─▶ take batch t + 1 …
+    worker:   … sample batch t + k with version t (as soon as it is published) ─▶ batch t + k + 1 …
+
+Which weights sample which batch follows the step counters alone: batch t always waits for version
+max(0, t − k), never takes a newer one that happens to be there, and its completions are drawn from
+seeds of (run seed, t, …) (rlvr.seeds). So a run is the same whatever the timing: k = 0 is the synchronous
+run (batch t sampled with the weights of step t), and k = 1 repeated or resumed is itself, bit for bit.
+The trainer never trains on a batch more than k versions old (IMPALA, Espeholt et al. 2018, and the
+bounded staleness of Stale Synchronous Parallel, Ho et al. 2013).
+
+Weights reach the worker only as published copies (a Sampler's `load_weights` loads them into its own
+copy of the network), so the trainer's in-place updates never touch a batch being sampled. What the worker
+sampled but the trainer has not trained on yet is part of a checkpoint (`state`): resuming restores those
+batches, the prompt stream as it was after them, and goes on sampling from there.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from rlvr.errors import UserError
+from rlvr.samplers import Sampler
+
+Weights = list[tuple[str, torch.Tensor]]
+
+
+@dataclass(frozen=True)
+class Sampled:
+    """One batch as the worker made it: what `produce` returned, the version that sampled it, and the prompt
+    stream's state after it (what a checkpoint taken before the next batch records)."""
+
+    batch: int
+    version: int
+    result: Any
+    stream_state: dict[str, Any]
+
+
+def version_for(batch: int, max_staleness: int) -> int:
+    """The weights version that samples batch `batch` (0-based: the batch step `batch` + 1 trains on).
+
+    >>> [version_for(t, 0) for t in range(4)], [version_for(t, 2) for t in range(4)]
+    ([0, 1, 2, 3], [0, 0, 0, 1])
+    """
+    return max(0, batch - max_staleness)
+
+
+class RolloutsAhead:
+    """The worker thread and what passes between it and the trainer (see the module docstring).
+
+    `produce(batch, sampler)` samples and scores batch `batch` with `sampler` (holding the version it must);
+    `stream_state()` reads the prompt stream's state, which only `produce` moves. `timeout_s` bounds how long
+    the trainer waits for a batch: past it, the run stops with one line (the worker stalled)."""
+
+    def __init__(self, sampler: Sampler, produce: Callable[[int, Sampler], Any],
+                 stream_state: Callable[[], dict[str, Any]], *, max_staleness: int, first_batch: int,
+                 pending: list[Sampled] | None = None, timeout_s: float = 1800.0) -> None:
+        self.sampler, self.produce, self.stream_state = sampler, produce, stream_state
+        self.k, self.timeout_s = max_staleness, timeout_s
+        self.ready: dict[int, Sampled] = {s.batch: s for s in pending or []}
+        self.after = {s.batch: s.stream_state for s in pending or []}  # batch -> the prompt stream after it
+        self.next_batch = first_batch + len(self.ready)  # the next one the worker samples
+        self.initial_state = stream_state()  # (the stream as resumed: after the pending batches)
+        self.loaded: int | None = None  # the version the sampler holds
+        self.floor: int | None = None  # the first version published: a resumed run's (no older one exists)
+        self.weights: dict[int, Weights] = {}
+        self.error: BaseException | None = None
+        self.stopping, self.stalled = False, False
+        self.changed = threading.Condition()
+        self.thread = threading.Thread(target=self._work, name="rlvr-rollouts-ahead", daemon=True)
+        self.thread.start()
+
+    # ── the trainer's side ───────────────────────────────────────────────────────────────────
+    def publish(self, version: int, weights: Weights) -> None:
+        """The policy's weights after `version` updates, as copies the trainer will not change."""
+        with self.changed:
+            self.weights[version] = weights
+            self.floor = version if self.floor is None else self.floor
+            self.changed.notify_all()
+
+    def take(self, batch: int) -> Sampled:
+        """Batch `batch`, once sampled (waiting for it); the worker's failure is raised here."""
+        deadline = time.monotonic() + self.timeout_s
+        with self.changed:
+            while batch not in self.ready:
+                if self.error is not None:
+                    raise self.error
+                left = deadline - time.monotonic()
+                if left <= 0 or not self.thread.is_alive():
+                    self.stalled = True  # (a checkpoint now keeps what is ready, without waiting for it)
+                    raise UserError(f"the rollout worker has not sampled batch {batch + 1} in {self.timeout_s:.0f} s"
+                                    " (sampling.worker_timeout_s): it stalled; the last checkpoint is kept")
+                self.changed.wait(min(left, 1.0))
+            return self.ready.pop(batch)
+
+    def state(self, next_batch: int) -> dict[str, Any]:
+        """What a checkpoint before batch `next_batch` keeps: the batches sampled for it and the k − 1 after it
+        (waiting for them: their weights are published already), and the prompt stream after them. A worker
+        that failed leaves fewer: a resumed run samples the rest with the checkpoint's weights."""
+        last = next_batch + self.k - 1  # (batches up to it need versions up to next_batch − 1)
+        with self.changed:
+            while not self.stalled and self.error is None and self.thread.is_alive() and any(b not in self.ready
+                                                                        for b in range(next_batch, last + 1)):
+                self.changed.wait(1.0)
+            kept = []
+            for b in range(next_batch, last + 1):
+                if b not in self.ready:
+                    break
+                kept.append(self.ready[b])
+            after = (kept[-1].batch if kept else next_batch - 1)
+            stream = self.after.get(after, self.initial_state)
+            for old in [b for b in self.after if b < next_batch - 1]:
+                del self.after[old]
+        return {"pending": kept, "prompts": stream}
+
+    def close(self) -> None:
+        with self.changed:
+            self.stopping = True
+            self.changed.notify_all()
+        self.thread.join(timeout=5.0)  # (a batch being sampled finishes on its own: the thread is a daemon)
+
+    # ── the worker's side ────────────────────────────────────────────────────────────────────
+    def _work(self) -> None:
+        try:
+            while True:
+                batch = self.next_batch
+                with self.changed:
+                    while self.floor is None and not self.stopping:
+                        self.changed.wait()
+                    version = max(version_for(batch, self.k), self.floor or 0)
+                    while version not in self.weights and not self.stopping:
+                        self.changed.wait()
+                    if self.stopping:
+                        return
+                    weights = self.weights[version]
+                    for old in [v for v in self.weights if v < version]:
+                        del self.weights[old]  # (no later batch needs them)
+                if self.loaded != version:
+                    self.sampler.load_weights(weights, version=version)
+                    self.loaded = version
+                result = self.produce(batch, self.sampler)
+                with self.changed:
+                    self.after[batch] = self.stream_state()
+                    self.ready[batch] = Sampled(batch, version, result, self.after[batch])
+                    self.next_batch = batch + 1
+                    self.changed.notify_all()
+        except BaseException as error:  # (the trainer raises it when it takes the batch)
+            with self.changed:
+                self.error = error
+                self.changed.notify_all()
+
+
+def refuse_unsupported(config: Any, world_size: int) -> None:
+    """What sampling ahead does not combine with yet, refused in one line before the run starts."""
+    if config.sampling.max_staleness is None:
+        return
+    if world_size > 1:
+        raise UserError("sampling.max_staleness runs in one process for now: drop --nproc / torchrun, or set "
+                        "sampling.max_staleness null")
+    if config.generation.backend != "local":
+        raise UserError("sampling.max_staleness samples with rlvr's own engine for now: set generation.backend "
+                        "local, or sampling.max_staleness null")
+
+
+def start_ahead(trainer: Any) -> RolloutsAhead:
+    """The worker for `trainer` (rlvr.train.trainer.Trainer), sampling with a copy of its policy given the
+    weights of its step, half of the torch threads to each side (at least one)."""
+    from rlvr.samplers.local import CopySampler
+
+    p, c = trainer.parts, trainer.config
+    torch.set_num_threads(max(1, torch.get_num_threads() // 2))
+    sampler = CopySampler(p.policy, trainer.tokenizer, trainer.policy.autocast,
+                          add_special_tokens=p.add_special_tokens, environment=c.environment,
+                          make_env=trainer.make_env)
+    stream = trainer.prompts
+    ahead = RolloutsAhead(sampler, trainer.sample_and_score, lambda: copy.deepcopy(stream.state_dict()),
+                          max_staleness=c.sampling.max_staleness, first_batch=trainer.step_count,
+                          pending=trainer.pending, timeout_s=c.sampling.worker_timeout_s)
+    ahead.publish(trainer.step_count, [(n, t.detach().clone()) for n, t in trainer.policy.named_weights()])
+    return ahead

@@ -1,0 +1,120 @@
+"""Sampling ahead (sampling.max_staleness): which weights sample which batch follows the step counters, so
+k = 0 is the synchronous run bit for bit and k = 1 is itself when repeated or resumed; a failing or stalled
+worker ends the run in one line with the last checkpoint kept."""
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from rlvr import paths
+from rlvr.config import TrainConfig
+from rlvr.errors import UserError
+from rlvr.run.directory import resume_config
+from rlvr.train.trainer import train_grpo
+
+from .test_step import DIGITS, tiny_config
+
+ONE_THREAD = ["threads=1", "eval_before=false", "eval_after=false", "algorithm.beta=0.04"]
+CURRICULUM = ["data.curriculum=true", "sampling.dynamic_sampling=true", "sampling.max_sampling_rounds=2"]
+
+
+def weights(run: Path) -> dict[str, torch.Tensor]:
+    return load_file(paths.latest_checkpoint(run) / "model" / "model.safetensors")
+
+
+def logged(run: Path) -> list[dict]:
+    return [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def same_run(a: Path, b: Path, keys=("reward/mean", "loss", "kl", "grad_norm", "entropy")) -> bool:
+    wa, wb = weights(a), weights(b)
+    same_weights = all(torch.equal(wa[k], wb[k]) for k in wa)
+    return same_weights and [[m[k] for k in keys] for m in logged(a)] == [[m[k] for k in keys] for m in logged(b)]
+
+
+def train(tmp_path: Path, name: str, *extra: str, steps: int = 4, **kwargs):
+    return train_grpo(tiny_config(tmp_path / name, DIGITS, *ONE_THREAD, *extra, steps=steps), **kwargs)
+
+
+def test_staleness_0_through_the_worker_is_the_synchronous_run(tmp_path):
+    train(tmp_path, "sync")
+    train(tmp_path, "ahead", "sampling.max_staleness=0")
+    assert same_run(tmp_path / "sync" / "run", tmp_path / "ahead" / "run")
+    assert [m["async/staleness_max"] for m in logged(tmp_path / "ahead" / "run")] == [0.0] * 4
+
+
+@pytest.mark.parametrize("extra", [[], CURRICULUM], ids=["shuffled", "curriculum+dynamic"])
+def test_staleness_1_is_itself_repeated_and_resumed(tmp_path, extra):
+    train(tmp_path, "a", "sampling.max_staleness=1", *extra)
+    train(tmp_path, "b", "sampling.max_staleness=1", *extra)
+    a, b = tmp_path / "a" / "run", tmp_path / "b" / "run"
+    assert same_run(a, b)
+    # batch 1 is sampled with step 0's weights, batch t with step t − 1's: trained 1 version late
+    assert [m["async/staleness_max"] for m in logged(a)] == [0.0, 1.0, 1.0, 1.0]
+    stopped = train(tmp_path, "c", "sampling.max_staleness=1", *extra,
+                    on_step_end=lambda step, m, stop: stop.request_stop() if step == 2 else None)
+    assert stopped["stopped_at"] == 2
+    c = tmp_path / "c" / "run"
+    state = torch.load(paths.latest_checkpoint(c) / paths.TRAINER_STATE, weights_only=False)
+    assert [s.batch for s in state["ahead"]] == [2]  # the batch sampled ahead is kept with the checkpoint
+    train_grpo(resume_config(TrainConfig, c), resume=True)
+    assert same_run(a, c)
+
+
+def test_staleness_changes_what_is_trained(tmp_path):
+    train(tmp_path, "sync")
+    train(tmp_path, "ahead", "sampling.max_staleness=1")
+    assert not same_run(tmp_path / "sync" / "run", tmp_path / "ahead" / "run")
+    # the stale batches' ratio is against the weights that sampled them: π_θ moved since, so it is not 1
+    # and gets clipped (synchronously, with one update per batch, π_old is π_θ itself: a ratio of exactly 1)
+    ahead, sync = logged(tmp_path / "ahead" / "run"), logged(tmp_path / "sync" / "run")
+    assert all(m["sampler/logp_abs_diff_mean"] > 1e-4 for m in ahead[1:])
+    clipped = lambda ms: sum(m["clip_low_fraction"] + m["clip_high_fraction"] for m in ms)  # noqa: E731
+    assert clipped(sync) == 0 and clipped(ahead[:1]) == 0 and clipped(ahead[1:]) > 0
+
+
+def test_a_reward_that_throws_in_the_worker_is_one_line_and_the_checkpoint_stays(tmp_path, monkeypatch):
+    calls = {"n": 0}
+    import rlvr.train.trainer as module
+
+    real = module.score_rollout
+
+    def failing(rollout, rewards):
+        calls["n"] += 1
+        if calls["n"] == 4:  # the fourth batch: step 4's
+            raise UserError("reward 'digit_share' failed on row 1: ValueError: boom")
+        return real(rollout, rewards)
+    monkeypatch.setattr(module, "score_rollout", failing)
+    with pytest.raises(UserError, match="boom"):
+        train(tmp_path, "run", "sampling.max_staleness=1", "sampling.overlap_rewards=false", steps=6)
+    run = tmp_path / "run" / "run"
+    assert paths.latest_checkpoint(run).name == "step-000003"  # the finished steps' work is saved
+
+
+def test_a_stalled_worker_ends_the_run_within_its_deadline(tmp_path, monkeypatch):
+    import rlvr.train.trainer as module
+
+    real, calls = module.score_rollout, {"n": 0}
+
+    def stalling(rollout, rewards):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            time.sleep(60)
+        return real(rollout, rewards)
+    monkeypatch.setattr(module, "score_rollout", stalling)
+    start = time.monotonic()
+    with pytest.raises(UserError, match="has not sampled batch 3 in 3 s .*stalled"):
+        train(tmp_path, "run", "sampling.max_staleness=1", "sampling.overlap_rewards=false",
+              "sampling.worker_timeout_s=3", steps=6)
+    assert time.monotonic() - start < 50
+
+
+@pytest.mark.parametrize("setting, fix", [(["generation.backend=vllm"], "generation.backend local")])
+def test_what_it_does_not_combine_with_yet_is_one_line(tmp_path, setting, fix):
+    with pytest.raises(UserError, match=fix):
+        train(tmp_path, "run", "sampling.max_staleness=1", *setting, steps=1)
+

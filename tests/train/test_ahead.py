@@ -23,7 +23,9 @@ CURRICULUM = ["data.curriculum=true", "sampling.dynamic_sampling=true", "samplin
 
 
 def weights(run: Path) -> dict[str, torch.Tensor]:
-    return load_file(paths.latest_checkpoint(run) / "model" / "model.safetensors")
+    """The latest checkpoint's weights (a LoRA run's: its adapters)."""
+    return {k: v for f in sorted((paths.latest_checkpoint(run) / "model").glob("*.safetensors"))
+            for k, v in load_file(f).items()}
 
 
 def logged(run: Path) -> list[dict]:
@@ -32,6 +34,7 @@ def logged(run: Path) -> list[dict]:
 
 def same_run(a: Path, b: Path, keys=("reward/mean", "loss", "kl", "grad_norm", "entropy")) -> bool:
     wa, wb = weights(a), weights(b)
+    assert wa and wa.keys() == wb.keys()
     same_weights = all(torch.equal(wa[k], wb[k]) for k in wa)
     return same_weights and [[m[k] for k in keys] for m in logged(a)] == [[m[k] for k in keys] for m in logged(b)]
 
@@ -40,11 +43,22 @@ def train(tmp_path: Path, name: str, *extra: str, steps: int = 4, **kwargs):
     return train_grpo(tiny_config(tmp_path / name, DIGITS, *ONE_THREAD, *extra, steps=steps), **kwargs)
 
 
-def test_staleness_0_through_the_worker_is_the_synchronous_run(tmp_path):
-    train(tmp_path, "sync")
-    train(tmp_path, "ahead", "sampling.max_staleness=0")
+LORA = ["model.lora.rank=4"]
+GAME = ["environment.name=guess_number", "environment.params.max_turns=2", "environment.max_tokens=200",
+        "rewards=[{name: environment_reward}]", "generation.max_new_tokens=6"]
+
+
+@pytest.mark.parametrize("extra", [[], LORA, GAME], ids=["full", "lora", "environment"])
+def test_staleness_0_through_the_worker_is_the_synchronous_run(tmp_path, extra, monkeypatch):
+    if extra is GAME:  # (any letter ends a message of the random tiny model, so that games run several turns)
+        from .test_environments import short_messages
+        short_messages.__wrapped__(monkeypatch)
+    train(tmp_path, "sync", *extra)
+    train(tmp_path, "ahead", "sampling.max_staleness=0", *extra)
     assert same_run(tmp_path / "sync" / "run", tmp_path / "ahead" / "run")
     assert [m["async/staleness_max"] for m in logged(tmp_path / "ahead" / "run")] == [0.0] * 4
+    if extra is GAME:
+        assert max(m["env/turns"] for m in logged(tmp_path / "ahead" / "run")) > 1
 
 
 @pytest.mark.parametrize("extra", [[], CURRICULUM], ids=["shuffled", "curriculum+dynamic"])

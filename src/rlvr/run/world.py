@@ -15,7 +15,7 @@ import datetime
 import os
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -33,6 +33,9 @@ class World:
     rank: int = 0
     size: int = 1
     local_rank: int = 0
+    # the process group its collectives run in (None: the default one); a thread that runs collectives beside
+    # the main thread's has a group of its own (`own_group`), or the two would interleave theirs
+    group: Any = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_env(cls) -> World:
@@ -55,6 +58,16 @@ class World:
 
 
 SINGLE = World()
+
+
+def own_group(world: World) -> World:
+    """`world` with a process group of its own (gloo) for a second thread's collectives; every rank must call it,
+    in the same order. A single process is returned as it is."""
+    if not world.distributed:
+        return world
+    import dataclasses
+
+    return dataclasses.replace(world, group=dist.new_group(backend="gloo"))
 
 
 def join(world: World, device: torch.device, timeout_s: float = COLLECTIVE_TIMEOUT_S) -> None:
@@ -118,7 +131,7 @@ def tag_warnings(world: World) -> None:
 def barrier(world: World) -> None:
     """Wait until every rank is here (nothing in one process)."""
     if world.distributed:
-        dist.barrier()
+        dist.barrier(group=world.group)
 
 
 def sum_across(values: Sequence[float], world: World) -> list[float]:
@@ -134,9 +147,9 @@ def _reduce(values: Sequence[float], world: World, op: str) -> list[float]:
     if not world.distributed:
         return [float(v) for v in values]
     total = torch.tensor(list(values), dtype=torch.float64)
-    if dist.get_backend() == "nccl":
+    if dist.get_backend(world.group) == "nccl":
         total = total.cuda()
-    dist.all_reduce(total, op=dist.ReduceOp.SUM if op == "sum" else dist.ReduceOp.MAX)
+    dist.all_reduce(total, op=dist.ReduceOp.SUM if op == "sum" else dist.ReduceOp.MAX, group=world.group)
     return total.cpu().tolist()
 
 
@@ -167,7 +180,7 @@ def gather_across(record: T, world: World) -> list[T]:
     if not world.distributed:
         return [record]
     out: list[Any] = [None] * world.size
-    dist.all_gather_object(out, record)
+    dist.all_gather_object(out, record, group=world.group)
     return out
 
 

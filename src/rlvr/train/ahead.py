@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from rlvr.errors import UserError
+from rlvr.run.world import own_group
 from rlvr.samplers import Sampler
 
 Weights = list[tuple[str, torch.Tensor]]
@@ -117,10 +118,10 @@ class RolloutsAhead:
                     break
                 kept.append(self.ready[b])
             after = (kept[-1].batch if kept else next_batch - 1)
-            stream = self.after.get(after, self.initial_state)
+            stream, before = (self.after.get(b, self.initial_state) for b in (after, next_batch - 1))
             for old in [b for b in self.after if b < next_batch - 1]:
                 del self.after[old]
-        return {"pending": kept, "prompts": stream}
+        return {"pending": kept, "prompts": stream, "prompts_before": before}
 
     def close(self) -> None:
         with self.changed:
@@ -163,9 +164,9 @@ def refuse_unsupported(config: Any, world_size: int) -> None:
     """What sampling ahead does not combine with yet, refused in one line before the run starts."""
     if config.sampling.max_staleness is None:
         return
-    if world_size > 1:
-        raise UserError("sampling.max_staleness runs in one process for now: drop --nproc / torchrun, or set "
-                        "sampling.max_staleness null")
+    if world_size > 1 and config.distributed.strategy != "ddp":
+        raise UserError("sampling.max_staleness on several ranks needs distributed.strategy ddp for now (the "
+                        "worker samples with a whole copy of the policy): set it, or sampling.max_staleness null")
     if config.generation.backend != "local":
         raise UserError("sampling.max_staleness samples with rlvr's own engine for now: set generation.backend "
                         "local, or sampling.max_staleness null")
@@ -181,8 +182,9 @@ def start_ahead(trainer: Any) -> RolloutsAhead:
     sampler = CopySampler(p.policy, trainer.tokenizer, trainer.policy.autocast,
                           add_special_tokens=p.add_special_tokens, environment=c.environment,
                           make_env=trainer.make_env)
-    stream = trainer.prompts
-    ahead = RolloutsAhead(sampler, trainer.sample_and_score, lambda: copy.deepcopy(stream.state_dict()),
+    stream, world = trainer.prompts, own_group(trainer.world)  # (every rank starts it at the same step)
+    ahead = RolloutsAhead(sampler, lambda batch, s: trainer.sample_and_score(batch, s, world),
+                          lambda: copy.deepcopy(stream.state_dict()),
                           max_staleness=c.sampling.max_staleness, first_batch=trainer.step_count,
                           pending=trainer.pending, timeout_s=c.sampling.worker_timeout_s)
     ahead.publish(trainer.step_count, [(n, t.detach().clone()) for n, t in trainer.policy.named_weights()])

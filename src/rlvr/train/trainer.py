@@ -93,6 +93,7 @@ class Trainer:
         self.step_count = 0
         self.ahead: RolloutsAhead | None = None  # the worker sampling ahead (sampling.max_staleness), once started
         self.pending: list[Sampled] = []  # batches it sampled before a checkpoint, given back to it on resume
+        self.resumed_ahead: dict[str, Any] | None = None  # what the checkpoint resumed from kept of them
         self.schedule = Schedule(c.max_steps, c.save_every, c.eval_every, c.sample_every, c.eval_before, c.eval_after,
                                  c.keep_checkpoints, c.keep_best)
         self.sources = MetricSources(self.parts.correctness, c.reflection_phrases, self.parts.format_check,
@@ -135,28 +136,31 @@ class Trainer:
             self.ahead = start_ahead(self)
         return self.ahead.take(self.step_count).result  # type: ignore[no-any-return]
 
-    def sample_and_score(self, step: int | None = None,
-                         sampler: Sampler | None = None) -> tuple[ScoredRollout, FillStats | None]:
+    def sample_and_score(self, step: int | None = None, sampler: Sampler | None = None,
+                         world: World | None = None) -> tuple[ScoredRollout, FillStats | None]:
         """Steps 1-2 for the P prompts of batch `step` (0-based; default: this step's) with `sampler` (default:
-        the run's, with the newest weights); with dynamic sampling (DAPO), zero-variance groups are replaced by
-        fresh ones."""
-        s = self.config.sampling
+        the run's, with the newest weights), agreeing with the other ranks in `world` (default: the run's; the
+        worker sampling ahead has a process group of its own); with dynamic sampling (DAPO), zero-variance
+        groups are replaced by fresh ones."""
+        s, world = self.config.sampling, world or self.world
         order = copy.deepcopy(self.prompts.state_dict())
         try:
-            first = self.score_round(0, step, sampler)
+            first = self.score_round(0, step, sampler, world)
             if not s.dynamic_sampling:
                 return first, None
-            return fill_informative(first, lambda round_: self.score_round(round_, step, sampler),
-                                    s.max_sampling_rounds, all_done=lambda done: not any_across(not done, self.world))
+            return fill_informative(first, lambda round_: self.score_round(round_, step, sampler, world),
+                                    s.max_sampling_rounds, all_done=lambda done: not any_across(not done, world))
         except BaseException:  # a reward failed, or the step was abandoned: it never happened (rlvr.run.loop)
             self.prompts.load_state_dict(order)
             raise
 
-    def score_round(self, round_: int, step: int | None = None, sampler: Sampler | None = None) -> ScoredRollout:
+    def score_round(self, round_: int, step: int | None = None, sampler: Sampler | None = None,
+                    world: World | None = None) -> ScoredRollout:
         """This rank's share of the next P prompts, sampled and scored; every group's pass rate, from all
         ranks, is shown to the prompt stream (curriculum), so that its state stays the same on every rank."""
+        world = world or self.world
         drawn = self.prompts.next_batch()
-        slots = shard(range(len(drawn)), self.world)  # (the prompts' places in the whole batch: their seeds)
+        slots = shard(range(len(drawn)), world)  # (the prompts' places in the whole batch: their seeds)
         positions = [drawn[i] for i in slots]
         examples, g = [self.parts.train[i].example for i in positions], self.config.sampling.group_size
         if self.config.sampling.overlap_rewards and self.make_env is None:
@@ -167,7 +171,7 @@ class Trainer:
                                    self.parts.rewards)
         if self.parts.correctness is not None:  # (without one there is no curriculum: rlvr.train.reward_setup)
             accuracies = scored.reward_components[self.parts.correctness].nanmean(dim=1).tolist()
-            for seen, rates in gather_across((positions, accuracies), self.world):
+            for seen, rates in gather_across((positions, accuracies), world):
                 self.prompts.observe(seen, rates)
         return scored
 
@@ -283,11 +287,12 @@ class Trainer:
         weights are gathered here too, for write_checkpoint (rank 0). Every rank calls this."""
         self.policy.gather(reference=self.reference_refreshed())
         state = {"scheduler": self.scheduler.state_dict(), "prompts": self.prompts.state_dict()}
-        if self.ahead is not None:  # the batches sampled ahead, and the prompt stream after them
+        if self.ahead is not None:  # the batches sampled ahead (each rank's share), the prompt stream after them
             ahead = self.ahead.state(self.step_count)
-            state |= {"prompts": ahead["prompts"], "ahead": ahead["pending"]}
+            state |= {"prompts": ahead["prompts"], "ahead": {"pending": gather_across(ahead["pending"], self.world),
+                                                             "prompts_before": ahead["prompts_before"]}}
         elif self.pending:  # (resumed, not started yet)
-            state["ahead"] = self.pending
+            state["ahead"] = self.resumed_ahead
         if not self.world.distributed:  # (several ranks write it in parts: sharded_state)
             state["optimizer"] = self.policy.optimizer_state(self.optimizer)
         return state
@@ -310,7 +315,11 @@ class Trainer:
         self.scheduler.load_state_dict(state["scheduler"])
         self.prompts.load_state_dict(state["prompts"])
         self.step_count = state["step"]
-        self.pending = state.get("ahead", [])
+        self.resumed_ahead = ahead = state.get("ahead")
+        if ahead and len(ahead["pending"]) == self.world.size:  # the batches sampled ahead, this rank's share
+            self.pending = ahead["pending"][self.world.rank]
+        elif ahead:  # at another world size the shares differ: sampled again, with the checkpoint's weights
+            self.prompts.load_state_dict(ahead["prompts_before"])
 
     def summary(self, before: dict[str, Any] | None, after: dict[str, Any] | None, seconds: float,
                 checkpoint: Path) -> dict[str, Any]:

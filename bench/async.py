@@ -54,7 +54,9 @@ def run(name: str, sets: list[str], staleness: int | None, steps: int, threads: 
 
 
 def percent(interval: dict | None) -> str:
-    return "–" if not interval else f"{100 * interval['mean']:.1f} [{100 * interval['low']:.1f}, {100 * interval['high']:.1f}]"
+    if not interval:
+        return "–"
+    return f"{100 * interval['mean']:.1f} [{100 * interval['low']:.1f}, {100 * interval['high']:.1f}]"
 
 
 def table(rows: list[dict]) -> str:

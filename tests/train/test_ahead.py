@@ -127,8 +127,10 @@ def test_a_stalled_worker_ends_the_run_within_its_deadline(tmp_path, monkeypatch
     assert time.monotonic() - start < 50
 
 
-@pytest.mark.parametrize("setting, fix", [(["generation.backend=vllm"], "generation.backend local")])
-def test_what_it_does_not_combine_with_yet_is_one_line(tmp_path, setting, fix):
-    with pytest.raises(UserError, match=fix):
-        train(tmp_path, "run", "sampling.max_staleness=1", *setting, steps=1)
+def test_what_it_does_not_combine_with_yet_is_one_line(tmp_path):
+    from rlvr.train.ahead import refuse_unsupported
 
+    config = tiny_config(tmp_path, "sampling.max_staleness=1", "distributed.strategy=fsdp")
+    with pytest.raises(UserError, match="needs distributed.strategy ddp"):
+        refuse_unsupported(config, world_size=2)
+    refuse_unsupported(config, world_size=1)  # (one process shards nothing)

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from rlvr.errors import UserError
-from rlvr.run.world import own_group
+from rlvr.run.world import barrier, own_group
 from rlvr.samplers import Sampler
 
 Weights = list[tuple[str, torch.Tensor]]
@@ -59,13 +59,16 @@ class RolloutsAhead:
     """The worker thread and what passes between it and the trainer (see the module docstring).
 
     `produce(batch, sampler)` samples and scores batch `batch` with `sampler` (holding the version it must);
-    `stream_state()` reads the prompt stream's state, which only `produce` moves. `timeout_s` bounds how long
+    `stream_state()` reads the prompt stream's state, which only `produce` moves; `load(weights, version)`
+    gives the sampler a version (default: its load_weights). `timeout_s` bounds how long
     the trainer waits for a batch: past it, the run stops with one line (the worker stalled)."""
 
     def __init__(self, sampler: Sampler, produce: Callable[[int, Sampler], Any],
                  stream_state: Callable[[], dict[str, Any]], *, max_staleness: int, first_batch: int,
-                 pending: list[Sampled] | None = None, timeout_s: float = 1800.0) -> None:
+                 pending: list[Sampled] | None = None, timeout_s: float = 1800.0,
+                 load: Callable[[Weights, int], None] | None = None) -> None:
         self.sampler, self.produce, self.stream_state = sampler, produce, stream_state
+        self.load = load or (lambda weights, version: sampler.load_weights(weights, version=version))
         self.k, self.timeout_s = max_staleness, timeout_s
         self.ready: dict[int, Sampled] = {s.batch: s for s in pending or []}
         self.after = {s.batch: s.stream_state for s in pending or []}  # batch -> the prompt stream after it
@@ -146,7 +149,7 @@ class RolloutsAhead:
                     for old in [v for v in self.weights if v < version]:
                         del self.weights[old]  # (no later batch needs them)
                 if self.loaded != version:
-                    self.sampler.load_weights(weights, version=version)
+                    self.load(weights, version)
                     self.loaded = version
                 result = self.produce(batch, self.sampler)
                 with self.changed:
@@ -167,25 +170,27 @@ def refuse_unsupported(config: Any, world_size: int) -> None:
     if world_size > 1 and config.distributed.strategy != "ddp":
         raise UserError("sampling.max_staleness on several ranks needs distributed.strategy ddp for now (the "
                         "worker samples with a whole copy of the policy): set it, or sampling.max_staleness null")
-    if config.generation.backend != "local":
-        raise UserError("sampling.max_staleness samples with rlvr's own engine for now: set generation.backend "
-                        "local, or sampling.max_staleness null")
 
 
 def start_ahead(trainer: Any) -> RolloutsAhead:
-    """The worker for `trainer` (rlvr.train.trainer.Trainer), sampling with a copy of its policy given the
-    weights of its step, half of the torch threads to each side (at least one)."""
+    """The worker for `trainer` (rlvr.train.trainer.Trainer), sampling with its vLLM engine or a copy of its
+    policy, given the weights of its step and checked to hold them (rlvr.samplers.build.give_weights); with
+    the copy, half of the torch threads to each side (at least one)."""
+    from rlvr.samplers.build import give_weights
     from rlvr.samplers.local import CopySampler
 
     p, c = trainer.parts, trainer.config
-    torch.set_num_threads(max(1, torch.get_num_threads() // 2))
-    sampler = CopySampler(p.policy, trainer.tokenizer, trainer.policy.autocast,
-                          add_special_tokens=p.add_special_tokens, environment=c.environment,
-                          make_env=trainer.make_env)
+    if trainer.ahead_sampler is None:  # (vLLM's CPU engine keeps the threads it was built with: it checks them)
+        torch.set_num_threads(max(1, torch.get_num_threads() // 2))
+    sampler = trainer.ahead_sampler or CopySampler(p.policy, trainer.tokenizer, trainer.policy.autocast,
+                                                   add_special_tokens=p.add_special_tokens,
+                                                   environment=c.environment, make_env=trainer.make_env)
     stream, world = trainer.prompts, own_group(trainer.world)  # (every rank starts it at the same step)
     ahead = RolloutsAhead(sampler, lambda batch, s: trainer.sample_and_score(batch, s, world),
                           lambda: copy.deepcopy(stream.state_dict()),
                           max_staleness=c.sampling.max_staleness, first_batch=trainer.step_count,
-                          pending=trainer.pending, timeout_s=c.sampling.worker_timeout_s)
+                          pending=trainer.pending, timeout_s=c.sampling.worker_timeout_s,
+                          load=lambda weights, version: give_weights(sampler, lambda: iter(weights), version,
+                                                                      loaded=lambda: barrier(world)))
     ahead.publish(trainer.step_count, [(n, t.detach().clone()) for n, t in trainer.policy.named_weights()])
     return ahead

@@ -85,10 +85,16 @@ class Trainer:
         env = c.environment  # multi-turn rollouts: each sample a conversation with it (rlvr.envs)
         self.make_env = load_environment(env.name, **env.params) if env.name else None
         # what samples the completions: rlvr's own engine on the policy's weights, or vLLM (rlvr.samplers)
-        self.sampler: Sampler = rank_sampler(c.generation, world, model=p.policy, decoding=self.policy.decoding,
-                                             weights=self.policy.named_weights, tokenizer=self.tokenizer,
-                                             device=p.device, dtype=p.dtype, add_special_tokens=p.add_special_tokens,
-                                             environment=env, make_env=self.make_env, seed=c.seed)
+        made = dict(model=p.policy, decoding=self.policy.decoding, weights=self.policy.named_weights,
+                    tokenizer=self.tokenizer, device=p.device, dtype=p.dtype, add_special_tokens=p.add_special_tokens,
+                    environment=env, make_env=self.make_env, seed=c.seed)
+        self.sampler: Sampler = rank_sampler(c.generation, world, **made)
+        # sampling ahead (rlvr.train.ahead) with vLLM: the engine is the worker's, and the trainer's own
+        # evaluations decode with rlvr's engine on its weights
+        self.ahead_sampler: Sampler | None = None
+        if c.sampling.max_staleness is not None and c.generation.backend != "local":
+            self.ahead_sampler = self.sampler
+            self.sampler = rank_sampler(dataclasses.replace(c.generation, backend="local"), world, **made)
         self.optimizer, self.scheduler = build_optimizer(p.policy, c.optim, c.max_steps)
         self.step_count = 0
         self.ahead: RolloutsAhead | None = None  # the worker sampling ahead (sampling.max_staleness), once started
@@ -222,7 +228,9 @@ class Trainer:
     def close(self) -> None:
         if self.ahead is not None:
             self.ahead.close()
-        self.sampler.close()
+        for sampler in (self.sampler, self.ahead_sampler):
+            if sampler is not None:
+                sampler.close()
 
     # ── what the run core asks of a recipe ───────────────────────────────────────────────────
     def evaluate(self) -> dict[str, Any] | None:

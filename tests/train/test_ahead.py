@@ -61,7 +61,8 @@ def test_staleness_0_through_the_worker_is_the_synchronous_run(tmp_path, extra, 
         assert max(m["env/turns"] for m in logged(tmp_path / "ahead" / "run")) > 1
 
 
-@pytest.mark.parametrize("extra", [[], CURRICULUM], ids=["shuffled", "curriculum+dynamic"])
+@pytest.mark.parametrize("extra", [[], CURRICULUM, ["algorithm.updates_per_batch=2", "algorithm.ref_refresh_steps=2"]],
+                         ids=["shuffled", "curriculum+dynamic", "mu=2+refreshed reference"])
 def test_staleness_1_is_itself_repeated_and_resumed(tmp_path, extra):
     train(tmp_path, "a", "sampling.max_staleness=1", *extra)
     train(tmp_path, "b", "sampling.max_staleness=1", *extra)

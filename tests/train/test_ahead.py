@@ -110,6 +110,22 @@ def test_a_reward_that_throws_in_the_worker_is_one_line_and_the_checkpoint_stays
     assert paths.latest_checkpoint(run).name == "step-000003"  # the finished steps' work is saved
 
 
+def test_a_worker_that_dies_is_one_line_and_the_checkpoint_stays(tmp_path, monkeypatch):
+    from rlvr.samplers.local import CopySampler
+
+    real, calls = CopySampler.sample, {"n": 0}
+
+    def dying(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("engine lost")
+        return real(self, *args, **kwargs)
+    monkeypatch.setattr(CopySampler, "sample", dying)
+    with pytest.raises(UserError, match="the rollout worker failed while sampling batch 3: RuntimeError: engine lost"):
+        train(tmp_path, "run", "sampling.max_staleness=1", steps=5)
+    assert paths.latest_checkpoint(tmp_path / "run" / "run").name == "step-000002"
+
+
 def test_a_stalled_worker_ends_the_run_within_its_deadline(tmp_path, monkeypatch):
     import rlvr.train.trainer as module
 

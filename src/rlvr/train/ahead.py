@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from rlvr.errors import UserError
+from rlvr.errors import StepAbandoned, UserError
 from rlvr.run.world import barrier, own_group
 from rlvr.samplers import Sampler
 
@@ -96,8 +96,11 @@ class RolloutsAhead:
         deadline = time.monotonic() + self.timeout_s
         with self.changed:
             while batch not in self.ready:
-                if self.error is not None:
+                if isinstance(self.error, (UserError, StepAbandoned)):  # (a user's mistake, said in one line)
                     raise self.error
+                if self.error is not None:
+                    raise UserError(f"the rollout worker failed while sampling batch {batch + 1}: "
+                                    f"{type(self.error).__name__}: {self.error}") from self.error
                 left = deadline - time.monotonic()
                 if left <= 0 or not self.thread.is_alive():
                     self.stalled = True  # (a checkpoint now keeps what is ready, without waiting for it)

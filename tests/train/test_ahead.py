@@ -80,6 +80,17 @@ def test_staleness_1_is_itself_repeated_and_resumed(tmp_path, extra):
     assert same_run(a, c)
 
 
+def test_ctrl_c_saves_what_was_sampled_ahead_and_the_resumed_run_is_the_unbroken_one(tmp_path):
+    import os
+    import signal
+
+    train(tmp_path, "a", "sampling.max_staleness=1")
+    ctrl_c = lambda step, m, stop: os.kill(os.getpid(), signal.SIGINT) if step == 2 else None  # noqa: E731
+    assert train(tmp_path, "b", "sampling.max_staleness=1", on_step_end=ctrl_c)["stopped_at"] == 2
+    train_grpo(resume_config(TrainConfig, tmp_path / "b" / "run"), resume=True)
+    assert same_run(tmp_path / "a" / "run", tmp_path / "b" / "run")
+
+
 def test_staleness_changes_what_is_trained(tmp_path):
     train(tmp_path, "sync")
     train(tmp_path, "ahead", "sampling.max_staleness=1")

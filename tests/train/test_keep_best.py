@@ -44,7 +44,9 @@ def test_the_validation_slice_is_apart_from_the_reported_prompts(tmp_path):
     assert [str(p.example.prompt) for p in alone.eval] == reported  # the reported prompts do not move
 
 
-def test_the_best_checkpoint_is_kept_reported_and_loadable(tmp_path, scripted_validation):
+def test_the_best_checkpoint_is_kept_reported_and_loadable(tmp_path, scripted_validation, capsys):
+    from rlvr.train.cli import _print_summary
+
     summary = train_grpo(tiny_config(tmp_path, DIGITS, *BEST, steps=6))
     run = tmp_path / "run"
     assert summary["best"]["step"] == 4 and summary["best"]["validation"]["strict"]["mean"] == 0.5
@@ -57,6 +59,13 @@ def test_the_best_checkpoint_is_kept_reported_and_loadable(tmp_path, scripted_va
     assert all(torch.equal(kept[k], step_4[k]) for k in kept)
     assert any(not torch.equal(kept[k], last[k]) for k in kept)
     assert find_model_dir(run / "best") == run / "best" / "model"  # what rlvr eval / export take
+    capsys.readouterr()
+    _print_summary(summary, str(run))
+    printed = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in printed if line.startswith("  ") and "strict" in line][:3] == [
+        "before", "after", "gain"]
+    assert any(line.startswith("  best checkpoint, step 4") for line in printed)
+    assert any(line.startswith("  best   strict") for line in printed)
     logged = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert [m["eval/validation/strict"] for m in logged if "eval/validation/strict" in m] == [0.25, 0.5, 0.5]
 

@@ -32,18 +32,22 @@ def _print_summary(summary: dict[str, Any], run_dir: str) -> None:
     if "stopped_at" in summary or not is_main_rank():
         return
     print(f"\nrun directory: {run_dir}")
-    _print_accuracy(summary, summary.get("gain"), counted=True)
+    _print_accuracy({k: summary.get(k) for k in ("before", "after")}, summary.get("gain"), counted=True)
     before, after = summary.get("before") or {}, summary.get("after") or {}
     if before.get("alone") and after.get("alone"):
         print("  the question alone, without the example exchange:")
         _print_accuracy({"before": before["alone"], "after": after["alone"]}, summary["gain"]["alone"], counted=False)
+    best = summary.get("best")
+    if best:  # (keep_best: chosen on the validation slice, measured on the held-out prompts above)
+        print(f"  best checkpoint, step {best['step']} ({best['checkpoint']}), chosen by validation strict "
+              f"{_pct(best['validation']['strict'])}:")
+        _print_accuracy({"best": best["heldout"]}, best.get("gain"), counted=False)
 
 
 def _print_accuracy(blocks: dict[str, Any], gain: dict[str, Any] | None, counted: bool) -> None:
-    """The before and after lines (with the problem count when `counted`) and the paired gain."""
-    for block in ("before", "after"):
-        if blocks.get(block):
-            b = blocks[block]
+    """A line for each block (before, after, best: with the problem count when `counted`) and the paired gain."""
+    for block, b in blocks.items():
+        if b:
             count = f"   (n={b['n']}, 95% intervals)" if counted else ""
             print(f"  {block:6s} strict {_pct(b['strict'])}   lenient {_pct(b['lenient'])}{count}")
     if gain:

@@ -60,8 +60,8 @@ class RolloutsAhead:
 
     `produce(batch, sampler)` samples and scores batch `batch` with `sampler` (holding the version it must);
     `stream_state()` reads the prompt stream's state, which only `produce` moves; `load(weights, version)`
-    gives the sampler a version (default: its load_weights). `timeout_s` bounds how long
-    the trainer waits for a batch: past it, the run stops with one line (the worker stalled)."""
+    gives the sampler a version (default: its load_weights). `timeout_s` bounds how long the trainer waits
+    for a batch: past it, the run stops with one line (the worker stalled)."""
 
     def __init__(self, sampler: Sampler, produce: Callable[[int, Sampler], Any],
                  stream_state: Callable[[], dict[str, Any]], *, max_staleness: int, first_batch: int,
@@ -115,8 +115,7 @@ class RolloutsAhead:
         that failed leaves fewer: a resumed run samples the rest with the checkpoint's weights."""
         last = next_batch + self.k - 1  # (batches up to it need versions up to next_batch − 1)
         with self.changed:
-            while not self.stalled and self.error is None and self.thread.is_alive() and any(b not in self.ready
-                                                                        for b in range(next_batch, last + 1)):
+            while self._working() and any(b not in self.ready for b in range(next_batch, last + 1)):
                 self.changed.wait(1.0)
             kept = []
             for b in range(next_batch, last + 1):
@@ -128,6 +127,10 @@ class RolloutsAhead:
             for old in [b for b in self.after if b < next_batch - 1]:
                 del self.after[old]
         return {"pending": kept, "prompts": stream, "prompts_before": before}
+
+    def _working(self) -> bool:
+        """Whether the worker may still deliver: not failed, not given up on, alive."""
+        return not self.stalled and self.error is None and self.thread.is_alive()
 
     def close(self) -> None:
         with self.changed:

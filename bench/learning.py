@@ -121,7 +121,9 @@ def table(rows: list[dict]) -> str:
                  "yes" if r["holds"] else "**no**",
                  f"{100 * r['gain']:+.1f} [{100 * r['gain_low']:+.1f}, {100 * r['gain_high']:+.1f}]"]
         if chosen:
-            cells += [f"{pct(r.get('chosen'))} ({r.get('chosen_step', '–')})", f"{100 * r.get('chosen_gain', 0):+.1f}"]
+            gain = r.get("chosen_gain")
+            cells += [f"{pct(r.get('chosen'))} ({r.get('chosen_step', '–')})",
+                      "–" if gain is None else f"{100 * gain:+.1f}"]
         if alone:
             cells += [f"{pct(r.get(f'before_alone_{m}'))} → {pct(r.get(f'after_alone_{m}'))}" for m in MODES]
         lines.append("| " + " | ".join(cells) + " |")

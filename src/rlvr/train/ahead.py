@@ -198,5 +198,6 @@ def start_ahead(trainer: Any) -> RolloutsAhead:
                           pending=trainer.pending, timeout_s=c.sampling.worker_timeout_s,
                           load=lambda weights, version: give_weights(sampler, lambda: iter(weights), version,
                                                                       loaded=lambda: barrier(world)))
-    ahead.publish(trainer.step_count, [(n, t.detach().clone()) for n, t in trainer.policy.named_weights()])
+    trainer.ahead = ahead
+    trainer.publish_weights()
     return ahead

@@ -209,8 +209,8 @@ class Trainer:
         RL), when asked for. Every recipe that updates this policy calls it (PPO too)."""
         self.step_count += 1
         self.push_weights()
-        if self.ahead is not None:  # (copies: the trainer goes on updating its own)
-            self.ahead.publish(self.step_count, [(n, t.detach().clone()) for n, t in self.policy.named_weights()])
+        if self.ahead is not None:
+            self.publish_weights()
         k = self.config.algorithm.ref_refresh_steps
         if k and self.step_count % k == 0:
             self.policy.refresh_reference()
@@ -218,6 +218,12 @@ class Trainer:
     def push_weights(self) -> None:
         """The sampler gets the policy's weights, checked when it holds a copy (rlvr.samplers.build)."""
         push_weights(self.sampler, self.policy.named_weights, self.step_count, self.world)
+
+    def publish_weights(self) -> None:
+        """The worker sampling ahead gets copies of the policy's weights of this step (the trainer goes on
+        updating its own)."""
+        assert self.ahead is not None
+        self.ahead.publish(self.step_count, [(n, t.detach().clone()) for n, t in self.policy.named_weights()])
 
     def synced_sampler(self) -> Sampler:
         """The sampler, given the policy's weights first if it has not had them (a new or resumed run)."""

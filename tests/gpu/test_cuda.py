@@ -40,7 +40,7 @@ def test_seeded_sampling_on_cuda_is_reproducible():
 def test_shared_prompt_logprobs_equal_unshared_on_cuda():
     model, tok = _cuda_tiny()
     out = generate(model, PROMPTS, 3, SamplingParams(16, temperature=1.0), stop_ids=[tok.eos_token_id],
-                   pad_id=tok.pad_token_id, generator=torch.Generator().manual_seed(0))
+                   pad_id=tok.pad_token_id, seeds=list(range(3 * len(PROMPTS))))
     rows = torch.arange(len(PROMPTS) * 3) // 3
     args = (model, out.prompt_ids, out.prompt_mask, rows, out.completion_ids, out.completion_mask)
     shared, plain = completion_logprobs(*args), completion_logprobs(*args, share_prompt=False)

@@ -162,3 +162,30 @@ def test_what_it_does_not_combine_with_yet_is_one_line(tmp_path):
     with pytest.raises(UserError, match="needs distributed.strategy ddp"):
         refuse_unsupported(config, world_size=2)
     refuse_unsupported(config, world_size=1)  # (one process shards nothing)
+
+
+def test_closing_interrupts_a_batch_being_sampled_at_its_next_decoding_step():
+    """A run that is over gives up the batch its worker is sampling (nobody will train on it): the worker's
+    copy stops at its next forward pass, and the thread is gone when close returns (a daemon thread left
+    inside CUDA when the process exits can abort it)."""
+    import threading
+
+    from rlvr.models import build_tiny_model
+    from rlvr.samplers.local import CopySampler
+    from rlvr.train.ahead import RolloutsAhead
+
+    model, tokenizer = build_tiny_model(seed=0)
+    sampler = CopySampler(model, tokenizer, torch.no_grad)
+    sampling, steps = threading.Event(), []
+
+    def produce(batch, s):  # (decoding that would go on for minutes)
+        sampling.set()
+        for _ in range(100_000):
+            s.model(input_ids=torch.tensor([[1, 2, 3]]))
+            steps.append(1)
+    ahead = RolloutsAhead(sampler, produce, dict, max_staleness=1, first_batch=0, load=lambda weights, version: None)
+    ahead.publish(0, [])
+    assert sampling.wait(30)
+    started = time.monotonic()
+    ahead.close()
+    assert not ahead.thread.is_alive() and time.monotonic() - started < 5 and len(steps) < 100_000

@@ -130,3 +130,24 @@ def test_decoding_folds_the_adapters_into_copies_and_leaves_the_base_bit_for_bit
     for weight, kept in bases:
         assert torch.equal(weight.data, kept)
     assert [m.get_base_layer().weight for m in layers] == [w for w, _ in bases]
+
+
+def test_decoding_under_bf16_autocast_folds_the_same_weights_that_a_sampler_is_given(tmp_path):
+    """On a GPU decoding runs under bf16 autocast: the fold W + (α/r)·BA must still be computed in fp32, the
+    bits `folded_weights` hands a sampler holding its own copy (sampling ahead), or the two decode apart."""
+    from peft.tuners.lora import LoraLayer
+
+    from rlvr.models.adapters import folded_for_decoding, folded_weights
+
+    trainer = lora_trainer(tmp_path)
+    trainer.step()
+    policy = trainer.policy.model
+    given = dict(folded_weights(policy))
+    names = {id(m.get_base_layer().weight): n for n, m in policy.get_base_model().named_modules()
+             if isinstance(m, LoraLayer)}
+    assert names
+    with torch.autocast(device_type="cpu", dtype=torch.bfloat16), folded_for_decoding(policy) as model:
+        folded = {f"{names[id(m.get_base_layer().weight)]}.weight": m.get_base_layer().weight.detach().clone()
+                  for m in model.modules() if isinstance(m, LoraLayer)}
+    for name, weight in folded.items():
+        assert torch.equal(weight, given[name.replace(".base_layer.", ".")]), name

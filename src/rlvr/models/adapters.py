@@ -109,8 +109,12 @@ def folded_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]
 
 
 def _delta(layer: Any) -> torch.Tensor:
-    """(α / r) · B A of a peft LoRA layer, summed over its active adapters."""
-    return sum(layer.get_delta_weight(name) for name in layer.active_adapters)  # type: ignore[no-any-return]
+    """(α / r) · B A of a peft LoRA layer, summed over its active adapters, in the weights' own precision even
+    inside an autocast block (decoding folds them there): else B A would be rounded to bf16 on a GPU, and a
+    sampler given `folded_weights` would decode with other weights than the policy does."""
+    device = layer.get_base_layer().weight.device.type
+    with torch.autocast(device_type=device, enabled=False):
+        return sum(layer.get_delta_weight(name) for name in layer.active_adapters)  # type: ignore[no-any-return]
 
 
 @contextmanager

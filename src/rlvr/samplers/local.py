@@ -3,6 +3,7 @@ completion per sample, rlvr.envs.rollout for conversations with an environment).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -65,6 +66,10 @@ class LocalSampler:
         pass
 
 
+class Interrupted(Exception):
+    """Raised inside a CopySampler's forward pass once it was interrupted."""
+
+
 class CopySampler(LocalSampler):
     """rlvr's own engine on a network of its own: a plain copy of the policy's (adapters merged), which only
     `load_weights` changes, so the trainer can update the policy while this samples (rollouts sampled ahead:
@@ -78,6 +83,17 @@ class CopySampler(LocalSampler):
                 return fn(self.model)
         super().__init__(decoding, tokenizer, **kwargs)
         self.holds_copy = True
+        self.interrupted = threading.Event()
+        self.model.register_forward_pre_hook(self._stop_if_interrupted)
+
+    def interrupt(self) -> None:
+        """Ends the sampling under way at its next forward pass (one decoding step), and any later one, with
+        `Interrupted`: a run that is over does not wait for a batch it will never train on."""
+        self.interrupted.set()
+
+    def _stop_if_interrupted(self, module: torch.nn.Module, args: Any) -> None:
+        if self.interrupted.is_set():
+            raise Interrupted("this sampler was interrupted (the run is over)")
 
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int) -> None:
         """Copies them into its network (every weight, by the plain causal LM's names)."""

@@ -133,10 +133,16 @@ class RolloutsAhead:
         return not self.stalled and self.error is None and self.thread.is_alive()
 
     def close(self) -> None:
+        """Stops the worker: a batch being sampled is given up at its next decoding step where the sampler can
+        be interrupted (a CopySampler), else it finishes on its own (the thread is a daemon). A process that
+        exits while its daemon thread is inside a CUDA kernel launch can abort at exit."""
         with self.changed:
             self.stopping = True
             self.changed.notify_all()
-        self.thread.join(timeout=5.0)  # (a batch being sampled finishes on its own: the thread is a daemon)
+        interrupt = getattr(self.sampler, "interrupt", None)
+        if interrupt is not None:
+            interrupt()
+        self.thread.join(timeout=5.0)
 
     # ── the worker's side ────────────────────────────────────────────────────────────────────
     def _work(self) -> None:

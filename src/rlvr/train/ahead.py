@@ -20,6 +20,7 @@ batches, the prompt stream as it was after them, and goes on sampling from there
 from __future__ import annotations
 
 import copy
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -194,6 +195,10 @@ def start_ahead(trainer: Any) -> RolloutsAhead:
     p, c = trainer.parts, trainer.config
     if trainer.ahead_sampler is None:  # (vLLM's CPU engine keeps the threads it was built with: it checks them)
         torch.set_num_threads(max(1, torch.get_num_threads() // 2))
+        if p.device.type == "cuda" and trainer.world.rank == 0:
+            print("rlvr: sampling ahead with rlvr's own engine on a GPU was measured slower than the synchronous "
+                  "loop (decoding and training share one process: docs/async.md); a vLLM server on a GPU of its "
+                  "own (generation.backend vllm) is what overlaps", file=sys.stderr)
     sampler = trainer.ahead_sampler or CopySampler(p.policy, trainer.tokenizer, trainer.policy.autocast,
                                                    add_special_tokens=p.add_special_tokens,
                                                    environment=c.environment, make_env=trainer.make_env)

@@ -182,8 +182,10 @@ def test_train_writes_the_run_directory(tmp_path):
 
 
 def test_few_shot_turns_come_before_every_prompt(tmp_path):
-    default = Trainer(tiny_config(tmp_path))  # the arithmetic task's own example exchange
-    assert default.parts.train[0].text.startswith("<|im_start|>user\nWhat is 10 + 10?")
+    default = Trainer(tiny_config(tmp_path))  # the arithmetic task's own example exchange, with 4 prompts in 5
+    shown = ["10 + 10" in p.text for p in default.parts.train]
+    assert shown == [i % 5 != 0 for i in range(len(shown))] and len(shown) == 32
+    assert default.parts.train[1].text.startswith("<|im_start|>user\nWhat is 10 + 10?")
     assert default.parts.eval[0].text.count("<|im_start|>user") == 2
     alone = default.parts.eval_alone  # the same held-out questions without it
     assert [p.example for p in alone] == [p.example for p in default.parts.eval]
@@ -200,7 +202,9 @@ def test_few_shot_turns_come_before_every_prompt(tmp_path):
     assert none.parts.train[0].text.count("<|im_start|>user") == 1
     assert none.parts.eval_alone is None  # nothing shown, nothing to take away
     custom = Trainer(tiny_config(tmp_path, "data.few_shot=[{prompt: 'Q?', completion: 'A.'}]"))
-    assert "user\nQ?<|im_end|>\n<|im_start|>assistant\nA.<|im_end|>" in custom.parts.train[0].text
+    assert all("user\nQ?<|im_end|>\n<|im_start|>assistant\nA.<|im_end|>" in p.text for p in custom.parts.train)
+    every = Trainer(tiny_config(tmp_path, "data.few_shot_share=1"))  # the task's example with every prompt
+    assert all("10 + 10" in p.text for p in every.parts.train)
 
 
 def test_reward_params_reach_the_function(tmp_path):

@@ -62,10 +62,11 @@ class DataConfig:
     """System message for the chat template (None keeps the template's own default)."""
     few_shot: list[FewShotTurn] | None = None
     """Example exchanges placed before every prompt; None = the built-in task's own, [] = none."""
-    few_shot_share: float = 1.0
+    few_shot_share: float | None = None
     """Share of the training prompts shown with the example exchanges, spread evenly over the rows; the rest
     ask the question alone, so the answer format has to be learned rather than copied. Held-out prompts
-    keep them (and are also evaluated without them)."""
+    keep them (and are also evaluated without them). None: the built-in task's own share with its own
+    examples (0.8 for `arithmetic`), else 1."""
     difficulty: int = 1
     """Difficulty level of a built-in task."""
     curriculum: bool = False
@@ -87,7 +88,8 @@ class DataConfig:
     def validate(self) -> None:
         check([(self.train_size >= 1 and self.eval_size >= 1, "data.train_size and data.eval_size must be >= 1"),
                (self.validation_size >= 0, "data.validation_size must be >= 0 (0 = no validation slice)"),
-               (0 <= self.few_shot_share <= 1, f"data.few_shot_share={self.few_shot_share} must be in [0, 1]"),
+               (self.few_shot_share is None or 0 <= self.few_shot_share <= 1,
+                f"data.few_shot_share={self.few_shot_share} must be in [0, 1]"),
                (self.max_prompt_tokens is None or self.max_prompt_tokens >= 1,
                 "data.max_prompt_tokens must be >= 1 (or null for the model's context)")])
 

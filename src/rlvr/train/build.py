@@ -107,7 +107,9 @@ def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts
                 for ex, q in zip(exs, asked)]
 
     specials, new_tokens = d.template != "chat", config.generation.max_new_tokens or 0
-    train = fitting(render(train_examples, shots, d.few_shot_share), tokenizer,
+    share = (d.few_shot_share if d.few_shot_share is not None
+             else task.few_shot_share if task and d.few_shot is None else 1.0)
+    train = fitting(render(train_examples, shots, share), tokenizer,
                     prompt_limit(policy, new_tokens, d.max_prompt_tokens), specials, d.train)
     held_out = render(eval_examples) if eval_examples else None
     validation = render(validation_examples) if validation_examples else None

@@ -31,6 +31,7 @@ class Task:
     scoring: Scoring
     description: str
     few_shot: tuple[tuple[str, str], ...] = ()  # (prompt, completion) example exchanges shown before each prompt
+    few_shot_share: float = 1.0  # the share of training prompts shown them (data.few_shot_share left unset)
 
 
 def puzzle(check: str, description: str) -> Scoring:
@@ -53,6 +54,10 @@ TASKS: dict[str, Task] = {
         # One exchange that shows the answer format and nothing else: a bare \boxed{N}, no working.
         # 10 + 10 lies outside every difficulty-1 problem, so it leaks no held-out answer.
         few_shot=(("What is 10 + 10? Put your final answer in \\boxed{}.", "\\boxed{20}"),),
+        # Shown with 4 training prompts in 5, the format is learned, not only copied: asked without the example
+        # the trained model boxes its answers (strict 0% -> 79%), and with it scores within the spread of runs
+        # that always showed it (docs/learning.md, "The answer format without the example").
+        few_shot_share=0.8,
     ),
     "countdown": Task(
         name="countdown",

@@ -5,18 +5,20 @@
 cold_start.jsonl   prompt/completion pairs with a short worked answer (the cold-start SFT format)
 preferences.jsonl  prompt/chosen/rejected pairs: a boxed, right answer preferred to a bare or wrong one
 mixed.jsonl        stage-4 prompts: arithmetic (kind: reasoning, with answer) and open requests (kind: general)
-All arithmetic comes from the task's train split, so none of it is in the held-out evaluation.
+countdown_worked.jsonl  countdown puzzles (difficulty 1) with a solver's worked solution (recipes/countdown.yaml)
+All problems come from their task's train split, so none of them is in the held-out evaluation.
 """
 
 import json
 import random
 from pathlib import Path
 
-from rlvr.data.tasks import arithmetic
+from rlvr.data.tasks import arithmetic, countdown
 
 OUT = Path(__file__).resolve().parents[1] / "recipes" / "data"
 GENERAL = ["Write a one-line greeting.", "Name a colour.", "Say something kind.", "Describe the sky in three words.",
            "Give a short tip for sleeping well.", "Name a fruit.", "Say thank you politely.", "Suggest a name for a cat."]
+COUNTDOWN_ROWS = 1280  # 40 SFT steps of 32
 
 
 def write(name: str, rows: list[dict]) -> None:
@@ -39,6 +41,10 @@ def main() -> None:
     write("mixed.jsonl", [
         *({"prompt": p["prompt"], "answer": p["answer"], "kind": "reasoning"} for p in problems[48:64]),
         *({"prompt": g, "answer": None, "kind": "general"} for g in GENERAL),
+    ])
+    write("countdown_worked.jsonl", [
+        {"prompt": p["prompt"], "completion": countdown.worked(p["numbers"], p["target"])}
+        for p in countdown.generate(COUNTDOWN_ROWS, split="train", seed=0, difficulty=1)
     ])
 
 

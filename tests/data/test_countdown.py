@@ -10,6 +10,7 @@ import pytest
 from rlvr.data.tasks import countdown
 from rlvr.data.tasks.countdown import generate
 from rlvr.errors import UserError
+from rlvr.rewards.countdown import countdown as countdown_reward
 
 
 def reachable(numbers: tuple[int, ...]) -> set[int]:
@@ -106,3 +107,26 @@ def test_same_seed_same_rows_other_seed_other_rows():
 def test_unknown_difficulty_is_a_user_error():
     with pytest.raises(UserError, match="difficulty 4 is unknown; use one of 1, 2, 3"):
         generate(3, difficulty=4)
+
+
+STEP = re.compile(r"(\d+) ([-+*/]) (\d+) = (\d+)\.")
+
+
+@pytest.mark.parametrize(("difficulty", "n"), [(1, 200), (2, 40), (3, 10)])
+def test_worked_solution_of_every_puzzle_scores_and_every_step_is_right(difficulty, n):
+    for row in generate(n, split="train", seed=6, difficulty=difficulty):
+        text = countdown.worked(row["numbers"], row["target"])
+        assert text is not None, row
+        assert countdown_reward([text], numbers=[row["numbers"]], target=[row["target"]])[0] == 1.0, (row, text)
+        steps = STEP.findall(text)
+        assert len(steps) == difficulty + 1  # one operation per number joined
+        for x, op, y, value in steps:
+            x, y, value = int(x), int(y), int(value)
+            assert x >= y and value == {"+": x + y, "-": x - y, "*": x * y, "/": x / y}[op], text
+        assert int(steps[-1][3]) == row["target"]
+
+
+def test_worked_solution_is_none_exactly_when_the_target_is_unreachable():
+    numbers = (3, 7, 25)  # no 1 among them or their pairwise values, so the reference's / 1 adds nothing
+    solved = {target for target in range(1, 1001) if countdown.worked(numbers, target) is not None}
+    assert solved == reachable(numbers)

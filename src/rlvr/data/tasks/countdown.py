@@ -12,6 +12,7 @@ train and test by a hash of (sorted numbers, target), see splits.py.
 
 from __future__ import annotations
 
+import itertools
 import random
 
 from rlvr.data.tasks import splits
@@ -38,17 +39,27 @@ def canonical(problem: Problem) -> str:
     return ",".join(str(x) for x in sorted(numbers)) + f"->{target}"
 
 
+def _apply(x: int, y: int, op: str) -> int | None:
+    """x op y under the game's rules (x >= y): a positive integer, exact division, no / 1; else None."""
+    if op == "+":
+        return x + y
+    if op == "*":
+        return x * y
+    if op == "-":
+        return x - y if x > y else None
+    return x // y if x % y == 0 and y > 1 else None  # / 1 is a wasted step
+
+
 def _combine(a: tuple[int, str], b: tuple[int, str], rng: random.Random) -> tuple[int, str] | None:
     """One random legal operation on two (value, text) pairs; None if the draw is illegal."""
     (x, xt), (y, yt) = (a, b) if a[0] >= b[0] else (b, a)  # larger first: x - y and x / y stay positive
     op = rng.choice("+-*/")
-    if op == "+":
-        return x + y, f"({xt} + {yt})"
-    if op == "*":
-        return x * y, f"({xt} * {yt})"
-    if op == "-":
-        return (x - y, f"({xt} - {yt})") if x > y else None
-    return (x // y, f"({xt} / {yt})") if x % y == 0 and y > 1 else None  # / 1 is a wasted step
+    value = _apply(x, y, op)
+    return None if value is None else (value, f"({xt} {op} {yt})")
+
+
+def _unwrap(text: str) -> str:
+    return text[1:-1] if text.startswith("(") and text.endswith(")") else text
 
 
 def build(numbers: tuple[int, ...], rng: random.Random) -> tuple[int, str] | None:
@@ -66,7 +77,38 @@ def build(numbers: tuple[int, ...], rng: random.Random) -> tuple[int, str] | Non
             return None
         items = [item for k, item in enumerate(items) if k not in (i, j)] + [merged]
     value, text = items[0]
-    return value, text[1:-1] if text.startswith("(") else text
+    return value, _unwrap(text)
+
+
+def worked(numbers: tuple[int, ...] | list[int], target: int) -> str | None:
+    r"""A worked solution, one operation a sentence, then the whole expression boxed; None if there is none.
+
+    Depth-first over pairs of numbers and the operations + - * / in that order, under the generator's
+    rules (larger number first, exact division, no / 1), so every generated puzzle has one. Meant as
+    cold-start SFT data: each sentence is one operation on two numbers and its value.
+
+    >>> print(worked((20, 24, 12), 40))
+    24 * 20 = 480. 480 / 12 = 40. \boxed{(24 * 20) / 12}
+    >>> worked((1, 2, 4), 100) is None
+    True
+    """
+    def search(items: list[tuple[int, str]], steps: tuple[str, ...]) -> tuple[str, ...] | None:
+        if len(items) == 1:
+            return (*steps, f"\\boxed{{{_unwrap(items[0][1])}}}") if items[0][0] == target else None
+        for i, j in itertools.combinations(range(len(items)), 2):
+            (x, xt), (y, yt) = sorted((items[i], items[j]), key=lambda item: -item[0])
+            rest = [item for k, item in enumerate(items) if k not in (i, j)]
+            for op in "+-*/":
+                value = _apply(x, y, op)
+                if value is not None:
+                    merged = (value, f"({xt} {op} {yt})")
+                    found = search([*rest, merged], (*steps, f"{x} {op} {y} = {value}."))
+                    if found is not None:
+                        return found
+        return None
+
+    found = search([(x, str(x)) for x in numbers], ())
+    return None if found is None else " ".join(found)
 
 
 def _draw_numbers(difficulty: int, rng: random.Random) -> tuple[int, ...]:

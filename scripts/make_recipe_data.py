@@ -18,7 +18,7 @@ from rlvr.data.tasks import arithmetic, countdown
 OUT = Path(__file__).resolve().parents[1] / "recipes" / "data"
 GENERAL = ["Write a one-line greeting.", "Name a colour.", "Say something kind.", "Describe the sky in three words.",
            "Give a short tip for sleeping well.", "Name a fruit.", "Say thank you politely.", "Suggest a name for a cat."]
-COUNTDOWN_ROWS = 1280  # 40 SFT steps of 32
+COUNTDOWN_ROWS, COUNTDOWN_SEED = 3000, 7  # recipes/countdown.yaml trains on 40 steps of 32 of them
 
 
 def write(name: str, rows: list[dict]) -> None:
@@ -44,7 +44,7 @@ def main() -> None:
     ])
     write("countdown_worked.jsonl", [
         {"prompt": p["prompt"], "completion": countdown.worked(p["numbers"], p["target"])}
-        for p in countdown.generate(COUNTDOWN_ROWS, split="train", seed=0, difficulty=1)
+        for p in countdown.generate(COUNTDOWN_ROWS, split="train", seed=COUNTDOWN_SEED, difficulty=1)
     ])
 
 

@@ -122,7 +122,7 @@ def test_worked_solution_of_every_puzzle_scores_and_every_step_is_right(difficul
         assert len(steps) == difficulty + 1  # one operation per number joined
         for x, op, y, value in steps:
             x, y, value = int(x), int(y), int(value)
-            assert x >= y and value == {"+": x + y, "-": x - y, "*": x * y, "/": x / y}[op], text
+            assert value == {"+": x + y, "-": x - y, "*": x * y, "/": x / y}[op] > 0, text
         assert int(steps[-1][3]) == row["target"]
 
 
@@ -130,3 +130,14 @@ def test_worked_solution_is_none_exactly_when_the_target_is_unreachable():
     numbers = (3, 7, 25)  # no 1 among them or their pairwise values, so the reference's / 1 adds nothing
     solved = {target for target in range(1, 1001) if countdown.worked(numbers, target) is not None}
     assert solved == reachable(numbers)
+
+
+def test_the_example_exchange_is_a_train_puzzle_worked_as_the_cold_start_data_is():
+    from rlvr.data.tasks import TASKS, splits
+
+    (question, answer), = TASKS["countdown"].few_shot
+    numbers = tuple(int(x) for x in re.search(r"\[(.*?)\]", question).group(1).split(", "))
+    target = int(re.search(r"make (\d+)\.", question).group(1))
+    assert splits.split_of(countdown.canonical((numbers, target, "")), countdown.TEST_PERCENT) == "train"
+    assert question == countdown.prompt(numbers, target) and answer == countdown.worked(numbers, target)
+    assert countdown_reward([answer], numbers=[list(numbers)], target=[target])[0] == 1.0

@@ -40,7 +40,7 @@ def canonical(problem: Problem) -> str:
 
 
 def _apply(x: int, y: int, op: str) -> int | None:
-    """x op y under the game's rules (x >= y): a positive integer, exact division, no / 1; else None."""
+    """x op y under the game's rules: a positive integer, exact division, no / 1; else None."""
     if op == "+":
         return x + y
     if op == "*":
@@ -83,26 +83,26 @@ def build(numbers: tuple[int, ...], rng: random.Random) -> tuple[int, str] | Non
 def worked(numbers: tuple[int, ...] | list[int], target: int) -> str | None:
     r"""A worked solution, one operation a sentence, then the whole expression boxed; None if there is none.
 
-    Depth-first over pairs of numbers and the operations + - * / in that order, under the generator's
-    rules (larger number first, exact division, no / 1), so every generated puzzle has one. Meant as
-    cold-start SFT data: each sentence is one operation on two numbers and its value.
+    Depth-first: ordered pairs of the numbers left (the newest value first), then + - * / in that order,
+    under the generator's rules (a positive integer at every step, exact division, no / 1), so every
+    generated puzzle has one. Meant as cold-start SFT data: each sentence is one operation and its value.
 
     >>> print(worked((20, 24, 12), 40))
-    24 * 20 = 480. 480 / 12 = 40. \boxed{(24 * 20) / 12}
+    20 * 24 = 480. 480 / 12 = 40. \boxed{(20 * 24) / 12}
     >>> worked((1, 2, 4), 100) is None
     True
     """
     def search(items: list[tuple[int, str]], steps: tuple[str, ...]) -> tuple[str, ...] | None:
         if len(items) == 1:
             return (*steps, f"\\boxed{{{_unwrap(items[0][1])}}}") if items[0][0] == target else None
-        for i, j in itertools.combinations(range(len(items)), 2):
-            (x, xt), (y, yt) = sorted((items[i], items[j]), key=lambda item: -item[0])
+        for i, j in itertools.permutations(range(len(items)), 2):
+            (x, xt), (y, yt) = items[i], items[j]
             rest = [item for k, item in enumerate(items) if k not in (i, j)]
-            for op in "+-*/":
+            for op in "+-*/" if i < j else "-/":  # x + y and x * y once, x - y and x / y both ways
                 value = _apply(x, y, op)
                 if value is not None:
                     merged = (value, f"({xt} {op} {yt})")
-                    found = search([*rest, merged], (*steps, f"{x} {op} {y} = {value}."))
+                    found = search([merged, *rest], (*steps, f"{x} {op} {y} = {value}."))
                     if found is not None:
                         return found
         return None
@@ -135,12 +135,16 @@ def draw(difficulty: int, rng: random.Random) -> Problem:
             return numbers, built[0], built[1]
 
 
+def prompt(numbers: tuple[int, ...], target: int) -> str:
+    """The question a puzzle asks."""
+    listed = ", ".join(str(x) for x in numbers)
+    return f"Using the numbers [{listed}], each exactly once, and the operations + - * /, make {target}. {INSTRUCTION}"
+
+
 def _row(problem: Problem, difficulty: int) -> dict:
     numbers, target, _ = problem
-    listed = ", ".join(str(x) for x in numbers)
     return {
-        "prompt": f"Using the numbers [{listed}], each exactly once, and the operations + - * /, "
-        f"make {target}. {INSTRUCTION}",
+        "prompt": prompt(numbers, target),
         "numbers": list(numbers),
         "target": target,
         "difficulty": difficulty,

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+import yaml
 
 from rlvr.cli import main
 from rlvr.config import EvalConfig, config_from_dict
@@ -208,3 +209,19 @@ def test_with_an_environment_every_sample_is_a_conversation_judged_on_its_final_
     settings = json.loads((tmp_path / "e" / "settings.json").read_text())
     assert settings["environment"]["name"] == "guess_number" and settings["budgets"] == [200]
     assert summary["problems"] == 5
+
+
+def test_a_training_configs_own_example_can_be_shown_instead_of_the_tasks(tmp_path):
+    ours = [{"prompt": "What is 23 + 45? Put your final answer in \\boxed{}.",
+             "completion": "23 + 45 = 68. \\boxed{68}"}]
+    spec = tmp_path / "eval.yaml"
+    spec.write_text(yaml.safe_dump({"data": {"examples": ours}}))
+    args = ["eval", "--model", "tiny", "--data", "arithmetic", "--limit", "2", "--samples", "0",
+            "--max-new-tokens", "4"]
+    assert main([*args, "--config", str(spec), "--output-dir", str(tmp_path / "ours")]) == 0
+    assert main([*args, "--config", str(spec), "--no-few-shot", "--output-dir", str(tmp_path / "alone")]) == 0
+    shown, alone = (EvalStore(tmp_path / d).read() for d in ("ours", "alone"))
+    assert all("23 + 45 = 68" in r.prompt and "What is 10 + 10?" not in r.prompt for r in shown)
+    assert not any("23 + 45" in r.prompt for r in alone)
+    settings = json.loads((tmp_path / "ours" / "summary.json").read_text())["settings"]
+    assert settings["few_shot"] == [[ours[0]["prompt"], ours[0]["completion"]]]

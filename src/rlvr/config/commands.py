@@ -20,6 +20,7 @@ from rlvr.config.sections import (
     OptimConfig,
     check,
 )
+from rlvr.config.train import FewShotTurn
 
 _MOVED = {"cache_dir": "model.cache_dir"}
 _SAMPLING_MOVED = {
@@ -55,7 +56,10 @@ class ProblemsConfig:
     """Optional system prompt."""
     few_shot: bool = True
     """Show a built-in task's example exchanges before each problem, as training does; false asks the
-    question alone (what was learned, not prompted). Benchmarks and files have none either way."""
+    question alone (what was learned, not prompted). Benchmarks and files have none unless `examples` says."""
+    examples: list[FewShotTurn] | None = None
+    """Example exchanges to show instead of the task's own, for any data: those a training config gave as
+    data.few_shot, to evaluate its model as it was trained. None = the task's own (`rlvr eval` only)."""
 
     def validate(self) -> None:
         check([(self.limit is None or self.limit >= 1, f"data.limit={self.limit}: take at least one problem")])

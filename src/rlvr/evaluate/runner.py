@@ -21,7 +21,7 @@ import torch
 from tqdm import tqdm
 
 import rlvr
-from rlvr.config import EvalConfig
+from rlvr.config import EvalConfig, ProblemsConfig
 from rlvr.data import TASKS, render_prompt, with_few_shot
 from rlvr.data.lengths import budget_words, prompt_limit, refuse_too_long
 from rlvr.errors import UserError
@@ -96,7 +96,7 @@ def eval_settings(config: EvalConfig, benchmark: Benchmark) -> dict[str, Any]:
         "limit": d.limit,
         "template": d.template or benchmark.template,
         "system_prompt": d.system_prompt,
-        "few_shot": [list(shot) for shot in _few_shot(benchmark, d.few_shot)],
+        "few_shot": [list(shot) for shot in _few_shot(benchmark, d)],
         "max_new_tokens": max_tokens,
         "temperature": gen.temperature,
         "top_p": gen.top_p,
@@ -137,10 +137,14 @@ def verifier_version() -> str:
     return f"rlvr {rlvr.__version__}; math-verify {math_verify}"
 
 
-def _few_shot(benchmark: Benchmark, shown: bool) -> tuple[tuple[str, str], ...]:
-    """Built-in tasks keep the example exchange they are trained with unless told not to (`shown`);
-    benchmarks are zero-shot."""
-    return TASKS[benchmark.name].few_shot if shown and benchmark.name in TASKS else ()
+def _few_shot(benchmark: Benchmark, d: ProblemsConfig) -> tuple[tuple[str, str], ...]:
+    """The examples given (`data.examples`), else a built-in task's own (benchmarks are zero-shot); none
+    when told not to (`data.few_shot: false`)."""
+    if not d.few_shot:
+        return ()
+    if d.examples is not None:
+        return tuple((turn.prompt, turn.completion) for turn in d.examples)
+    return TASKS[benchmark.name].few_shot if benchmark.name in TASKS else ()
 
 
 def _sample_missing(config: EvalConfig, benchmark: Benchmark, settings: dict[str, Any], store: EvalStore,

@@ -22,23 +22,23 @@ from rlvr.evaluate.store import EvalStore
 MODES = ("strict", "lenient")
 
 
-def greedy_scores(directory: Path, mode: str) -> dict[str, float]:
-    """Problem id -> 1.0 / 0.0 for the greedy completion (an unjudged answer counts as wrong)."""
+def greedy_verdicts(directory: Path) -> dict[str, dict[str, float]]:
+    """Problem id -> mode -> 1.0 / 0.0 for the greedy completion (an unjudged answer counts as wrong)."""
     records = EvalStore(directory).read()
     if not records:
         sys.exit(f"{directory}: no evaluated problems (is it an `rlvr eval` output directory?)")
-    return {r.id: float(bool(r.greedy and r.greedy.correct.get(mode))) for r in records}
+    return {r.id: {mode: float(bool(r.greedy and r.greedy.correct.get(mode))) for mode in MODES} for r in records}
 
 
 def row(before_dir: Path, after_dir: Path) -> dict[str, dict[str, Interval]]:
     """Per mode: before, after and the paired gain, as intervals."""
+    before, after = greedy_verdicts(before_dir), greedy_verdicts(after_dir)
+    if before.keys() != after.keys():
+        sys.exit(f"{before_dir} and {after_dir} evaluated different problems: use the same data, seed and limit")
+    ids = sorted(before)
     out = {}
     for mode in MODES:
-        before, after = greedy_scores(before_dir, mode), greedy_scores(after_dir, mode)
-        if before.keys() != after.keys():
-            sys.exit(f"{before_dir} and {after_dir} evaluated different problems: use the same data, seed and limit")
-        ids = sorted(before)
-        b, a = [before[i] for i in ids], [after[i] for i in ids]
+        b, a = [before[i][mode] for i in ids], [after[i][mode] for i in ids]
         out[mode] = {"before": wilson_interval(int(sum(b)), len(b)),
                      "after": wilson_interval(int(sum(a)), len(a)), "gain": paired_gain_interval(b, a)}
     return out

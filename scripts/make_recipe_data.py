@@ -5,7 +5,7 @@
 cold_start.jsonl   prompt/completion pairs with a short worked answer (the cold-start SFT format)
 preferences.jsonl  prompt/chosen/rejected pairs: a boxed, right answer preferred to a bare or wrong one
 mixed.jsonl        stage-4 prompts: arithmetic (kind: reasoning, with answer) and open requests (kind: general)
-countdown_worked.jsonl  countdown puzzles (difficulty 1) with a solver's worked solution (recipes/countdown.yaml)
+countdown_worked.jsonl  countdown puzzles (difficulty 1) with a solver's worked solution (configs/countdown_sft.yaml)
 All problems come from their task's train split, so none of them is in the held-out evaluation.
 """
 
@@ -18,7 +18,7 @@ from rlvr.data.tasks import arithmetic, countdown
 OUT = Path(__file__).resolve().parents[1] / "recipes" / "data"
 GENERAL = ["Write a one-line greeting.", "Name a colour.", "Say something kind.", "Describe the sky in three words.",
            "Give a short tip for sleeping well.", "Name a fruit.", "Say thank you politely.", "Suggest a name for a cat."]
-COUNTDOWN_ROWS, COUNTDOWN_SEED = 3000, 7  # recipes/countdown.yaml trains on 40 steps of 32 of them
+COUNTDOWN_ROWS, COUNTDOWN_SEED = 3000, 7  # configs/countdown_sft.yaml trains on 40 steps of 32 of them
 
 
 def write(name: str, rows: list[dict]) -> None:

@@ -65,7 +65,7 @@ TASKS: dict[str, Task] = {
         scoring=puzzle("countdown", COUNTDOWN),
         description=COUNTDOWN,
         # One train-split puzzle (its split key is not a test one) worked the way countdown.worked writes
-        # solutions: an operation a sentence, then the expression boxed (the format recipes/countdown.yaml teaches).
+        # solutions: an operation a sentence, then the expression boxed (the format configs/countdown_sft.yaml teaches).
         few_shot=((countdown.prompt((20, 24, 12), 40), countdown.worked((20, 24, 12), 40) or ""),),
     ),
     "game24": Task(

@@ -138,10 +138,14 @@ def main() -> None:
     a = p.parse_args()
     if not a.report and not (a.config and a.arms):
         p.error("give --config and --arm ... (to train) or --report OUT")
+    if a.report and not a.report.is_dir():
+        raise SystemExit(f"bench/arms.py: no folder {a.report} (give the --out of a study)")
     out = a.report or a.out or ROOT / "runs" / "arms" / Path(a.config).stem
     out.mkdir(parents=True, exist_ok=True)
     saved = out / "arms.json"
     arms = [parse_arm(text) for text in a.arms]
+    if len({name for name, _ in arms}) < len(arms):
+        raise SystemExit("bench/arms.py: two arms have the same name (each names its folder)")
     if not arms and saved.is_file():
         arms = [(arm["arm"], arm["changes"]) for arm in json.loads(saved.read_text())["arms"]]
     if not a.report:
@@ -156,6 +160,8 @@ def main() -> None:
     if not runs:
         raise SystemExit(f"bench/arms.py: no finished run under {out} (OUT/ARM/seed-S/summary.json)")
     baseline = a.baseline or next(iter(runs))
+    if baseline not in runs:
+        raise SystemExit(f"bench/arms.py: no finished run of the baseline arm {baseline!r} (arms: {', '.join(runs)})")
     table = compare({name: [learning.per_run(r) for r in arm] for name, arm in runs.items()}, baseline)
     print(markdown(table, dict(arms), baseline))
     record = json.loads(saved.read_text()) if saved.is_file() else {"arms": [{"arm": n, "changes": s} for n, s in arms]}

@@ -65,3 +65,18 @@ def test_arms_trained_and_reported(tmp_path):
                             capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert report.returncode == 0, report.stderr
     assert "| hot | optim.lr=0.05 | 0 |" in report.stdout
+    versus = subprocess.run([sys.executable, str(ROOT / "bench" / "arms.py"), "--report", str(out), "--baseline",
+                             "broken"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert versus.returncode == 1 and "no finished run of the baseline arm 'broken'" in versus.stderr
+
+
+def test_what_a_study_cannot_run_is_one_line(tmp_path):
+    def run(*args):
+        done = subprocess.run([sys.executable, str(ROOT / "bench" / "arms.py"), *args], capture_output=True,
+                              text=True, timeout=120, cwd=ROOT)
+        return done.returncode, done.stderr.strip()
+
+    assert run("--report", str(tmp_path / "nowhere")) == (1, f"bench/arms.py: no folder {tmp_path / 'nowhere'} "
+                                                                "(give the --out of a study)")
+    code, err = run("--config", "c.yaml", "--arm", "a", "--arm", "a:optim.lr=1", "--out", str(tmp_path / "s"))
+    assert code == 1 and err == "bench/arms.py: two arms have the same name (each names its folder)"

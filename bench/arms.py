@@ -140,18 +140,20 @@ def main() -> None:
         p.error("give --config and --arm ... (to train) or --report OUT")
     if a.report and not a.report.is_dir():
         raise SystemExit(f"bench/arms.py: no folder {a.report} (give the --out of a study)")
-    out = a.report or a.out or ROOT / "runs" / "arms" / Path(a.config).stem
-    out.mkdir(parents=True, exist_ok=True)
-    saved = out / "arms.json"
     arms = [parse_arm(text) for text in a.arms]
     if len({name for name, _ in arms}) < len(arms):
         raise SystemExit("bench/arms.py: two arms have the same name (each names its folder)")
+    out = a.report or a.out or ROOT / "runs" / "arms" / Path(a.config).stem
+    out.mkdir(parents=True, exist_ok=True)
+    saved = out / "arms.json"
     if not arms and saved.is_file():
         arms = [(arm["arm"], arm["changes"]) for arm in json.loads(saved.read_text())["arms"]]
+    record = {"config": a.config, "sets": a.sets, "arms": [{"arm": n, "changes": s} for n, s in arms]}
+    if a.report and saved.is_file():
+        record = json.loads(saved.read_text())  # what the study was run with
     if not a.report:
         threads = max(1, (os.cpu_count() or 1) // a.parallel)
-        saved.write_text(json.dumps({"config": a.config, "sets": a.sets,
-                                     "arms": [{"arm": n, "changes": s} for n, s in arms]}, indent=1))
+        saved.write_text(json.dumps(record, indent=1))
         with ThreadPoolExecutor(a.parallel) as pool:
             failed = [f for f in pool.map(lambda job: run_arm(a.config, job, threads, a.sets, out),
                                           jobs(arms, a.seeds)) if f]
@@ -164,7 +166,6 @@ def main() -> None:
         raise SystemExit(f"bench/arms.py: no finished run of the baseline arm {baseline!r} (arms: {', '.join(runs)})")
     table = compare({name: [learning.per_run(r) for r in arm] for name, arm in runs.items()}, baseline)
     print(markdown(table, dict(arms), baseline))
-    record = json.loads(saved.read_text()) if saved.is_file() else {"arms": [{"arm": n, "changes": s} for n, s in arms]}
     saved.write_text(json.dumps(record | {"baseline": baseline, "table": table}, indent=1))
     plot(runs, out)
     print(f"\nwritten: {saved}, {out / 'arms.png'}")

@@ -80,3 +80,4 @@ def test_what_a_study_cannot_run_is_one_line(tmp_path):
                                                                 "(give the --out of a study)")
     code, err = run("--config", "c.yaml", "--arm", "a", "--arm", "a:optim.lr=1", "--out", str(tmp_path / "s"))
     assert code == 1 and err == "bench/arms.py: two arms have the same name (each names its folder)"
+    assert not (tmp_path / "s").exists()  # nothing written for a study that cannot run

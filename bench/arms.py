@@ -154,9 +154,12 @@ def main() -> None:
     if not a.report:
         threads = max(1, (os.cpu_count() or 1) // a.parallel)
         saved.write_text(json.dumps(record, indent=1))
-        with ThreadPoolExecutor(a.parallel) as pool:
-            failed = [f for f in pool.map(lambda job: run_arm(a.config, job, threads, a.sets, out),
-                                          jobs(arms, a.seeds)) if f]
+        try:
+            with ThreadPoolExecutor(a.parallel) as pool:
+                failed = [f for f in pool.map(lambda job: run_arm(a.config, job, threads, a.sets, out),
+                                              jobs(arms, a.seeds)) if f]
+        except KeyboardInterrupt:
+            raise learning.interrupted(out) from None
         print("\n".join(failed))
     runs = read_arms(out, [n for n, _ in arms])
     if not runs:

@@ -56,6 +56,12 @@ def train(config: str, seed: int, threads: int, sets: list[str], out: Path) -> P
     return run
 
 
+def interrupted(out: Path) -> SystemExit:
+    """Ctrl-C: each run stopped at a checkpoint of its own (rlvr train saves on SIGINT), finished runs kept."""
+    return SystemExit(f"bench/{Path(sys.argv[0]).name}: interrupted; the runs under {out} stopped at checkpoints and "
+                      "the finished ones are kept: run the same command again to go on from there")
+
+
 def read_run(run: Path) -> dict:
     """What one finished run measured: its summary, its held-out curve and its step metrics."""
     summary = json.loads((run / "summary.json").read_text())
@@ -193,8 +199,11 @@ def main() -> None:
         run_dirs = list(a.report)
     else:
         threads = max(1, (os.cpu_count() or 1) // a.parallel)
-        with ThreadPoolExecutor(a.parallel) as pool:
-            run_dirs = list(pool.map(lambda s: train(a.config, s, threads, a.sets, out), a.seeds))
+        try:
+            with ThreadPoolExecutor(a.parallel) as pool:
+                run_dirs = list(pool.map(lambda s: train(a.config, s, threads, a.sets, out), a.seeds))
+        except KeyboardInterrupt:
+            raise interrupted(out) from None
     runs = [read_run(Path(d)) for d in run_dirs]
     rows = [per_run(r) for r in runs]
     text = table(rows)

@@ -10,6 +10,7 @@ import pytest
 
 from rlvr.config import save_config
 
+from .test_bench_learning import ctrl_c_after
 from .train.test_step import DIGITS, tiny_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,3 +82,34 @@ def test_what_a_study_cannot_run_is_one_line(tmp_path):
     code, err = run("--config", "c.yaml", "--arm", "a", "--arm", "a:optim.lr=1", "--out", str(tmp_path / "s"))
     assert code == 1 and err == "bench/arms.py: two arms have the same name (each names its folder)"
     assert not (tmp_path / "s").exists()  # nothing written for a study that cannot run
+
+
+def test_a_study_stopped_by_ctrl_c_goes_on_where_it_stopped(tmp_path):
+    config = tmp_path / "tiny.yaml"
+    save_config(tiny_config(tmp_path, DIGITS, "eval_every=1", steps=40), config)
+
+    def study(out, *names, stop_after_steps=None):
+        command = [sys.executable, str(ROOT / "bench" / "arms.py"), "--config", str(config), "--seeds", "0",
+                   "--parallel", "1", "--set", "threads=1", "--out", str(out), *[f"--arm={n}" for n in names]]
+        if stop_after_steps is None:
+            return subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=ROOT)
+        return ctrl_c_after(command, out / "a" / "seed-0" / "metrics.jsonl", stop_after_steps)
+
+    out = tmp_path / "study"
+    code, err = study(out, "a", "b:optim.lr=0.05", stop_after_steps=2)
+    assert code == 1 and err.startswith("bench/arms.py: interrupted;") and "\n" not in err
+    assert (out / "a" / "seed-0" / "checkpoints").is_dir() and not (out / "a" / "seed-0" / "summary.json").exists()
+    assert not (out / "b").exists()  # the queued arm never started
+    again = study(out, "a", "b:optim.lr=0.05")
+    assert again.returncode == 0, again.stderr
+    assert [t["arm"] for t in json.loads((out / "arms.json").read_text())["table"]] == ["a", "b"]
+    log = (out / "a" / "seed-0.log").read_text()
+    assert "step 1:" not in log and "step 40:" in log  # taken up at its checkpoint, not trained again
+    unbroken = study(tmp_path / "unbroken", "a")
+    assert unbroken.returncode == 0, unbroken.stderr
+
+    def curve(study_dir):
+        rows = [json.loads(line) for line in (study_dir / "a" / "seed-0" / "metrics.jsonl").read_text().splitlines()]
+        return [(m["step"], m["loss"], m["reward/mean"], m["eval/strict"]) for m in rows]
+
+    assert len(curve(out)) == 40 and curve(out) == curve(tmp_path / "unbroken")  # resumed = never stopped

@@ -3,14 +3,19 @@
 import importlib.util
 import json
 import math
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from rlvr.config import save_config
 from rlvr.train.trainer import train_grpo
 
+from .distributed.launching import finish
 from .train.test_step import DIGITS, tiny_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,3 +64,28 @@ def test_the_report_of_finished_runs(tmp_path):
     assert [r["seed"] for r in written["rows"]] == [0, 1]
     assert [s for s, _, _ in written["runs"][0]["curve"]] == [0, 2, 4]
     assert (tmp_path / "report" / "curves.png").stat().st_size > 0 and (tmp_path / "report" / "metrics.png").is_file()
+
+
+def ctrl_c_after(command, metrics, steps):
+    """(exit code, stderr) of `command` (a study) sent Ctrl-C once its first run logged `steps` steps to
+    `metrics`: as a terminal does, to the whole foreground group, the study and its runs."""
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                               start_new_session=True)
+    deadline = time.monotonic() + 300
+    while not (metrics.is_file() and len(metrics.read_text().splitlines()) >= steps):
+        assert process.poll() is None and time.monotonic() < deadline, "the first run never got going"
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGINT)
+    code, _, err = finish(process, 120, "the study after Ctrl-C ")
+    return code, err.strip()
+
+
+def test_ctrl_c_stops_the_runs_at_checkpoints_in_one_line(tmp_path):
+    config = tmp_path / "tiny.yaml"
+    save_config(tiny_config(tmp_path, DIGITS, "eval_every=1", steps=40), config)
+    out = tmp_path / "study"
+    command = [sys.executable, str(ROOT / "bench" / "learning.py"), "--config", str(config), "--seeds", "0", "1",
+               "--parallel", "2", "--out", str(out)]
+    code, err = ctrl_c_after(command, out / "seed-0" / "metrics.jsonl", 2)
+    assert code == 1 and err.startswith("bench/learning.py: interrupted;") and "\n" not in err
+    assert (out / "seed-0" / "checkpoints").is_dir() and not (out / "seed-0" / "summary.json").exists()

@@ -66,8 +66,21 @@ def test_the_best_checkpoint_is_kept_reported_and_loadable(tmp_path, scripted_va
         "before", "after", "gain"]
     assert any(line.startswith("  best checkpoint, step 4") for line in printed)
     assert any(line.startswith("  best   strict") for line in printed)
+    assert summary["best"]["beats_untrained"] is False  # 0.5 at best, against 0.9 before training: said
+    assert "  no trained checkpoint beat the untrained model on the validation slice (90.0% [0.0, 100.0]): " \
+        "the model you started from is the better one" in printed
     logged = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert [m["eval/validation/strict"] for m in logged if "eval/validation/strict" in m] == [0.25, 0.5, 0.5]
+
+
+def test_a_best_above_the_untrained_model_says_nothing_more(tmp_path, scripted_validation, monkeypatch, capsys):
+    from rlvr.train.cli import _print_summary
+
+    monkeypatch.setitem(SCRIPT, 0, 0.1)
+    summary = train_grpo(tiny_config(tmp_path, DIGITS, *BEST, steps=2))
+    assert summary["best"]["step"] == 2 and summary["best"]["beats_untrained"] is True  # 0.25 against 0.1
+    _print_summary(summary, str(tmp_path / "run"))
+    assert "untrained" not in capsys.readouterr().out
 
 
 def test_a_resumed_run_keeps_the_best_it_had(tmp_path, scripted_validation):

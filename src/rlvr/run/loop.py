@@ -218,8 +218,10 @@ def _best_summary(recipe: Recipe, before: dict[str, Any] | None, best: best_kept
     if best is None:
         return None
     compared = recipe.compared(before, best.evaluation)  # type: ignore[attr-defined]
+    untrained = best_kept.score_of(before)  # the untrained model is no candidate, but the bar to clear
     return {"step": best.step, "checkpoint": str(run_dir / best_kept.BEST),
-            "validation": best.evaluation["validation"], **compared}
+            "validation": best.evaluation["validation"], **compared,
+            "beats_untrained": None if untrained is None else best.score > untrained}
 
 
 def _loop(recipe: Recipe, save: Callable[[], Path], stop: StopFlag, on_step_end: OnStepEnd | None,

@@ -42,6 +42,9 @@ def _print_summary(summary: dict[str, Any], run_dir: str) -> None:
         print(f"  best checkpoint, step {best['step']} ({best['checkpoint']}), chosen by validation strict "
               f"{_pct(best['validation']['strict'])}:")
         _print_accuracy({"best": best["heldout"]}, best.get("gain"), counted=False)
+        if best.get("beats_untrained") is False:
+            print(f"  no trained checkpoint beat the untrained model on the validation slice "
+                  f"({_pct(before['validation']['strict'])}): the model you started from is the better one")
 
 
 def _print_accuracy(blocks: dict[str, Any], gain: dict[str, Any] | None, counted: bool) -> None:

@@ -3,6 +3,7 @@ at the checkpoint keep_best chose, with the spread over seeds and intervals, and
 
     .venv/bin/python bench/learning.py --config configs/addition.yaml [--seeds 0 1 2] [--parallel 2]
         [--set KEY=VALUE ...] [--out runs/learning/addition]
+    .venv/bin/python bench/learning.py --seeds 0 1 2     # the default job (`rlvr train`), runs/learning/default
     .venv/bin/python bench/learning.py --report RUN_DIR [RUN_DIR ...] [--out DIR]   # runs made already
 
 Each seed is `rlvr train --config C --set seed=S` in OUT/seed-S (a seed whose run finished is not run
@@ -40,13 +41,13 @@ STEP_METRICS = ("accuracy", "reward/std", "entropy", "kl", "clip_high_fraction",
                 "zero_variance_fraction", "completion_length/mean", "lr", "grad_norm")
 
 
-def train(config: str, seed: int, threads: int, sets: list[str], out: Path) -> Path:
-    """The run of one seed (skipped when it finished already)."""
+def train(config: str | None, seed: int, threads: int, sets: list[str], out: Path) -> Path:
+    """The run of one seed (skipped when it finished already); config None: the default job."""
     run = out / f"seed-{seed}"
     if (run / "summary.json").is_file():
         return run
-    command = [sys.executable, "-m", "rlvr", "train", "--config", config, "--set", f"seed={seed}",
-               "--set", f"threads={threads}", "--output-dir", str(run)]
+    command = [sys.executable, "-m", "rlvr", "train", *(["--config", config] if config else []),
+               "--set", f"seed={seed}", "--set", f"threads={threads}", "--output-dir", str(run)]
     for item in sets:
         command += ["--set", item]
     resume = ["--resume", str(run)] if (run / "checkpoints").is_dir() else []
@@ -184,16 +185,15 @@ def plot(runs: list[dict], out: Path) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--config", help="the config to train (rlvr train --config)")
+    p.add_argument("--config", help="the config to train (rlvr train --config; default: the default job)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--parallel", type=int, default=2, help="runs side by side, each with cores / parallel threads")
     p.add_argument("--set", dest="sets", action="append", default=[], help="KEY=VALUE for every run")
     p.add_argument("--report", nargs="+", type=Path, help="report these finished runs instead of training")
     p.add_argument("--out", type=Path)
     a = p.parse_args()
-    if not a.report and not a.config:
-        p.error("give --config (to train) or --report RUN_DIR ...")
-    out = a.out or (Path(a.report[0]).parent if a.report else ROOT / "runs" / "learning" / Path(a.config).stem)
+    job = Path(a.config).stem if a.config else "default"
+    out = a.out or (Path(a.report[0]).parent if a.report else ROOT / "runs" / "learning" / job)
     out.mkdir(parents=True, exist_ok=True)
     if a.report:
         run_dirs = list(a.report)

@@ -89,3 +89,14 @@ def test_ctrl_c_stops_the_runs_at_checkpoints_in_one_line(tmp_path):
     code, err = ctrl_c_after(command, out / "seed-0" / "metrics.jsonl", 2)
     assert code == 1 and err.startswith("bench/learning.py: interrupted;") and "\n" not in err
     assert (out / "seed-0" / "checkpoints").is_dir() and not (out / "seed-0" / "summary.json").exists()
+
+
+def test_without_a_config_the_default_job_is_trained(tmp_path, monkeypatch):
+    commands = []
+    monkeypatch.setattr(learning.subprocess, "run", lambda command, **kwargs: commands.append(command))
+    learning.train(None, 3, 1, ["optim.lr=1e-5"], tmp_path)
+    learning.train("configs/addition.yaml", 3, 1, [], tmp_path)
+    default, given = commands
+    assert default[1:4] == ["-m", "rlvr", "train"] and "--config" not in default  # `rlvr train`: the default job
+    assert default[default.index("--output-dir") + 1] == str(tmp_path / "seed-3") and default[-1] == "optim.lr=1e-5"
+    assert given[4:6] == ["--config", "configs/addition.yaml"]

@@ -89,8 +89,10 @@ def step_metrics(record: StepRecord, updates: list[dict[str, float]], seconds: d
     # the step's first update (the weights the batch was sampled with); the rest average over μ
     for key in ("entropy", "lr", "sampler/logp_abs_diff_mean", "sampler/logp_abs_diff_max"):
         m[key] = updates[0][key]
-    # the rollout correction's weights (rlvr.correction): π_old is the same in every update of the batch
-    m.update({k: v for k, v in updates[0].items() if k.startswith("rollout_correction/") or k == "sampler/kl"})
+    # the rollout correction's weights (rlvr.correction): π_old is the same in every update of the batch; and
+    # whether the step was skipped (rlvr.train.update: no reward signal before the first update)
+    first = ("sampler/kl", "update/skipped")
+    m.update({k: v for k, v in updates[0].items() if k.startswith("rollout_correction/") or k in first})
     for key in ("loss", "kl", "clip_low_fraction", "clip_high_fraction", "grad_norm"):
         m[key] = sum(u[key] for u in updates) / len(updates)
     m.update({f"time/{key}": value for key, value in seconds.items()})

@@ -107,6 +107,14 @@ def policy_update(
     totals["sampler/logp_abs_diff_max"] = float(max_across([largest], world)[0])
     if correcting:
         totals |= _correction_metrics(sums, algo, world)
+    # Before the first step π_θ is π_ref, and with every advantage zero the exact gradient is zero (the surrogate
+    # times 0, the KL at its minimum): what backward measured is float noise between the two forward passes,
+    # which Adam would normalise into a full-size step in a random direction. No step is taken (AdamW skips a
+    # parameter without a gradient; the schedule still advances), so a run without any reward signal stays put.
+    untouched = not optimizer.state and not sum_across([float(bool(batch.advantages.any()))], world)[0]
+    if untouched:
+        optimizer.zero_grad(set_to_none=True)
+    totals["update/skipped"] = float(untouched)
     return totals | policy.optimizer_step(optimizer, scheduler, max_grad_norm)
 
 

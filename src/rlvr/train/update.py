@@ -107,15 +107,21 @@ def policy_update(
     totals["sampler/logp_abs_diff_max"] = float(max_across([largest], world)[0])
     if correcting:
         totals |= _correction_metrics(sums, algo, world)
-    # Before the first step π_θ is π_ref, and with every advantage zero the exact gradient is zero (the surrogate
-    # times 0, the KL at its minimum): what backward measured is float noise between the two forward passes,
-    # which Adam would normalise into a full-size step in a random direction. No step is taken (AdamW skips a
-    # parameter without a gradient; the schedule still advances), so a run without any reward signal stays put.
-    untouched = not optimizer.state and not sum_across([float(bool(batch.advantages.any()))], world)[0]
-    if untouched:
+    return totals | _optimizer_step(policy, optimizer, scheduler, batch, max_grad_norm)
+
+
+def _optimizer_step(policy: Policy, optimizer: torch.optim.Optimizer, scheduler: torch.optim.lr_scheduler.LRScheduler,
+                    batch: TrainBatch, max_grad_norm: float) -> dict[str, float]:
+    """The step on the accumulated gradients, except the one step that has none to take: before the first step
+    π_θ is π_ref, and with every advantage zero (on every rank) the exact gradient is zero (the surrogate times
+    0, the KL at its minimum). What backward measured then is float noise between the policy's and the
+    reference's forward passes, which Adam would normalise into a full-size step in a random direction; the
+    gradients are dropped instead (AdamW skips a parameter without one; the schedule still advances), so a run
+    without any reward signal stays where it started (`update/skipped`)."""
+    skipped = not optimizer.state and not sum_across([float(bool(batch.advantages.any()))], policy.world)[0]
+    if skipped:
         optimizer.zero_grad(set_to_none=True)
-    totals["update/skipped"] = float(untouched)
-    return totals | policy.optimizer_step(optimizer, scheduler, max_grad_norm)
+    return {"update/skipped": float(skipped)} | policy.optimizer_step(optimizer, scheduler, max_grad_norm)
 
 
 def _token_weights(batch: TrainBatch, rows: torch.Tensor, old: torch.Tensor, sampled: torch.Tensor,

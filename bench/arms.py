@@ -25,7 +25,6 @@ import os
 import re
 import statistics
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -154,12 +153,8 @@ def main() -> None:
     if not a.report:
         threads = max(1, (os.cpu_count() or 1) // a.parallel)
         saved.write_text(json.dumps(record, indent=1))
-        try:
-            with ThreadPoolExecutor(a.parallel) as pool:
-                failed = [f for f in pool.map(lambda job: run_arm(a.config, job, threads, a.sets, out),
-                                              jobs(arms, a.seeds)) if f]
-        except KeyboardInterrupt:
-            raise learning.interrupted(out) from None
+        failed = [f for f in learning.side_by_side(lambda job: run_arm(a.config, job, threads, a.sets, out),
+                                                   jobs(arms, a.seeds), a.parallel, out) if f]
         print("\n".join(failed))
     runs = read_arms(out, [n for n, _ in arms])
     if not runs:

@@ -29,14 +29,18 @@ import os
 import statistics
 import subprocess
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
 # two-sided 95% quantiles of Student's t for 1..10 degrees of freedom (beyond: the normal's 1.96 would be
 # optimistic by < 10%, so 2.0 from 11 on)
 T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
 MODES = ("strict", "lenient")
+T = TypeVar("T")
+R = TypeVar("R")
 STEP_METRICS = ("accuracy", "reward/std", "entropy", "kl", "clip_high_fraction", "clip_low_fraction",
                 "zero_variance_fraction", "completion_length/mean", "lr", "grad_norm")
 
@@ -57,10 +61,15 @@ def train(config: str | None, seed: int, threads: int, sets: list[str], out: Pat
     return run
 
 
-def interrupted(out: Path) -> SystemExit:
-    """Ctrl-C: each run stopped at a checkpoint of its own (rlvr train saves on SIGINT), finished runs kept."""
-    return SystemExit(f"bench/{Path(sys.argv[0]).name}: interrupted; the runs under {out} stopped at checkpoints and "
-                      "the finished ones are kept: run the same command again to go on from there")
+def side_by_side(train_one: Callable[[T], R], jobs: list[T], parallel: int, out: Path) -> list[R]:
+    """`train_one` of every job, `parallel` at a time, in order. Ctrl-C ends it in one line: each run stopped at
+    a checkpoint of its own (rlvr train saves on SIGINT), finished runs kept, queued ones never started."""
+    try:
+        with ThreadPoolExecutor(parallel) as pool:
+            return list(pool.map(train_one, jobs))
+    except KeyboardInterrupt:
+        raise SystemExit(f"bench/{Path(sys.argv[0]).name}: interrupted; the runs under {out} stopped at checkpoints "
+                         "and the finished ones are kept: run the same command again to go on from there") from None
 
 
 def read_run(run: Path) -> dict:
@@ -199,11 +208,7 @@ def main() -> None:
         run_dirs = list(a.report)
     else:
         threads = max(1, (os.cpu_count() or 1) // a.parallel)
-        try:
-            with ThreadPoolExecutor(a.parallel) as pool:
-                run_dirs = list(pool.map(lambda s: train(a.config, s, threads, a.sets, out), a.seeds))
-        except KeyboardInterrupt:
-            raise interrupted(out) from None
+        run_dirs = side_by_side(lambda s: train(a.config, s, threads, a.sets, out), a.seeds, a.parallel, out)
     runs = [read_run(Path(d)) for d in run_dirs]
     rows = [per_run(r) for r in runs]
     text = table(rows)

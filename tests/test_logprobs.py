@@ -75,7 +75,8 @@ def test_log_probs_over_the_kept_support_in_value_gradient_and_entropy():
     targets = torch.randint(0, 31, (19,), generator=g)
     upstream = torch.randn(19, generator=g, dtype=torch.float64)
     scaled = (hidden @ weight.T / 0.7).detach()
-    floors = scaled.topk(5, dim=-1).values[:, -1]  # top-5 kept at each position...
+    top = scaled.topk(6, dim=-1).values  # top-5 kept at each position, the floor halfway to the 6th as the sampler
+    floors = (top[:, 4] + top[:, 5]) / 2  # puts it (on the 5th itself, chunked logits 1 ulp off can drop it)...
     floors[3] = float("-inf")  # ...but the whole vocabulary at one
     kept = (scaled >= floors[:, None]).scatter(-1, targets[:, None], True)  # (a target below the floor stays)
     lp, ent = selective_logprobs(hidden, weight, targets, temperature=0.7, chunk=4, floors=floors)

@@ -1,7 +1,7 @@
 """The package keeps its shape: imports point one way, files and functions stay small.
 
     pure maths and records ─▶ rollout, rewards, data, models ─▶ run core ─▶ train, sft, reward_models, ppo,
-    evaluate, sample, dashboard ─▶ pipeline ─▶ cli
+    evaluate, sample, dashboard ─▶ pipeline ─▶ the Python API (rlvr.api, rlvr.trl) ─▶ cli and the package root
 
 (an arrow reads "is imported by"). Every import counts, at the top of a module or inside a function.
 """
@@ -20,15 +20,16 @@ MAX_FILE_LINES = 400
 MAX_FUNCTION_LINES = 60
 
 LAYERS: list[tuple[str, ...]] = [
-    ("rlvr", "rlvr.errors", "rlvr.deadline", "rlvr.lifeline", "rlvr.seeds", "rlvr.user_code", "rlvr.config",
-     "rlvr.records", "rlvr.advantages", "rlvr.kl", "rlvr.losses", "rlvr.correction", "rlvr.optim", "rlvr.paths",
-     "rlvr.intact"),
+    ("rlvr.errors", "rlvr.console", "rlvr.deadline", "rlvr.lifeline", "rlvr.seeds", "rlvr.user_code",
+     "rlvr.config", "rlvr.records", "rlvr.advantages", "rlvr.kl", "rlvr.losses", "rlvr.correction", "rlvr.optim",
+     "rlvr.paths", "rlvr.intact"),
     ("rlvr.data", "rlvr.models", "rlvr.rollout", "rlvr.logprobs", "rlvr.rewards", "rlvr.sandbox", "rlvr.envs",
      "rlvr.samplers"),
     ("rlvr.run",),
     ("rlvr.train", "rlvr.sft", "rlvr.reward_models", "rlvr.ppo", "rlvr.evaluate", "rlvr.sample", "rlvr.dashboard"),
     ("rlvr.pipeline",),
-    ("rlvr.cli", "rlvr.__main__"),
+    ("rlvr.api", "rlvr.trl"),  # the Python front door: training and evaluation from Python, TRL's names
+    ("rlvr.cli", "rlvr.__main__", "rlvr"),  # the command line, and the package's own lazy exports (rlvr.GRPO)
 ]
 
 

@@ -21,3 +21,25 @@ __version__ = "0.1.0"
 if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
     os.environ["GOMP_SPINCOUNT"] = "10000"
+
+# The front door, imported on first use (`rlvr --help` and the light commands start without torch):
+#   GRPO, evaluate_model   rlvr.api: training and evaluation from Python
+#   TrainConfig, EvalConfig, load_config   rlvr.config: the one typed config
+#   Environment, Reply     rlvr.envs: a multi-turn environment of your own
+__all__ = ["GRPO", "Environment", "EvalConfig", "Reply", "TrainConfig", "__version__", "evaluate_model", "load_config"]
+
+
+def __getattr__(name: str) -> object:
+    if name in ("GRPO", "evaluate_model"):
+        from rlvr import api
+
+        return getattr(api, name)
+    if name in ("TrainConfig", "EvalConfig", "load_config"):
+        from rlvr import config
+
+        return getattr(config, name)
+    if name in ("Environment", "Reply"):
+        from rlvr import envs
+
+        return getattr(envs, name)
+    raise AttributeError(f"module 'rlvr' has no attribute {name!r}")

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from rlvr import deadline
+from rlvr.console import quiet_libraries
 from rlvr.dashboard.cli import (
     add_dashboard_parser,
     add_explore_parser,
@@ -71,17 +72,6 @@ MODEL_COMMANDS = ("train", "eval", "rm", "sample", "sft", "export", "pipeline") 
 PARALLEL_COMMANDS = ("train", "eval", "rm", "sample", "sft")  # the commands that run on several ranks (--nproc)
 
 
-def _quiet_transformers() -> None:
-    """No per-file download bars or library warnings: the commands print their own progress. Set through
-    the environment (a user's own setting wins), so transformers is not imported before the config is checked."""
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    if "transformers" in sys.modules:  # already imported (main called from Python): tell it directly
-        transformers = sys.modules["transformers"]
-        transformers.utils.logging.disable_progress_bar()
-        transformers.utils.logging.set_verbosity_error()
-
-
 def _terminate(signum: int, frame: object) -> None:
     """SIGTERM as Ctrl-C: the commands that sample (eval, sample) keep what they finished and stop; the
     training loops replace this with their own handler (finish the step, save). A user's function running
@@ -136,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "nproc", 1) > 1 and "RANK" not in os.environ:  # (a rank itself ignores --nproc)
         return relaunch(sys.argv[1:] if argv is None else argv, args.nproc)
     if args.command in MODEL_COMMANDS:
-        _quiet_transformers()
+        quiet_libraries()  # (through the environment: transformers is not imported before the config is checked)
     previous = {signum: signal.signal(signum, _terminate) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         code = COMMANDS[args.command][1](args)

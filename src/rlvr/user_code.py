@@ -1,11 +1,22 @@
 """The user's own code named in a config: `module.path:Name` or `path/to/file.py:Name` (rewards,
-environments). Every failure to find or import it is one line naming the spec and the fix."""
+environments, policy losses, advantage functions). Every failure to find or import it is one line naming
+the spec and the fix.
+
+From Python the code can be the object itself (`rewards=[my_reward]`): `register(obj)` names it by where it
+lives (`module:qualname`, `file.py:qualname` for a file of the working directory, `__main__:qualname` for a
+script's or a notebook's) and keeps it, so that this process finds the object under that name whatever it
+is; the config holds the name, and so does the run's config.yaml. A name that only this process can find
+(a script's or a notebook's function, a lambda, a function defined inside another) is one line when
+another process looks for it (`rlvr train --resume`), saying how to give it again.
+"""
 
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import importlib
+import importlib.metadata
 import importlib.util
 import sys
 from pathlib import Path
@@ -14,10 +25,63 @@ from typing import Any
 
 from rlvr.errors import UserError
 
+_REGISTERED: dict[str, Any] = {}  # spec -> the object a Python caller gave under it, in this process
+_MADE_HERE = ("__main__:", "<locals>", "<lambda>")  # the marks of a name no other process can import
+
+
+def register(obj: Any) -> str:
+    """The spec that names `obj` (see the module docstring), which this process resolves to `obj` itself.
+
+    >>> import math
+    >>> register(math.sqrt), load_user_object("math:sqrt", "reward", "function", "") is math.sqrt
+    ('math:sqrt', True)
+    >>> spec = register(lambda completions, **kw: [0.0] * len(completions))
+    >>> ":<lambda>#" in spec, callable(load_user_object(spec, "reward", "function", ""))
+    (True, True)
+    """
+    module = getattr(obj, "__module__", None) or type(obj).__module__
+    qualname = getattr(obj, "__qualname__", None) or f"{type(obj).__qualname__}()"
+    spec = f"{_home(module)}:{qualname}"
+    if "<lambda>" in qualname:  # (two lambdas of one module share a qualname)
+        spec += f"#{sum(s.startswith(spec) for s in _REGISTERED) + 1}"
+    _REGISTERED[spec] = obj
+    return spec
+
+
+def registered(spec: str) -> Any:
+    """The object registered under `spec` in this process, or None."""
+    return _REGISTERED.get(spec)
+
+
+def _home(module: str) -> str:
+    """Where `module` is found again: by its name when it is installed (or not a file of the working
+    directory), else by its path there (the `rlvr` command does not import from the working directory)."""
+    found = sys.modules.get(module)
+    path = getattr(found, "__file__", None)
+    if module == "__main__" or not path or module.partition(".")[0] in _installed():
+        return module
+    try:
+        relative = Path(path).resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        return module
+    return module if "site-packages" in relative.parts else str(relative)
+
+
+@functools.cache
+def _installed() -> frozenset[str]:
+    """The top-level packages of the installed distributions (editable ones included)."""
+    return frozenset(importlib.metadata.packages_distributions())
+
 
 def load_user_object(spec: str, kind: str, noun: str, expected: str) -> Any:
     """The callable `spec` names; `kind` ("reward"), `noun` ("function") and `expected` ("a function taking …")
     word the errors."""
+    if spec in _REGISTERED:
+        return _REGISTERED[spec]
+    if any(mark in spec for mark in _MADE_HERE):
+        raise UserError(f"{kind} '{spec}' was given as a Python object defined in a script, a notebook or another "
+                        "function, which cannot be imported from here: pass it again from Python (rlvr.GRPO(..., "
+                        f"rewards=[...]).train(resume=True)), or move it to a module and name it 'module:{noun}'")
     # rpartition: a Windows path "C:\\r.py:f" has its last colon before the name.
     source, _, attribute = spec.rpartition(":")
     if not source or not attribute:

@@ -63,22 +63,31 @@ def test_two_rewards_marked_correctness_are_one_line_when_the_config_loads():
     assert "both say correctness: true" in one_line(e) and f"{REWARD_FNS}:b" in str(e.value)
 
 
-def test_two_verifiers_need_one_marked():
-    with pytest.raises(UserError) as e:
-        chosen("math_accuracy", "math_accuracy_lenient")
-    assert "both check answers" in one_line(e) and "correctness: true" in str(e.value)
+def test_of_two_verifiers_the_first_listed_is_accuracy_unless_one_is_marked():
+    assert chosen("math_accuracy", "math_accuracy_lenient") == "math_accuracy"
+    assert chosen("math_accuracy_lenient", "math_accuracy") == "math_accuracy_lenient"
     assert chosen("math_accuracy", {"name": "math_accuracy_lenient", "correctness": True}) == "math_accuracy_lenient"
     assert chosen({"name": "math_accuracy", "correctness": False}, "math_accuracy_lenient") == "math_accuracy_lenient"
 
 
-def test_your_own_rewards_unmarked_are_one_line_naming_the_fix():
-    """rlvr cannot read what a function checks: with no verifier listed and two of yours, one must say."""
-    for entries in [(mine("a"), mine("b")), (mine("a"), mine("b"), "overlong_penalty"),
-                    (mine("a"), mine("b", correctness=False))]:
-        with pytest.raises(UserError) as e:
-            chosen(*entries)
-        assert "no reward is known to check answers" in one_line(e) and "correctness: true" in str(e.value)
+def test_of_your_own_rewards_unmarked_the_first_listed_is_accuracy():
+    """open-r1 and TRL scripts list the accuracy reward first: [accuracy, format] runs as it is."""
+    assert chosen(mine("a"), mine("b")) == mine("a")["name"]
+    assert chosen(mine("b"), mine("a"), "overlong_penalty") == mine("b")["name"]
+    assert chosen("boxed_format", mine("a", correctness=False), mine("b")) == mine("b")["name"]
+    assert chosen(mine("a"), mine("b", correctness=True)) == mine("b")["name"]
     assert chosen("boxed_format", mine("check", correctness=False)) is None  # none of them does: said so
+
+
+def test_a_choice_made_by_the_order_of_the_list_is_said_in_one_line(capsys):
+    config = load_config(None, [rewards(mine("a"), mine("b"))])
+    correctness_entry(config.rewards, say=True)
+    said = capsys.readouterr().err.strip().splitlines()
+    assert said == [f"rlvr: `accuracy` follows reward '{REWARD_FNS}:a', the first listed that may check answers; "
+                    "to follow another, mark it correctness: true"]
+    for alone in ([mine("a")], [mine("a"), "boxed_format"], [mine("a", correctness=True), mine("b")]):
+        correctness_entry(load_config(None, [rewards(*alone)]).rewards, say=True)
+        assert capsys.readouterr().err == ""  # no choice was made: nothing said
 
 
 def test_your_own_reward_is_the_correctness_reward_when_nothing_else_could_be():

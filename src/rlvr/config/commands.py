@@ -20,7 +20,7 @@ from rlvr.config.sections import (
     OptimConfig,
     check,
 )
-from rlvr.config.train import FewShotTurn
+from rlvr.config.train import FewShotTurn, RewardConfig
 
 _MOVED = {"cache_dir": "model.cache_dir"}
 _SAMPLING_MOVED = {
@@ -60,6 +60,10 @@ class ProblemsConfig:
     examples: list[FewShotTurn] | None = None
     """Example exchanges to show instead of the task's own, for any data: those a training config gave as
     data.few_shot, to evaluate its model as it was trained. None = the task's own (`rlvr eval` only)."""
+    instruction: str | None = None
+    """A line added after every question. None = the data's own: DeepSeek-R1's ("Please reason step by step,
+    and put your final answer within \\boxed{}.") for gsm8k, math500 and aime24, the code instruction for
+    humaneval, none for built-in tasks and files; "" = none."""
 
     def validate(self) -> None:
         check([(self.limit is None or self.limit >= 1, f"data.limit={self.limit}: take at least one problem")])
@@ -88,6 +92,10 @@ class EvalConfig:
     environment: EnvironmentConfig = field(default_factory=EnvironmentConfig)
     """Answer each problem in conversation with an environment (rlvr.envs: python_tool, ...), as `rlvr train`
     with `environment:` samples: pass@k and maj@k are then over trajectories, judged on their final message."""
+    reward: RewardConfig | None = None
+    """Judge the answers with a reward of yours instead of the data's verifier (`--reward file.py:function`,
+    from Python the function): a completion is correct where it scores reward.correct_at (default 1.0) or
+    more; for data with no verifier of its own (no `answer` or tests). No majority vote (there is no answer key)."""
     reward_model: str | None = None
     """A trained reward model directory (`rlvr rm`) that picks the best of N."""
     process_reward_model: str | None = None

@@ -23,6 +23,7 @@ import yaml
 from rlvr.config.presets import PRESET_ALIASES, PRESETS
 from rlvr.config.train import TrainConfig
 from rlvr.errors import UserError
+from rlvr.user_code import register
 
 
 class Config(Protocol):
@@ -36,9 +37,17 @@ class Config(Protocol):
 C = TypeVar("C", bound=Config)
 
 
-def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), **cli: Any) -> TrainConfig:
-    """The effective training config: defaults ← preset ← file ← overrides ← cli (`max_steps=…` etc.)."""
+def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), *, values: dict[str, Any] | None = None,
+                **cli: Any) -> TrainConfig:
+    """The effective training config: defaults ← preset ← file ← `values` (a mapping of settings, from
+    Python) ← overrides ← cli (`max_steps=…` etc.).
+
+    >>> c = load_config(values={"preset": "dr_grpo", "sampling": {"group_size": 4}}, max_steps=3)
+    >>> c.algorithm.loss_aggregation, c.sampling.group_size, c.max_steps
+    ('constant', 4, 3)
+    """
     file_values, override_values = _layers(TrainConfig, path, overrides, cli)
+    file_values = deep_merge(file_values, canonical(TrainConfig, values or {}))
     for layer in (file_values, override_values):
         if "preset" in layer:
             layer["preset"] = PRESET_ALIASES.get(layer["preset"], layer["preset"])
@@ -47,17 +56,19 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), *
         raise UserError(f"unknown preset {preset!r}: choose from {sorted(PRESETS)}{_suggest(str(preset), PRESETS)}")
     merged = dataclasses.asdict(TrainConfig())
     for layer in (PRESETS[preset], file_values, override_values):
-        merged = _deep_merge(merged, layer)
+        merged = deep_merge(merged, layer)
     return _checked(TrainConfig, merged)
 
 
-def load_command_config(cls: type[C], path: str | Path | None = None, overrides: Sequence[str] = (), **cli: Any) -> C:
-    """A command's config: defaults ← file ← overrides ← cli, every key, type and setting checked
+def load_command_config(cls: type[C], path: str | Path | None = None, overrides: Sequence[str] = (), *,
+                        values: dict[str, Any] | None = None, **cli: Any) -> C:
+    """A command's config: defaults ← file ← `values` ← overrides ← cli, every key, type and setting checked
     (TrainConfig's through `load_config`, presets included)."""
     if cls is TrainConfig:
-        return load_config(path, overrides, **cli)  # type: ignore[return-value]
+        return load_config(path, overrides, values=values, **cli)  # type: ignore[return-value]
     file_values, override_values = _layers(cls, path, overrides, cli)
-    return _checked(cls, _deep_merge(_deep_merge(dataclasses.asdict(cls()), file_values), override_values))
+    file_values = deep_merge(file_values, canonical(cls, values or {}))
+    return _checked(cls, deep_merge(deep_merge(dataclasses.asdict(cls()), file_values), override_values))
 
 
 def config_from_dict(cls: type[C], values: dict[str, Any]) -> C:
@@ -68,7 +79,7 @@ def config_from_dict(cls: type[C], values: dict[str, Any]) -> C:
     >>> c.model.name, c.generation.temperature, c.data.limit, c.data.name
     ('tiny', 0.9, 3, 'gsm8k')
     """
-    return _checked(cls, _deep_merge(dataclasses.asdict(cls()), canonical(cls, values)))
+    return _checked(cls, deep_merge(dataclasses.asdict(cls()), canonical(cls, values)))
 
 
 def _checked(cls: type[C], values: dict[str, Any]) -> C:
@@ -87,7 +98,7 @@ def _layers(cls: type, path: str | Path | None, overrides: Sequence[str],
     for keys, value in settings:  # one at a time, so a later setting wins whichever name it uses
         single: dict[str, Any] = {}
         _set_nested(single, keys, value)
-        override_values = _deep_merge(override_values, canonical(cls, single))
+        override_values = deep_merge(override_values, canonical(cls, single))
     return canonical(cls, file_values), override_values
 
 
@@ -105,8 +116,16 @@ def canonical(cls: type, values: dict[str, Any]) -> dict[str, Any]:
     sections = {f.name: s for f in dataclasses.fields(cls) if (s := _section_type(hints[f.name])) is not None}
     for name, section in sections.items():
         shorthand = getattr(section, "SHORTHAND", None)
-        if isinstance(out.get(name), str) and shorthand:
+        if (isinstance(out.get(name), str) or _is_code(out.get(name))) and shorthand:
             out[name] = {shorthand: out[name]}
+    for name in getattr(cls, "CALLABLES", ()):  # your own code given as the object: named (rlvr.user_code)
+        if _is_code(out.get(name)):
+            out[name] = register(out[name])
+    for name, section in _section_lists(cls, hints).items():  # `rewards: [my_reward, boxed_format]`
+        if isinstance(out.get(name), list):
+            out[name] = [canonical(section, item) if isinstance(item, dict)
+                         else canonical(section, {section.SHORTHAND: item}) if _is_code(item) else item
+                         for item in out[name]]
     for old, new in getattr(cls, "ALIASES", {}).items():
         found, value = _pop_nested(out, old.split("."))
         if not found:
@@ -121,6 +140,23 @@ def canonical(cls: type, values: dict[str, Any]) -> dict[str, Any]:
         if isinstance(out.get(name), dict):
             out[name] = canonical(section, out[name])
     return out
+
+
+def _is_code(value: Any) -> bool:
+    """Whether `value` is code given from Python (a function, a class, a callable object) rather than a name."""
+    return callable(value) and not isinstance(value, (str, dict, list))
+
+
+def _section_lists(cls: type, hints: dict[str, Any]) -> dict[str, Any]:
+    """The fields of `cls` that are lists of sections with a SHORTHAND (`rewards`), by their section type."""
+    found = {}
+    for f in dataclasses.fields(cls):
+        tp = hints[f.name]
+        if get_origin(tp) in (Union, types.UnionType):
+            tp = next((a for a in get_args(tp) if a is not type(None)), None)
+        if get_origin(tp) is list and (section := _section_type(get_args(tp)[0])) and hasattr(section, "SHORTHAND"):
+            found[f.name] = section
+    return found
 
 
 def _section_type(tp: Any) -> type | None:
@@ -237,11 +273,16 @@ def _set_nested(target: dict[str, Any], keys: list[str], value: Any) -> None:
     target[keys[-1]] = value
 
 
-def _deep_merge(base: dict[str, Any], layer: dict[str, Any]) -> dict[str, Any]:
+def deep_merge(base: dict[str, Any], layer: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `layer`'s settings on top, section by section.
+
+    >>> deep_merge({"optim": {"lr": 1e-5, "betas": [0.9, 0.99]}}, {"optim": {"lr": 2e-5}, "seed": 1})
+    {'optim': {'lr': 2e-05, 'betas': [0.9, 0.99]}, 'seed': 1}
+    """
     out = dict(base)
     for key, value in layer.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _deep_merge(out[key], value)
+            out[key] = deep_merge(out[key], value)
         else:
             out[key] = value
     return out

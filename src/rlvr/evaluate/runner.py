@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm import tqdm
 
-import rlvr
 from rlvr.config import EvalConfig, ProblemsConfig
+from rlvr.console import progress as progress_bar
 from rlvr.data import TASKS, render_prompt, with_few_shot
 from rlvr.data.lengths import budget_words, prompt_limit, refuse_too_long
 from rlvr.errors import UserError
 from rlvr.evaluate.benchmarks import Benchmark, describe, load_benchmark
+from rlvr.evaluate.judge import judged_by
 from rlvr.evaluate.records import ProblemRecord
 from rlvr.evaluate.report import write_report
 from rlvr.evaluate.sampling import Plan, Scorer, sample_problems
@@ -50,7 +50,10 @@ def run_eval(config: EvalConfig, scorer: Scorer | None = None, progress: bool = 
     if config.threads > 0:
         torch.set_num_threads(config.threads)
     d = config.data
-    benchmark = load_benchmark(d.name, data_dir=d.dir, limit=d.limit, seed=config.seed, difficulty=d.difficulty)
+    benchmark = load_benchmark(d.name, data_dir=d.dir, limit=d.limit, seed=config.seed, difficulty=d.difficulty,
+                               instruction=d.instruction, judged=config.reward is not None)
+    if config.reward is not None:  # a reward of yours judges the answers (rlvr.evaluate.judge)
+        benchmark = judged_by(benchmark, config.reward, chat=(d.template or benchmark.template) == "chat")
     if not benchmark.examples:
         raise UserError(f"{d.name} has no problems to evaluate (check --limit and the data file)")
     settings = eval_settings(config, benchmark)
@@ -94,6 +97,7 @@ def eval_settings(config: EvalConfig, benchmark: Benchmark) -> dict[str, Any]:
         "model": config.model.name,
         **describe(benchmark),
         "limit": d.limit,
+        **({"instruction": d.instruction} if d.instruction is not None else {}),  # (older results lack the key)
         "template": d.template or benchmark.template,
         "system_prompt": d.system_prompt,
         "few_shot": [list(shot) for shot in _few_shot(benchmark, d)],
@@ -134,7 +138,7 @@ def verifier_version() -> str:
         math_verify = importlib.metadata.version("math-verify")
     except importlib.metadata.PackageNotFoundError:
         math_verify = "absent"
-    return f"rlvr {rlvr.__version__}; math-verify {math_verify}"
+    return f"rlvr {importlib.metadata.version('rlvr')}; math-verify {math_verify}"
 
 
 def _few_shot(benchmark: Benchmark, d: ProblemsConfig) -> tuple[tuple[str, str], ...]:
@@ -187,8 +191,8 @@ def _sample_chunks(config: EvalConfig, benchmark: Benchmark, sampler: Sampler, t
     per_chunk = max(1, config.batch_size // max(1, config.samples))
     chunks = [slice(start, start + per_chunk) for start in range(0, len(ids), per_chunk)]
     todo = [c for c, chunk in enumerate(chunks) if any(i not in done for i in ids[chunk])]
-    bar = tqdm(total=len(ids), initial=sum(i in done for i in ids), desc=f"sample {benchmark.name}",
-               unit="problem", disable=not (progress and world.is_main), dynamic_ncols=True)
+    bar = progress_bar(total=len(ids), initial=sum(i in done for i in ids), desc=f"sample {benchmark.name}",
+                       unit="problem", disable=not (progress and world.is_main))
     started = time.perf_counter()
     for turn in range(0, len(todo), world.size):  # one chunk per rank and turn
         records: list[ProblemRecord] = []

@@ -17,7 +17,7 @@ from rlvr.config.choices import MODES
 from rlvr.evaluate.benchmarks import Benchmark
 from rlvr.evaluate.records import ProblemRecord, SampleRecord
 from rlvr.records import Example, Rollout
-from rlvr.rewards import RewardSpec, compute_rewards, load_reward_function
+from rlvr.rewards import RewardSpec, compute_rewards
 from rlvr.rewards.batch import reward_inputs
 from rlvr.rewards.math import gold_answer
 from rlvr.rollout import SamplingParams
@@ -53,8 +53,7 @@ def sample_problems(
 ) -> list[ProblemRecord]:
     """The records of `prompts`: sampled by `sampler` (sample j of a problem from the seed of (seed, its row,
     j) alone, whatever chunk or rank it is sampled in), judged, and scored by `scorer`."""
-    checks = (benchmark.scoring.strict, benchmark.scoring.lenient)
-    verifiers = [RewardSpec(mode, load_reward_function(name)) for mode, name in zip(MODES, checks)]
+    verifiers = [RewardSpec(mode, fn) for mode, fn in zip(MODES, benchmark.verifiers())]
     greedy: list[SampleRecord | None] = [None] * len(prompts)
     if plan.greedy:
         params = SamplingParams(max_new_tokens=plan.params.max_new_tokens, temperature=0.0)

@@ -1,4 +1,5 @@
-"""Rewards for some rows only: `only_where(fn, {"kind": "reasoning"})`.
+"""Rewards for some rows only: `only_where(fn, {"kind": "reasoning"})`; a reward read as a verdict:
+`as_verdict(fn, at=1.0)`.
 
 DeepSeek-R1's last stage (Guo et al. 2025, §2.3.4) scores reasoning prompts with rules and
 general prompts with a preference reward model. Here a dataset column decides: each reward in the
@@ -44,6 +45,23 @@ def only_where(fn: Callable[..., list[float | None]], when: dict[str, Any],
         return result
 
     return routed
+
+
+def as_verdict(fn: Callable[..., list[float | None]], at: float) -> Callable[..., list[float | None]]:
+    """`fn` as a verifier: 1.0 where its score is at least `at`, 0.0 below, None (not scored) kept; how a
+    reward of yours judges held-out answers (accuracy, pass@k) where the data has no verifier of its own.
+
+    >>> def overlap(completions, **kwargs):
+    ...     return [0.5, 1.0, None, 0.25]
+    >>> as_verdict(overlap, 0.5)(completions=["a", "b", "c", "d"])
+    [1.0, 1.0, None, 0.0]
+    """
+
+    @functools.wraps(fn)
+    def verdict(*args: Any, **kwargs: Any) -> list[float | None]:
+        return [None if score is None or score != score else float(score >= at) for score in fn(*args, **kwargs)]
+
+    return verdict
 
 
 def applies_to(row: Mapping[str, Any], when: dict[str, Any] | None) -> bool:

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from rlvr import paths
 from rlvr.config import load_command_config
 from rlvr.config.loading import Config
-from rlvr.errors import UserError
+from rlvr.errors import UserError, for_caller
 from rlvr.intact import newest_intact
 
 C = TypeVar("C", bound=Config)
@@ -34,12 +34,11 @@ RUN_FILES = (paths.METRICS, paths.SAMPLES, paths.SUMMARY, paths.TENSORBOARD, pat
 def start_fresh(run_dir: Path) -> None:
     """Make `run_dir` ready for a new run, or refuse with the fix when it holds one."""
     if paths.latest_checkpoint(run_dir) is not None:
-        raise UserError(f"{run_dir} already holds a run: continue it with --resume {run_dir}, "
-                        "or pick another --output-dir")
+        raise holds_a_run(run_dir)
     stale = [name for name in RUN_FILES if (run_dir / name).exists()]
     if stale and not (run_dir / paths.CONFIG).is_file():
         raise UserError(f"{run_dir} holds {', '.join(stale)} but is not a run directory (no config.yaml): "
-                        "pick another --output-dir")
+                        f"pick another {for_caller('--output-dir', 'output_dir')}")
     for name in stale:
         path = run_dir / name
         if path.is_dir():
@@ -58,11 +57,13 @@ def resume_point(run_dir: Path) -> tuple[Path, list[tuple[Path, str]]]:
                         "(is it a run directory made by `rlvr train`, `sft` or `rm`?)")
     checkpoint, broken = newest_intact(run_dir)
     if checkpoint is None and not broken:
-        raise UserError(f"cannot resume: {run_dir} has no complete checkpoint yet (start it again without --resume)")
+        raise UserError(f"cannot resume: {run_dir} has no complete checkpoint yet (start it again without "
+                        f"{for_caller('--resume', 'resume=True')})")
     if checkpoint is None:
         latest, problem = broken[0]
         raise UserError(f"cannot resume: none of the {len(broken)} checkpoints of {run_dir} is intact; the latest, "
-                        f"{latest.name}: {problem}; restore it from a copy, or start again in a new --output-dir")
+                        f"{latest.name}: {problem}; restore it from a copy, or start again in a new "
+                        f"{for_caller('--output-dir', 'output_dir')}")
     return checkpoint, broken
 
 
@@ -98,7 +99,15 @@ def refuse_changes(config: Any, checkpoint: Path) -> None:
 def past_the_end(run_dir: Path, reached: int, total: int) -> UserError:
     """The one-line error of a resumed run asked to end before the step it has reached."""
     return UserError(f"cannot resume {run_dir} to end at step {total}: it is at step {reached} already; "
-                     f"give a --max-steps above {reached} (or none, to finish as configured)")
+                     f"give a {for_caller('--max-steps', 'max_steps')} above {reached} (or none, to finish as "
+                     "configured)")
+
+
+def holds_a_run(run_dir: Path) -> UserError:
+    """The one-line error of a fresh run asked to start in a directory that holds a checkpointed run."""
+    return UserError(f"{run_dir} already holds a run: continue it with "
+                     f"{for_caller(f'--resume {run_dir}', 'resume=True')}, or pick another "
+                     f"{for_caller('--output-dir', 'output_dir')}")
 
 
 def lora_change(saved: Any, wanted: Any) -> str | None:

@@ -30,7 +30,8 @@ from tqdm import tqdm
 
 from rlvr import deadline, paths
 from rlvr.config import save_config
-from rlvr.errors import StepAbandoned, UserError
+from rlvr.console import progress
+from rlvr.errors import StepAbandoned, UserError, for_caller
 from rlvr.run import best as best_kept
 from rlvr.run.checkpoint import load_state, rng_state, save_checkpoint, set_rng_state
 from rlvr.run.directory import past_the_end, refuse_changes, resume_point, set_aside, start_fresh
@@ -139,7 +140,8 @@ def _at_the_end(recipe: Recipe, run_dir: Path) -> None:
     if reached > total:
         raise past_the_end(run_dir, reached, total)
     if reached == total and recipe.world.is_main:
-        print(f"rlvr: {run_dir} is at its last step ({total}) already: nothing to train; give a --max-steps "
+        print(f"rlvr: {run_dir} is at its last step ({total}) already: nothing to train; give a "
+              f"{for_caller('--max-steps', 'max_steps')} "
               f"above {total} to train further", file=sys.stderr)
 
 
@@ -182,7 +184,7 @@ def _run(recipe: Recipe, before: dict[str, Any] | None, resumed: bool, on_step_e
         if stop.stop_requested and recipe.step_count < schedule.total_steps:
             if main:
                 tqdm.write(f"stopped at step {recipe.step_count}; checkpoint {path}; "
-                           f"continue with: {recipe.resume_hint.format(run_dir=run_dir)}")
+                           f"continue with: {resume_hint(recipe)}")
             return {"stopped_at": recipe.step_count, "checkpoint": str(path), "run_dir": str(run_dir)}
         # the weights were just measured when the last step was an eval_every step: the same numbers
         reuse = last is not None and last["step"] == recipe.step_count
@@ -230,8 +232,8 @@ def _loop(recipe: Recipe, save: Callable[[], Path], stop: StopFlag, on_step_end:
     """The steps, until the last or a stop; returns the latest held-out evaluation made on the way, and the
     best checkpoint (keep_best)."""
     schedule, run_dir, world = recipe.schedule, Path(recipe.config.output_dir), recipe.world
-    bar = tqdm(total=schedule.total_steps, initial=recipe.step_count, desc=recipe.label, unit="step",
-               dynamic_ncols=True, disable=not world.is_main)
+    bar = progress(total=schedule.total_steps, initial=recipe.step_count, desc=recipe.label, unit="step",
+                   disable=not world.is_main)
     evaluation = None
     try:
         # a rank waits for the others at the end of its step, so a signal never abandons a step there
@@ -252,8 +254,8 @@ def _loop(recipe: Recipe, save: Callable[[], Path], stop: StopFlag, on_step_end:
                         best = best_kept.consider(run_dir, evaluation, best, save, world.is_main)
                 if writer is not None:
                     writer.write(step, metrics)
+                bar.set_postfix(recipe.progress(metrics), refresh=False)
                 bar.update(1)
-                bar.set_postfix(recipe.progress(metrics))
                 recorded = schedule.sample_every and step % schedule.sample_every == 0 and result.samples
                 if recorded and writer is not None:
                     record_samples(run_dir, step, result.samples)
@@ -271,13 +273,20 @@ def _loop(recipe: Recipe, save: Callable[[], Path], stop: StopFlag, on_step_end:
     return evaluation, best
 
 
+def resume_hint(recipe: Recipe) -> str:
+    """How to continue the recipe's run, for whoever called (the command, or Python: rlvr.errors.for_caller)."""
+    run_dir = recipe.config.output_dir
+    return for_caller(recipe.resume_hint.format(run_dir=run_dir),
+                      f"the same call with resume=True (output_dir {str(run_dir)!r})")
+
+
 def _kept(recipe: Recipe) -> str:
     """What a process that user code ends mid-step leaves behind (the last words of rlvr.deadline)."""
     run_dir = Path(recipe.config.output_dir)
     latest = paths.latest_checkpoint(run_dir)
     if latest is None:
         return "no checkpoint was saved yet"
-    return f"the last checkpoint, {latest}, is kept: continue with {recipe.resume_hint.format(run_dir=run_dir)}"
+    return f"the last checkpoint, {latest}, is kept: continue with {resume_hint(recipe)}"
 
 
 def _step(recipe: Recipe, save: Callable[[], Path]) -> StepResult | None:
@@ -296,7 +305,7 @@ def _step(recipe: Recipe, save: Callable[[], Path]) -> StepResult | None:
             set_rng_state(rng)
             path = save()  # the weights are those of the last finished step
             tqdm.write(f"progress saved to {path}; fix the problem and continue with "
-                       f"{recipe.resume_hint.format(run_dir=recipe.config.output_dir)}")
+                       f"{resume_hint(recipe)}")
         raise
 
 

@@ -15,14 +15,16 @@ from rlvr import paths
 from rlvr.config import RewardConfig, TrainConfig
 from rlvr.data import TASKS, expected_format, load_examples, render_prompt, with_few_shot
 from rlvr.data.lengths import budget_words, prompt_limit, refuse_too_long, too_long
-from rlvr.data.scoring import MATH, scoring_for_columns
+from rlvr.data.scoring import MATH, verifier_for_columns
 from rlvr.data.sources import with_every_column
 from rlvr.data.trl_form import trl_form
 from rlvr.errors import UserError
 from rlvr.models import frozen_copy, load_configured, load_model
 from rlvr.records import Example
 from rlvr.rewards import RewardSpec, load_reward_function
+from rlvr.run.world import World
 from rlvr.samplers import Prompt
+from rlvr.train.heldout import Judge, heldout_judge
 from rlvr.train.reward_setup import run_rewards
 
 Prompts = list[Prompt]  # each row with its rendered text and, with the chat template, its chat turns
@@ -42,7 +44,8 @@ class RunParts:
     rewards: list[RewardSpec]
     reward_entries: list[RewardConfig]  # the rewards as run, each one's `correctness` decided (the effective config)
     correctness: str | None  # the reward logged as `accuracy` and followed by the curriculum (rlvr.train.reward_setup)
-    accuracy_fns: tuple[Callable[..., Any], Callable[..., Any]]  # (strict, lenient) verifiers for held-out evaluation
+    accuracy_fns: Judge | None  # (strict, lenient) verdicts of held-out answers (rlvr.train.heldout); None: none
+    heldout_skipped: str | None  # why no held-out set is evaluated, in words (None: one is)
     format_check: Callable[..., Any]  # the format reward the template asks for
     add_special_tokens: bool
 
@@ -87,15 +90,19 @@ def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts
     eval_source = d.eval or (d.train if task else None)
     held = load(eval_source, "test", d.eval_size + d.validation_size) if eval_source else None
     eval_examples, validation_examples = _split_validation(held, d.eval_size, d.validation_size, eval_source)
-    # a file's rows are code or maths by their columns; rows with neither are scored by the config's
-    # rewards, and held-out ones (if any) as maths
-    scoring = (task.scoring if task
-               else scoring_for_columns(train_examples[0].columns if train_examples else (), d.train, MATH))
+    # a file's rows are code or maths by their columns; rows with neither are scored by the config's rewards,
+    # and judged held-out by its correctness reward (rlvr.train.heldout)
+    kind = task.scoring if task else verifier_for_columns(train_examples[0].columns if train_examples else ())
     # in TRL's form (chat messages, `solution`), so reward functions written for TRL run unchanged
     train_examples = trl_form(train_examples, chat=d.template == "chat")
     eval_examples = trl_form(eval_examples, chat=d.template == "chat") if eval_examples else eval_examples
     validation_examples = trl_form(validation_examples, chat=d.template == "chat") if validation_examples else None
-    rewards = run_rewards(config, scoring, train_examples, d.train)  # before the model: its mistakes are quick
+    rewards = run_rewards(config, kind or MATH, train_examples, d.train)  # before the model: its mistakes are quick
+    heldout = heldout_judge(config, kind, rewards, eval_examples, eval_source)
+    if heldout.judge is None:
+        eval_examples = validation_examples = None
+    if heldout.judge is None and World.from_env().is_main:  # (evaluations switched off are the config's own say)
+        print(f"rlvr: no held-out evaluation: {heldout.skipped}", file=sys.stderr)
     device, dtype, policy, tokenizer, reference = load_models(config, checkpoint)
     shots = ([(t.prompt, t.completion) for t in d.few_shot] if d.few_shot is not None
              else list(task.few_shot) if task else [])
@@ -127,7 +134,7 @@ def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts
         train=train, eval=held_out, eval_alone=render(eval_examples, []) if held_out and shots else None,
         validation=validation,
         rewards=rewards.specs, reward_entries=rewards.entries, correctness=rewards.correctness,
-        accuracy_fns=(load_reward_function(scoring.strict), load_reward_function(scoring.lenient)),
+        accuracy_fns=heldout.judge, heldout_skipped=heldout.skipped,
         format_check=load_reward_function(expected_format(d.template)),
         add_special_tokens=specials,
     )

@@ -32,6 +32,8 @@ def _print_summary(summary: dict[str, Any], run_dir: str) -> None:
     if "stopped_at" in summary or not is_main_rank():
         return
     print(f"\nrun directory: {run_dir}")
+    if summary.get("heldout_skipped"):
+        print(f"  no held-out evaluation: {summary['heldout_skipped']}")
     _print_accuracy({k: summary.get(k) for k in ("before", "after")}, summary.get("gain"), counted=True)
     before, after = summary.get("before") or {}, summary.get("after") or {}
     if before.get("alone") and after.get("alone"):

@@ -5,14 +5,13 @@ read checked against the training rows, so that a mistake costs a second, not a 
                                           └─ the columns each needs are the rows' columns; the correctness
                                              reward's gold is filled in
 
-The correctness reward is the one whose mean is logged as `accuracy` and whose pass rate per prompt the
-curriculum follows. It is never guessed from the order of the list (a format reward listed first would
-be logged as accuracy): it is the reward marked `correctness: true`, else the built-in verifier listed
-(rlvr.rewards.registry.ANSWER_CHECKS), else your own function when it is the only reward listed that may
-check answers (the others are built-ins that do not: format, length, ...); with two of yours and no
-verifier, one must be marked. A run
-whose rewards are all built-ins that check no answers (a reward model, format, the environment's score)
-has none: it logs no `accuracy`, and the curriculum refuses to run.
+The correctness reward is the one whose mean is logged as `accuracy`, whose pass rate per prompt the
+curriculum follows, and which judges the held-out answers when the data has no verifier of its own. It
+is the reward marked `correctness: true`; else the first built-in verifier listed
+(rlvr.rewards.registry.ANSWER_CHECKS); else the first of your own functions listed, as open-r1 and TRL
+scripts list the accuracy reward first (said in one line when there was a choice). Built-ins known to
+check no answers (format, length, a reward model) are never chosen. A run whose rewards are all such
+built-ins has none: it logs no `accuracy`, and the curriculum refuses to run.
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ from rlvr.rewards import RewardSpec, load_reward_function
 from rlvr.rewards.loading import checks_answers
 from rlvr.rewards.registry import PASSED_ON, is_builtin, required_columns
 from rlvr.rewards.routing import applies_to, only_where
+from rlvr.run.world import World
 
 ENVIRONMENT_COLUMNS = ("env_reward",)  # what a multi-turn rollout adds to the rows (rlvr.rewards.batch)
 
@@ -47,7 +47,7 @@ def run_rewards(config: TrainConfig, scoring: Scoring, train: list[Example], sou
     training rows `train` of `source`; the correctness reward chosen (see the module docstring)."""
     entries = config.rewards or [RewardConfig(name, weight) for name, weight in scoring.rewards]
     specs = reward_specs(entries)  # (first: a misspelt name is told as such)
-    chosen = correctness_entry(entries)
+    chosen = correctness_entry(entries, say=World.from_env().is_main)
     if chosen is None and config.data.curriculum:
         raise UserError(f"data.curriculum follows the correctness reward, and none of the rewards "
                         f"({', '.join(e.name for e in entries)}) checks answers: mark the one that does with "
@@ -81,9 +81,11 @@ def reward_specs(entries: list[RewardConfig]) -> list[RewardSpec]:
     return specs
 
 
-def correctness_entry(entries: list[RewardConfig]) -> RewardConfig | None:
-    """The entry that says whether an answer is right: the one marked `correctness: true`, else the one
-    built-in verifier listed and not marked false; None when every reward is known to check no answers.
+def correctness_entry(entries: list[RewardConfig], say: bool = False) -> RewardConfig | None:
+    """The entry that says whether an answer is right: the one marked `correctness: true`; else the first
+    built-in verifier listed (not marked false); else the first listed reward of yours (open-r1 and TRL
+    scripts list accuracy first); None when every reward is known to check no answers (or is marked
+    false). With `say`, a choice made by the order of the list is told in one line, with how to change it.
     (At most one is marked true: TrainConfig.validate.)
 
     >>> pick = lambda *entries: getattr(correctness_entry(list(entries)), "name", None)
@@ -93,12 +95,10 @@ def correctness_entry(entries: list[RewardConfig]) -> RewardConfig | None:
     'my.py:check'
     >>> print(pick(RewardConfig("reward_model"), RewardConfig("overlong_penalty")))
     None
-    >>> pick(RewardConfig("my.py:check"), RewardConfig("boxed_format"))  # the only one that may check answers
-    'my.py:check'
-    >>> pick(RewardConfig("my.py:check"), RewardConfig("my.py:style"))  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    rlvr.errors.UserError: no reward is known to check answers...: mark the one that does with correctness: true...
+    >>> pick(RewardConfig("boxed_format"), RewardConfig("my.py:accuracy"), RewardConfig("my.py:format"))
+    'my.py:accuracy'
+    >>> pick(RewardConfig("my.py:check"), RewardConfig("math_accuracy"))  # a known verifier before yours
+    'math_accuracy'
     """
     marked = [e for e in entries if e.correctness]
     if marked:
@@ -107,20 +107,16 @@ def correctness_entry(entries: list[RewardConfig]) -> RewardConfig | None:
                             "the answer is right (it scores the form, the length, the language or a preference): "
                             "mark the reward that does")
         return marked[0]
-    told = [e for e in entries if e.correctness is None and checks_answers(e.name)]
-    if len(told) > 1:
-        raise UserError(f"rewards '{told[0].name}' and '{told[1].name}' both check answers, and `accuracy` (and "
-                        "data.curriculum) follows one: mark it with correctness: true")
-    if told:
-        return told[0]
-    unknown = [e.name for e in entries if e.correctness is None and checks_answers(e.name) is None]
-    if len(unknown) == 1 and not any(e.correctness is False and checks_answers(e.name) is None for e in entries):
-        return next(e for e in entries if e.name == unknown[0])  # the only one that can: TRL's one-reward runs
-    if unknown:
-        raise UserError(f"no reward is known to check answers, so `accuracy` (and data.curriculum) has nothing to "
-                        f"follow: mark the one that does with correctness: true, e.g. rewards: [{{name: '{unknown[0]}'"
-                        ", correctness: true}, ...] (or correctness: false on each of yours if none does)")
-    return None
+    open_ = [e for e in entries if e.correctness is None]
+    verifiers = [e for e in open_ if checks_answers(e.name)]
+    candidates = verifiers or [e for e in open_ if checks_answers(e.name) is None]
+    if not candidates:
+        return None
+    if say and len([e for e in open_ if checks_answers(e.name) is not False]) > 1:
+        print(f"rlvr: `accuracy` follows reward '{candidates[0].name}', the first listed that "
+              f"{'is a verifier' if verifiers else 'may check answers'}; to follow another, mark it "
+              "correctness: true", file=sys.stderr)
+    return candidates[0]
 
 
 def check_gold(entry: RewardConfig, spec: RewardSpec, rows: list[Mapping[str, Any]], source: str) -> None:

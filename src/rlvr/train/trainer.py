@@ -345,7 +345,9 @@ class Trainer:
             "eval_decoding": "greedy", "seed": c.seed, "before": _headline(before),
         }
         compared = self.compared(before, after)
-        return {**summary, "after": compared["heldout"], **({"gain": compared["gain"]} if "gain" in compared else {})}
+        skipped = {"heldout_skipped": self.parts.heldout_skipped} if self.parts.heldout_skipped else {}
+        return {**summary, "after": compared["heldout"], **({"gain": compared["gain"]} if "gain" in compared else {}),
+                **skipped}
 
     def compared(self, before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[str, Any]:
         """An evaluation's held-out accuracy, and its paired gain over `before` (also of the questions alone)."""

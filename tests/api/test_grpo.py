@@ -1,0 +1,172 @@
+"""rlvr.GRPO: a run from Python with functions and in-memory data, equal to the same run named in a config."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import datasets
+import pytest
+import yaml
+
+from rlvr import GRPO, evaluate_model, paths
+from rlvr.errors import UserError
+
+from ..train import objective_fns, reward_fns
+
+REWARD_FNS = Path(reward_fns.__file__)
+TINY = {"data": {"train_size": 16, "eval_size": 4}, "sampling": {"group_size": 4, "batch_size": 8},
+        "generation": {"max_new_tokens": 12, "temperature": 1.0}, "optim": {"lr": 1e-3}, "sample_every": 0,
+        "threads": 1}
+ROWS = [{"prompt": f"What is {a} + {b}?", "answer": str(a + b), "level": a} for a in range(4) for b in range(4)]
+
+
+CLOCKS = ("time/", "memory/", "tokens_per_second")  # what the machine measures, not the run
+
+
+def metrics(run_dir):
+    """The run's metrics, step by step, but those of the clock and the memory."""
+    return [{k: v for k, v in json.loads(line).items() if not k.startswith(CLOCKS) and not k.endswith("seconds")}
+            for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def grpo(tmp_path, name, **given):
+    settings = {"model": "tiny", "train_data": ROWS, "max_steps": 2, "config": TINY, "eval_before": False,
+                "eval_after": False, **given}
+    return GRPO(output_dir=tmp_path / name, **settings)
+
+
+def test_functions_and_rows_from_python_run_as_the_same_run_named_in_a_config(tmp_path):
+    """digit_share given as the function and as `file.py:digit_share`, the rows as a list and as a file: the
+    same steps, metric for metric; config.yaml names the function where it lives."""
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    as_objects = grpo(tmp_path, "objects", rewards=[reward_fns.digit_share])
+    as_names = grpo(tmp_path, "names", rewards=[f"{REWARD_FNS}:digit_share"], train_data=str(tmp_path / "rows.jsonl"))
+    as_objects.train(), as_names.train()
+    assert metrics(tmp_path / "objects") == [
+        {k.replace(f"{REWARD_FNS}:digit_share", "tests/train/reward_fns.py:digit_share"): v for k, v in m.items()}
+        for m in metrics(tmp_path / "names")]
+    written = yaml.safe_load((tmp_path / "objects" / "config.yaml").read_text())
+    assert written["rewards"][0]["name"] == "tests/train/reward_fns.py:digit_share"
+    assert written["data"]["train"] == str(tmp_path / "objects" / "inputs" / "train.jsonl")
+    assert (tmp_path / "objects" / "inputs" / "train.jsonl").read_text() == (tmp_path / "rows.jsonl").read_text()
+
+
+@pytest.mark.parametrize("form", ["Dataset", "IterableDataset", "DataFrame", "save_to_disk", "tuple"])
+def test_every_form_of_in_memory_data_is_the_same_rows(tmp_path, form):
+    made = {"Dataset": lambda: datasets.Dataset.from_list(ROWS),
+            "IterableDataset": lambda: datasets.Dataset.from_list(ROWS).to_iterable_dataset(),
+            "DataFrame": lambda: __import__("pandas").DataFrame(ROWS),
+            "tuple": lambda: tuple(ROWS)}
+    if form == "save_to_disk":
+        datasets.Dataset.from_list(ROWS).save_to_disk(tmp_path / "saved")
+        data = str(tmp_path / "saved")
+    else:
+        data = made[form]()
+    run = grpo(tmp_path, form, rewards=[reward_fns.digit_share], train_data=data, max_steps=1)
+    run.train()
+    reference = grpo(tmp_path, "list", rewards=[reward_fns.digit_share], max_steps=1)
+    reference.train()
+    assert metrics(tmp_path / form) == metrics(tmp_path / "list")
+
+
+def test_policy_loss_advantage_fn_and_environment_as_objects(tmp_path):
+    from rlvr.envs.guess import GuessNumber
+
+    run = grpo(tmp_path, "objectives", rewards=[reward_fns.digit_share],
+               config={**TINY, "algorithm": {"policy_loss": objective_fns.reinforce,
+                                             "advantage_fn": objective_fns.ranked}})
+    run.train()
+    named = grpo(tmp_path, "named", rewards=[reward_fns.digit_share],
+                 config={**TINY, "algorithm": {"policy_loss": f"{objective_fns.__file__}:reinforce",
+                                               "advantage_fn": f"{objective_fns.__file__}:ranked"}})
+    named.train()
+    assert [m["loss"] for m in metrics(tmp_path / "objectives")] == [m["loss"] for m in metrics(tmp_path / "named")]
+    game = grpo(tmp_path, "game", rewards=["environment_reward"], environment=GuessNumber, max_steps=1,
+                config={**TINY, "environment": {"params": {"max_turns": 2}, "max_turns": 2, "max_tokens": 64}})
+    assert game.config.environment.name == "rlvr.envs.guess:GuessNumber"
+    assert "env/turns" in game.train() or "env/turns" in metrics(tmp_path / "game")[0]
+
+
+def test_a_callback_stops_the_run_saved_and_resuming_it_equals_an_unbroken_run(tmp_path):
+    unbroken = grpo(tmp_path, "unbroken", rewards=[reward_fns.digit_share], max_steps=3)
+    unbroken.train()
+    seen = []
+
+    def stop_at_two(step, logged):
+        seen.append((step, "loss" in logged))
+        return step == 2
+
+    stopped = grpo(tmp_path, "stopped", rewards=[reward_fns.digit_share], max_steps=3, callbacks=[stop_at_two])
+    assert stopped.train()["stopped_at"] == 2 and seen == [(1, True), (2, True)]
+    again = grpo(tmp_path, "stopped", rewards=[reward_fns.digit_share], max_steps=3)
+    assert again.train(resume=True)["steps"] == 3
+    assert metrics(tmp_path / "stopped") == metrics(tmp_path / "unbroken")
+
+
+def test_a_callback_that_raises_is_one_line_after_the_run_saved(tmp_path):
+    def broken(step, logged):
+        raise ValueError("no such metric")
+
+    run = grpo(tmp_path, "broken", rewards=[reward_fns.digit_share], max_steps=3, callbacks=[broken])
+    with pytest.raises(UserError) as e:
+        run.train()
+    assert "callback broken raised ValueError: no such metric at step 1" in str(e.value)
+    assert "resume=True" in str(e.value) and paths.latest_checkpoint(tmp_path / "broken") == paths.step_dir(
+        tmp_path / "broken", 1)
+
+
+def test_resuming_names_python_s_own_fix_and_refuses_other_rows(tmp_path):
+    run = grpo(tmp_path, "run", rewards=[reward_fns.digit_share], max_steps=1)
+    run.train()
+    with pytest.raises(UserError, match="already holds a run: continue it with resume=True, or pick another "
+                                        "output_dir"):
+        grpo(tmp_path, "run", rewards=[reward_fns.digit_share], max_steps=1).train()
+    with pytest.raises(UserError, match="the train data given differs from the rows"):
+        grpo(tmp_path, "run", rewards=[reward_fns.digit_share], train_data=ROWS[:8], max_steps=2).train(resume=True)
+
+
+def test_a_function_no_other_process_can_import_is_one_line_when_the_command_resumes_it(tmp_path):
+    def local_reward(completions, **kwargs):
+        return reward_fns.digit_share(completions)
+
+    run = grpo(tmp_path, "local", rewards=[local_reward], max_steps=1)
+    run.train()
+    assert "<locals>.local_reward" in run.config.rewards[0].name
+    resumed = subprocess.run([sys.executable, "-m", "rlvr", "train", "--resume", str(tmp_path / "local"),
+                              "--max-steps", "2"], capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 2 and "Traceback" not in resumed.stderr
+    assert "cannot be imported from here: pass it again from Python" in resumed.stderr.strip().splitlines()[-1]
+
+
+def test_a_loaded_model_is_saved_into_the_run_and_trained(tmp_path):
+    from rlvr.models.loading import build_tiny_model
+
+    model, tokenizer = build_tiny_model(0)
+    run = grpo(tmp_path, "loaded", model=model, tokenizer=tokenizer, rewards=[reward_fns.digit_share], max_steps=1)
+    run.train()
+    assert (tmp_path / "loaded" / "inputs" / "model" / "config.json").is_file()
+    assert run.config.model.name == str(tmp_path / "loaded" / "inputs" / "model")
+    with pytest.raises(UserError, match="give a name"):
+        GRPO(model=object(), train_data=ROWS, output_dir=tmp_path / "x").train()
+
+
+def test_evaluate_judges_custom_rows_by_the_runs_correctness_reward_and_save_writes_a_transformers_folder(tmp_path):
+    rows = [{"prompt": f"Say {w}", "word": w} for w in ("a", "b", "c")]
+
+    def said(completions, word, **kwargs):
+        return [float(w in c[0]["content"]) for c, w in zip(completions, word)]
+
+    run = grpo(tmp_path, "custom", rewards=[said], train_data=rows, eval_data=rows, max_steps=1, eval_after=True)
+    summary = run.train()
+    assert summary["after"]["n"] == 3
+    results = run.evaluate(samples=2)
+    assert results["settings"]["verifiers"]["strict"] == run.config.rewards[0].name
+    assert results["strict"]["greedy"]["mean"] == summary["after"]["strict"]["mean"]  # the same judge, greedy
+    direct = evaluate_model(tmp_path / "custom", rows, reward=said, samples=2, output_dir=tmp_path / "direct",
+                            config={"data": {"template": "chat"}, "generation": {"max_new_tokens": 12}}, threads=1)
+    assert direct["strict"]["pass@k"] == results["strict"]["pass@k"]
+    from transformers import AutoModelForCausalLM
+
+    saved = run.save(tmp_path / "export")
+    assert AutoModelForCausalLM.from_pretrained(saved).num_parameters() > 0

@@ -1,0 +1,100 @@
+"""`rlvr eval --reward`: a custom task judged by the user's own reward (rlvr.evaluate.judge), and the
+benchmark's instruction as a setting."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rlvr.cli import main
+from rlvr.errors import UserError
+from rlvr.evaluate import runner
+from rlvr.evaluate.benchmarks import R1_INSTRUCTION, load_benchmark
+from rlvr.evaluate.store import EvalStore
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+
+JUDGE = '''
+def has_letter(completions, letter, **kwargs):
+    """1 for a completion with the row's letter in it, 0.5 for one with a digit, else 0 (TRL's chat form)."""
+    texts = [c[0]["content"] for c in completions]
+    return [1.0 if l in t else 0.5 if any(ch.isdigit() for ch in t) else 0.0 for t, l in zip(texts, letter)]
+'''
+
+
+@pytest.fixture
+def task(tmp_path):
+    (tmp_path / "judge.py").write_text(JUDGE)
+    rows = [{"prompt": f"Write a word with the letter {letter}", "letter": letter} for letter in "eaoitn"]
+    (tmp_path / "words.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return tmp_path
+
+
+def evaluate(task, out, *extra):
+    code = main(["eval", "--model", "tiny", "--data", str(task / "words.jsonl"), "--reward",
+                 f"{task / 'judge.py'}:has_letter", "--samples", "4", "--max-new-tokens", "10", "--threads", "1",
+                 "--output-dir", str(task / out), *extra])
+    assert code == 0
+    return json.loads((task / out / "summary.json").read_text()), EvalStore(task / out).read()
+
+
+def expected(record, letter, at):
+    """What has_letter, read as a verdict at `at`, says of each sample of `record`."""
+    scores = [1.0 if letter in s.text else 0.5 if any(ch.isdigit() for ch in s.text) else 0.0 for s in record.samples]
+    return [float(score >= at) for score in scores]
+
+
+@pytest.mark.parametrize("at", [None, 0.5])
+def test_every_sample_is_judged_by_the_reward_as_a_verdict(task, at):
+    summary, records = evaluate(task, f"e{at}", *(["--correct-at", str(at)] if at else []))
+    for record, letter in zip(records, "eaoitn"):
+        assert [s.correct["strict"] for s in record.samples] == expected(record, letter, at or 1.0)
+        assert [s.correct["lenient"] for s in record.samples] == expected(record, letter, at or 1.0)
+    assert summary["settings"]["verifiers"] == {"strict": f"{task / 'judge.py'}:has_letter",
+                                                "lenient": f"{task / 'judge.py'}:has_letter"}
+    assert summary["settings"]["extraction"]["strict"].endswith(f"scores it {at or 1.0:g} or more")
+    assert summary["settings"]["voting"] is False and summary["strict"]["maj@k"] is None
+    assert "pass@k" in summary["strict"]
+
+
+def test_a_file_without_a_verifier_and_no_reward_is_one_line_naming_the_fix(task, capsys):
+    assert main(["eval", "--model", "tiny", "--data", str(task / "words.jsonl"), "--output-dir",
+                 str(task / "e")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and "--reward file.py:function" in error
+
+
+def test_rows_without_the_rewards_column_are_refused_before_the_model_loads(task, monkeypatch):
+    (task / "words.jsonl").write_text(json.dumps({"prompt": "Write a word"}) + "\n")
+    monkeypatch.setattr(runner, "load_configured", lambda *a, **k: pytest.fail("the model was loaded"))
+    with pytest.raises(UserError, match="problem 1 of .* has no 'letter' column, which the reward"):
+        from rlvr.config import EvalConfig, config_from_dict
+
+        runner.run_eval(config_from_dict(EvalConfig, {"model": "tiny", "data": str(task / "words.jsonl"),
+                                                      "reward": f"{task / 'judge.py'}:has_letter",
+                                                      "output_dir": str(task / "e")}), progress=False)
+
+
+def test_correct_at_without_a_reward_is_one_line(task, capsys):
+    assert main(["eval", "--model", "tiny", "--data", "arithmetic", "--correct-at", "0.5"]) == 2
+    assert "--reward" in capsys.readouterr().err
+
+
+def test_files_are_asked_as_they_are_unless_an_instruction_is_given(task):
+    maths = task / "m.jsonl"
+    maths.write_text(json.dumps({"question": "What is 1 + 1?", "answer": "2"}) + "\n")
+    assert load_benchmark(str(maths)).examples[0].prompt == "What is 1 + 1?"
+    assert load_benchmark(str(maths), instruction="Answer in one word.").examples[0].prompt == (
+        "What is 1 + 1?\nAnswer in one word.")
+    chat = task / "c.jsonl"
+    chat.write_text(json.dumps({"prompt": [{"role": "user", "content": "Hi?"}], "answer": "2"}) + "\n")
+    assert load_benchmark(str(chat), instruction="Be brief.").examples[0].prompt == [
+        {"role": "user", "content": "Hi?\nBe brief."}]
+
+
+@pytest.mark.skipif(not (DATA / "gsm8k" / "test.jsonl").exists(), reason="../shared/data is not beside the repo")
+def test_the_maths_benchmarks_keep_r1s_instruction_unless_told_otherwise():
+    asked = load_benchmark("gsm8k", data_dir=str(DATA), limit=1).examples[0].prompt
+    bare = load_benchmark("gsm8k", data_dir=str(DATA), limit=1, instruction="").examples[0].prompt
+    other = load_benchmark("gsm8k", data_dir=str(DATA), limit=1, instruction="Be brief.").examples[0].prompt
+    assert asked == f"{bare}\n{R1_INSTRUCTION}" and other == f"{bare}\nBe brief." and R1_INSTRUCTION not in bare

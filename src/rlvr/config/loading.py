@@ -22,6 +22,7 @@ import yaml
 
 from rlvr.config.presets import PRESET_ALIASES, PRESETS
 from rlvr.config.train import TrainConfig
+from rlvr.config.trl_names import trl_hint
 from rlvr.errors import UserError
 from rlvr.user_code import register
 
@@ -106,6 +107,7 @@ def canonical(cls: type, values: dict[str, Any]) -> dict[str, Any]:
     """`values` with aliased keys moved to their current place and string shorthands of sections expanded.
 
     >>> from rlvr.config.train import TrainConfig
+from rlvr.config.trl_names import trl_hint
     >>> canonical(TrainConfig, {"model": "tiny", "sampling": {"temperature": 0.9, "group_size": 4}})
     {'model': {'name': 'tiny'}, 'sampling': {'group_size': 4}, 'generation': {'temperature': 0.9}}
     >>> canonical(TrainConfig, {"logging": "wandb"})
@@ -302,7 +304,9 @@ def from_dict(cls: type, data: Any, prefix: str = "") -> Any:
     for key in data:
         if key not in fields:
             full = [prefix + name for name in fields]
-            raise UserError(f"unknown config key {prefix + str(key)!r}{_suggest(prefix + str(key), full)}")
+            known = trl_hint(str(key))  # a TRL name: say where rlvr keeps it, not the nearest spelling
+            hint = f"; {known} (docs/from_trl.md)" if known else _suggest(prefix + str(key), full)
+            raise UserError(f"unknown config key {prefix + str(key)!r}{hint}")
     values = {name: _coerce(hints[name], data[name], prefix + name) for name in fields if name in data}
     return cls(**values)
 

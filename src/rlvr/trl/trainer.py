@@ -1,0 +1,170 @@
+"""`rlvr.trl.GRPOConfig` and `rlvr.trl.GRPOTrainer`: TRL's call shape over rlvr's GRPO (rlvr.api.GRPO).
+
+A TRL script ports by changing its import line:
+
+    from rlvr.trl import GRPOConfig, GRPOTrainer      # was: from trl import GRPOConfig, GRPOTrainer
+
+    training_args = GRPOConfig(output_dir="Qwen2-0.5B-GRPO", learning_rate=1e-5, num_generations=8)
+    trainer = GRPOTrainer(model="Qwen/Qwen2-0.5B-Instruct", reward_funcs=[accuracy, format_reward],
+                          args=training_args, train_dataset=dataset, peft_config=LoraConfig(r=16))
+    trainer.train()
+    trainer.save_model(training_args.output_dir)
+
+TRL's defaults apply to what changes the learning, and every argument rlvr does not support is refused in
+one line unless it keeps TRL's default (rlvr.trl.arguments); docs/from_trl.md has the table. The run
+directory is `output_dir`, as rlvr's: config.yaml, metrics.jsonl, checkpoints/, summary.json.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from rlvr.api import GRPO
+from rlvr.errors import UserError
+from rlvr.rewards.registry import BUILTIN_REWARDS
+from rlvr.trl.arguments import translate
+from rlvr.trl.recorded import DEFAULTS
+
+
+class GRPOConfig:
+    """TRL's GRPOConfig arguments, by TRL's names and defaults (read back as attributes, as TRL's are)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        unknown = [k for k in kwargs if k not in DEFAULTS]
+        if unknown:
+            translate({unknown[0]: kwargs[unknown[0]]}, 0)  # one line naming it, with the nearest TRL name
+        # (the others are checked when the trainer is built, knowing the data's size)
+        self._given = set(kwargs)
+        for name, default in DEFAULTS.items():
+            setattr(self, name, kwargs.get(name, default))
+
+    def given(self) -> dict[str, Any]:
+        """The arguments given, or changed since, with their values."""
+        return {name: getattr(self, name) for name in DEFAULTS
+                if name in self._given or getattr(self, name) != DEFAULTS[name]}
+
+    def __repr__(self) -> str:
+        return f"GRPOConfig({', '.join(f'{k}={v!r}' for k, v in self.given().items())})"
+
+
+class GRPOTrainer:
+    """TRL's GRPOTrainer call shape: `GRPOTrainer(model, reward_funcs, args, train_dataset, eval_dataset,
+    processing_class, peft_config, callbacks)`, `.train()`, `.save_model()`, `.evaluate()`."""
+
+    def __init__(self, model: Any, reward_funcs: Any = None, args: GRPOConfig | None = None, train_dataset: Any = None,
+                 eval_dataset: Any = None, processing_class: Any = None, reward_processing_classes: Any = None,
+                 callbacks: Sequence[Callable[..., Any]] | None = None, optimizers: tuple[Any, Any] = (None, None),
+                 quantization_config: Any = None, peft_config: Any = None, tools: Any = None,
+                 rollout_func: Any = None, environment_factory: Any = None) -> None:
+        _refuse_given(reward_processing_classes=reward_processing_classes, quantization_config=quantization_config,
+                      tools=tools, rollout_func=rollout_func, environment_factory=environment_factory,
+                      optimizers=None if tuple(optimizers) == (None, None) else optimizers)
+        if train_dataset is None:
+            raise UserError("GRPOTrainer needs a train_dataset (a datasets.Dataset with a `prompt` column)")
+        if isinstance(eval_dataset, dict):
+            raise UserError("eval_dataset is a dict of datasets: rlvr evaluates one held-out set; give one of them")
+        self.args = args if args is not None else GRPOConfig()
+        rows = len(train_dataset) if hasattr(train_dataset, "__len__") else None
+        translation = translate(self.args.given(), rows)
+        settings = _nested(translation.settings)
+        # TRL renders a text prompt as it is (its "standard" form, completions as text) and a conversation with
+        # the chat template (completions as messages): so does rlvr here
+        first = next(iter(train_dataset), None)
+        text = isinstance(first, dict) and isinstance(first.get("prompt"), str)
+        settings.setdefault("data", {})["template"] = "plain" if text else "chat"
+        if peft_config is not None:
+            settings.setdefault("model", {})["lora"] = _lora(peft_config)
+        for note in translation.notes:
+            print(f"rlvr.trl: {note}", file=sys.stderr)
+        if processing_class is not None and isinstance(model, str):
+            from rlvr.models import load_model
+
+            model = load_model(model)[0]  # (with the tokenizer given: saved together into the run)
+        self._grpo = GRPO(model, rewards=_rewards(reward_funcs, self.args.reward_weights), train_data=train_dataset,
+                          eval_data=eval_dataset, tokenizer=processing_class, callbacks=callbacks or (),
+                          config=settings)
+        self.config = self._grpo.config  # the rlvr config the run uses (config.yaml)
+
+    def train(self, resume_from_checkpoint: bool | str | None = None) -> dict[str, Any]:
+        """Train; `resume_from_checkpoint=True` (or a checkpoint of this output_dir) continues from the latest
+        intact checkpoint. Returns rlvr's summary (summary.json)."""
+        if isinstance(resume_from_checkpoint, str):
+            inside = Path(resume_from_checkpoint).resolve().is_relative_to(self._grpo.run_dir.resolve())
+            if not inside:
+                raise UserError(f"resume_from_checkpoint={resume_from_checkpoint!r} is not a checkpoint of "
+                                f"output_dir {self._grpo.run_dir}: rlvr resumes a run in its own directory (True)")
+        return self._grpo.train(resume=bool(resume_from_checkpoint))
+
+    def save_model(self, output_dir: str | None = None) -> Path:
+        """The trained model as a folder transformers (and peft) load: `output_dir`, or output_dir/model when it
+        is the run directory itself (None, or args.output_dir), which holds the run's checkpoints."""
+        target = Path(output_dir) if output_dir else self._grpo.run_dir
+        if target.resolve() == self._grpo.run_dir.resolve():
+            target = target / "model"
+        return self._grpo.save(target)
+
+    def evaluate(self, **kwargs: Any) -> dict[str, Any]:
+        """rlvr's evaluation of the trained model on the eval_dataset (pass@k, maj@k): rlvr.GRPO.evaluate."""
+        return self._grpo.evaluate(**kwargs)
+
+
+def _refuse_given(**arguments: Any) -> None:
+    for name, value in arguments.items():
+        if value is not None:
+            raise UserError(f"GRPOTrainer argument {name} is not supported by rlvr.trl: drop it "
+                            "(docs/from_trl.md lists what rlvr has instead)")
+
+
+def _rewards(reward_funcs: Any, weights: list[float] | None) -> list[dict[str, Any]]:
+    """TRL's reward_funcs (one or a list) with reward_weights, as rlvr's rewards."""
+    funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
+    if weights is not None and not (isinstance(weights, (list, tuple)) and all(
+            isinstance(w, (int, float)) and not isinstance(w, bool) for w in weights)):
+        raise UserError(f"GRPOConfig argument reward_weights={weights!r} is not a list of numbers (one per reward)")
+    if reward_funcs is None or not funcs:
+        raise UserError("GRPOTrainer needs reward_funcs: a function (completions, **columns) -> list of floats, "
+                        "or a list of them")
+    if weights is not None and len(weights) != len(funcs):
+        raise UserError(f"reward_weights has {len(weights)} weights for {len(funcs)} reward_funcs: give one each")
+    for f in funcs:
+        if isinstance(f, str) and f not in BUILTIN_REWARDS and ":" not in f:
+            raise UserError(f"reward_funcs {f!r}: TRL loads a name as a reward model; rlvr's reward models are "
+                            "trained by `rlvr rm` and named as {'name': 'reward_model', 'params': {'path': ...}} "
+                            "in a config (or give a function)")
+    return [{"name": f, "weight": 1.0 if weights is None else float(w)}
+            for f, w in zip(funcs, weights or [1.0] * len(funcs))]
+
+
+def _lora(peft_config: Any) -> dict[str, Any]:
+    """peft's LoraConfig as model.lora: r, lora_alpha, lora_dropout, target_modules; any other field changed from
+    peft's default is refused."""
+    from peft import LoraConfig
+
+    if not isinstance(peft_config, LoraConfig):
+        raise UserError(f"peft_config is a {type(peft_config).__name__}: rlvr trains LoRA adapters (LoraConfig)")
+    default = LoraConfig()
+    mapped = ("r", "lora_alpha", "lora_dropout", "target_modules", "task_type")
+    for f in dataclasses.fields(LoraConfig):
+        if f.name not in mapped and getattr(peft_config, f.name, None) != getattr(default, f.name, None):
+            raise UserError(f"peft_config {f.name}={getattr(peft_config, f.name)!r} is not supported by rlvr.trl: "
+                            "rlvr's LoRA takes r, lora_alpha, lora_dropout and target_modules")
+    targets = peft_config.target_modules
+    targets = ["all-linear"] if targets is None else [targets] if isinstance(targets, str) else sorted(targets)
+    return {"rank": peft_config.r, "alpha": float(peft_config.lora_alpha), "dropout": peft_config.lora_dropout,
+            "target_modules": targets}
+
+
+def _nested(settings: dict[str, Any]) -> dict[str, Any]:
+    """{"optim.lr": 1e-6} -> {"optim": {"lr": 1e-6}}."""
+    out: dict[str, Any] = {}
+    for key, value in settings.items():
+        *sections, last = key.split(".")
+        target = out
+        for section in sections:
+            target = target.setdefault(section, {})
+        target[last] = value
+    return out

@@ -5,6 +5,7 @@ TRL's default, so it needs the defaults without TRL installed. Run after upgradi
     .venv/bin/python scripts/record_trl_fields.py
 """
 
+import ast
 import dataclasses
 import sys
 from pathlib import Path
@@ -30,7 +31,7 @@ def main() -> int:
             continue
         value = default(field)
         value = getattr(value, "value", value)  # (an enum's value)
-        if eval(repr(value)) != value:  # noqa: S307 (our own repr of a literal)
+        if ast.literal_eval(repr(value)) != value:
             print(f"{field.name}: default {value!r} is not a literal", file=sys.stderr)
             return 1
         rows.append(f"    {field.name!r}: {value!r},")

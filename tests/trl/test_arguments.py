@@ -116,3 +116,13 @@ def test_a_stream_without_max_steps_is_one_line():
     with pytest.raises(UserError, match="give GRPOConfig\\(max_steps=...\\)"):
         translate({}, None)
     assert translate({"max_steps": 3}, None).settings["max_steps"] == 3
+
+
+def test_every_trl_name_rlvr_recognises_is_in_the_porting_guide():
+    from pathlib import Path
+
+    from rlvr.config.trl_names import TRL_NAMES
+
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "from_trl.md").read_text()
+    missing = [name for name in TRL_NAMES if f"`{name}`" not in guide]
+    assert not missing, f"docs/from_trl.md does not name {missing}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from rlvr.run.launcher import is_main_rank
-from rlvr.run.options import add_run_options, run_config
+from rlvr.run.options import add_run_options, printed, run_config
 
 
 def add_rm_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -24,6 +24,10 @@ def run_rm(args: argparse.Namespace) -> int:
     from rlvr.config import RewardModelConfig
 
     config = run_config(RewardModelConfig, args, **{"data": args.data, "model.name": args.model})
+
+    if printed(config, args):
+
+        return 0
     # torch and the models only once the config is known to be sound
     from rlvr.reward_models.train import train_reward_model
 

@@ -16,13 +16,25 @@ C = TypeVar("C", bound=Config)
 
 def add_run_options(p: argparse.ArgumentParser, *, config_help: str, set_example: str, default_dir: str,
                     steps_help: str) -> None:
-    """--config, --set KEY=VALUE (repeatable), --output-dir, --max-steps and --resume RUN_DIR."""
+    """--config, --set KEY=VALUE (repeatable), --output-dir, --max-steps, --resume RUN_DIR and --print-config."""
     p.add_argument("--config", help=config_help)
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help=f"override one setting, e.g. --set {set_example} (repeatable)")
     p.add_argument("--output-dir", help=f"run directory (default: {default_dir})")
     p.add_argument("--max-steps", type=int, help=steps_help)
     p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its latest checkpoint")
+    p.add_argument("--print-config", action="store_true",
+                   help="print the effective config (YAML, each key's meaning above it) and exit without running")
+
+
+def printed(config: Any, args: argparse.Namespace) -> bool:
+    """With --print-config: `config` printed as commented YAML (it loads back as --config); True when printed."""
+    if not getattr(args, "print_config", False):
+        return False
+    from rlvr.config.reference import commented_yaml
+
+    print(commented_yaml(config), end="")
+    return True
 
 
 def run_config(cls: type[C], args: argparse.Namespace, **cli: Any) -> C:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from rlvr.run.launcher import is_main_rank
-from rlvr.run.options import add_run_options, run_config
+from rlvr.run.options import add_run_options, printed, run_config
 
 
 def add_sft_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -25,6 +25,10 @@ def run_sft(args: argparse.Namespace) -> int:
     from rlvr.config import SFTConfig
 
     config = run_config(SFTConfig, args, **{"data": args.data, "model.name": args.model})
+
+    if printed(config, args):
+
+        return 0
     from rlvr.sft.train import train_sft  # torch and the models only once the config is known to be sound
 
     summary = train_sft(config, resume=bool(args.resume))

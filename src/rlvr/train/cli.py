@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from rlvr.run.launcher import is_main_rank
-from rlvr.run.options import add_run_options, run_config
+from rlvr.run.options import add_run_options, printed, run_config
 
 
 def add_train_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -21,6 +21,10 @@ def run_train(args: argparse.Namespace) -> int:
     from rlvr.config import TrainConfig
 
     config = run_config(TrainConfig, args)
+
+    if printed(config, args):
+
+        return 0
     from rlvr.train.trainer import train_grpo  # torch and the models only once the config is known to be sound
 
     summary = train_grpo(config, resume=bool(args.resume))

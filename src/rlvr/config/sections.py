@@ -213,6 +213,10 @@ class EnvironmentConfig:
     timeout_s: float = 60.0
     """Seconds each call of the environment's methods (reset, step, ...) may take: a call past it ends the
     run with one line naming the environment and the method, the last checkpoint kept. 0 = no limit."""
+    reply_to_cut: bool = False
+    """A message cut at generation.max_new_tokens (the model never closed its turn) still goes to step(), and
+    the conversation goes on if the environment does (its turn closed by the template). false: the cut ends
+    the conversation there, truncated, whatever step() would say (logged as env/cut_before_reply)."""
 
     def validate(self) -> None:
         check([(self.max_turns >= 1 and self.max_tokens >= 1, "environment.max_turns and max_tokens must be >= 1"),

@@ -11,7 +11,10 @@ their own, so that the rows decoding meanwhile run one token each), and writes i
 fixed number of steps, not "when the tool is done", keeps the batch of every step, hence the run,
 reproducible.
 
-A trajectory ends when the environment says done, after `max_turns` messages, or at `max_tokens`.
+A trajectory ends when the environment says done, after `max_turns` messages, at `max_tokens`, or when a
+message is cut at the message budget (`params.max_new_tokens`) before the model closed its turn: the
+environment is not asked then (`info["cut_before_reply"]`: env/cut_before_reply), unless `reply_to_cut`
+hands it the cut message anyway (environment.reply_to_cut).
 After the prompt, a transcript is one token sequence: model tokens (sampled, with their log-probs; the
 loss and the KL cover these only, `model_mask`) and context tokens (the chat template's turn markers and
 the environment's messages). A message the environment cut (a tool call ends the turn at its closing
@@ -103,7 +106,7 @@ def start(tokenizer: Any, messages: list[Message], tools: list[dict[str, Any]] |
 def converse(model: torch.nn.Module, tokenizer: Any, trajectories: list[Trajectory], envs: list[Environment],
              params: SamplingParams, *, max_turns: int, max_tokens: int, stop_ids: list[int],
              seeds: list[int] | None = None, rejoin_after: int = 1,
-             timeout_s: float | None = None) -> list[Trajectory]:
+             timeout_s: float | None = None, reply_to_cut: bool = False) -> list[Trajectory]:
     """Run every trajectory to its end (see the module docstring); `params.max_new_tokens` bounds one
     message, `max_tokens` a whole transcript (model and context tokens); `timeout_s` each call of an
     environment's method (a call past it ends the rollout with one line: rlvr.deadline). Trajectory i draws
@@ -122,7 +125,7 @@ def converse(model: torch.nn.Module, tokenizer: Any, trajectories: list[Trajecto
                 step = max(step, min(w.due for w in waiting.values()))
             for row in sorted(r for r, w in waiting.items() if w.due <= step):
                 w = waiting.pop(row)
-                tokens = _come_back(trajectories[row], w, fmt, max_turns, max_tokens, timeout_s)
+                tokens = _come_back(trajectories[row], w, fmt, max_turns, max_tokens, timeout_s, reply_to_cut)
                 if tokens is not None:
                     joining.append((row, w.parked, tokens))
             logits = [batch.forward()] if batch.rows else []
@@ -191,10 +194,11 @@ class _Waiting:
 
 
 def _come_back(t: Trajectory, w: _Waiting, fmt: TurnFormat, max_turns: int, max_tokens: int,
-               timeout_s: float | None) -> list[int] | None:
+               timeout_s: float | None, reply_to_cut: bool) -> list[int] | None:
     """Record the message and the reply; the tokens the row runs next, or None when the trajectory is over."""
     reply = checked_reply(w.env, wait_for(w.env, "step", w.reply, timeout_s, w.sent))
-    kept, context = record_turn(t, w.ids, w.logprobs, w.ended, w.text, reply, fmt, max_turns, max_tokens)
+    kept, context = record_turn(t, w.ids, w.logprobs, w.ended, w.text, reply, fmt, max_turns, max_tokens,
+                                reply_to_cut)
     if t.done:
         return None
     w.parked.forget_last(len(w.ids) - 1 - kept)  # the cache holds every sampled token but the last
@@ -202,17 +206,19 @@ def _come_back(t: Trajectory, w: _Waiting, fmt: TurnFormat, max_turns: int, max_
 
 
 def record_turn(t: Trajectory, ids: list[int], logprobs: list[tuple[float, float]], ended: bool, text: str,
-                reply: Reply, fmt: TurnFormat, max_turns: int, max_tokens: int) -> tuple[int, list[int]]:
+                reply: Reply, fmt: TurnFormat, max_turns: int, max_tokens: int,
+                reply_to_cut: bool = False) -> tuple[int, list[int]]:
     """Append one model message and the environment's reply to `t`: (model tokens kept, context tokens);
-    the trajectory ends (truncated) at `max_turns` messages or `max_tokens` tokens."""
-    kept, context = _record(t, ids, logprobs, ended, text, reply, fmt, max_tokens)
+    the trajectory ends (truncated) at `max_turns` messages or `max_tokens` tokens, and at a message cut
+    before its end unless `reply_to_cut` (see the module docstring)."""
+    kept, context = _record(t, ids, logprobs, ended, text, reply, fmt, max_tokens, reply_to_cut)
     if not t.done and t.info["turns"] >= max_turns:
         t.done = t.truncated = True
     return kept, context
 
 
 def _record(t: Trajectory, ids: list[int], logprobs: list[tuple[float, float]], ended: bool, text: str,
-            reply: Reply, fmt: TurnFormat, max_tokens: int) -> tuple[int, list[int]]:
+            reply: Reply, fmt: TurnFormat, max_tokens: int, reply_to_cut: bool) -> tuple[int, list[int]]:
     t.info["turns"] = t.info.get("turns", 0.0) + 1
     for key, value in reply.info.items():
         t.info[key] = t.info.get(key, 0.0) + value
@@ -222,8 +228,11 @@ def _record(t: Trajectory, ids: list[int], logprobs: list[tuple[float, float]], 
         text = fmt.tokenizer.decode(ids, skip_special_tokens=True)
     t.add(ids, logprobs)
     t.messages.append({"role": "assistant", "content": text})
-    if reply.done or (not ended and reply.keep is None):  # the end, or a message cut before its end
+    cut = not ended and reply.keep is None  # the message hit its budget before the model closed it
+    if reply.done or (cut and not reply_to_cut):  # the end, or a message cut before its end
         t.done, t.reward, t.truncated = True, reply.reward, not ended
+        if cut and not reply.done:
+            t.info["cut_before_reply"] = 1.0
         return len(ids), []
     closing = "" if ended else fmt.end_of_turn  # a cut message is closed by the context, not the model
     context = fmt.encode(closing + fmt.after_end + fmt.reply_text(reply.message or {"role": "user", "content": ""}))

@@ -10,6 +10,7 @@ verifiers score, and the environment's reward, counts and conversation beside.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -27,13 +28,14 @@ def sample_conversations(model: torch.nn.Module, tokenizer: Any, examples: list[
                          messages: list[list[dict[str, str]]], group_size: int, params: SamplingParams, *,
                          make_env: Callable[[], Environment], max_turns: int, max_tokens: int,
                          stop_ids: list[int], seeds: list[int], rejoin_after: int = 1,
-                         timeout_s: float | None = None) -> Rollout:
+                         timeout_s: float | None = None, reply_to_cut: bool = False) -> Rollout:
     """G conversations for each example (its chat `messages` as the start), as one Rollout, decoded by rlvr's
     own engine (rlvr.envs.rollout.converse); conversation p·G + j draws its tokens from `seeds[p·G + j]`
     (rlvr.seeds); `timeout_s` bounds each call of an environment's method."""
     def run(trajectories: list[Trajectory], envs: list[Environment]) -> None:
         converse(model, tokenizer, trajectories, envs, params, max_turns=max_turns, max_tokens=max_tokens,
-                 stop_ids=stop_ids, seeds=seeds, rejoin_after=rejoin_after, timeout_s=timeout_s)
+                 stop_ids=stop_ids, seeds=seeds, rejoin_after=rejoin_after, timeout_s=timeout_s,
+                 reply_to_cut=reply_to_cut)
 
     return conversations(run, tokenizer, examples, messages, group_size, params, make_env=make_env, seeds=seeds,
                          timeout_s=timeout_s)
@@ -58,6 +60,9 @@ def conversations(run: Callable[[list[Trajectory], list[Environment]], None], to
             envs.append(env)
             starts.append(len(opening))
     run(trajectories, envs)
+    for t in trajectories:  # (logged in every multi-turn run, 0 where no message was cut)
+        t.info.setdefault("cut_before_reply", 0.0)
+    warn_if_mostly_cut(trajectories, params.max_new_tokens)
     heads = []
     for p in range(len(examples)):
         group = trajectories[p * group_size:(p + 1) * group_size]
@@ -77,6 +82,21 @@ def conversations(run: Callable[[list[Trajectory], list[Environment]], None], to
         transcripts=[x.messages[n:] for x, n in zip(trajectories, starts)],
         support_floors=t["support_floors"] if params.truncates else None,
     )
+
+
+_WARNED: list[bool] = []  # once per process: the warning below
+
+
+def warn_if_mostly_cut(trajectories: list[Trajectory], max_new_tokens: int) -> None:
+    """One line, once, when most conversations of a batch ended at a message cut before the environment
+    could reply: a run that looks healthy while the environment never gets a second turn."""
+    cut = sum(t.info.get("cut_before_reply", 0.0) for t in trajectories)
+    if _WARNED or cut * 2 <= len(trajectories):
+        return
+    _WARNED.append(True)
+    print(f"rlvr: {cut:.0f} of {len(trajectories)} conversations ended at a message cut at generation."
+          f"max_new_tokens={max_new_tokens} before the environment could reply (env/cut_before_reply): raise it, "
+          "or set environment.reply_to_cut: true (docs/environments.md)", file=sys.stderr)
 
 
 def env_metrics(infos: list[dict[str, float]]) -> dict[str, float]:

@@ -37,7 +37,7 @@ def sample_conversations(generate: Generate, tokenizer: Any, stop_ids: list[int]
 
     def run(trajectories: list[Trajectory], envs: list[Environment]) -> None:
         take_turns(generate, tokenizer, stop_ids, trajectories, envs, params, seeds, max_turns=env.max_turns,
-                   max_tokens=env.max_tokens, timeout_s=env.timeout_s)
+                   max_tokens=env.max_tokens, timeout_s=env.timeout_s, reply_to_cut=env.reply_to_cut)
 
     return conversations(run, tokenizer, [r.prompt.example for r in requests],
                          [r.prompt.messages or [] for r in requests], len(requests[0].seeds), params,
@@ -46,8 +46,9 @@ def sample_conversations(generate: Generate, tokenizer: Any, stop_ids: list[int]
 
 def take_turns(generate: Generate, tokenizer: Any, stop_ids: list[int], trajectories: list[Trajectory],
                envs: list[Environment], params: SamplingParams, seeds: list[int], *, max_turns: int,
-               max_tokens: int, timeout_s: float | None) -> None:
-    """Run every trajectory to its end: the environment says done, `max_turns` messages, `max_tokens` tokens."""
+               max_tokens: int, timeout_s: float | None, reply_to_cut: bool = False) -> None:
+    """Run every trajectory to its end: the environment says done, `max_turns` messages, `max_tokens` tokens, a
+    message cut before its end (unless `reply_to_cut`: rlvr.envs.rollout)."""
     fmt = TurnFormat.of(tokenizer)
     pool = DaemonPool(max(1, min(16, len(trajectories))))
     try:
@@ -68,7 +69,7 @@ def take_turns(generate: Generate, tokenizer: Any, stop_ids: list[int], trajecto
                 t = trajectories[i]
                 answer = checked_reply(envs[i], wait_for(envs[i], "step", reply, timeout_s, when))
                 record_turn(t, ids, [(lp, float("-inf")) for lp in logprobs], ended, text, answer, fmt, max_turns,
-                            max_tokens)
+                            max_tokens, reply_to_cut)
     finally:
         pool.close()
 

@@ -1,5 +1,5 @@
-"""The vLLM-backed TRL-style script (tests/trl/scripts/vllm.py: use_vllm, colocated) trains on rlvr after changing
-only its import line, on vLLM's CPU build. Runs in .venv-vllm (make test-vllm)."""
+"""The vLLM-backed TRL-style script (tests/trl/scripts/vllm_backed.py: use_vllm, colocated) trains on rlvr after
+changing only its import line, on vLLM's CPU build. Runs in .venv-vllm (make test-vllm)."""
 
 import os
 import subprocess
@@ -12,7 +12,8 @@ import yaml
 pytest.importorskip("vllm", reason="vLLM is not installed here (sh scripts/install_vllm_cpu.sh; its tests run in "
                                    ".venv-vllm: make test-vllm)")
 
-SCRIPT = Path(__file__).resolve().parents[1] / "trl" / "scripts" / "vllm.py"
+# (a script named vllm.py would hide the vllm package from itself)
+SCRIPT = Path(__file__).resolve().parents[1] / "trl" / "scripts" / "vllm_backed.py"
 
 
 def test_the_vllm_script_trains_through_vllm(tmp_path):

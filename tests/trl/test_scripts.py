@@ -36,7 +36,7 @@ def run(script: Path, model: Path, out: Path) -> subprocess.CompletedProcess:
                           cwd=out.parent)
 
 
-@pytest.mark.parametrize("name", [*CPU_SCRIPTS, "vllm"])
+@pytest.mark.parametrize("name", [*CPU_SCRIPTS, "vllm_backed"])
 def test_a_script_differs_from_trl_only_in_its_import_line(name):
     lines = (SCRIPTS / f"{name}.py").read_text().splitlines()
     assert [line for line in lines if "rlvr" in line] == [IMPORT]

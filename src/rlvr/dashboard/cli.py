@@ -1,4 +1,4 @@
-"""`rlvr report RUN_DIR [RUN_DIR ...] [--output FILE] [--x step|time]`,
+"""`rlvr report RUN_DIR [RUN_DIR ...] [--output FILE] [--x step|time]` (or one rlvr eval folder),
 `rlvr dashboard RUN_DIR [RUN_DIR ...] [--host] [--port] [--allow-remote]`"""
 
 from __future__ import annotations
@@ -8,10 +8,11 @@ from pathlib import Path
 
 
 def add_report_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("report",
-                              help="write one self-contained HTML report of a run (charts, summary, samples, config)")
+    p = subparsers.add_parser("report", help="write one self-contained HTML report of a run (charts, summary, "
+                                             "samples, config) or of an rlvr eval folder (results, curves, problems)")
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
-                   help="run directories made by rlvr train (several are overlaid, one line each)")
+                   help="run directories made by rlvr train (several are overlaid, one line each), or one folder "
+                        "rlvr eval wrote")
     p.add_argument("--output", help="the HTML file (default RUN_DIR/report.html; needed for several runs)")
     p.add_argument("--x", choices=["step", "time"], default="step",
                    help="the charts' x axis: the step (default) or wall-clock minutes of training")
@@ -19,9 +20,18 @@ def add_report_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
 
 
 def run_report(args: argparse.Namespace) -> int:
+    from rlvr.dashboard.eval_page import kind_of, write_eval_report
     from rlvr.dashboard.report import write_report
     from rlvr.errors import UserError
 
+    kinds = [kind_of(Path(r)) for r in args.run_dirs]
+    if "eval" in kinds:
+        if len(kinds) > 1:
+            raise UserError("an rlvr eval folder makes a report of its own: give it alone (several run directories "
+                            "are overlaid)")
+        path = write_eval_report(Path(args.run_dirs[0]), Path(args.output) if args.output else None)
+        print(f"report: {path}")
+        return 0
     if len(args.run_dirs) > 1 and not args.output:
         raise UserError("several runs make one report: give --output FILE (e.g. --output compare.html)")
     path = write_report([Path(r) for r in args.run_dirs], Path(args.output) if args.output else None, x=args.x)

@@ -1,4 +1,5 @@
 import os
+import signal
 
 import pytest
 import torch
@@ -6,6 +7,12 @@ import torch
 from rlvr.models import build_tiny_model
 from rlvr.sandbox import sandbox_available
 from rlvr.sandbox.command import ISOLATION_ENV, UNISOLATED
+
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    # A shell without job control starts a background command (`pytest &`) with Ctrl-C ignored, and every
+    # process it starts inherits that: the tests that stop runs with Ctrl-C would see it ignored. A terminal's
+    # Ctrl-C is what they test, so the suite starts from Python's own handler wherever it was started.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 if not sandbox_available():
     # The suite's own test programs are benign: on a machine without bubblewrap, the tests of code rewards

@@ -164,7 +164,8 @@ def test_misspelt_task_name_gets_a_suggestion():
 def test_unknown_extension_lists_what_is_supported(tmp_path):
     path = tmp_path / "d.csv"
     path.write_text("prompt\nhi\n")
-    with pytest.raises(UserError, match=r"unsupported extension '\.csv'.*\.jsonl or \.parquet file, or hf:owner/name"):
+    with pytest.raises(UserError, match=r"unsupported extension '\.csv'.*\.jsonl or \.parquet file, a folder "
+                                        r"written by Dataset.save_to_disk, or hf:owner/name"):
         load_examples(str(path))
 
 

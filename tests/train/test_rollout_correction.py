@@ -39,7 +39,7 @@ def test_a_step_logs_the_weights_statistics(tmp_path, level):
     metrics = trainer.step().metrics
     assert metrics["rollout_correction/ratio_mean"] == pytest.approx(1.0, abs=1e-3)
     assert metrics["rollout_correction/share_masked"] == 0.0
-    assert 0.0 <= metrics["sampler/kl"] < 1e-8
+    assert abs(metrics["sampler/kl"]) < 1e-8  # (an estimate of ~0: float rounding can take it a hair below 0)
     assert metrics["rollout_correction/ess"] == pytest.approx(1.0, abs=1e-6)
 
 

@@ -107,7 +107,6 @@ def canonical(cls: type, values: dict[str, Any]) -> dict[str, Any]:
     """`values` with aliased keys moved to their current place and string shorthands of sections expanded.
 
     >>> from rlvr.config.train import TrainConfig
-from rlvr.config.trl_names import trl_hint
     >>> canonical(TrainConfig, {"model": "tiny", "sampling": {"temperature": 0.9, "group_size": 4}})
     {'model': {'name': 'tiny'}, 'sampling': {'group_size': 4}, 'generation': {'temperature': 0.9}}
     >>> canonical(TrainConfig, {"logging": "wandb"})

@@ -170,3 +170,9 @@ def test_evaluate_judges_custom_rows_by_the_runs_correctness_reward_and_save_wri
 
     saved = run.save(tmp_path / "export")
     assert AutoModelForCausalLM.from_pretrained(saved).num_parameters() > 0
+
+
+def test_one_reward_may_be_given_alone(tmp_path):
+    assert [r.name for r in grpo(tmp_path, "one", rewards=reward_fns.digit_share).config.rewards] == [
+        "tests/train/reward_fns.py:digit_share"]
+    assert [r.name for r in grpo(tmp_path, "named", rewards="boxed_format").config.rewards] == ["boxed_format"]

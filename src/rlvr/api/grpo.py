@@ -74,8 +74,8 @@ class GRPO:
         for key, given in (("train", train_data), ("eval", eval_data)):
             if given is not None:
                 named["data"][key] = str(inputs / f"{key}.jsonl") if is_given_in_memory(given) else str(given)
-        if rewards is not None:
-            named["rewards"] = list(rewards)
+        if rewards is not None:  # (one reward may be given alone, as TRL's reward_funcs may)
+            named["rewards"] = [rewards] if isinstance(rewards, (str, dict)) or callable(rewards) else list(rewards)
         if environment is not None:
             named["environment"] = environment if isinstance(environment, dict) else {"name": environment}
         with python_caller():

@@ -1,6 +1,8 @@
-"""The rlvr loss of one group on the toy policy, composed exactly as the update composes it (the
-trainer's outcome_advantages, grpo_loss with its counts, the entropy mask of make_batch), and its
-gradient in expectation over every group (exact) or over sampled groups (Monte Carlo)."""
+"""The rlvr loss of one group on the toy policy, as the step computes it: the step's own records and
+functions (a Rollout and a ScoredRollout of the group, the trainer's outcome_advantages, make_batch on a toy
+Policy for log π_old, log π_ref, the loss mask and the entropy mask, the step's micro-batches, batch_counts and
+micro_batch_loss), and its gradient in expectation over every group (exact) or over sampled groups (Monte Carlo).
+Nothing of the composition is written here: a mutant in the step's masks, weights or counts fails the proofs."""
 
 from __future__ import annotations
 
@@ -10,12 +12,12 @@ from types import SimpleNamespace
 import torch
 
 from rlvr.config import AlgorithmConfig
-from rlvr.losses import high_entropy_tokens
+from rlvr.records import Example, Rollout, ScoredRollout
 from rlvr.run.world import SINGLE
-from rlvr.train.batch import outcome_advantages
-from rlvr.train.update import grpo_loss
+from rlvr.train.batch import make_batch, micro_batches, outcome_advantages
+from rlvr.train.update import batch_counts, micro_batch_loss
 
-from .toy import F64, MASK, PREFIX, T, all_groups, sampled_groups, token_logprobs
+from .toy import F64, MASK, PREFIX, TOKENS, T, all_groups, sampled_groups, token_logprobs
 
 
 @dataclasses.dataclass
@@ -25,35 +27,75 @@ class Case:
     components: dict[str, torch.Tensor] = dataclasses.field(default_factory=dict)  # name -> [7]
     weights: dict[str, float] = dataclasses.field(default_factory=dict)
     g: int = 3
-    constant: float = 2.0
     drop_last: bool = False  # the last completion of every group unscored (a reward that failed)
     per_token: object = None  # fn(members) -> [G, T] advantages (process supervision), else outcome's
 
+    @property
+    def constant(self) -> float:
+        """The constant aggregation's normaliser: algorithm.loss_constant, else the budget T (the step's rule)."""
+        return self.algo.loss_constant or T
 
-def group_loss(case: Case, theta, theta_old, theta_ref, members: torch.Tensor) -> torch.Tensor:
+
+class ToyPolicy:
+    """What make_batch asks of the run's Policy, on the toy: the weights the batch was sampled with (θ_old),
+    and π_ref; the rows of a micro-batch are the group's members."""
+
+    world = SINGLE
+
+    def __init__(self, members: torch.Tensor, theta_old: torch.Tensor, theta_ref: torch.Tensor | None):
+        self.members, self.theta_old, self.reference = members, theta_old.detach(), theta_ref
+
+    def share_prompt(self, reference: bool = False) -> bool:
+        return True
+
+    def equal_counts(self, runs):
+        return runs
+
+    def logprobs(self, mb, temperature):
+        return self._stats(self.theta_old, mb)
+
+    def reference_logprobs(self, mb, temperature):
+        return self._stats(self.reference.detach(), mb)
+
+    def _stats(self, theta, mb):
+        rows, lc = self.members[mb.rows], mb.completion_ids.shape[1]
+        probs = torch.softmax(theta, -1)
+        entropy = -(probs * probs.log()).sum(-1)[PREFIX[rows]]
+        return SimpleNamespace(logprobs=token_logprobs(theta)[rows][:, :lc], entropy=entropy[:, :lc])
+
+
+def scored_group(case: Case, members: torch.Tensor, theta_old: torch.Tensor) -> ScoredRollout:
+    """The group as the step's records: its completions (sampled from θ_old) and their rewards."""
     reward = case.reward[members].clone()
     if case.drop_last:
         reward[-1] = float("nan")
+    g = len(members)
+    rollout = Rollout(examples=[Example("toy")], group_size=g, prompt_ids=torch.zeros(1, 1, dtype=torch.long),
+                      prompt_mask=torch.ones(1, 1, dtype=torch.bool), completion_ids=TOKENS[members],
+                      completion_mask=MASK[members], sampling_logprobs=token_logprobs(theta_old).detach()[members],
+                      truncated=torch.zeros(g, dtype=torch.bool), completions=[""] * g)
+    return ScoredRollout(rollout=rollout, rewards=reward[None],
+                         reward_components={k: v[members][None] for k, v in case.components.items()},
+                         reward_seconds={})
+
+
+def group_loss(case: Case, theta, theta_old, theta_ref, members: torch.Tensor) -> torch.Tensor:
+    """The step's loss of one group at θ: a batch made from the group sampled at θ_old (off-policy, as the
+    later of μ updates, when θ ≠ θ_old), then micro_batch_loss on each of the step's micro-batches."""
+    scored = scored_group(case, members, theta_old)
     if case.per_token is not None:
-        adv = case.per_token(members)
+        advantages = case.per_token(members)
     else:
-        rollout = SimpleNamespace(completion_ids=torch.zeros(len(members), T))
-        scored = SimpleNamespace(rewards=reward[None], rollout=rollout,
-                                 reward_components={k: v[members][None] for k, v in case.components.items()})
-        adv = outcome_advantages(scored, case.algo, SINGLE, case.weights)
-    mask = MASK[members] & ~reward.isnan()[:, None]
-    logprobs = token_logprobs(theta)[members]
-    old = token_logprobs(theta_old).detach()[members]
-    ref = token_logprobs(theta_ref).detach()[members] if case.algo.beta > 0 else None
-    keep = None
-    if case.algo.top_entropy_quantile < 1:  # (make_batch's: entropies under π_old, the group the batch)
-        probs = torch.softmax(theta_old.detach(), -1)
-        entropy = -(probs * probs.log()).sum(-1)[PREFIX[members]]
-        keep = high_entropy_tokens(entropy, mask, case.algo.top_entropy_quantile).to(F64)
-    loss, _ = grpo_loss(logprobs, old, ref, adv.to(F64), mask, case.algo,
-                        num_sequences=max(1, int((mask.sum(-1) > 0).sum())), num_tokens=max(1, int(mask.sum())),
-                        constant=case.constant, weights=keep)
-    return loss
+        advantages = outcome_advantages(scored, case.algo, SINGLE, case.weights)
+    later = not torch.equal(theta.detach(), theta_old.detach())  # π_old is then the batch's own log-probs
+    built = dataclasses.replace(case.algo, updates_per_batch=2) if later else case.algo
+    ref = theta_ref if case.algo.beta > 0 else None
+    batch = make_batch(scored, advantages.to(F64), policy=ToyPolicy(members, theta_old, ref), algo=built,
+                       micro_batch_tokens=10_000, temperature=1.0)
+    counts, logprobs = batch_counts(batch, SINGLE), token_logprobs(theta)[members]
+    return sum(micro_batch_loss(batch, mb, logprobs[mb.rows, :mb.completion_ids.shape[1]], case.algo,
+                                counts=counts, max_new_tokens=T).loss
+               for mb in micro_batches(batch.rollout, batch.loss_mask, 10_000))
 
 
 def exact_gradient(case: Case, theta, theta_old, theta_ref=None) -> torch.Tensor:

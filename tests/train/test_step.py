@@ -157,11 +157,25 @@ def test_mu_updates_reuse_old_logprobs(tmp_path):
     assert any(not torch.equal(before[n], p) for n, p in trainer.policy.model.named_parameters())
 
 
-def test_reference_refresh(tmp_path):
-    trainer = Trainer(tiny_config(tmp_path, "algorithm.ref_refresh_steps=1"))
+def test_the_reference_follows_the_policy_at_the_refresh_step_and_not_before(tmp_path):
+    """Iterative GRPO (DeepSeekMath Algorithm 1): with a reward that moves the policy, π_ref stays the starting
+    model until step K, is the policy of step K from then on, and stays it while the policy moves on."""
+    trainer = Trainer(tiny_config(tmp_path, DIGITS, "algorithm.ref_refresh_steps=2", "algorithm.beta=0.04"))
+
+    def weights(module):
+        return [p.detach().clone() for p in module.parameters()]
+
+    start = weights(trainer.policy.model)
     trainer.step()
-    for p, r in zip(trainer.policy.model.parameters(), trainer.policy.reference.parameters()):
-        assert torch.equal(p, r)
+    assert trainer.step_count == 1 and not all(map(torch.equal, weights(trainer.policy.model), start))  # it moved
+    assert all(map(torch.equal, weights(trainer.policy.reference), start))  # not refreshed before step K
+    trainer.step()
+    at_refresh = weights(trainer.policy.model)
+    assert all(map(torch.equal, weights(trainer.policy.reference), at_refresh))  # π_ref ← π_θ at step K
+    assert not all(map(torch.equal, at_refresh, start))
+    trainer.step()
+    assert all(map(torch.equal, weights(trainer.policy.reference), at_refresh))  # until the next refresh
+    assert not all(map(torch.equal, weights(trainer.policy.model), at_refresh))
 
 
 def test_train_writes_the_run_directory(tmp_path):

@@ -136,6 +136,9 @@ def batch_stats(policy: Policy, rollout: Rollout, size: int, temperature: float,
     forward = policy.reference_logprobs if reference else policy.logprobs
     for i, mb in enumerate(policy.equal_counts(real)):
         stats = forward(mb, temperature)
+        if i == 0:  # fp32 (or the forward's own precision, when finer: fp64 in the exact tests)
+            dtype = torch.promote_types(torch.float32, stats.logprobs.dtype)
+            out, entropy = out.to(dtype), entropy.to(dtype)
         if i < len(real):
             lp = stats.logprobs.cpu()
             out[mb.rows, : lp.shape[1]] = lp

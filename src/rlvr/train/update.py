@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from rlvr.config import AlgorithmConfig
@@ -14,7 +16,7 @@ from rlvr.losses import aggregate_loss
 from rlvr.records import TrainBatch
 from rlvr.run.policy import Policy
 from rlvr.run.world import World, max_across, sum_across
-from rlvr.train.batch import micro_batches
+from rlvr.train.batch import MicroBatch, micro_batches
 from rlvr.train.objective import clip_shares, policy_term
 
 
@@ -48,6 +50,48 @@ def grpo_loss(
     return loss, kl
 
 
+@dataclass(frozen=True)
+class MicroLoss:
+    """What one micro-batch contributes to the step: its share of the loss and what the statistics read."""
+
+    loss: torch.Tensor  # scalar: the micro-batch's share of the batch loss (the shares add up to it)
+    kl: torch.Tensor | None  # [m, lc] per-token KL estimate, None when β = 0
+    old_logprobs: torch.Tensor  # [m, lc] log π_old (the detached log π_θ when μ = 1)
+    advantages: torch.Tensor  # [m, lc]
+    mask: torch.Tensor  # [m, lc] the trained tokens
+    sampling_logprobs: torch.Tensor  # [m, lc] the sampler's log-probs of the same tokens
+
+
+def batch_counts(batch: TrainBatch, world: World) -> tuple[int, int]:
+    """(sequences, tokens) the batch trains on, over every rank: the normalisers of sequence_mean and
+    token_mean, so that the micro-batches' (and the ranks') losses add up to the batch's (at least 1 each)."""
+    local = [float((batch.loss_mask.sum(-1) > 0).sum()), float(batch.loss_mask.sum())]
+    num_sequences, num_tokens = (max(1, int(n)) for n in sum_across(local, world))
+    return num_sequences, num_tokens
+
+
+def micro_batch_loss(batch: TrainBatch, mb: MicroBatch, logprobs: torch.Tensor, algo: AlgorithmConfig, *,
+                     counts: tuple[int, int], max_new_tokens: int,
+                     sums: dict[str, float] | None = None) -> MicroLoss:
+    """The loss of micro-batch `mb` of `batch`, whose log π_θ [m, lc] (with gradients) are `logprobs`: the
+    batch's log π_old, log π_ref and advantages for its rows, its loss mask (empty in the padding passes of
+    FSDP, Policy.equal_counts), the per-token weights (the rollout correction's, when `sums` collects its
+    statistics, times the entropy mask), and `grpo_loss` with the batch's `counts` (batch_counts) and the
+    constant normaliser (algorithm.loss_constant, else max_new_tokens). What the step runs for each
+    micro-batch, and what tests/objectives proves against the papers' gradients."""
+    rows, lc = mb.rows, logprobs.shape[1]
+    mask = mb.loss_mask.to(logprobs.device)
+    old = logprobs.detach() if batch.old_logprobs is None else batch.old_logprobs[rows, :lc].to(logprobs)
+    ref = None if batch.ref_logprobs is None else batch.ref_logprobs[rows, :lc].to(logprobs)
+    advantages = batch.advantages[rows, :lc].to(logprobs)
+    sampled = batch.rollout.sampling_logprobs[rows, :lc].to(logprobs)
+    weights = _token_weights(batch, rows, old, sampled, mask, algo, sums)
+    num_sequences, num_tokens = counts
+    loss, kl = grpo_loss(logprobs, old, ref, advantages, mask, algo, num_sequences=num_sequences,
+                         num_tokens=num_tokens, constant=algo.loss_constant or max_new_tokens, weights=weights)
+    return MicroLoss(loss, kl, old, advantages, mask, sampled)
+
+
 def policy_update(
     policy: Policy,
     optimizer: torch.optim.Optimizer,
@@ -60,7 +104,8 @@ def policy_update(
     max_grad_norm: float,
     max_new_tokens: int,
 ) -> dict[str, float]:
-    """One optimizer step on the whole batch, gradients accumulated over micro-batches; returns its statistics.
+    """One optimizer step on the whole batch, gradients accumulated over micro-batches (each one's loss:
+    `micro_batch_loss`); returns its statistics.
 
     Data-parallel (the policy on several ranks, each holding whole groups of the global batch): the loss is
     normalised by the global token and sequence counts and multiplied by the world size, since DDP and FSDP
@@ -71,8 +116,8 @@ def policy_update(
     sampled with (this update's forward, on the first of μ updates) are from the sampler's own, and the rollout
     correction's statistics (algorithm.rollout_correction, rlvr.correction)."""
     world = policy.world
-    local = [float((batch.loss_mask.sum(-1) > 0).sum()), float(batch.loss_mask.sum())]
-    num_sequences, num_tokens = (max(1, int(n)) for n in sum_across(local, world))
+    counts = batch_counts(batch, world)
+    num_tokens = counts[1]
     totals = dict.fromkeys(("loss", "kl", "clip_low_fraction", "clip_high_fraction", "entropy",
                             "sampler/logp_abs_diff_mean"), 0.0)
     largest, correcting, sums = 0.0, algo.rollout_correction.level != "none", dict(NO_SUMS)  # (every key, every rank)
@@ -82,25 +127,18 @@ def policy_update(
     for i, mb in enumerate(runs):
         with policy.accumulating(last=i == len(runs) - 1):
             stats = policy.logprobs(mb, temperature)
-            lc = mb.completion_ids.shape[1]
-            logprobs, mask = stats.logprobs, mb.loss_mask.to(stats.logprobs.device)
-            old = logprobs.detach() if batch.old_logprobs is None else batch.old_logprobs[mb.rows, :lc].to(logprobs)
-            ref = None if batch.ref_logprobs is None else batch.ref_logprobs[mb.rows, :lc].to(logprobs)
-            advantages = batch.advantages[mb.rows, :lc].to(logprobs)
-            sampled = batch.rollout.sampling_logprobs[mb.rows, :lc].to(logprobs)
-            weights = _token_weights(batch, mb.rows, old, sampled, mask, algo, sums if correcting else None)
-            loss, kl = grpo_loss(logprobs, old, ref, advantages, mask, algo, num_sequences=num_sequences,
-                                 num_tokens=num_tokens, constant=algo.loss_constant or max_new_tokens,
-                                 weights=weights)
-            (loss * world.size).backward()
-        low, high = clip_shares(algo, logprobs, old, advantages, mask)
+            part = micro_batch_loss(batch, mb, stats.logprobs, algo, counts=counts,
+                                    max_new_tokens=max_new_tokens, sums=sums if correcting else None)
+            (part.loss * world.size).backward()
+        mask, old = part.mask, part.old_logprobs
+        low, high = clip_shares(algo, stats.logprobs, old, part.advantages, mask)
         weight = float(mask.sum()) / num_tokens
-        totals["loss"] += float(loss.detach())
-        totals["kl"] += float((kl.detach() * mask).sum()) / num_tokens if kl is not None else 0.0
+        totals["loss"] += float(part.loss.detach())
+        totals["kl"] += float((part.kl.detach() * mask).sum()) / num_tokens if part.kl is not None else 0.0
         totals["clip_low_fraction"] += low * weight
         totals["clip_high_fraction"] += high * weight
         totals["entropy"] += float((stats.entropy * mask).sum()) / num_tokens
-        gap = (logprobs.detach() - sampled).abs() * mask
+        gap = (stats.logprobs.detach() - part.sampling_logprobs).abs() * mask
         totals["sampler/logp_abs_diff_mean"] += float(gap.sum()) / num_tokens
         largest = max(largest, float(gap.max()) if gap.numel() else 0.0)
     totals = dict(zip(totals, sum_across(list(totals.values()), world)))

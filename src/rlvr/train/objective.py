@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -31,16 +32,10 @@ from rlvr.user_code import load_user_object
 
 def policy_term(algo: AlgorithmConfig, logprobs: torch.Tensor, old_logprobs: torch.Tensor,
                 advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """The per-token policy-gradient loss [N, T] that `algo.policy_loss` names."""
+    """The per-token policy-gradient loss [N, T] that `algo.policy_loss` names (POLICY_LOSSES, or yours)."""
     name = algo.policy_loss
-    if name == "clip":
-        return clipped_policy_loss(logprobs, old_logprobs, advantages, algo.clip_low, algo.clip_high)
-    if name == "gspo":
-        return gspo_policy_loss(logprobs, old_logprobs, advantages, mask, algo.clip_low, algo.clip_high)
-    if name == "cispo":
-        return cispo_policy_loss(logprobs, old_logprobs, advantages, algo.clip_low, algo.clip_high)
-    if name == "sapo":
-        return sapo_policy_loss(logprobs, old_logprobs, advantages, algo.sapo_tau_pos, algo.sapo_tau_neg)
+    if name in POLICY_LOSSES:
+        return POLICY_LOSSES[name].loss(algo, logprobs, old_logprobs, advantages, mask)
     loss = _call(name, "algorithm.policy_loss", user_function(name, "policy loss"),
                  logprobs, old_logprobs, advantages, mask)
     _check(loss, tuple(logprobs.shape), name, "algorithm.policy_loss", "the per-token loss [N, T]")
@@ -52,22 +47,64 @@ def policy_term(algo: AlgorithmConfig, logprobs: torch.Tensor, old_logprobs: tor
 
 def clip_shares(algo: AlgorithmConfig, logprobs: torch.Tensor, old_logprobs: torch.Tensor,
                 advantages: torch.Tensor, mask: torch.Tensor) -> tuple[float, float]:
-    """The shares of trained tokens the objective's bound acted on, (below, above): `clip`, the tokens whose
-    gradient the clip removed; `gspo`, the tokens of sequences whose ratio s_i it clipped; `cispo`, the tokens
-    whose weight it truncated; `sapo` (a soft gate) and your own loss: (0, 0)."""
-    name = algo.policy_loss
-    if name not in ("clip", "gspo", "cispo"):
+    """The shares of trained tokens the objective's bound acted on, (below, above) (POLICY_LOSSES; your own
+    loss: (0, 0))."""
+    entry = POLICY_LOSSES.get(algo.policy_loss)
+    if entry is None:
         return 0.0, 0.0
-    logprobs, old_logprobs = logprobs.detach(), old_logprobs.detach()
-    if name == "gspo":  # the sequence's ratio on each of its tokens
-        mean = sequence_log_ratio(logprobs, old_logprobs, mask)
-        logprobs, old_logprobs = mean.expand_as(logprobs), torch.zeros_like(logprobs)
-    if name == "cispo":  # (the weight is bounded whatever the advantage's sign)
-        advantages = torch.ones_like(logprobs)
-        low, _ = clip_fractions(logprobs, old_logprobs, -advantages, mask, algo.clip_low, algo.clip_high)
-        _, high = clip_fractions(logprobs, old_logprobs, advantages, mask, algo.clip_low, algo.clip_high)
-        return low, high
-    return clip_fractions(logprobs, old_logprobs, advantages, mask, algo.clip_low, algo.clip_high)
+    return entry.clipped(algo, logprobs.detach(), old_logprobs.detach(), advantages, mask)
+
+
+@dataclass(frozen=True)
+class PolicyLoss:
+    """A built-in policy-gradient term: its per-token loss [N, T], and the shares of trained tokens its bound acted
+    on, (below, above), as logged (clip_low_fraction, clip_high_fraction)."""
+
+    loss: Callable[[AlgorithmConfig, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+    clipped: Callable[[AlgorithmConfig, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], tuple[float, float]]
+
+
+def _token_clips(algo: AlgorithmConfig, logprobs: torch.Tensor, old: torch.Tensor, advantages: torch.Tensor,
+                 mask: torch.Tensor) -> tuple[float, float]:
+    """clip: the tokens whose gradient the clip removed."""
+    return clip_fractions(logprobs, old, advantages, mask, algo.clip_low, algo.clip_high)
+
+
+def _sequence_clips(algo: AlgorithmConfig, logprobs: torch.Tensor, old: torch.Tensor, advantages: torch.Tensor,
+                    mask: torch.Tensor) -> tuple[float, float]:
+    """gspo: the tokens of sequences whose ratio s_i it clipped (the sequence's ratio on each of its tokens)."""
+    mean = sequence_log_ratio(logprobs, old, mask)
+    return clip_fractions(mean.expand_as(logprobs), torch.zeros_like(logprobs), advantages, mask, algo.clip_low,
+                          algo.clip_high)
+
+
+def _weight_clips(algo: AlgorithmConfig, logprobs: torch.Tensor, old: torch.Tensor, advantages: torch.Tensor,
+                  mask: torch.Tensor) -> tuple[float, float]:
+    """cispo: the tokens whose weight it truncated (bounded whatever the advantage's sign)."""
+    ones = torch.ones_like(logprobs)
+    low, _ = clip_fractions(logprobs, old, -ones, mask, algo.clip_low, algo.clip_high)
+    _, high = clip_fractions(logprobs, old, ones, mask, algo.clip_low, algo.clip_high)
+    return low, high
+
+
+def _no_clips(algo: AlgorithmConfig, logprobs: torch.Tensor, old: torch.Tensor, advantages: torch.Tensor,
+              mask: torch.Tensor) -> tuple[float, float]:
+    """sapo: a soft gate, no bound."""
+    return 0.0, 0.0
+
+
+# The one table from a name (algorithm.policy_loss; rlvr.config.choices.POLICY_LOSSES) to its loss and its clip
+# statistics; the formulas are rlvr.losses' pure functions.
+POLICY_LOSSES: dict[str, PolicyLoss] = {
+    "clip": PolicyLoss(lambda a, lp, old, adv, m: clipped_policy_loss(lp, old, adv, a.clip_low, a.clip_high),
+                       _token_clips),
+    "gspo": PolicyLoss(lambda a, lp, old, adv, m: gspo_policy_loss(lp, old, adv, m, a.clip_low, a.clip_high),
+                       _sequence_clips),
+    "cispo": PolicyLoss(lambda a, lp, old, adv, m: cispo_policy_loss(lp, old, adv, a.clip_low, a.clip_high),
+                        _weight_clips),
+    "sapo": PolicyLoss(lambda a, lp, old, adv, m: sapo_policy_loss(lp, old, adv, a.sapo_tau_pos, a.sapo_tau_neg),
+                       _no_clips),
+}
 
 
 def user_advantages(spec: str, rewards: torch.Tensor, components: dict[str, torch.Tensor]) -> torch.Tensor:

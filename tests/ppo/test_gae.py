@@ -54,3 +54,43 @@ def test_whitened_advantages_have_zero_mean_unit_std_on_real_tokens():
     assert float(a[mask].mean()) == pytest.approx(0.0, abs=1e-6)
     assert float(a[mask].std(correction=0)) == pytest.approx(1.0, abs=1e-5)
     assert a[0, 2] == 0
+
+
+def test_the_ppo_steps_advantages_are_token_rewards_then_gae_then_whitening_by_hand():
+    """What PPOTrainer.step trains on (ppo_advantages), written out by hand on two completions: rewards 1 and 0,
+    log π_old − log π_ref of 0.5 on every token, β = 0.2, γ = 1, λ = 0.5, the critic's values given."""
+    from rlvr.ppo.gae import ppo_advantages
+
+    mask = torch.tensor([[True, True, False], [True, True, True]])
+    old, ref = torch.zeros(2, 3), torch.full((2, 3), -0.5)
+    values = torch.tensor([[0.2, 0.4, 9.0], [0.1, 0.0, -0.3]])
+    got, returns = ppo_advantages(torch.tensor([1.0, 0.0]), old, ref, values, mask, beta=0.2, gamma=1.0, lam=0.5)
+    # token rewards: −0.2·0.5 = −0.1 each, the sequence reward added on the last real token
+    r = [[-0.1, 0.9], [-0.1, -0.1, -0.1]]
+    v = [[0.2, 0.4], [0.1, 0.0, -0.3]]
+    raw = []
+    for rr, vv in zip(r, v):
+        deltas = [rr[t] + (vv[t + 1] if t + 1 < len(vv) else 0.0) - vv[t] for t in range(len(rr))]
+        row = [0.0] * len(rr)
+        for t in reversed(range(len(rr))):
+            row[t] = deltas[t] + (0.5 * row[t + 1] if t + 1 < len(rr) else 0.0)
+        raw.append(row)
+    flat = [x for row in raw for x in row]
+    mean = sum(flat) / len(flat)
+    std = (sum((x - mean) ** 2 for x in flat) / len(flat)) ** 0.5
+    want = [[(x - mean) / (std + 1e-8) for x in row] for row in raw]
+    assert got[0, :2].tolist() == pytest.approx(want[0], abs=1e-6)
+    assert got[1].tolist() == pytest.approx(want[1], abs=1e-6)
+    assert got[0, 2] == 0 and returns[0, 2] == 0  # padding
+    assert returns[0, :2].tolist() == pytest.approx([raw[0][t] + v[0][t] for t in range(2)], abs=1e-6)
+    assert returns[1].tolist() == pytest.approx([raw[1][t] + v[1][t] for t in range(3)], abs=1e-6)
+
+
+def test_the_critics_loss_is_clipped_around_its_old_values_by_hand():
+    from rlvr.ppo.gae import value_loss
+
+    values, old = torch.tensor([[1.0, -1.0, 0.3]]), torch.tensor([[0.0, 0.0, 0.0]])
+    returns, mask = torch.tensor([[2.0, 1.0, 0.0]]), torch.tensor([[True, True, False]])
+    # token 1: V = 1, clipped to 0.2: max((1 − 2)², (0.2 − 2)²) = 3.24; token 2: V = −1, clipped −0.2:
+    # max((−1 − 1)², (−0.2 − 1)²) = 4; token 3 masked. ½·(3.24 + 4) / 2 tokens
+    assert value_loss(values, old, returns, mask, clip=0.2, tokens=2.0).item() == pytest.approx(0.5 * 7.24 / 2)

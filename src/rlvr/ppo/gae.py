@@ -1,6 +1,8 @@
 """Generalised advantage estimation (Schulman et al. 2016) over completion tokens, and PPO's token rewards.
 
     token rewards [N, Lc], values [N, Lc], mask [N, Lc] -> advantages [N, Lc], returns [N, Lc]
+    ppo_advantages: rewards [N] ─token_rewards─▶ [N, Lc] ─gae─▶ advantages, returns ─whiten─▶ what PPO trains on
+    value_loss: the critic's clipped loss against the returns
 
 In RLHF-style PPO (InstructGPT, DeepSeekMath Eq. 2's baseline) the verifier's reward arrives at the
 completion's last token and every token pays a KL penalty to the reference: r_t = −β·(log π_old − log π_ref),
@@ -57,3 +59,34 @@ def whiten(advantages: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> t
     """
     real = advantages[mask]
     return ((advantages - real.mean()) / (real.std(correction=0) + eps)) * mask
+
+
+def ppo_advantages(rewards: torch.Tensor, sampling_logprobs: torch.Tensor, ref_logprobs: torch.Tensor | None,
+                   values: torch.Tensor, mask: torch.Tensor, *, beta: float, gamma: float,
+                   lam: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(advantages the policy trains on, returns the critic trains towards), [N, Lc]: PPO's step from the [N]
+    sequence rewards (InstructGPT's token rewards: the reward at the end, −β·(log π_old − log π_ref) on every
+    token, log π_old being the sampler's), GAE against the critic's values V(s_t), whitened over the trained tokens.
+
+    >>> m = torch.tensor([[True, True], [True, False]])
+    >>> a, ret = ppo_advantages(torch.tensor([1.0, 0.0]), torch.zeros(2, 2), None, torch.zeros(2, 2), m, beta=0.0,
+    ...                         gamma=1.0, lam=1.0)
+    >>> [round(x, 4) for x in a[m].tolist()], ret.tolist()
+    ([0.7071, 0.7071, -1.4142], [[1.0, 1.0], [0.0, 0.0]])
+    """
+    per_token = token_rewards(rewards, sampling_logprobs, ref_logprobs, mask, beta)
+    advantages, returns = gae(per_token, values, mask, gamma, lam)
+    return whiten(advantages, mask), returns
+
+
+def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor,
+               clip: float, tokens: float) -> torch.Tensor:
+    """The critic's clipped loss ½·max((V − R)², (V_clip − R)²), V_clip = V_old + clip(V − V_old, ±clip), summed
+    over the `mask`ed tokens and divided by `tokens` (the batch's count, so micro-batches add up).
+
+    >>> v, old, ret, m = torch.tensor([[2.0]]), torch.tensor([[0.0]]), torch.tensor([[1.0]]), torch.tensor([[True]])
+    >>> value_loss(v, old, ret, m, clip=0.5, tokens=1.0).item()  # max(½·1², ½·0.5²)
+    0.5
+    """
+    clipped = old_values + (values - old_values).clamp(-clip, clip)
+    return (0.5 * torch.maximum((values - returns) ** 2, (clipped - returns) ** 2) * mask).sum() / tokens

@@ -22,7 +22,7 @@ from rlvr.config import TrainConfig
 from rlvr.errors import UserError
 from rlvr.logprobs import predicting_hidden
 from rlvr.models.adapters import decoder
-from rlvr.ppo.gae import gae, token_rewards, whiten
+from rlvr.ppo.gae import ppo_advantages, value_loss
 from rlvr.records import Rollout
 from rlvr.run.clock import Stopwatch
 from rlvr.run.loop import OnStepEnd, StepResult, launch
@@ -93,11 +93,10 @@ class PPOTrainer:
             batch = make_batch(scored, torch.zeros(mask.shape), policy=t.policy, algo=c.algorithm,
                                micro_batch_tokens=c.optim.no_grad_tokens, temperature=c.generation.temperature)
             values = self.values(rollout)
-        rewards = token_rewards(scored.rewards.view(-1).nan_to_num(0.0), rollout.sampling_logprobs,
-                                batch.ref_logprobs, mask, c.algorithm.beta)
-        advantages, returns = gae(rewards, values, mask, s.gamma, s.lam)
-        batch = dataclasses.replace(batch, advantages=whiten(advantages, mask),
-                                    ref_logprobs=None)  # the KL is in the rewards now
+        advantages, returns = ppo_advantages(scored.rewards.view(-1).nan_to_num(0.0), rollout.sampling_logprobs,
+                                             batch.ref_logprobs, values, mask, beta=c.algorithm.beta, gamma=s.gamma,
+                                             lam=s.lam)
+        batch = dataclasses.replace(batch, advantages=advantages, ref_logprobs=None)  # the KL is in the rewards now
         with clock("update"):
             no_kl = dataclasses.replace(c.algorithm, beta=0.0)
             stats = policy_update(t.policy, t.optimizer, t.scheduler, batch, algo=no_kl,
@@ -133,9 +132,7 @@ class PPOTrainer:
             lc = mb.completion_ids.shape[1]
             v = self.critic(mb.prompt_ids[mb.row_prompt], mb.prompt_mask[mb.row_prompt], mb.completion_ids,
                             mb.completion_mask)
-            old, target = old_values[mb.rows, :lc], returns[mb.rows, :lc]
-            clipped = old + (v - old).clamp(-clip, clip)
-            loss = (0.5 * torch.maximum((v - target) ** 2, (clipped - target) ** 2) * mb.loss_mask).sum() / tokens
+            loss = value_loss(v, old_values[mb.rows, :lc], returns[mb.rows, :lc], mb.loss_mask, clip, tokens)
             with self.critic.accumulating(last=i == len(runs) - 1):
                 loss.backward()
             total += float(loss.detach())

@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 
 VLLM_VENV ?= .venv-vllm
 
-.PHONY: setup train test setup-vllm test-vllm
+.PHONY: setup train test setup-vllm test-vllm mutate
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml scripts/install_torch.sh scripts/install_sandbox.sh
@@ -44,3 +44,8 @@ test-vllm:
 	else \
 		echo "vLLM tests skipped: no vLLM in $(VLLM_VENV) (make setup-vllm installs its CPU build)"; \
 	fi
+
+# Mutation testing of the maths (cosmic-ray; tens of minutes on 2 cores: not in CI; scripts/mutate.py says which);
+# writes docs/mutation.md and fails while a surviving mutant is neither killed by a test nor explained.
+mutate: setup
+	$(PY) scripts/mutate.py

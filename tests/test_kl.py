@@ -1,5 +1,7 @@
 """rlvr.kl: Schulman's k1/k2/k3 on worked numbers and their properties."""
 
+import math
+
 import pytest
 import torch
 
@@ -58,3 +60,16 @@ def test_dispatch():
     assert kl_estimate(a, b, "k2").item() == k2(a, b).item()
     with pytest.raises(ValueError):
         kl_estimate(a, b, "k4")
+
+
+def test_the_log_ratio_is_clamped_at_twenty_exactly():
+    """k3 and k3+'s ratio read a log-ratio beyond ±20 as ±20 (float32's exp stays finite there): a token 20.5
+    nats apart is worth exactly what one 20 apart is, and one 19.5 apart less."""
+    at, beyond, within = (torch.tensor([[x]]) for x in (20.0, 20.5, 19.5))
+    zero = torch.zeros(1, 1)
+    assert k3(zero, beyond).item() == k3(zero, at).item() == pytest.approx(math.exp(20.0) - 21.0, rel=1e-6)
+    assert k3(zero, within).item() < k3(zero, at).item()
+    assert k3(beyond, zero).item() == pytest.approx(math.exp(-20.0) + 19.0, rel=1e-6)
+    ratio_at = kl_estimate(at, zero, "k3+", zero) / k3(at, zero)
+    assert (kl_estimate(beyond, zero, "k3+", zero) / k3(beyond, zero)).item() == pytest.approx(ratio_at.item())
+    assert (kl_estimate(within, zero, "k3+", zero) / k3(within, zero)).item() < ratio_at.item()

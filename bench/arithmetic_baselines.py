@@ -1,7 +1,7 @@
 """How SmolLM2 does on arithmetic before any training, by the example exchange shown: the measurement that
 chose configs/addition.yaml (a task where the answer itself must improve, not only its format).
 
-    .venv/bin/python bench/arithmetic_baselines.py [--limit 100] [--samples 8] [--max-new-tokens 64]
+    .venv/bin/python bench/arithmetic_baselines.py [--limit 100] [--samples 8] [--max-new-tokens 64] [--model smollm2]
 
 For each (difficulty, example exchange): greedy strict and lenient accuracy on the first `limit` held-out
 problems, and sampled at temperature 1.0 (as the job trains) the mean accuracy and pass@`samples` — the
@@ -50,9 +50,10 @@ def main() -> None:
     p.add_argument("--limit", type=int, default=100)
     p.add_argument("--samples", type=int, default=8)
     p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--model", default="smollm2", help="the model measured (`tiny`: the random test model)")
     args = p.parse_args()
     torch.manual_seed(0)
-    model, tokenizer = load_model("smollm2")
+    model, tokenizer = load_model(args.model)
     model.eval()
     tokenizer.padding_side = "left"
     strict, lenient = load_reward_function("math_accuracy"), load_reward_function("math_accuracy_lenient")

@@ -36,7 +36,8 @@ def hf_generate(model, tokenizer, ids: list[list[int]], new_tokens: int) -> torc
 
 
 def rlvr_generate(model, tokenizer, ids: list[list[int]], new_tokens: int, group_size: int = 1) -> torch.Tensor:
-    out = generate(model, ids, group_size, SamplingParams(new_tokens, temperature=0.0), stop_ids=[], pad_id=tokenizer.pad_token_id)
+    out = generate(model, ids, group_size, SamplingParams(new_tokens, temperature=0.0), stop_ids=[],
+                   pad_id=tokenizer.pad_token_id)
     return out.completion_ids
 
 
@@ -46,8 +47,10 @@ def greedy_agrees(model, tokenizer, ids: list[list[int]], new_tokens: int = 24) 
     eos = tokenizer.eos_token_id
     tokenizer.padding_side = "left"
     batch = tokenizer.pad({"input_ids": ids}, return_tensors="pt")
-    hf = model.generate(**batch, max_new_tokens=new_tokens, do_sample=False, eos_token_id=eos, pad_token_id=tokenizer.pad_token_id)
-    ours = generate(model, ids, 1, SamplingParams(new_tokens, temperature=0.0), stop_ids=[eos], pad_id=tokenizer.pad_token_id)
+    hf = model.generate(**batch, max_new_tokens=new_tokens, do_sample=False, eos_token_id=eos,
+                        pad_token_id=tokenizer.pad_token_id)
+    ours = generate(model, ids, 1, SamplingParams(new_tokens, temperature=0.0), stop_ids=[eos],
+                    pad_id=tokenizer.pad_token_id)
     for row in range(len(ids)):
         theirs = hf[row, batch["input_ids"].shape[1]:].tolist()
         theirs = theirs[: theirs.index(eos) + 1] if eos in theirs else theirs
@@ -78,20 +81,25 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     model, tokenizer = load_model(args.model)
     model.eval()
-    print(f"model {args.model}, {args.new_tokens} new tokens, greedy, {torch.get_num_threads()} threads, torch {torch.__version__}")
+    print(f"model {args.model}, {args.new_tokens} new tokens, greedy, {torch.get_num_threads()} threads, "
+          f"torch {torch.__version__}")
     print(f"{'batch':>5}  {'engine':<22} {'seconds':>8} {'tokens/s':>9} {'vs HF':>6}")
     with torch.no_grad():
         for b in [int(x) for x in args.batches.split(",")]:
             ids = prompts(tokenizer, b)
             same = greedy_agrees(model, tokenizer, ids)
-            hf = best_seconds(lambda: hf_generate(model, tokenizer, ids, args.new_tokens), args.repeats)
-            ours = best_seconds(lambda: rlvr_generate(model, tokenizer, ids, args.new_tokens), args.repeats)
+            hf = best_seconds(lambda ids=ids: hf_generate(model, tokenizer, ids, args.new_tokens), args.repeats)
+            ours = best_seconds(lambda ids=ids: rlvr_generate(model, tokenizer, ids, args.new_tokens), args.repeats)
             tokens = b * args.new_tokens
             print(f"{b:>5}  {'HF generate':<22} {hf:8.2f} {tokens / hf:9.1f} {1.0:6.2f}")
-            print(f"{b:>5}  {'rlvr':<22} {ours:8.2f} {tokens / ours:9.1f} {hf / ours:6.2f}   greedy tokens equal: {same}")
+            print(f"{b:>5}  {'rlvr':<22} {ours:8.2f} {tokens / ours:9.1f} {hf / ours:6.2f}   "
+                  f"greedy tokens equal: {same}")
             if b >= 8 and b % 8 == 0:
-                grouped = best_seconds(lambda: rlvr_generate(model, tokenizer, ids[: b // 8], args.new_tokens, 8), args.repeats)
-                print(f"{b:>5}  {'rlvr, ' + str(b // 8) + ' prompts x 8':<22} {grouped:8.2f} {tokens / grouped:9.1f} {hf / grouped:6.2f}")
+                grouped = best_seconds(
+                    lambda ids=ids, b=b: rlvr_generate(model, tokenizer, ids[: b // 8], args.new_tokens, 8),
+                    args.repeats)
+                print(f"{b:>5}  {'rlvr, ' + str(b // 8) + ' prompts x 8':<22} {grouped:8.2f} {tokens / grouped:9.1f} "
+                      f"{hf / grouped:6.2f}")
 
 
 if __name__ == "__main__":

@@ -46,15 +46,16 @@ def matmul_rate(size: int = 2048, repeats: int = 5) -> float:
     return 2 * size**3 * repeats / (time.perf_counter() - start)
 
 
-def write_data(path: Path, rows: int = 256) -> tuple[Path, float]:
-    """The job's prompts; returns the file and the mean prompt length in tokens under the chat template."""
+def write_data(path: Path, rows: int = 256, model: str = "smollm2") -> tuple[Path, float]:
+    """The job's prompts; returns the file and the mean prompt length in tokens under `model`'s chat template."""
     from rlvr.data import load_examples
     from rlvr.models import load_model
 
     examples = load_examples("arithmetic", limit=rows)
     path.write_text("".join(json.dumps({"prompt": e.prompt, "answer": e.columns["answer"]}) + "\n" for e in examples))
-    tokenizer = load_model("smollm2")[1]
-    texts = [tokenizer.apply_chat_template([{"role": "user", "content": e.prompt}], add_generation_prompt=True, tokenize=False) for e in examples]
+    tokenizer = load_model(model)[1]
+    texts = [tokenizer.apply_chat_template([{"role": "user", "content": e.prompt}], add_generation_prompt=True,
+                                           tokenize=False) for e in examples]
     lengths = [len(tokenizer(t, add_special_tokens=False).input_ids) for t in texts]
     return path, sum(lengths) / len(lengths)
 
@@ -100,6 +101,7 @@ def job_parser(description: str, steps: int) -> argparse.ArgumentParser:
                                 ("beta", 0.04, float), ("seed", 0, int), ("threads", 0, int)]:
         p.add_argument(f"--{name}", type=kind, default=default)
     p.add_argument("--out", default=str(HERE / "results"))
+    p.add_argument("--model", default="smollm2", help="the policy (`tiny`: the random test model, for a smoke run)")
     return p
 
 
@@ -109,10 +111,12 @@ def make_job(args: argparse.Namespace) -> tuple[dict, Path, float]:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    data, prompt_tokens = write_data(out / "job_prompts.jsonl")
-    job = {"model": resolve_model_path("smollm2"), "data": str(data), "steps": args.steps, "group_size": args.group_size,
-           "prompts_per_step": args.prompts_per_step, "max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
-           "lr": args.lr, "beta": args.beta, "seed": args.seed, "threads": args.threads}
+    model = getattr(args, "model", "smollm2")
+    data, prompt_tokens = write_data(out / "job_prompts.jsonl", model=model)
+    job = {"model": resolve_model_path(model), "data": str(data), "steps": args.steps, "group_size": args.group_size,
+           "prompts_per_step": args.prompts_per_step, "max_new_tokens": args.max_new_tokens,
+           "temperature": args.temperature, "lr": args.lr, "beta": args.beta, "seed": args.seed,
+           "threads": args.threads}
     return job, out, prompt_tokens
 
 
@@ -138,18 +142,22 @@ def main() -> None:
         overrides = args.rlvr_set if script == "rlvr_job" else []
         result = run_job(python, script, {**job, **extra, "overrides": overrides, "output_dir": str(out / tag)}, out)
         rows.append(row(name, result, job, prompt_tokens, rate))
-    print(f"\n{args.steps} steps of {args.prompts_per_step} prompts x {args.group_size} completions, <= {args.max_new_tokens} tokens, "
+    print(f"\n{args.steps} steps of {args.prompts_per_step} prompts x {args.group_size} completions, "
+          f"<= {args.max_new_tokens} tokens, "
           f"T={args.temperature}, lr {args.lr}, beta {args.beta}; fp32 matmul rate here {rate / 1e9:.0f} GFLOP/s")
-    print(f"{'engine':<11} {'s/step':>7} {'compl tok/s':>11} {'mean len':>8} {'peak RSS':>9} {'steps/h':>8} {'TFLOP/step':>10} {'of matmul':>9}")
+    print(f"{'engine':<11} {'s/step':>7} {'compl tok/s':>11} {'mean len':>8} {'peak RSS':>9} {'steps/h':>8} "
+          f"{'TFLOP/step':>10} {'of matmul':>9}")
     for r in rows:
-        print(f"{r['engine']:<11} {r['s_per_step']:7.1f} {r['completion_tok_s']:11.1f} {r['mean_len']:8.1f} {r['peak_gb']:7.2f}GB "
+        print(f"{r['engine']:<11} {r['s_per_step']:7.1f} {r['completion_tok_s']:11.1f} {r['mean_len']:8.1f} "
+              f"{r['peak_gb']:7.2f}GB "
               f"{r['steps_per_hour']:8.0f} {r['tflop_per_step']:10.2f} {100 * r['matmul_share']:8.1f}%")
     trl = {"TRL LoRA" if r["engine"] == "TRL LoRA" else "TRL": r for r in rows if r["engine"].startswith("TRL")}
     for r in rows:
         if r["engine"].startswith("rlvr") and trl:
             peer = trl.get("TRL LoRA" if r["engine"] == "rlvr LoRA" else "TRL") or next(iter(trl.values()))
             print(f"{r['engine'] + ' / ' + peer['engine'][:8]:<11} {r['s_per_step'] / peer['s_per_step']:7.2f} "
-                  f"{r['completion_tok_s'] / peer['completion_tok_s']:11.2f} {'':8} {r['peak_gb'] / peer['peak_gb']:8.2f}x "
+                  f"{r['completion_tok_s'] / peer['completion_tok_s']:11.2f} {'':8} "
+                  f"{r['peak_gb'] / peer['peak_gb']:8.2f}x "
                   f"{r['steps_per_hour'] / peer['steps_per_hour']:8.2f}")
     if args.lora and "TRL" in trl:
         lora_row = next(r for r in rows if r["engine"] == "rlvr LoRA")

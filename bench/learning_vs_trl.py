@@ -154,7 +154,8 @@ def main() -> None:
         alone = evaluate(model, out / "eval" / f"{engine}-{step}-alone", False, args.limit)
         ci = {m: wilson_interval(int(sum(shown[m])), len(shown[m])) for m in MODES}
         return {"step": step, "seconds": seconds, "verdicts": shown["strict"], "problems": len(shown["strict"]),
-                **{m: ci[m].mean for m in MODES}, **{f"{m}_{e}": getattr(ci[m], e) for m in MODES for e in ("low", "high")},
+                **{m: ci[m].mean for m in MODES},
+                **{f"{m}_{e}": getattr(ci[m], e) for m in MODES for e in ("low", "high")},
                 "plain_strict": sum(alone["strict"]) / len(alone["strict"]),
                 "plain_lenient": sum(alone["lenient"]) / len(alone["lenient"])}
 
@@ -181,8 +182,8 @@ def main() -> None:
         for mine, theirs in zip(ours[1:], trl[1:], strict=True):
             gap = paired_gain_interval(theirs["verdicts"], mine["verdicts"])
             flag = "" if gap.low <= 0 <= gap.high else "  <- beyond the interval"
-            print(f"  step {mine['step']:3d}: {100 * gap.mean:+.1f} points [{100 * gap.low:+.1f}, {100 * gap.high:+.1f}]"
-                  + flag)
+            print(f"  step {mine['step']:3d}: {100 * gap.mean:+.1f} points "
+                  f"[{100 * gap.low:+.1f}, {100 * gap.high:+.1f}]" + flag)
         result.update(target=target, rlvr_seconds_to_target=reached, time_to_accuracy_ratio=ratio)
     (out / "learning.json").write_text(json.dumps(result, indent=2))
     plot(curves, out / "learning.png")

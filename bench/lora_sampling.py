@@ -23,7 +23,7 @@ import time
 import torch
 
 from rlvr.config import load_config
-from rlvr.run import parallel
+from rlvr.run import policy as policy_module
 from rlvr.train.trainer import Trainer
 
 
@@ -43,7 +43,7 @@ def main() -> None:
                                 f"generation.max_new_tokens={args.new_tokens}",
                                 f"generation.temperature={args.temperature}", "output_dir=/tmp/rlvr-lora-bench"])
     trainer = Trainer(config)
-    policy = trainer.policy
+    policy = trainer.policy.model  # the peft model (rlvr.run.policy.Policy holds it)
     with torch.no_grad():  # adapters as after some training: B no longer zero
         for name, param in policy.named_parameters():
             if "lora_B" in name:
@@ -51,27 +51,27 @@ def main() -> None:
     positions = list(range(args.prompts))
     base = {n: w.detach().clone() for n, w in policy.named_parameters() if not w.requires_grad}
 
-    folding = parallel.folded_for_decoding
+    folding = policy_module.folded_for_decoding  # what Policy.decoding folds the adapters with
 
     @contextlib.contextmanager
     def as_it_is(model):
         yield model
 
     def apart() -> int:
-        parallel.folded_for_decoding = as_it_is
+        policy_module.folded_for_decoding = as_it_is
         try:
             return int(trainer.sample(positions).lengths.sum())
         finally:
-            parallel.folded_for_decoding = folding
+            policy_module.folded_for_decoding = folding
 
     def merged() -> int:
-        parallel.folded_for_decoding = as_it_is
+        policy_module.folded_for_decoding = as_it_is
         policy.merge_adapter()
         try:
             return int(trainer.sample(positions).lengths.sum())
         finally:
             policy.unmerge_adapter()
-            parallel.folded_for_decoding = folding
+            policy_module.folded_for_decoding = folding
 
     def folded() -> int:
         return int(trainer.sample(positions).lengths.sum())
@@ -109,7 +109,7 @@ def decode_step_seconds(model, rows: int, cached: int = 100, steps: int = 40) ->
     repeats once per token, without the fold's one-off cost."""
     from transformers import DynamicCache
 
-    ids = torch.randint(0, 1000, (rows, cached))
+    ids = torch.randint(0, min(1000, model.config.vocab_size), (rows, cached))  # (the tiny model's vocabulary: fewer)
     cache = model(input_ids=ids, past_key_values=DynamicCache(), use_cache=True, logits_to_keep=1).past_key_values
     start = time.perf_counter()
     for _ in range(steps):

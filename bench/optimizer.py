@@ -1,10 +1,12 @@
 """AdamW on SmolLM2's parameters: seconds per step and the peak memory the step adds, per implementation.
 
     .venv/bin/python bench/optimizer.py          # runs foreach, fused and single-tensor, each in its own process
+    .venv/bin/python bench/optimizer.py fused    # one of them, in this process  [--model smollm2]
 
 Gradients are random; three steps after loading the model, best-effort peak RSS from getrusage.
 """
 
+import argparse
 import resource
 import subprocess
 import sys
@@ -13,12 +15,12 @@ import time
 KINDS = ("foreach", "fused", "single")
 
 
-def measure(kind: str) -> None:
+def measure(kind: str, model_name: str = "smollm2") -> None:
     import torch
 
     from rlvr.models import load_model
 
-    model, _ = load_model("smollm2")
+    model, _ = load_model(model_name)
     for p in model.parameters():
         p.grad = torch.randn_like(p) * 1e-3
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -32,9 +34,18 @@ def measure(kind: str) -> None:
     print(f"{kind:<8} {seconds:6.2f} s/step   +{added:.2f} GB peak during the steps")
 
 
-if __name__ == "__main__":
-    if len(sys.argv) > 1:
-        measure(sys.argv[1])
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("kind", nargs="?", choices=KINDS, help="measure this one only, in this process (default: each "
+                   "in its own process)")
+    p.add_argument("--model", default="smollm2", help="whose parameters (`tiny`: the random test model)")
+    args = p.parse_args()
+    if args.kind:
+        measure(args.kind, args.model)
     else:
         for kind in KINDS:
-            subprocess.run([sys.executable, __file__, kind], check=True)
+            subprocess.run([sys.executable, __file__, kind, "--model", args.model], check=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -2,6 +2,7 @@
 rlvr's own engine): how much each slows the other, on a random network of SmolLM2-135M's shape.
 
     .venv/bin/python bench/overlap.py [--device cuda] [--prompts 16] [--group 4] [--tokens 64] [--train-tokens 128]
+        [--layers 30]
 
 Cases, each timed after a warm-up: decoding alone (main thread), training alone (forward, backward and an
 AdamW step on a second copy, in a loop), then both at once (decoding on a thread while the main thread trains
@@ -30,11 +31,11 @@ SMOLLM2 = dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, nu
                max_position_embeddings=8192, rope_theta=100000.0)
 
 
-def network(device: str) -> torch.nn.Module:
+def network(device: str, layers: int = SMOLLM2["num_hidden_layers"]) -> torch.nn.Module:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    return LlamaForCausalLM(LlamaConfig(**SMOLLM2)).to(device)
+    return LlamaForCausalLM(LlamaConfig(**{**SMOLLM2, "num_hidden_layers": layers})).to(device)
 
 
 def precision(device: str):
@@ -94,8 +95,10 @@ def main() -> None:
     p.add_argument("--group", type=int, default=4)
     p.add_argument("--tokens", type=int, default=64)
     p.add_argument("--train-tokens", type=int, default=128)
+    p.add_argument("--layers", type=int, default=SMOLLM2["num_hidden_layers"],
+                   help="decoder layers (SmolLM2-135M's 30; fewer for a smoke run)")
     a = p.parse_args()
-    sampler, model = network(a.device).eval().requires_grad_(False), network(a.device).train()
+    sampler, model = network(a.device, a.layers).eval().requires_grad_(False), network(a.device, a.layers).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
     decode(sampler, a), train_step(model, optimizer, a)  # warm-up
     alone_decode, alone_train = decode(sampler, a), train_alone(model, optimizer, a)

@@ -12,7 +12,7 @@ from rlvr.ppo.trainer import PPOTrainer
 from rlvr.run.process import configure_process
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
-from rlvr_job import job_config  # noqa: E402
+from rlvr_job import job_config
 
 
 def main():
@@ -26,7 +26,8 @@ def main():
         lengths.append(ppo.step().metrics["completion_length/mean"])
         seconds.append(time.perf_counter() - start)
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    json.dump({"step_seconds": seconds, "mean_lengths": lengths, "peak_rss_bytes": peak_kb * 1024}, open(sys.argv[2], "w"))
+    json.dump({"step_seconds": seconds, "mean_lengths": lengths, "peak_rss_bytes": peak_kb * 1024},
+              open(sys.argv[2], "w"))
 
 
 if __name__ == "__main__":

@@ -21,14 +21,17 @@ def main() -> None:
     args = job_parser(__doc__.splitlines()[0], steps=3).parse_args()
     job, out, prompt_tokens = make_job(args)
     rate = matmul_rate()
-    rows = [row(name, run_job(Path(sys.executable), script, {**job, "output_dir": str(out / f"{script}_run")}, out), job, prompt_tokens, rate)
+    rows = [row(name, run_job(Path(sys.executable), script, {**job, "output_dir": str(out / f"{script}_run")}, out),
+                job, prompt_tokens, rate)
             for name, script in (("GRPO", "rlvr_job"), ("PPO", "ppo_job"))]
-    print(f"\n{args.steps} steps of {args.prompts_per_step} prompts x {args.group_size} completions, <= {args.max_new_tokens} tokens, beta {args.beta}")
+    print(f"\n{args.steps} steps of {args.prompts_per_step} prompts x {args.group_size} completions, "
+          f"<= {args.max_new_tokens} tokens, beta {args.beta}")
     print(f"{'trainer':<8} {'s/step':>7} {'mean len':>8} {'peak RSS':>9}")
     for r in rows:
         print(f"{r['engine']:<8} {r['s_per_step']:7.1f} {r['mean_len']:8.1f} {r['peak_gb']:7.2f}GB")
     grpo, ppo = rows
-    print(f"GRPO/PPO peak memory {grpo['peak_gb'] / ppo['peak_gb']:.2f}x, step time {grpo['s_per_step'] / ppo['s_per_step']:.2f}x "
+    print(f"GRPO/PPO peak memory {grpo['peak_gb'] / ppo['peak_gb']:.2f}x, "
+          f"step time {grpo['s_per_step'] / ppo['s_per_step']:.2f}x "
           "(step times differ also because the two sample different completions)")
     (out / "ppo_vs_grpo.json").write_text(json.dumps({"job": job, "rows": rows}, indent=2))
 

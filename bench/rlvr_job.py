@@ -22,7 +22,8 @@ def job_overrides(job: dict) -> list[str]:
     g = job["group_size"]
     return [
         f"model.name={job['model']}", f"data.train={job['data']}", "data.few_shot=[]", "data.template=chat",
-        "rewards=[{name: math_accuracy}]", f"sampling.group_size={g}", f"sampling.batch_size={g * job['prompts_per_step']}",
+        "rewards=[{name: math_accuracy}]", f"sampling.group_size={g}",
+        f"sampling.batch_size={g * job['prompts_per_step']}",
         f"generation.max_new_tokens={job['max_new_tokens']}", f"generation.temperature={job['temperature']}",
         f"optim.lr={job['lr']}", f"algorithm.beta={job['beta']}", f"seed={job['seed']}", f"threads={job['threads']}",
         "eval_before=false", "eval_after=false", "sample_every=0", f"output_dir={job['output_dir']}",
@@ -41,7 +42,8 @@ def main():
     train_grpo(job_config(job))
     metrics = [json.loads(line) for line in open(f"{job['output_dir']}/metrics.jsonl")]
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    json.dump({"step_seconds": [m["step_seconds"] for m in metrics], "mean_lengths": [m["completion_length/mean"] for m in metrics],
+    json.dump({"step_seconds": [m["step_seconds"] for m in metrics],
+               "mean_lengths": [m["completion_length/mean"] for m in metrics],
                "peak_rss_bytes": peak_kb * 1024}, open(sys.argv[2], "w"))
 
 

@@ -66,7 +66,8 @@ def rollouts(engine: str, batches: int) -> dict:
         from rlvr.samplers.vllm import Colocated, VLLMSampler, model_folder
 
         folder = model_folder(model, Path(tempfile.mkdtemp(prefix="bench-vllm-")))
-        sampler = VLLMSampler(Colocated(folder, VLLMConfig(), torch.device("cpu"), torch.float32, 0, remove_folder=True),
+        sampler = VLLMSampler(Colocated(folder, VLLMConfig(), torch.device("cpu"), torch.float32, 0,
+                                        remove_folder=True),
                               tokenizer, stop_ids=stop_token_ids(model, tokenizer))
         for version in range(3):
             start = time.perf_counter()
@@ -95,8 +96,8 @@ def rollouts(engine: str, batches: int) -> dict:
         batch = prompts[b * p:(b + 1) * p]
         start = time.perf_counter()
         if sampler is not None:
-            out = sampler.sample([SampleRequest(q, tuple(seeds_for(JOB["seed"], b, 0, i, g))) for i, q in enumerate(batch)],
-                                 params)
+            out = sampler.sample([SampleRequest(q, tuple(seeds_for(JOB["seed"], b, 0, i, g)))
+                                  for i, q in enumerate(batch)], params)
             pid, pmask, comp, mask, lps = (out.prompt_ids, out.prompt_mask, out.completion_ids, out.completion_mask,
                                            out.sampling_logprobs)
         else:
@@ -127,8 +128,8 @@ def step_run(backend: str, steps: int, out: Path) -> dict:
     job_file.write_text(json.dumps(job))
     subprocess.run([sys.executable, str(HERE / "rlvr_job.py"), str(job_file), str(result_file)], check=True)
     result = json.loads(result_file.read_text())
-    return {"seconds_per_step": statistics.median(result["step_seconds"]), "peak_rss_gb": result["peak_rss_bytes"] / 2**30,
-            "mean_length": statistics.mean(result["mean_lengths"])}
+    return {"seconds_per_step": statistics.median(result["step_seconds"]),
+            "peak_rss_gb": result["peak_rss_bytes"] / 2**30, "mean_length": statistics.mean(result["mean_lengths"])}
 
 
 def main() -> None:
@@ -151,7 +152,8 @@ def main() -> None:
         results.append(json.loads(target.read_text()))
     print(f"\nrollouts: {args.batches} batches of {JOB['prompts_per_step']} prompts x {JOB['group_size']} completions, "
           f"<= {JOB['max_new_tokens']} tokens, T={JOB['temperature']}, fp32, {JOB['threads']} threads")
-    print(f"{'engine':10s} {'tok/s':>7s} {'vs local':>8s} {'push s':>7s} {'peak RSS':>9s} {'logp diff mean':>15s} {'max':>9s}")
+    print(f"{'engine':10s} {'tok/s':>7s} {'vs local':>8s} {'push s':>7s} {'peak RSS':>9s} {'logp diff mean':>15s} "
+          f"{'max':>9s}")
     local = results[0]["tokens_per_s"]
     for r in results:
         push = f"{r['push_s']:.2f}" if r["push_s"] is not None else "-"
@@ -163,8 +165,8 @@ def main() -> None:
     print(f"{'backend':10s} {'s/step':>7s} {'steps/h':>8s} {'peak RSS':>9s} {'mean len':>9s}")
     for backend in ("local", "vllm"):
         r = step_run(backend, args.steps, out)
-        print(f"{backend:10s} {r['seconds_per_step']:7.1f} {3600 / r['seconds_per_step']:8.0f} {r['peak_rss_gb']:8.2f}G "
-              f"{r['mean_length']:9.1f}")
+        print(f"{backend:10s} {r['seconds_per_step']:7.1f} {3600 / r['seconds_per_step']:8.0f} "
+              f"{r['peak_rss_gb']:8.2f}G {r['mean_length']:9.1f}")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ sys.path.insert(0, str(HERE))
 from grpo_vs_trl import job_parser, make_job  # noqa: E402
 from rlvr_job import job_config  # noqa: E402
 
-
 LAST = [time.perf_counter()]
 
 
@@ -44,22 +43,27 @@ def main() -> None:
     from rlvr.train.trainer import Trainer
     from rlvr.train.update import policy_update
 
-    print(f"settings: {args.rlvr_set or 'the defaults'}\n\n| after | peak RSS | RSS now | phase seconds |\n|---|---|---|---|")
+    print(f"settings: {args.rlvr_set or 'the defaults'}\n\n| after | peak RSS | RSS now | phase seconds |\n"
+          "|---|---|---|---|")
     rss("start")
     trainer = Trainer(config)
     rss("building the trainer")
     a, o, g = config.algorithm, config.optim, config.generation
-    for step in range(1, args.steps + 1):
-        scored, _ = trainer.sample_and_score()
+    for step in range(1, args.steps + 1):  # Trainer.step()'s phases, each measured apart
+        scored, _ = trainer.rollouts()
         rss(f"step {step}: sampling")
-        with trainer.autocast():
-            batch = make_batch(scored, trainer.advantages(scored), policy=trainer.policy, reference=trainer.reference,
-                               algo=a, micro_batch_tokens=o.no_grad_tokens, temperature=g.temperature)
+        batch = make_batch(scored, trainer.advantages(scored), policy=trainer.policy, algo=a,
+                           micro_batch_tokens=o.no_grad_tokens, temperature=g.temperature,
+                           stale=scored.rollout.version < trainer.step_count)
         rss(f"step {step}: log-prob passes")
-        policy_update(trainer.trained, trainer.optimizer, trainer.scheduler, batch, algo=a,
-                      micro_batch_tokens=o.micro_batch_tokens, temperature=g.temperature,
-                      max_grad_norm=o.max_grad_norm, max_new_tokens=g.max_new_tokens, autocast=trainer.autocast)
+        for _ in range(a.updates_per_batch):
+            policy_update(trainer.policy, trainer.optimizer, trainer.scheduler, batch, algo=a,
+                          micro_batch_tokens=o.micro_batch_tokens, temperature=g.temperature,
+                          max_grad_norm=o.max_grad_norm, max_new_tokens=g.max_new_tokens)
         rss(f"step {step}: update")
+        trainer.advance()  # the step counted, the sampler given the new weights, π_ref refreshed when due
+        rss(f"step {step}: weights")
+    trainer.close()
 
 
 if __name__ == "__main__":

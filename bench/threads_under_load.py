@@ -1,6 +1,6 @@
 """A GRPO step of the default job, alone and beside one competing process, under each threading setting.
 
-    python bench/threads_under_load.py [--prompts 2] [--steps 2] [--settings default,passive,...]
+    python bench/threads_under_load.py [--prompts 2] [--steps 2] [--settings default,passive,...] [--set KEY=VALUE]
 
 Each setting runs in a fresh process (OpenMP reads its environment once, when torch is imported), on
 SmolLM2-135M-Instruct and 1-digit arithmetic as `rlvr train` runs them, with `--prompts` prompts × 8
@@ -30,7 +30,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 SETTINGS = {
     "default": ({}, {}),
@@ -54,8 +53,9 @@ while True:
 """
 
 
-def child(options: dict, steps: int, prompts: int, out: str) -> None:
-    """Run `steps` GRPO steps of the default job in this process and write their timings to `out`."""
+def child(options: dict, steps: int, prompts: int, out: str, sets: tuple[str, ...] = ()) -> None:
+    """Run `steps` GRPO steps of the default job (with the settings `sets`) in this process and write their
+    timings to `out`."""
     import torch
 
     if options.get("interop"):
@@ -70,7 +70,8 @@ def child(options: dict, steps: int, prompts: int, out: str) -> None:
 
     with tempfile.TemporaryDirectory() as run:
         config = load_config(None, [f"sampling.batch_size={8 * prompts}", f"threads={threads}", "eval_before=false",
-                                    "eval_after=false", "sample_every=0", f"output_dir={run}/run"], max_steps=steps)
+                                    "eval_after=false", "sample_every=0", f"output_dir={run}/run", *sets],
+                             max_steps=steps)
         trainer = Trainer(config)
         wall, cpu = [], []
         for _ in range(steps):
@@ -82,7 +83,7 @@ def child(options: dict, steps: int, prompts: int, out: str) -> None:
                "interop": torch.get_num_interop_threads()}, open(out, "w"))
 
 
-def measure(name: str, loaded: bool, steps: int, prompts: int) -> dict:
+def measure(name: str, loaded: bool, steps: int, prompts: int, sets: tuple[str, ...] = ()) -> dict:
     env_vars, options = SETTINGS[name]
     env = {k: v for k, v in os.environ.items() if k not in CONTROLLED} | env_vars
     competitor = None
@@ -93,7 +94,8 @@ def measure(name: str, loaded: bool, steps: int, prompts: int) -> dict:
     try:
         with tempfile.NamedTemporaryFile(suffix=".json") as out:
             subprocess.run([sys.executable, __file__, "--child", json.dumps(options), "--steps", str(steps),
-                            "--prompts", str(prompts), "--out", out.name], env=env, check=True, timeout=3600)
+                            "--prompts", str(prompts), "--out", out.name, *[a for kv in sets for a in ("--set", kv)]],
+                           env=env, check=True, timeout=3600)
             result = json.load(open(out.name))
     finally:
         if competitor:
@@ -109,17 +111,20 @@ def main() -> None:
     p.add_argument("--prompts", type=int, default=2, help="prompts per step, 8 completions each (the job: 8)")
     p.add_argument("--steps", type=int, default=2)
     p.add_argument("--settings", default=",".join(SETTINGS))
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="a setting of the job, e.g. model.name=tiny (repeatable)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child is not None:
-        return child(json.loads(args.child), args.steps, args.prompts, args.out)
+        return child(json.loads(args.child), args.steps, args.prompts, args.out, tuple(args.sets))
     names = args.settings.split(",")
     print(f"{len(os.sched_getaffinity(0))} CPUs; {args.prompts} prompts × 8 completions, 64 tokens; "
           f"median of steps 2..{args.steps}", flush=True)
     rows = []
     for name in names:
-        quiet, loaded = measure(name, False, args.steps, args.prompts), measure(name, True, args.steps, args.prompts)
+        quiet = measure(name, False, args.steps, args.prompts, tuple(args.sets))
+        loaded = measure(name, True, args.steps, args.prompts, tuple(args.sets))
         rows.append((name, quiet, loaded))
         print(f"  measured {name}: quiet {quiet['wall']:.1f} s, loaded {loaded['wall']:.1f} s", flush=True)
     base_q, base_l = rows[0][1]["wall"], rows[0][2]["wall"]

@@ -74,3 +74,65 @@ def test_a_huge_sequence_ratio_stays_finite():
     w = corrected_weights(log_weights(old, sampler, torch.ones(1, 200, dtype=torch.bool), "sequence"),
                           torch.ones(1, 200, dtype=torch.bool), "truncate", 2.0)
     assert torch.equal(w, torch.full((1, 200), 2.0))
+
+
+# ── the edges the mutation run found untested (make mutate, docs/mutation.md) ───────────────────────────────
+def test_a_weight_at_the_threshold_is_kept_by_the_mask():
+    """Mask mode keeps 1/C ≤ w ≤ C, both bounds included."""
+    one = torch.zeros(1, 1)  # log w = 0: w = 1, at both bounds when C = 1
+    mask = torch.ones(1, 1, dtype=torch.bool)
+    assert corrected_weights(one, mask, "mask", 1.0).item() == 1.0
+
+
+@pytest.mark.parametrize("name", ["sequence", "token"])
+def test_settings_read_from_a_file_are_compared_by_value(name):
+    """A level or mode parsed from YAML is a new string object, equal to the literal but not the same object."""
+    level = "".join(name)  # (a string built at run time, as yaml.safe_load builds one)
+    old, sampled = torch.tensor([[-1.0, -2.0]]), torch.tensor([[-1.5, -1.0]])
+    mask = torch.ones(1, 2, dtype=torch.bool)
+    assert log_weights(old, sampled, mask, level).tolist() == log_weights(old, sampled, mask, name).tolist()
+    sums = correction_sums(old, sampled, mask, level, corrected_weights(log_weights(old, sampled, mask, name), mask,
+                                                                        "truncate", 2.0))
+    assert sums["n"] == (1.0 if name == "sequence" else 2.0)
+    mode = "".join("truncate")
+    assert corrected_weights(torch.tensor([[1.0]]), torch.ones(1, 1, dtype=torch.bool), mode, 2.0).item() == 2.0
+
+
+def test_an_unknown_level_or_mode_is_refused():
+    mask = torch.ones(1, 1, dtype=torch.bool)
+    with pytest.raises(ValueError, match="level"):
+        log_weights(torch.zeros(1, 1), torch.zeros(1, 1), mask, "aaa")
+    with pytest.raises(ValueError, match="mode"):
+        corrected_weights(torch.zeros(1, 1), mask, "zzz", 2.0)
+
+
+def test_weights_are_capped_at_exp_30_exactly():
+    mask = torch.ones(1, 1, dtype=torch.bool)
+    for log_w, expected in ((29.5, 29.5), (30.5, 30.0)):
+        got = corrected_weights(torch.tensor([[log_w]]), mask, "truncate", float("inf")).item()
+        assert got == pytest.approx(math.exp(expected), rel=1e-6)
+
+
+def test_the_sampler_kl_is_k3_of_the_token_log_ratios():
+    """KL(π_s ‖ π_old) by k3 over the sampled tokens: with π_old/π_s = 2 on one token, 2 − 1 − log 2."""
+    old, sampled = torch.tensor([[math.log(0.5)]]), torch.tensor([[math.log(0.25)]])
+    mask = torch.ones(1, 1, dtype=torch.bool)
+    sums = correction_sums(old, sampled, mask, "token", corrected_weights(log_weights(old, sampled, mask, "token"),
+                                                                          mask, "truncate", 3.0))
+    assert sums["k3"] == pytest.approx(1 - math.log(2.0), rel=1e-6)
+    assert correction_stats(sums, "truncate")["sampler/kl"] == pytest.approx(1 - math.log(2.0), rel=1e-6)
+
+
+def test_the_statistics_of_nothing_and_their_bounds():
+    """No token: the maxima are 0 and the effective sample size 1 (nothing to divide); one token counts as one;
+    the effective sample size is at most 1 even when rounding would put it above."""
+    empty = torch.zeros(1, 1, dtype=torch.bool)
+    sums = correction_sums(torch.zeros(1, 1), torch.zeros(1, 1), empty, "token", torch.zeros(1, 1))
+    assert sums["w_max"] == 0.0 and sums["kept_max"] == 0.0
+    stats = correction_stats(sums, "truncate")
+    assert stats["rollout_correction/ess"] == 1.0 and stats["sampler/kl"] == 0.0
+    single = {"n": 1.0, "w": 1.0, "w2": 1.0, "w_max": 1.0, "kept": 1.0, "kept_max": 1.0, "changed": 0.0,
+              "tokens": 1.0, "k3": 0.5}
+    assert correction_stats(single, "mask")["sampler/kl"] == 0.5
+    above = {**single, "n": 2.0, "w": 3.0, "w2": 4.0}  # (Σw)² / (n·Σw²) = 9/8: rounding's, not a real weight's
+    assert correction_stats(above, "mask")["rollout_correction/ess"] == 1.0

@@ -1,0 +1,312 @@
+"""Every bench/*.py script still runs against src/rlvr (issue 44: bench under the same gates as src).
+
+Each script prints its usage with --help, and wherever a run can be made cheap (the random `tiny` model, one
+step, a few tokens) it makes one and its table is checked. The subprocesses of this module start together, a
+few at a time (`launched`): about 165 s of CPU in all, 1.5 min on 2 idle cores. What is not run here (TRL's own
+venv, a vLLM engine, torchrun's processes) says why in a skip.
+
+Four scripts have tests of their own (COVERED); a new script must be named here (test_every_script_is_named).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "bench"
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+TIMEOUT_S = 300
+WORKERS = max(2, min(4, len(os.sched_getaffinity(0))))
+
+# scripts with tests of their own
+COVERED = {"arms": "tests/test_bench_arms.py", "async": "tests/test_bench_async.py",
+           "learning": "tests/test_bench_learning.py", "paired_gain": "tests/test_bench_paired_gain.py"}
+# helper processes of other scripts (python bench/X.py JOB.json RESULT.json): no --help; run through their callers
+HELPERS = {"rlvr_job": "the grpo_vs_trl and ppo_vs_grpo tiny runs", "ppo_job": "the ppo_vs_grpo tiny run",
+           "trl_job": "its own tiny run below, on the TRL of this venv (pip install -e '.[dev]')"}
+# the scripts run here with --help
+USAGE = ["arithmetic_baselines", "generation", "grpo_vs_trl", "learning_vs_trl", "lora_sampling", "multiturn",
+         "optimizer", "overlap", "ppo_vs_grpo", "samplers", "scaling", "step_memory", "threads_under_load"]
+# what of a script is not run here, and why
+SKIPPED = {
+    "scaling": "its run is `rlvr train --nproc 2` (torchrun, two processes) under DDP and FSDP after a one-process "
+               "run: three trainings, about 30 s even with `--model tiny` on 2 cores, too slow for a smoke test "
+               "(tests/distributed runs the launcher)",
+    "samplers (vLLM)": "the vLLM column needs vLLM's venv (.venv-vllm/bin/python) and an engine start of minutes; "
+                       "the local and HF columns run here (tiny run)",
+    "grpo_vs_trl (TRL)": "the TRL rows need bench/.venv-trl, which the script creates with pip from PyPI; its "
+                         "--skip-trl run is tested here, and trl_job.py on this venv's TRL",
+    "learning_vs_trl (run)": "a run trains the default job on SmolLM2 for --steps steps and TRL in bench/.venv-trl, "
+                             "with no smaller job to give it; its job building, scoring and plot are tested here",
+}
+
+
+@dataclass(frozen=True, eq=False)  # (a case is itself: hashed by identity)
+class Case:
+    """One subprocess: `python args` in the repository root; `check(stdout, out)` on what it printed and wrote."""
+
+    name: str
+    args: list[str]  # "{out}" stands for a fresh folder of the case
+    check: Callable[[str, Path], None]
+    prepare: Callable[[Path], None] | None = None  # writes the case's inputs into `out` first
+
+    def argv(self, out: Path) -> list[str]:
+        return [sys.executable, *(a.replace("{out}", str(out)) for a in self.args)]
+
+
+def script(name: str) -> str:
+    return str(BENCH / f"{name}.py")
+
+
+def rows(stdout: str, start: str) -> list[str]:
+    return [line for line in stdout.splitlines() if line.startswith(start)]
+
+
+def usage_of(name: str) -> Callable[[str, Path], None]:
+    def check(stdout: str, out: Path) -> None:
+        assert stdout.startswith("usage:") and f"{name}.py" in stdout.splitlines()[0]
+        assert "--help" in stdout
+    return check
+
+
+def check_generation(stdout: str, out: Path) -> None:
+    assert len(rows(stdout, "    8  HF generate")) == 1
+    assert rows(stdout, "    8  rlvr ")[0].endswith("greedy tokens equal: True")  # the same greedy tokens as HF's
+    assert len(rows(stdout, "    8  rlvr, 1 prompts x 8")) == 1
+
+
+def check_step_memory(stdout: str, out: Path) -> None:
+    phases = [line.split("|")[1].strip() for line in rows(stdout, "| ") if "GB" in line]
+    assert phases == ["start", "building the trainer", "step 1: sampling", "step 1: log-prob passes",
+                      "step 1: update", "step 1: weights"]
+
+
+def check_multiturn(stdout: str, out: Path) -> None:
+    table = rows(stdout, "| turn-synchronous") + rows(stdout, "| rlvr: KV kept")
+    assert [line.split("|")[1].strip() for line in table] == [
+        "turn-synchronous, re-prefilled each turn", "rlvr: KV kept, rejoin_after=1", "rlvr: KV kept, rejoin_after=2"]
+    assert all(int(line.split("|")[3]) > 0 for line in table)  # model tokens written
+    assert table[0].endswith("| 1.00x |")
+
+
+def check_lora_sampling(stdout: str, out: Path) -> None:
+    table = {line.split("|")[1].strip(): line for line in rows(stdout, "| ") if "max abs change" in line}
+    assert list(table) == ["adapters apart", "peft merge + unmerge", "folded copies (rlvr)"]
+    # rlvr's folding leaves the frozen base weights exactly as they were
+    assert table["folded copies (rlvr)"].endswith("max abs change 0.0e+00 |")
+    assert table["adapters apart"].endswith("max abs change 0.0e+00 |")
+    assert "one decoding step (4 rows" in stdout
+
+
+def check_grpo_vs_trl(stdout: str, out: Path) -> None:
+    assert "1 steps of 1 prompts x 2 completions, <= 4 tokens" in stdout
+    assert len(rows(stdout, "rlvr ")) == 1 and not rows(stdout, "TRL")
+    saved = json.loads((out / "grpo_vs_trl.json").read_text())
+    assert [r["engine"] for r in saved["rows"]] == ["rlvr"] and saved["rows"][0]["s_per_step"] > 0
+    assert saved["rows"][0]["mean_len"] > 0
+
+
+def check_ppo_vs_grpo(stdout: str, out: Path) -> None:
+    assert [line.split()[0] for line in rows(stdout, "GRPO ") + rows(stdout, "PPO ")] == ["GRPO", "PPO"]
+    assert "GRPO/PPO peak memory" in stdout
+    saved = json.loads((out / "ppo_vs_grpo.json").read_text())
+    assert [r["engine"] for r in saved["rows"]] == ["GRPO", "PPO"]
+
+
+def check_optimizer(stdout: str, out: Path) -> None:
+    assert len(rows(stdout, "fused ")) == 1 and "s/step" in stdout and "GB peak during the steps" in stdout
+
+
+def check_arithmetic_baselines(stdout: str, out: Path) -> None:
+    assert "| pass@2 strict |" in stdout
+    assert len([line for line in rows(stdout, "| 2 |") + rows(stdout, "| 3 |") if line.count("%") == 4]) == 5
+
+
+def check_overlap(stdout: str, out: Path) -> None:
+    cases = [line.split("|")[1].strip() for line in rows(stdout, "| ")][1:]  # (the header first)
+    assert cases == ["decoding alone", "training alone", "both, as is", "both, GIL switch 0.2 ms"]
+
+
+def check_threads_under_load(stdout: str, out: Path) -> None:
+    assert "measured one: quiet" in stdout
+    assert len(rows(stdout, "| one | 1 / ")) == 1  # the setting's one intra-op thread, quiet and beside a competitor
+
+
+def check_samplers(stdout: str, out: Path) -> None:
+    measured = json.loads(stdout.splitlines()[-1])
+    assert [m["engine"] for m in measured] == ["local", "hf"]
+    for m in measured:  # every sampled token's log-prob as the trainer recomputes it
+        assert m["tokens"] > 0 and m["push_s"] is None and m["logp_diff_max"] < 1e-3
+
+
+def write_trl_job(out: Path) -> None:
+    """The tiny model as a folder TRL loads, and a job of one step of 1 prompt x 2 completions of 4 tokens."""
+    from rlvr.data import load_examples
+    from rlvr.models import build_tiny_model
+
+    model, tokenizer = build_tiny_model(0)
+    model.save_pretrained(out / "tiny")
+    tokenizer.save_pretrained(out / "tiny")
+    examples = load_examples("arithmetic", limit=4)
+    (out / "prompts.jsonl").write_text("".join(json.dumps({"prompt": e.prompt, "answer": e.columns["answer"]}) + "\n"
+                                               for e in examples))
+    job = {"model": str(out / "tiny"), "data": str(out / "prompts.jsonl"), "steps": 1, "group_size": 2,
+           "prompts_per_step": 1, "max_new_tokens": 4, "temperature": 1.0, "lr": 1e-5, "beta": 0.04, "seed": 0,
+           "threads": 1, "output_dir": str(out / "trl")}
+    (out / "job.json").write_text(json.dumps(job))
+
+
+def check_trl_job(stdout: str, out: Path) -> None:
+    result = json.loads((out / "result.json").read_text())
+    assert len(result["step_seconds"]) == 1 and result["mean_lengths"] and result["peak_rss_bytes"] > 0
+    assert result["trl_version"]
+
+
+# bench/samplers.py's rollout measurements of rlvr's engine and of HF generate, on the tiny model (JOB shrunk)
+SAMPLERS = f"""
+import importlib.util, json
+spec = importlib.util.spec_from_file_location("samplers", {script("samplers")!r})
+samplers = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(samplers)
+samplers.JOB.update(model="tiny", group_size=2, prompts_per_step=1, max_new_tokens=4, threads=1)
+print(json.dumps([samplers.rollouts(engine, 1) for engine in ("local", "hf")]))
+"""
+TINY_JOB = ["--model", "tiny", "--steps", "1", "--group-size", "2", "--max-new-tokens", "4", "--out", "{out}"]
+# the tiny runs, the longest first (they start in this order)
+TINY = [
+    Case("threads_under_load", [script("threads_under_load"), "--settings", "one", "--steps", "1", "--prompts", "1",
+                                "--set", "model.name=tiny", "--set", "generation.max_new_tokens=4"],
+         check_threads_under_load),
+    Case("ppo_vs_grpo", [script("ppo_vs_grpo"), *TINY_JOB, "--prompts-per-step", "1"], check_ppo_vs_grpo),
+    Case("grpo_vs_trl", [script("grpo_vs_trl"), *TINY_JOB, "--prompts-per-step", "1", "--skip-trl"],
+         check_grpo_vs_trl),
+    Case("overlap", [script("overlap"), "--device", "cpu", "--prompts", "1", "--group", "4", "--tokens", "2",
+                     "--train-tokens", "8", "--layers", "1"], check_overlap),
+    Case("trl_job", [script("trl_job"), "{out}/job.json", "{out}/result.json"], check_trl_job, write_trl_job),
+    Case("optimizer", [script("optimizer"), "fused", "--model", "tiny"], check_optimizer),
+    Case("arithmetic_baselines", [script("arithmetic_baselines"), "--model", "tiny", "--limit", "2", "--samples", "2",
+                                  "--max-new-tokens", "4"], check_arithmetic_baselines),
+    Case("lora_sampling", [script("lora_sampling"), "--model", "tiny", "--prompts", "2", "--group-size", "2",
+                           "--new-tokens", "4", "--repeats", "1", "--rank", "4"], check_lora_sampling),
+    Case("multiturn", [script("multiturn"), "--set", "model.name=tiny", "--set", "sampling.group_size=2",
+                       "--set", "sampling.batch_size=4", "--prompts", "1", "--repeats", "1", "--rejoin", "1,2"],
+         check_multiturn),
+    Case("step_memory", [script("step_memory"), *TINY_JOB, "--prompts-per-step", "2"], check_step_memory),
+    Case("generation", [script("generation"), "--model", "tiny", "--batches", "8", "--new-tokens", "4",
+                        "--repeats", "1"], check_generation),
+    Case("samplers", ["-c", SAMPLERS], check_samplers),
+]
+HELP = [Case(name, [script(name), "--help"], usage_of(name)) for name in USAGE]
+
+
+def trl_installed() -> bool:
+    return importlib.util.find_spec("trl") is not None
+
+
+def run(case: Case, out: Path) -> subprocess.CompletedProcess:
+    if case.prepare is not None:
+        case.prepare(out)
+    return subprocess.run(case.argv(out), cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=TIMEOUT_S)
+
+
+@pytest.fixture(scope="module")
+def launched(request, tmp_path_factory):
+    """Every case this session runs, started at once on a few workers: {case: (future of its process, out)}."""
+    wanted = [item.callspec.params["case"] for item in request.session.items
+              if item.path == Path(__file__) and "case" in getattr(getattr(item, "callspec", None), "params", {})]
+    if not trl_installed():
+        wanted = [c for c in wanted if c.name != "trl_job"]
+    started: dict[Case, tuple[Future, Path]] = {}
+    with ThreadPoolExecutor(WORKERS) as pool:
+        for case in sorted(wanted, key=lambda c: c.args[-1] == "--help"):  # (the longest first: TINY's order)
+            out = tmp_path_factory.mktemp(case.name)
+            started[case] = (pool.submit(run, case, out), out)
+        yield started
+        for future, _ in started.values():
+            future.cancel()
+
+
+def finished(launched, case: Case) -> tuple[str, Path]:
+    future, out = launched[case]
+    done = future.result()
+    assert done.returncode == 0, f"{' '.join(case.argv(out))}\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
+    assert "Traceback" not in done.stderr
+    return done.stdout, out
+
+
+@pytest.mark.parametrize("case", HELP, ids=[c.name for c in HELP])
+def test_the_script_prints_its_usage(case, launched):
+    stdout, out = finished(launched, case)
+    case.check(stdout, out)
+
+
+@pytest.mark.parametrize("case", TINY, ids=[c.name for c in TINY])
+def test_a_tiny_run_prints_its_table(case, launched):
+    if case.name == "trl_job" and not trl_installed():
+        pytest.skip("trl is not installed in this venv (pip install -e '.[dev]')")
+    stdout, out = finished(launched, case)
+    case.check(stdout, out)
+
+
+@pytest.mark.parametrize("what", SKIPPED)
+def test_what_is_not_run_here(what):
+    pytest.skip(f"bench/{what}: {SKIPPED[what]}")
+
+
+def test_every_script_is_named():
+    """A new bench script gets a smoke test here (or a test of its own, named in COVERED)."""
+    scripts = {p.stem for p in BENCH.glob("*.py")}
+    named = [*COVERED, *HELPERS, *USAGE]
+    assert len(named) == len(set(named))
+    assert scripts == set(named), (f"not named in {Path(__file__).name}: {sorted(scripts - set(named))}; "
+                                   f"named but gone: {sorted(set(named) - scripts)}")
+    assert all((ROOT / test).is_file() for test in COVERED.values())
+    # every script run with --help also gets a tiny run, or says why not
+    tiny = {c.name for c in TINY}
+    for name in USAGE:
+        assert name in tiny or any(what.split()[0] == name for what in SKIPPED), name
+
+
+def load(name: str):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_job_scripts_build_the_benchmark_job():
+    """rlvr_job.py and ppo_job.py (run by grpo_vs_trl.py and ppo_vs_grpo.py, whose tiny runs run them) import,
+    and turn a job into the TrainConfig they train."""
+    rlvr_job = load("rlvr_job")
+    assert callable(load("ppo_job").main)
+    job = {"model": "tiny", "data": "arithmetic", "steps": 2, "group_size": 4, "prompts_per_step": 2,
+           "max_new_tokens": 8, "temperature": 1.0, "lr": 1e-5, "beta": 0.04, "seed": 0, "threads": 1,
+           "output_dir": "unused", "lora": {"rank": 4, "alpha": 8}, "overrides": ["optim.micro_batch_tokens=512"]}
+    config = rlvr_job.job_config(job)
+    assert config.model.name == "tiny" and config.sampling.batch_size == 8 and config.max_steps == 2
+    assert config.model.lora.rank == 4 and config.optim.micro_batch_tokens == 512  # the override comes last
+
+
+def test_learning_vs_trl_builds_trls_job_and_scores_a_model(tmp_path):
+    """bench/learning_vs_trl.py's parts that run without TRL's venv or a 40-step training: the default job as
+    TRL's job, `rlvr eval` of a model (the tiny one, 2 problems), the time to an accuracy and the plot."""
+    learning_vs_trl = load("learning_vs_trl")
+    job = learning_vs_trl.trl_job(4, 2, tmp_path)
+    assert job["steps"] == 4 and job["save_every"] == 2 and job["rewards"] == "rlvr"
+    assert (tmp_path / "trl_prompts.jsonl").read_text().count("\n") > 0
+    verdicts = learning_vs_trl.evaluate("tiny", tmp_path / "eval", True, 2)
+    assert {mode: len(v) for mode, v in verdicts.items()} == {"strict": 2, "lenient": 2}
+    point = {"step": 0, "seconds": 0.0, "strict": 0.0, "strict_low": 0.0, "strict_high": 0.5, "plain_strict": 0.0}
+    assert learning_vs_trl.time_to([point], 0.0) == 0.0 and learning_vs_trl.time_to([point], 0.5) is None
+    learning_vs_trl.plot({"rlvr": [point, {**point, "step": 2, "seconds": 60.0}]}, tmp_path / "learning.png")
+    assert (tmp_path / "learning.png").stat().st_size > 0

@@ -27,9 +27,9 @@ def job_overrides(job: dict) -> list[str]:
         f"generation.max_new_tokens={job['max_new_tokens']}", f"generation.temperature={job['temperature']}",
         f"optim.lr={job['lr']}", f"algorithm.beta={job['beta']}", f"seed={job['seed']}", f"threads={job['threads']}",
         "eval_before=false", "eval_after=false", "sample_every=0", f"output_dir={job['output_dir']}",
-        # adapters with 256-token micro-batches: rlvr's low-memory setting (bench/step_memory.py: peak
-        # 2.3 GB, update no slower than with 512 tokens at 3.1 GB; activation checkpointing, TRL's default,
-        # costs rlvr the shared-prompt pass and measured 5.8 GB with 2048 tokens, 2.5 GB with 512)
+        # adapters with 384-token micro-batches, rlvr's low-memory setting since 87889c3 (bench/step_memory.py
+        # measured 256 tokens before it: peak 2.3 GB, update no slower than with 512 tokens at 3.1 GB; activation
+        # checkpointing, TRL's default, costs rlvr the shared-prompt pass: 5.8 GB with 2048 tokens, 2.5 GB with 512)
         *([f"model.lora={{rank: {job['lora']['rank']}, alpha: {job['lora']['alpha']}}}",
            "optim.micro_batch_tokens=384"] if job.get("lora") else []),
         *job.get("overrides", []),  # rlvr-only settings under test, e.g. optim.micro_batch_tokens=512

@@ -136,3 +136,28 @@ def test_the_statistics_of_nothing_and_their_bounds():
     assert correction_stats(single, "mask")["sampler/kl"] == 0.5
     above = {**single, "n": 2.0, "w": 3.0, "w2": 4.0}  # (Σw)² / (n·Σw²) = 9/8: rounding's, not a real weight's
     assert correction_stats(above, "mask")["rollout_correction/ess"] == 1.0
+
+
+def test_the_share_cut_is_named_by_the_mode_read_from_a_file():
+    sums = {"n": 1.0, "w": 1.0, "w2": 1.0, "w_max": 1.0, "kept": 1.0, "kept_max": 1.0, "changed": 0.0,
+            "tokens": 1.0, "k3": 0.0}
+    assert "rollout_correction/share_truncated" in correction_stats(sums, "".join("truncate"))
+    assert "rollout_correction/share_masked" in correction_stats(sums, "mask")
+
+
+def test_the_effective_sample_size_of_weights_below_one():
+    """(Σw)² / (n·Σw²) for w = 0.5 and 0.1: 0.36 / 0.52 (Σw² < 1 is a real case, not an empty one)."""
+    sums = {"n": 2.0, "w": 0.6, "w2": 0.26, "w_max": 0.5, "kept": 0.6, "kept_max": 0.5, "changed": 0.0,
+            "tokens": 2.0, "k3": 0.0}
+    assert correction_stats(sums, "truncate")["rollout_correction/ess"] == pytest.approx(0.36 / 0.52)
+
+
+def test_a_one_token_completion_carries_its_own_sequence_weight():
+    """At the sequence level the completion's weight is read where its tokens are: a one-token completion's
+    log-weight stands in its first column only."""
+    old, sampled = torch.tensor([[math.log(0.5), 0.0], [-1.0, -1.0]]), torch.tensor([[math.log(0.25), 0.0],
+                                                                                      [-1.0, -1.0]])
+    mask = torch.tensor([[True, False], [True, True]])
+    log_w = log_weights(old, sampled, mask, "sequence")
+    sums = correction_sums(old, sampled, mask, "sequence", corrected_weights(log_w, mask, "truncate", 10.0))
+    assert sums["n"] == 2.0 and sums["w"] == pytest.approx(2.0 + 1.0) and sums["w_max"] == pytest.approx(2.0)

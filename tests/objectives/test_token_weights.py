@@ -86,3 +86,25 @@ def test_the_entropy_mask_keeps_the_high_entropy_tokens_only():
     got = step_loss(algo, correcting=False)
     unmasked = step_loss(dataclasses.replace(algo, top_entropy_quantile=1.0), correcting=False)
     assert float(got) == pytest.approx(float(want), rel=1e-12) and abs(float(got) - float(unmasked)) > 1e-4
+
+
+def test_the_steps_correction_statistics_are_the_whole_batchs():
+    """What the step accumulates over its micro-batches (from rlvr.correction.NO_SUMS) is correction_sums of the
+    whole batch."""
+    from rlvr.correction import corrected_weights, correction_sums, log_weights
+
+    algo = corrected("token", "truncate", 1.5)
+    case = Case(algo, REWARD)
+    scored = scored_group(case, MEMBERS, THETA)
+    rollout = dataclasses.replace(scored.rollout, sampling_logprobs=scored.rollout.sampling_logprobs - 0.3)
+    scored = dataclasses.replace(scored, rollout=rollout)
+    batch = make_batch(scored, outcome_advantages(scored, algo, SINGLE), policy=ToyPolicy(MEMBERS, THETA, None),
+                       algo=dataclasses.replace(algo, updates_per_batch=2), micro_batch_tokens=10_000, temperature=1.0)
+    sums = dict(NO_SUMS)
+    for mb in micro_batches(batch.rollout, batch.loss_mask, 10_000):
+        micro_batch_loss(batch, mb, token_logprobs(NEAR)[MEMBERS], algo, counts=batch_counts(batch, SINGLE),
+                         max_new_tokens=T, sums=sums)
+    old, sampled, mask = batch.old_logprobs, rollout.sampling_logprobs, batch.loss_mask
+    direct = correction_sums(old, sampled, mask, "token",
+                             corrected_weights(log_weights(old, sampled, mask, "token"), mask, "truncate", 1.5))
+    assert sums == pytest.approx(direct)

@@ -107,12 +107,13 @@ def main() -> None:
             turn_synchronous(model, tokenizer, trajectories, envs, params, max_turns=env.max_turns,
                              max_tokens=env.max_tokens, stop_ids=stop_token_ids(model, tokenizer), seeds=seeds,
                              timeout_s=env.timeout_s, reply_to_cut=env.reply_to_cut)
-        return conversations(run, tokenizer, examples, messages, group_size, params, make_env=trainer.make_env,
+        return conversations(run, tokenizer, examples, messages, group_size, params, make_env=trainer.source.make_env,
                              seeds=seeds, timeout_s=env.timeout_s)
 
     def rlvr_engine(model, rejoin: int):  # rlvr.samplers.LocalSampler's, at another environment.rejoin_after
         return sample_conversations(model, tokenizer, examples, messages, group_size, params,
-                                    make_env=trainer.make_env, max_turns=env.max_turns, max_tokens=env.max_tokens,
+                                    make_env=trainer.source.make_env, max_turns=env.max_turns,
+                                    max_tokens=env.max_tokens,
                                     stop_ids=stop_token_ids(model, tokenizer), seeds=seeds, rejoin_after=rejoin,
                                     timeout_s=env.timeout_s, reply_to_cut=env.reply_to_cut)
 

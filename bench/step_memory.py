@@ -50,7 +50,7 @@ def main() -> None:
     rss("building the trainer")
     a, o, g = config.algorithm, config.optim, config.generation
     for step in range(1, args.steps + 1):  # Trainer.step()'s phases, each measured apart
-        scored, _ = trainer.rollouts()
+        scored, _ = trainer.source.take(trainer.step_count)
         rss(f"step {step}: sampling")
         batch = make_batch(scored, trainer.advantages(scored), policy=trainer.policy, algo=a,
                            micro_batch_tokens=o.no_grad_tokens, temperature=g.temperature,

@@ -94,16 +94,28 @@ def test_settings_read_from_a_file_are_compared_by_value(name):
     sums = correction_sums(old, sampled, mask, level, corrected_weights(log_weights(old, sampled, mask, name), mask,
                                                                         "truncate", 2.0))
     assert sums["n"] == (1.0 if name == "sequence" else 2.0)
-    mode = "".join("truncate")
-    assert corrected_weights(torch.tensor([[1.0]]), torch.ones(1, 1, dtype=torch.bool), mode, 2.0).item() == 2.0
+    one = torch.ones(1, 1, dtype=torch.bool)
+    assert corrected_weights(torch.tensor([[1.0]]), one, "".join("truncate"), 2.0).item() == 2.0
+    assert corrected_weights(torch.tensor([[0.5]]), one, "".join("mask"), 2.0).item() == pytest.approx(E(0.5))
 
 
-def test_an_unknown_level_or_mode_is_refused():
+@pytest.mark.parametrize("unknown", ["aaa", "zzz"])  # (before and after every known name, in string order)
+def test_an_unknown_level_or_mode_is_refused(unknown):
     mask = torch.ones(1, 1, dtype=torch.bool)
     with pytest.raises(ValueError, match="level"):
-        log_weights(torch.zeros(1, 1), torch.zeros(1, 1), mask, "aaa")
+        log_weights(torch.zeros(1, 1), torch.zeros(1, 1), mask, unknown)
     with pytest.raises(ValueError, match="mode"):
-        corrected_weights(torch.zeros(1, 1), mask, "zzz", 2.0)
+        corrected_weights(torch.zeros(1, 1), mask, unknown, 2.0)
+
+
+def test_one_completion_is_the_mean_of_one():
+    """At the sequence level one completion is one weight: the means divide by 1."""
+    old, sampled, mask = torch.tensor([[-1.0, -1.0]]), torch.tensor([[-1.5, -1.0]]), torch.ones(1, 2, dtype=torch.bool)
+    sums = correction_sums(old, sampled, mask, "sequence",
+                           corrected_weights(log_weights(old, sampled, mask, "sequence"), mask, "truncate", 2.0))
+    stats = correction_stats(sums, "truncate")
+    assert sums["n"] == 1.0 and stats["rollout_correction/ratio_mean"] == pytest.approx(E(0.5))
+    assert stats["rollout_correction/corrected_mean"] == pytest.approx(E(0.5))
 
 
 def test_weights_are_capped_at_exp_30_exactly():

@@ -57,17 +57,17 @@ def test_peak_memory_is_reported(tmp_path):
 def test_bf16_reaches_the_rollout_thread(tmp_path, monkeypatch):
     """On an accelerator sampling runs on a worker thread (rewards overlap with decoding; forced here) and
     autocast is per thread: the rollout's own log-probs must come from the bf16 forward, not an fp32 one."""
-    import rlvr.train.trainer as trainer_module
+    import rlvr.train.rollouts as rollouts_module
     from rlvr.logprobs import completion_logprobs
     from rlvr.train.sampling import score_while_sampling
 
-    monkeypatch.setattr(trainer_module, "score_while_sampling",
+    monkeypatch.setattr(rollouts_module, "score_while_sampling",
                         lambda *a, **k: score_while_sampling(*a, **{**k, "concurrent": True}))
 
     gaps = {}
     for dtype in ("float32", "bfloat16"):
         trainer = Trainer(tiny_config(tmp_path / dtype, DIGITS, f"model.dtype={dtype}"))
-        scored, _ = trainer.sample_and_score()
+        scored, _ = trainer.source.take(0)
         r = scored.rollout
         rows = torch.arange(r.completion_ids.shape[0]) // r.group_size
         with torch.no_grad():

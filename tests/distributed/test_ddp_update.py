@@ -25,7 +25,7 @@ def run_case(tmp, strategy, mu=2, **overrides):
     trainer = Trainer(tiny_config(tmp, DIGITS, "sampling.batch_size=16", "algorithm.beta=0.04",
                                   f"algorithm.updates_per_batch={mu}", "algorithm.clip_low=0.05",
                                   "algorithm.clip_high=0.05", "generation.max_new_tokens=16", steps=1))
-    scored, _ = trainer.sample_and_score()
+    scored, _ = trainer.source.take(0)
     a = trainer.config.algorithm
     batch = make_batch(scored, trainer.advantages(scored), policy=trainer.policy, algo=a,
                        micro_batch_tokens=10_000, temperature=1.0)

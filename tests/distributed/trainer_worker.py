@@ -26,16 +26,17 @@ def main():
     join(world, torch.device("cpu"), timeout_s=60)
     trainer = trainer_module.Trainer(load_config(None, overrides), None, world)
     seen = {"drawn": [], "sampled": [], "batch": []}
-    draw, sample, record = trainer.prompts.next_batch, trainer.sample, trainer_module.step_record
-    trainer.prompts.next_batch = lambda: seen["drawn"].append(draw()) or seen["drawn"][-1]
-    trainer.sample = lambda positions, *a, **k: seen["sampled"].append(list(positions)) or sample(positions, *a, **k)
+    draw, sample, record = trainer.source.prompts.next_batch, trainer.source.sample, trainer_module.step_record
+    trainer.source.prompts.next_batch = lambda: seen["drawn"].append(draw()) or seen["drawn"][-1]
+    trainer.source.sample = (lambda positions, *a, **k: seen["sampled"].append(list(positions))
+                             or sample(positions, *a, **k))
     trainer_module.step_record = lambda batch, *a: seen["batch"].append(batch) or record(batch, *a)
     steps = []
     for _ in range(2):
         metrics = trainer.step().metrics
         batch = seen["batch"][-1]
         steps.append({"drawn": list(seen["drawn"]), "sampled": list(seen["sampled"]),
-                      "stream": trainer.prompts.state_dict(), "scored": batch.scored,
+                      "stream": trainer.source.prompts.state_dict(), "scored": batch.scored,
                       "advantages": completion_advantages(batch), "metrics": metrics,
                       "replica_spread": (None if trainer.policy.trained.sharded or not world.distributed
                                          else replica_spread(trainer.policy.model))})

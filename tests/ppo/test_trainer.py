@@ -10,25 +10,25 @@ from ..train.test_step import DIGITS, tiny_config
 
 def test_a_ppo_step_updates_policy_and_critic(tmp_path):
     ppo = PPOTrainer(tiny_config(tmp_path, DIGITS, "algorithm.beta=0.04"))
-    policy_before = [p.detach().clone() for p in ppo.grpo.policy.model.parameters()]
+    policy_before = [p.detach().clone() for p in ppo.policy.model.parameters()]
     head_before = ppo.critic.module.head.weight.detach().clone()
     stats = ppo.step().metrics
-    assert ppo.grpo.step_count == 1 and stats["value_loss"] > 0
-    assert any(not torch.equal(a, b) for a, b in zip(policy_before, ppo.grpo.policy.model.parameters()))
+    assert ppo.step_count == 1 and stats["value_loss"] > 0
+    assert any(not torch.equal(a, b) for a, b in zip(policy_before, ppo.policy.model.parameters()))
     assert not torch.equal(head_before, ppo.critic.module.head.weight)
 
 
 def test_the_critic_fits_the_returns_of_a_fixed_batch(tmp_path):
     ppo = PPOTrainer(tiny_config(tmp_path, DIGITS))
-    for group in ppo.critic_optimizer.param_groups:
+    for group in ppo.critic.optimizer.param_groups:
         group["lr"] = 1e-3
-    rollout = ppo.grpo.sample_and_score()[0].rollout
+    rollout = ppo.source.take(0)[0].rollout
     returns = (torch.linspace(0, 1, rollout.completion_ids.numel()).view(rollout.completion_ids.shape)
                * rollout.completion_mask)
     losses = []
     for _ in range(30):
-        old = ppo.values(rollout)
-        losses.append(ppo.update_critic(rollout, old, returns, rollout.completion_mask))
+        old = ppo.critic.values(rollout)
+        losses.append(ppo.critic.update(rollout, old, returns, rollout.completion_mask))
     assert losses[-1] < 0.2 * losses[0]
 
 
@@ -70,17 +70,17 @@ def test_a_ppo_run_is_not_resumed_as_grpo(tmp_path):
 def test_ppo_with_lora_trains_the_policys_and_the_critics_adapters_only(tmp_path):
     """The critic copies the adapted backbone: its own adapters and its head train, the base of neither."""
     ppo = PPOTrainer(tiny_config(tmp_path, DIGITS, "algorithm.beta=0.04", "model.lora.rank=4"))
-    policy = {n: p.detach().clone() for n, p in ppo.grpo.policy.model.named_parameters()}
+    policy = {n: p.detach().clone() for n, p in ppo.policy.model.named_parameters()}
     critic = {n: p.detach().clone() for n, p in ppo.critic.module.named_parameters()}
     ppo.step()
-    for model, before in ((ppo.grpo.policy.model, policy), (ppo.critic.module, critic)):
+    for model, before in ((ppo.policy.model, policy), (ppo.critic.module, critic)):
         for name, p in model.named_parameters():
             assert p.requires_grad == ("lora_" in name or name.startswith("head.")), name
             if not p.requires_grad:
                 assert torch.equal(before[name], p), name  # the base, bitwise
     # what a first step moves: the policy's B and the critic's head (A's gradient is multiplied by B, 0 at
     # first, and the critic's backbone gets its gradient through the head, 0 at first)
-    assert all(not torch.equal(policy[n], p) for n, p in ppo.grpo.policy.model.named_parameters() if "lora_B" in n)
+    assert all(not torch.equal(policy[n], p) for n, p in ppo.policy.model.named_parameters() if "lora_B" in n)
     assert not torch.equal(critic["head.weight"], ppo.critic.module.head.weight)
 
 
@@ -94,6 +94,39 @@ def test_ppo_settings_are_recorded_in_the_run_and_a_resume_keeps_them(tmp_path):
     train_ppo(tiny_config(tmp_path, DIGITS, "ppo.lam=0.5", "ppo.critic_lr=3e-5", "eval_before=false",
                           "eval_after=false", steps=1))
     saved = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
-    assert saved["ppo"] == {"gamma": 1.0, "lam": 0.5, "critic_lr": 3e-5, "value_clip": 0.2}
+    assert saved["ppo"] == {"gamma": 1.0, "lam": 0.5, "critic_lr": 3e-5, "value_clip": 0.2,
+                            "critic_max_grad_norm": 1.0}
     resumed = PPOTrainer(resume_config(TrainConfig, tmp_path / "run"))
-    assert resumed.settings.lam == 0.5 and resumed.critic_optimizer.param_groups[0]["lr"] == 3e-5
+    assert resumed.config.ppo.lam == 0.5 and resumed.critic.optimizer.param_groups[0]["lr"] == 3e-5
+
+
+def test_the_critics_gradient_clip_is_the_configured_one(tmp_path):
+    """AdamW's step is lr·m/(√v + ε): a gradient clipped to a norm far below ε moves the critic far less than the
+    same gradient unclipped (0: no clipping). (The head: the backbone's first gradient is 0, the head being 0.)"""
+    moved = {}
+    for clip in (0.0, 1e-10):
+        ppo = PPOTrainer(tiny_config(tmp_path / str(clip), DIGITS, f"ppo.critic_max_grad_norm={clip}"))
+        rollout = ppo.source.take(0)[0].rollout
+        head = ppo.critic.module.head.weight
+        before = head.detach().clone()
+        returns = torch.ones(rollout.completion_ids.shape) * rollout.completion_mask
+        ppo.critic.update(rollout, ppo.critic.values(rollout), returns, rollout.completion_mask)
+        moved[clip] = float((head.detach() - before).abs().sum())
+    assert 0 < moved[1e-10] < 0.01 * moved[0.0]
+
+
+def test_the_critic_runs_in_the_policys_precision(tmp_path):
+    """Its weights stay fp32 and its forward runs under autocast, as the policy's (bf16 here)."""
+    ppo = PPOTrainer(tiny_config(tmp_path, DIGITS, "model.dtype=bfloat16"))
+    seen = []
+    ppo.critic.module.head.register_forward_hook(lambda module, args, out: seen.append(out.dtype))
+    values = ppo.critic.values(ppo.source.take(0)[0].rollout)
+    assert seen and set(seen) == {torch.bfloat16} and values.dtype == torch.float32
+    assert ppo.critic.module.head.weight.dtype == torch.float32
+
+
+def test_ppo_refuses_to_sample_ahead_in_one_line(tmp_path):
+    from rlvr.errors import UserError
+
+    with pytest.raises(UserError, match="PPO samples each batch with the newest weights.*max_staleness null"):
+        PPOTrainer(tiny_config(tmp_path, DIGITS, "sampling.max_staleness=1"))

@@ -91,7 +91,7 @@ def test_conversations_and_dynamic_sampling_refills_through_vllm(tmp_path, monke
             "sampling.max_sampling_rounds=2", "eval_before=false", "eval_after=false"]
     trainer = Trainer(tiny_config(tmp_path, "model.name=tiny-h32", "generation.backend=vllm", *game))
     try:
-        rollout = trainer.sample(trainer.prompts.next_batch())
+        rollout = trainer.source.sample(trainer.source.prompts.next_batch(), 0, trainer.source.synced())
         assert rollout.model_mask is not None and (rollout.completion_mask & ~rollout.model_mask).any()
         assert max(info["turns"] for info in rollout.env_info) >= 2
         metrics = trainer.step().metrics

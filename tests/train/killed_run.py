@@ -15,6 +15,7 @@ import torch
 import rlvr.rollout
 import rlvr.run.checkpoint
 import rlvr.run.metrics
+import rlvr.train.rollouts
 import rlvr.train.sampling
 import rlvr.train.trainer
 from rlvr.cli import main
@@ -63,7 +64,7 @@ write = rlvr.run.metrics.MetricsWriter.write
 if __name__ == "__main__":  # (pytest imports this file for its doctests: nothing is patched then)
     rlvr.train.trainer.Trainer.step = counted_step
     rlvr.rollout.sample_next = at("decode", rlvr.rollout.sample_next, third_token)
-    rlvr.train.trainer.score_rollout = at("reward", rlvr.train.trainer.score_rollout)
+    rlvr.train.rollouts.score_rollout = at("reward", rlvr.train.rollouts.score_rollout)
     rlvr.train.sampling.compute_rewards = at("reward", rlvr.train.sampling.compute_rewards)  # (group by group)
     torch.optim.AdamW.step = at("update", torch.optim.AdamW.step)
     rlvr.run.checkpoint.save_config = at("checkpoint", rlvr.run.checkpoint.save_config)

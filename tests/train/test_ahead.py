@@ -105,7 +105,7 @@ def test_staleness_changes_what_is_trained(tmp_path):
 
 def test_a_reward_that_throws_in_the_worker_is_one_line_and_the_checkpoint_stays(tmp_path, monkeypatch):
     calls = {"n": 0}
-    import rlvr.train.trainer as module
+    import rlvr.train.rollouts as module
 
     real = module.score_rollout
 
@@ -138,7 +138,7 @@ def test_a_worker_that_dies_is_one_line_and_the_checkpoint_stays(tmp_path, monke
 
 
 def test_a_stalled_worker_ends_the_run_within_its_deadline(tmp_path, monkeypatch):
-    import rlvr.train.trainer as module
+    import rlvr.train.rollouts as module
 
     real, calls = module.score_rollout, {"n": 0}
 

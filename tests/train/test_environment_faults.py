@@ -53,7 +53,7 @@ def test_a_broken_environment_ends_the_run_in_one_line_after_saving_the_finished
 
     def break_after_step_1(step, metrics, stop):
         if step == 1:
-            trainer.sampler.make_env = getattr(faulty_envs, env)
+            trainer.source.sampler.make_env = getattr(faulty_envs, env)
 
     start = time.monotonic()
     with pytest.raises(UserError) as e:

@@ -41,7 +41,7 @@ def test_a_step_with_an_environment_trains_on_conversations(tmp_path, monkeypatc
     monkeypatch.setattr(GuessNumber, "reset", lambda self, row, messages, seed: seeds.append(seed) or real_reset(
         self, row, messages, seed))
     trainer = Trainer(tiny_config(tmp_path, *GAME))
-    rollout = trainer.sample(trainer.prompts.next_batch())
+    rollout = trainer.source.sample(trainer.source.prompts.next_batch(), 0, trainer.source.synced())
     assert rollout.model_mask is not None and (rollout.completion_mask & ~rollout.model_mask).any()  # context tokens
     g = rollout.group_size
     groups = [seeds[p * g:(p + 1) * g] for p in range(rollout.num_prompts)]

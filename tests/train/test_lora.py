@@ -43,7 +43,7 @@ def test_the_reference_is_the_base_model_exactly(tmp_path):
     trainer = lora_trainer(tmp_path)
     base = frozen_copy(build_tiny_model(0)[0])  # what the run started from, held apart
     trainer.step(), trainer.step()  # the adapters are no longer zero: the policy has moved away from the base
-    rollout = trainer.sample(trainer.prompts.next_batch())
+    rollout = trainer.source.sample(trainer.source.prompts.next_batch(), 0, trainer.source.synced())
     assert isinstance(trainer.policy.reference, AdaptersOff)
     reference = batch_logprobs(trainer.policy, rollout, 10_000, 1.0, reference=True)
     assert torch.equal(reference, batch_logprobs(as_policy(base), rollout, 10_000, 1.0))
@@ -54,7 +54,7 @@ def test_the_reference_is_the_base_model_exactly(tmp_path):
 def test_sampled_log_probs_are_the_updates_recomputation(tmp_path):
     trainer = lora_trainer(tmp_path)
     trainer.step()
-    rollout = trainer.sample(trainer.prompts.next_batch())
+    rollout = trainer.source.sample(trainer.source.prompts.next_batch(), 0, trainer.source.synced())
     mask = rollout.completion_mask
     for share_prompt_budget in (10_000, 20):  # the shared-prompt pass, and micro-batches of single rows
         again = batch_logprobs(trainer.policy, rollout, share_prompt_budget, trainer.config.generation.temperature)

@@ -27,7 +27,7 @@ def lora_run(tmp_path_factory):
     trainer = Trainer(tiny_config(tmp, f"model.name={tmp / 'base'}", "model.lora.rank=4", "optim.lr=2e-2", DIGITS,
                                   "eval_before=false", "eval_after=false"))
     run_training(trainer)
-    rollout = trainer.sample(trainer.prompts.next_batch())
+    rollout = trainer.source.sample(trainer.source.prompts.next_batch(), 0, trainer.source.synced())
     return tmp, trainer, rollout
 
 

@@ -32,7 +32,7 @@ def _swap_reward_after_step_1(trainer, spec, seen):
     """At the end of step 1, replace the reward with `spec`, remembering the prompt order there."""
     def on_step_end(step, metrics, stop):
         if step == 1:
-            seen["order"] = copy.deepcopy(trainer.prompts.state_dict())
+            seen["order"] = copy.deepcopy(trainer.source.prompts.state_dict())
             trainer.parts.rewards[0] = spec
     return on_step_end
 
@@ -58,7 +58,7 @@ def test_a_reward_that_hangs_or_exits_stops_the_run_with_one_line_after_saving(t
     assert time.monotonic() - start < 15  # not the 30 s per completion the reward would take, nor an hour
     assert message in str(e.value) and "\n" not in str(e.value)
     assert paths.latest_checkpoint(tmp_path / "run").name == "step-000001"
-    assert trainer.prompts.state_dict() == seen["order"]  # the failed step's prompts are not consumed
+    assert trainer.source.prompts.state_dict() == seen["order"]  # the failed step's prompts are not consumed
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Ctrl-C works after the run
 
 

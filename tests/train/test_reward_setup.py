@@ -113,7 +113,7 @@ def test_the_flagged_reward_is_logged_as_accuracy_and_followed_by_the_curriculum
     assert trainer.parts.correctness == f"{REWARD_FNS}:always_zero"
     metrics = trainer.step().metrics
     assert metrics["accuracy"] == 0.0 and metrics["reward/mean"] == 1.0
-    seen = [rate for rate in trainer.prompts.pass_rates if rate is not None]
+    seen = [rate for rate in trainer.source.prompts.pass_rates if rate is not None]
     assert seen and set(seen) == {0.0}
 
 
@@ -209,7 +209,8 @@ def test_gold_missing_in_some_rows_is_one_warning_with_the_count_and_those_rows_
     assert warning == [f"rlvr: 4 of 8 training rows of {data} have no 'answer' (null or empty): the correctness "
                        "reward 'math_accuracy' leaves them unscored, so they learn from the other rewards alone "
                        "and count in neither `accuracy` nor the curriculum"]
-    scored = trainer.score_round(0)  # the 8 rows, scored a group at a time (sampling.overlap_rewards)
+    # the 8 rows, scored a group at a time (sampling.overlap_rewards)
+    scored = trainer.source.score_round(0, 0, trainer.source.synced(), trainer.world)
     no_gold = [ex.columns["answer"] is None for ex in scored.rollout.examples]
     assert scored.reward_components["math_accuracy"].isnan().all(dim=1).tolist() == no_gold and sum(no_gold) == 4
 

@@ -62,7 +62,8 @@ def test_two_grpo_steps_change_the_policy_and_log_metrics(tmp_path):
 
 
 def _batch(trainer):
-    scored = score_rollout(trainer.sample(trainer.prompts.next_batch()), trainer.parts.rewards)
+    source = trainer.source
+    scored = score_rollout(source.sample(source.prompts.next_batch(), 0, source.synced()), trainer.parts.rewards)
     # rewards of a random model are all zero: give the batch a signal to push on
     return dataclasses.replace(scored, rewards=torch.randn(scored.rewards.shape,
                                                            generator=torch.Generator().manual_seed(0)))
@@ -92,7 +93,7 @@ def test_micro_batches_accumulate_to_the_full_batch_gradient(tmp_path, aggregati
 
 def test_a_prompt_run_with_every_completion_is_counted_with_every_completion(tmp_path):
     trainer = Trainer(tiny_config(tmp_path, "sampling.group_size=4"))
-    rollout = trainer.sample(trainer.prompts.next_batch())
+    rollout = trainer.source.sample(trainer.source.prompts.next_batch(), 0, trainer.source.synced())
     assert trainer.policy.share_prompt()
     prompt = rollout.prompt_mask.sum(-1).repeat_interleave(rollout.group_size)
     budget = int(prompt.max() + 4 * rollout.lengths.max())  # a prompt with its 4 completions, or one with each
@@ -145,7 +146,7 @@ def test_passes_without_gradients_take_their_own_token_budget(tmp_path, monkeypa
 
 def test_mu_updates_reuse_old_logprobs(tmp_path):
     trainer = Trainer(tiny_config(tmp_path, DIGITS, "algorithm.updates_per_batch=3", "algorithm.beta=0"))
-    scored, _ = trainer.sample_and_score()
+    scored, _ = trainer.source.take(0)
     algo = trainer.config.algorithm
     batch = make_batch(scored, outcome_advantages(scored, algo), policy=trainer.policy, algo=algo,
                        micro_batch_tokens=2048, temperature=1.0)
@@ -224,7 +225,7 @@ def test_few_shot_turns_come_before_every_prompt(tmp_path):
 def test_reward_params_reach_the_function(tmp_path):
     trainer = Trainer(tiny_config(tmp_path,
                                   "rewards=[{name: overlong_penalty, params: {max_tokens: 12, cache_tokens: 4}}]"))
-    scored, _ = trainer.sample_and_score()
+    scored, _ = trainer.source.take(0)
     lengths = scored.rollout.lengths.view(scored.rewards.shape).float()
     expected = (-(lengths - 8).clamp(min=0) / 4).clamp(min=-1)
     assert torch.allclose(scored.reward_components["overlong_penalty"], expected)
@@ -238,14 +239,14 @@ def test_overlapped_scoring_equals_scoring_after_decoding(tmp_path, monkeypatch,
     or while a worker thread decodes the others (an accelerator; forced here); the same rewards either way."""
     import threading
 
-    import rlvr.train.trainer as trainer_module
+    import rlvr.train.rollouts as rollouts_module
     from rlvr.rewards import RewardSpec
     from rlvr.train.sampling import score_while_sampling
 
     from .reward_fns import digit_share
 
     calls, threads = [], set()
-    monkeypatch.setattr(trainer_module, "score_while_sampling",
+    monkeypatch.setattr(rollouts_module, "score_while_sampling",
                         lambda *a, **k: score_while_sampling(*a, **{**k, "concurrent": concurrent}))
 
     def counting(completions, **kwargs):
@@ -259,7 +260,7 @@ def test_overlapped_scoring_equals_scoring_after_decoding(tmp_path, monkeypatch,
                                       "sampling.batch_size=16"))
         trainer.parts.rewards, trainer.parts.correctness = [RewardSpec("counting", counting)], "counting"
         calls.clear()
-        scored = trainer.score_round(0)
+        scored = trainer.source.score_round(0, 0, trainer.source.synced(), trainer.world)
         results[overlap] = (scored.rewards, scored.rollout.completion_ids, list(calls))
     assert torch.equal(results[True][0], results[False][0])
     assert torch.equal(results[True][1], results[False][1])

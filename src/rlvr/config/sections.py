@@ -237,10 +237,13 @@ class PPOConfig:
     """The critic's AdamW learning rate."""
     value_clip: float = 0.2
     """The critic's update is clipped around the old values, as PPO's policy update is around the old policy."""
+    critic_max_grad_norm: float = 1.0
+    """The critic's gradient norm is clipped to this (0: not clipped)."""
 
     def validate(self) -> None:
         check([(0 <= self.gamma <= 1 and 0 <= self.lam <= 1, "ppo.gamma and ppo.lam must be in [0, 1]"),
-               (self.critic_lr > 0 and self.value_clip > 0, "ppo.critic_lr and ppo.value_clip must be positive")])
+               (self.critic_lr > 0 and self.value_clip > 0, "ppo.critic_lr and ppo.value_clip must be positive"),
+               (self.critic_max_grad_norm >= 0, "ppo.critic_max_grad_norm must be >= 0 (0: not clipped)")])
 
 
 Tracker = Literal["tensorboard", "wandb", "trackio", "mlflow"]

@@ -29,9 +29,13 @@ from typing import Any
 
 import torch
 
+from rlvr.config import TrainConfig
 from rlvr.errors import StepAbandoned, UserError
-from rlvr.run.world import barrier, own_group
+from rlvr.run.policy import Policy
+from rlvr.run.world import World, barrier, gather_across, own_group
 from rlvr.samplers import Sampler
+from rlvr.train.build import RunParts
+from rlvr.train.rollouts import RolloutSource, Taken
 
 Weights = list[tuple[str, torch.Tensor]]
 
@@ -176,7 +180,7 @@ class RolloutsAhead:
                 self.changed.notify_all()
 
 
-def refuse_unsupported(config: Any, world_size: int) -> None:
+def refuse_unsupported(config: TrainConfig, world_size: int) -> None:
     """What sampling ahead does not combine with yet, refused in one line before the run starts."""
     if config.sampling.max_staleness is None:
         return
@@ -185,30 +189,85 @@ def refuse_unsupported(config: Any, world_size: int) -> None:
                         "worker samples with a whole copy of the policy): set it, or sampling.max_staleness null")
 
 
-def start_ahead(trainer: Any) -> RolloutsAhead:
-    """The worker for `trainer` (rlvr.train.trainer.Trainer), sampling with its vLLM engine or a copy of its
-    policy, given the weights of its step and checked to hold them (rlvr.samplers.build.give_weights); with
-    the copy, half of the torch threads to each side (at least one)."""
-    from rlvr.samplers.build import give_weights
-    from rlvr.samplers.local import CopySampler
+class AheadSource(RolloutSource):
+    """rlvr.train.rollouts' source with a worker sampling ahead (`RolloutsAhead`, started at the first batch taken):
+    with vLLM, the engine is the worker's and evaluations decode with rlvr's engine on the policy's weights;
+    otherwise the worker samples with a copy of the policy (a CopySampler), given the weights of each version."""
 
-    p, c = trainer.parts, trainer.config
-    if trainer.ahead_sampler is None:  # (vLLM's CPU engine keeps the threads it was built with: it checks them)
-        torch.set_num_threads(max(1, torch.get_num_threads() // 2))
-        if p.device.type == "cuda" and trainer.world.rank == 0:
-            print("rlvr: sampling ahead with rlvr's own engine on a GPU was measured slower than the synchronous "
-                  "loop (decoding and training share one process: docs/async.md); a vLLM server on a GPU of its "
-                  "own (generation.backend vllm) is what overlaps", file=sys.stderr)
-    sampler = trainer.ahead_sampler or CopySampler(p.policy, trainer.tokenizer, trainer.policy.autocast,
-                                                   add_special_tokens=p.add_special_tokens,
-                                                   environment=c.environment, make_env=trainer.make_env)
-    stream, world = trainer.prompts, own_group(trainer.world)  # (every rank starts it at the same step)
-    ahead = RolloutsAhead(sampler, lambda batch, s: trainer.sample_and_score(batch, s, world),
-                          lambda: copy.deepcopy(stream.state_dict()),
-                          max_staleness=c.sampling.max_staleness, first_batch=trainer.step_count,
-                          pending=trainer.pending, timeout_s=c.sampling.worker_timeout_s,
-                          load=lambda weights, version: give_weights(sampler, lambda: iter(weights), version,
-                                                                      loaded=lambda: barrier(world)))
-    trainer.ahead = ahead
-    trainer.publish_weights()
-    return ahead
+    def __init__(self, config: TrainConfig, parts: RunParts, policy: Policy, world: World) -> None:
+        refuse_unsupported(config, world.size)
+        super().__init__(config, parts, policy, world)
+        self.worker_sampler: Sampler | None = None  # vLLM's engine, the worker's own (None: a copy of the policy)
+        if config.generation.backend != "local":
+            self.worker_sampler, self.sampler = self.sampler, self.build_sampler("local")
+        self.ahead: RolloutsAhead | None = None  # the worker, once started
+        self.pending: list[Sampled] = []  # batches it sampled before a checkpoint, given back to it on resume
+        self.resumed: dict[str, Any] | None = None  # what the checkpoint resumed from kept of them
+
+    def take(self, batch: int) -> Taken:
+        if self.ahead is None:
+            self.ahead = self._start(batch)
+        return self.ahead.take(batch).result  # type: ignore[no-any-return]
+
+    def updated(self, version: int) -> None:
+        """As the synchronous source, and the worker gets copies of these weights (the trainer goes on updating
+        its own)."""
+        super().updated(version)
+        if self.ahead is not None:
+            self._publish(version)
+
+    def _publish(self, version: int) -> None:
+        assert self.ahead is not None
+        self.ahead.publish(version, [(n, t.detach().clone()) for n, t in self.policy.named_weights()])
+
+    def state_dict(self, next_batch: int) -> dict[str, Any]:
+        """The batches sampled ahead (each rank's share) and the prompt stream after them."""
+        if self.ahead is not None:
+            ahead = self.ahead.state(next_batch)
+            return {"prompts": ahead["prompts"], "ahead": {"pending": gather_across(ahead["pending"], self.world),
+                                                           "prompts_before": ahead["prompts_before"]}}
+        state = super().state_dict(next_batch)
+        return state | {"ahead": self.resumed} if self.pending else state  # (resumed, not started yet)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.version = state["step"]
+        self.prompts.load_state_dict(state["prompts"])
+        self.resumed = ahead = state.get("ahead")
+        if ahead and len(ahead["pending"]) == self.world.size:  # the batches sampled ahead, this rank's share
+            self.pending = ahead["pending"][self.world.rank]
+        elif ahead:  # at another world size the shares differ: sampled again, with the checkpoint's weights
+            self.prompts.load_state_dict(ahead["prompts_before"])
+
+    def close(self) -> None:
+        if self.ahead is not None:
+            self.ahead.close()
+        super().close()
+        if self.worker_sampler is not None:
+            self.worker_sampler.close()
+
+    def _start(self, batch: int) -> RolloutsAhead:
+        """The worker, from batch `batch` on, sampling with vLLM's engine or a copy of the policy, given the
+        weights of the version each batch needs and checked to hold them (rlvr.samplers.build.give_weights); with
+        the copy, half of the torch threads to each side (at least one)."""
+        from rlvr.samplers.build import give_weights
+        from rlvr.samplers.local import CopySampler
+
+        p, c = self.parts, self.config
+        if self.worker_sampler is None:  # (vLLM's CPU engine keeps the threads it was built with: it checks them)
+            torch.set_num_threads(max(1, torch.get_num_threads() // 2))
+            if p.device.type == "cuda" and self.world.rank == 0:
+                print("rlvr: sampling ahead with rlvr's own engine on a GPU was measured slower than the synchronous "
+                      "loop (decoding and training share one process: docs/async.md); a vLLM server on a GPU of its "
+                      "own (generation.backend vllm) is what overlaps", file=sys.stderr)
+        sampler = self.worker_sampler or CopySampler(p.policy, p.tokenizer, self.policy.autocast,
+                                                     add_special_tokens=p.add_special_tokens,
+                                                     environment=c.environment, make_env=self.make_env)
+        world = own_group(self.world)  # (every rank starts it at the same step)
+        self.ahead = RolloutsAhead(sampler, lambda b, s: self.sample_and_score(b, s, world),
+                                   lambda: copy.deepcopy(self.prompts.state_dict()),
+                                   max_staleness=c.sampling.max_staleness or 0, first_batch=batch,
+                                   pending=self.pending, timeout_s=c.sampling.worker_timeout_s,
+                                   load=lambda weights, version: give_weights(sampler, lambda: iter(weights), version,
+                                                                              loaded=lambda: barrier(world)))
+        self._publish(self.version)
+        return self.ahead

@@ -155,6 +155,7 @@ def make_batch(
     micro_batch_tokens: int,
     temperature: float,
     stale: bool = False,
+    kl_penalty: bool = True,
 ) -> TrainBatch:
     """Attach what the ratio and the KL need: log π_old (only when μ > 1) and log π_ref (only when β > 0).
 
@@ -164,7 +165,8 @@ def make_batch(
     sampler's own log-probs as π_old: the ratio is then π_θ over the policy that sampled it, clipped as PPO
     clips an off-policy batch (Schulman et al. 2017). `loss_mask` is the completion mask (the model's own
     tokens only, when the rollout says which) without unscored rows, and without truncated rows under
-    `mask_truncated` (DAPO).
+    `mask_truncated` (DAPO). Without `kl_penalty` (PPO: the KL is in its token rewards) there is no log π_ref
+    and the loss has no KL term.
     """
     rollout = scored.rollout
     # only the policy's own tokens carry a loss and a KL term (a multi-turn rollout's environment tokens do not)
@@ -183,6 +185,6 @@ def make_batch(
     if stale:
         old = rollout.sampling_logprobs
     ref = (batch_logprobs(policy, rollout, micro_batch_tokens, temperature, reference=True)
-           if policy.reference is not None and algo.beta > 0 else None)
+           if kl_penalty and policy.reference is not None and algo.beta > 0 else None)
     return TrainBatch(scored=scored, advantages=advantages, old_logprobs=old, ref_logprobs=ref, loss_mask=loss_mask,
                       entropy_mask=entropy_mask)

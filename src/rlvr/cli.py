@@ -35,7 +35,7 @@ from rlvr.sft.cli import add_sft_parser, run_sft
 from rlvr.train.cli import add_train_parser, run_train
 
 
-def add_export_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_export_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """Add ``export`` to the ``rlvr`` command's subparsers; run it with `run_export`."""
     p = subparsers.add_parser("export", help="write a run's latest model (or LoRA adapters, merged or not) as a "
                                              "folder that transformers, peft and vLLM load without rlvr")

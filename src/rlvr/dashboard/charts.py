@@ -8,6 +8,7 @@ a native tooltip too). Every series also carries its values in `data-values`, fo
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from html import escape
 
 COLOURS = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777")
@@ -74,8 +75,8 @@ def line_chart(title: str, xs: list[float], series: dict[str, list[float | None]
     plot_h = height - TOP - BOTTOM
     total_h = height + LEGEND_ROW * len(series)
     (x0, x1), (y0, y1) = (x_ticks[0], x_ticks[-1]), (y_ticks[0], y_ticks[-1])
-    sx = lambda x: LEFT + (x - x0) / (x1 - x0) * (width - LEFT - RIGHT)  # noqa: E731
-    sy = lambda y: TOP + plot_h - (y - y0) / (y1 - y0) * plot_h  # noqa: E731
+    sx: Callable[[float], float] = lambda x: LEFT + (x - x0) / (x1 - x0) * (width - LEFT - RIGHT)  # noqa: E731
+    sy: Callable[[float], float] = lambda y: TOP + plot_h - (y - y0) / (y1 - y0) * plot_h  # noqa: E731
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" height="{total_h}" '
              f'role="img" aria-label="{escape(title)}">',
              f'<text x="{LEFT}" y="15" font-size="13" font-weight="bold">{escape(title)}</text>']
@@ -96,7 +97,8 @@ def line_chart(title: str, xs: list[float], series: dict[str, list[float | None]
     return "".join([*parts, *dots, "</svg>"])
 
 
-def _axes(x_ticks: list[float], y_ticks: list[float], sx, sy, x_label: str, width: int, height: int) -> list[str]:
+def _axes(x_ticks: list[float], y_ticks: list[float], sx: Callable[[float], float], sy: Callable[[float], float],
+          x_label: str, width: int, height: int) -> list[str]:
     """Grid lines, the two axes, their tick values and the x axis's name."""
     bottom, right = height - BOTTOM, width - RIGHT
     parts = []

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 
-def add_report_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_report_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = subparsers.add_parser("report", help="write one self-contained HTML report of a run (charts, summary, "
                                              "samples, config) or of an rlvr eval folder (results, curves, problems)")
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
@@ -39,7 +39,7 @@ def run_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_dashboard_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_dashboard_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = subparsers.add_parser("dashboard",
                               help="a local page that follows runs live (metrics overlaid, samples by step)")
     p.add_argument("run_dirs", nargs="+", help="run directories made by rlvr train")
@@ -60,7 +60,7 @@ def run_dashboard(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_explore_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_explore_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = subparsers.add_parser("explore",
                               help="the GRPO explorer: edit a group's rewards, see the advantages (local page)")
     _bind_options(p)

@@ -11,11 +11,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from html import escape
-from typing import get_args
+from typing import Any, get_args
 
 import torch
 
-from rlvr.advantages import Baseline, Scale, StdEstimator, group_advantages, group_baseline, reward_std
+from rlvr.advantages import group_advantages, group_baseline, reward_std
+from rlvr.config.choices import Baseline, Scale, StdEstimator
 
 EXAMPLE_GROUP = {  # completion -> reward: eight answers to "What is 23 × 17?" (391), five of them right
     "23 × 17 = 23 × 10 + 23 × 7 = 230 + 161 = 391": 1.0,
@@ -41,8 +42,8 @@ class Exploration:
     clip: float  # ε: one update moves each ratio π_θ/π_old at most to 1 ± ε
 
 
-def explore(rewards: list[float], *, baseline: str = "group_mean", scale: str = "group_std",
-            std_estimator: str = "population", eps: float = 1e-4, clip: float = 0.2) -> Exploration:
+def explore(rewards: list[float], *, baseline: Baseline = "group_mean", scale: Scale = "group_std",
+            std_estimator: StdEstimator = "population", eps: float = 1e-4, clip: float = 0.2) -> Exploration:
     """The explorer's numbers for one group.
 
     >>> e = explore(list(EXAMPLE_GROUP.values()))
@@ -58,13 +59,13 @@ def explore(rewards: list[float], *, baseline: str = "group_mean", scale: str = 
                        advantages=advantages, before=[1 / g] * g, after=[w / total for w in weights], clip=clip)
 
 
-def parse(query: dict[str, list[str]]) -> tuple[list[float], dict]:
+def parse(query: dict[str, list[str]]) -> tuple[list[float], dict[str, Any]]:
     """Rewards and options from the form's query string; anything malformed falls back to the example.
 
     >>> parse({"g": ["3"], "r0": ["1"]})[0], parse({"g": ["2"], "r0": ["x"]})[0][:2]
     ([1.0, 0.0, 0.0], [1.0, 1.0])
     """
-    options = {
+    options: dict[str, Any] = {
         "baseline": _choice(query, "baseline", get_args(Baseline)),
         "scale": _choice(query, "scale", get_args(Scale)),
         "std_estimator": _choice(query, "std_estimator", get_args(StdEstimator)),

@@ -133,7 +133,7 @@ def sample_groups(groups: list[dict[str, Any]], key: str) -> str:
     """The groups, each completion with its reward and advantage, and CSS-only filters by step and reward."""
     if not groups:
         return "<p>No groups recorded (sample_every = 0, or no step yet).</p>"
-    steps = sorted({g.get("step") for g in groups if isinstance(g.get("step"), int)})
+    steps = sorted({s for g in groups if isinstance(s := g.get("step"), int)})
     radios, rules = [], []
     for name, value, text in [("step", "all", "all steps"), *[("step", str(s), f"step {s}") for s in steps],
                               ("reward", "all", "all rewards"), ("reward", "pos", "reward > 0"),

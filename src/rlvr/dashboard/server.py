@@ -70,6 +70,10 @@ def allowed_hosts(host: str, port: int) -> set[str]:
     return {f"{name}:{port}" for name in names}
 
 
+class _DashboardServer(ThreadingHTTPServer):
+    allowed: set[str]  # the Host headers it answers to (`allowed_hosts`), set by `make_server`
+
+
 def make_server(runs: list[Path], host: str = "127.0.0.1", port: int = 8765,
                 allow_remote: bool = False) -> ThreadingHTTPServer:
     if not _loopback(host) and not allow_remote:
@@ -78,7 +82,7 @@ def make_server(runs: list[Path], host: str = "127.0.0.1", port: int = 8765,
     if missing:
         raise UserError(f"{missing[0]} is not a directory: give run directories made by rlvr train")
     try:
-        server = ThreadingHTTPServer((host, port), _handler(runs))
+        server = _DashboardServer((host, port), _handler(runs))
     except OSError as e:  # in use, not allowed (a port below 1024), or an address this machine does not have
         raise UserError(f"cannot listen on {host}:{port}: {e.strerror or e}; pass another --port "
                         "(--port 0 picks a free one)" + ("" if e.errno == errno.EADDRINUSE else " or --host")) from None
@@ -106,6 +110,7 @@ def start_in_background(server: ThreadingHTTPServer) -> threading.Thread:
 def _handler(runs: list[Path]) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         timeout = IDLE_SECONDS  # a connection that sends nothing is closed, not held by a thread forever
+        server: _DashboardServer
 
         def do_GET(self) -> None:
             if self.headers.get("Host") not in self.server.allowed:
@@ -136,7 +141,7 @@ def _handler(runs: list[Path]) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, *args) -> None:  # quiet: the terminal belongs to the user
+        def log_message(self, *args: object) -> None:  # quiet: the terminal belongs to the user
             pass
 
     return Handler

@@ -19,7 +19,7 @@ import importlib
 import itertools
 import json
 import random
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +116,7 @@ def _read_jsonl(path: Path) -> Iterator[Located]:
         yield f"{path}:{number}", row
 
 
-def jsonl_lines(path: Path) -> Iterator[tuple[int, str]]:
+def jsonl_lines(path: Path) -> Generator[tuple[int, str], None, None]:
     """(line number, text) of each non-blank line; a line that is not UTF-8 is a UserError naming it."""
     with path.open("rb") as lines:
         for number, raw in enumerate(lines, start=1):

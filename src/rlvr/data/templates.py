@@ -11,7 +11,7 @@ model usually wants "chat".
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from rlvr.errors import UserError
 from rlvr.records import Messages
@@ -103,7 +103,7 @@ def _render_chat(messages: Messages, tokenizer: Any) -> str:
             'template "chat" needs a tokenizer with a chat template and this one has none '
             '(a base model?); use template "plain" or "r1_zero"'
         )
-    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return cast(str, tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
 
 
 def _text(prompt: str | Messages) -> str:

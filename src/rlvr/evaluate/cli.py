@@ -19,7 +19,7 @@ _KEYS = {"model": "model.name", "data": "data.name", "data_dir": "data.dir", "li
          "max_new_tokens": "generation.max_new_tokens"}
 
 
-def add_eval_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_eval_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "eval", help="pass@1, pass@k, maj@k and best-of-N of a model on a benchmark "
                      "(gsm8k, math500, aime24, humaneval, a task, a file)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 
-def add_pipeline_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_pipeline_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = subparsers.add_parser("pipeline",
                               help="run a recipe's stages in order (sft, grpo, sample, rm), evaluating after each")
     p.add_argument("recipe", help="recipe YAML (see recipes/: tiny.yaml, r1_zero.yaml, r1.yaml, distill.yaml)")

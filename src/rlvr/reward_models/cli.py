@@ -9,7 +9,7 @@ from rlvr.run.launcher import is_main_rank
 from rlvr.run.options import add_run_options, printed, run_config
 
 
-def add_rm_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_rm_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """Add ``rm`` to the ``rlvr`` command's subparsers; run it with `run_rm`."""
     p = subparsers.add_parser("rm",
                               help="train a Bradley–Terry reward model on preference pairs (prompt, chosen, rejected)")

@@ -72,7 +72,7 @@ class Tally:
         )
 
 
-def add_grade_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_grade_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """Add ``grade`` to the ``rlvr`` command's subparsers; run it with `run_grade`."""
     parser = subparsers.add_parser(
         "grade", help="score completions in a JSONL file with a grader (a spec file or a built-in)"

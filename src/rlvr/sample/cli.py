@@ -9,7 +9,7 @@ from rlvr.config.choices import MODES
 from rlvr.run.launcher import is_main_rank
 
 
-def add_sample_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_sample_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """Add ``sample`` to the ``rlvr`` command's subparsers; run it with `run_sample_command`."""
     p = subparsers.add_parser(
         "sample", help="rejection sampling: n completions per prompt, the verified ones filtered into an SFT dataset "

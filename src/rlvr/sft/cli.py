@@ -9,7 +9,7 @@ from rlvr.run.launcher import is_main_rank
 from rlvr.run.options import add_run_options, printed, run_config
 
 
-def add_sft_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_sft_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """Add ``sft`` to the ``rlvr`` command's subparsers; run it with `run_sft`."""
     p = subparsers.add_parser("sft", help="supervised fine-tuning on prompt/completion or chat rows "
                                           "(loss on completions only)")

@@ -9,7 +9,7 @@ from rlvr.run.launcher import is_main_rank
 from rlvr.run.options import add_run_options, printed, run_config
 
 
-def add_train_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_train_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """Add ``train`` to the ``rlvr`` command's subparsers; run it with `run_train`."""
     p = subparsers.add_parser("train", help="run GRPO (no arguments: SmolLM2-135M-Instruct on 1-digit arithmetic, CPU)")
     add_run_options(p, config_help="YAML config file (see configs/)", set_example="generation.temperature=0.7",

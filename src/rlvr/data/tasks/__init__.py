@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from rlvr.data.scoring import MATH
 from rlvr.data.tasks import arithmetic, countdown, game24, sudoku
@@ -27,7 +28,7 @@ class Task:
     """A built-in task: its generator and how its rows are scored (unless the config says otherwise)."""
 
     name: str
-    generate: Callable[..., list[dict]]  # (n, *, split="train", seed=0, difficulty=1) -> rows
+    generate: Callable[..., list[dict[str, Any]]]  # (n, *, split="train", seed=0, difficulty=1) -> rows
     scoring: Scoring
     description: str
     few_shot: tuple[tuple[str, str], ...] = ()  # (prompt, completion) example exchanges shown before each prompt

@@ -13,6 +13,7 @@ test set is the same held-out set for every seed.
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from rlvr.data.tasks import splits
 
@@ -77,7 +78,7 @@ def _draw_three_terms(rng: random.Random) -> Problem:
     return numbers, ops
 
 
-def _row(problem: Problem, difficulty: int) -> dict:
+def _row(problem: Problem, difficulty: int) -> dict[str, Any]:
     return {
         "prompt": f"What is {expression(problem)}? {INSTRUCTION}",
         "answer": str(evaluate(problem)),
@@ -86,7 +87,7 @@ def _row(problem: Problem, difficulty: int) -> dict:
     }
 
 
-def generate(n: int, *, split: str = "train", seed: int = 0, difficulty: int = 1) -> list[dict]:
+def generate(n: int, *, split: str = "train", seed: int = 0, difficulty: int = 1) -> list[dict[str, Any]]:
     """n seeded arithmetic rows of one split and difficulty.
 
     Deterministic in (n, split, seed, difficulty). Difficulty 1 has only 30 or so test

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from typing import Any
 
 from rlvr.data.tasks import splits
 
@@ -141,7 +142,7 @@ def prompt(numbers: tuple[int, ...], target: int) -> str:
     return f"Using the numbers [{listed}], each exactly once, and the operations + - * /, make {target}. {INSTRUCTION}"
 
 
-def _row(problem: Problem, difficulty: int) -> dict:
+def _row(problem: Problem, difficulty: int) -> dict[str, Any]:
     numbers, target, _ = problem
     return {
         "prompt": prompt(numbers, target),
@@ -152,7 +153,7 @@ def _row(problem: Problem, difficulty: int) -> dict:
     }
 
 
-def generate(n: int, *, split: str = "train", seed: int = 0, difficulty: int = 1) -> list[dict]:
+def generate(n: int, *, split: str = "train", seed: int = 0, difficulty: int = 1) -> list[dict[str, Any]]:
     """n seeded, distinct, solvable countdown rows of one split and difficulty.
 
     >>> row = generate(1, seed=0, difficulty=1)[0]

@@ -19,6 +19,7 @@ import functools
 import itertools
 from collections import Counter
 from fractions import Fraction
+from typing import Any
 
 from rlvr.data.tasks import splits
 
@@ -147,7 +148,7 @@ def canonical(numbers: Values) -> str:
     return ",".join(str(x) for x in sorted(numbers))
 
 
-def generate(n: int, *, split: str = "train", seed: int = 0, difficulty: int = 1) -> list[dict]:
+def generate(n: int, *, split: str = "train", seed: int = 0, difficulty: int = 1) -> list[dict[str, Any]]:
     """n seeded, solvable 24-game rows of one split and difficulty, numbers in random order.
 
     >>> row = generate(1, seed=0, difficulty=3)[0]

@@ -15,6 +15,7 @@ by a hash of their text (see splits.py). Grid text: rows separated by ``/``, ``.
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from rlvr.data.tasks import splits
 from rlvr.data.tasks.grids import BOX_SHAPES, Grid, grid_text
@@ -122,7 +123,7 @@ def draw(difficulty: int, rng: random.Random) -> tuple[str, str]:
                 puzzle[r][c] = solution[r][c]
 
 
-def _row(puzzle: str, solution: str, difficulty: int) -> dict:
+def _row(puzzle: str, solution: str, difficulty: int) -> dict[str, Any]:
     size = len(puzzle.split("/"))
     box_rows, box_cols = BOX_SHAPES[size]
     shown = "\n".join(puzzle.split("/"))
@@ -133,7 +134,7 @@ def _row(puzzle: str, solution: str, difficulty: int) -> dict:
     return {"prompt": prompt, "puzzle": puzzle, "solution": solution, "difficulty": difficulty, "task": NAME}
 
 
-def generate(n: int, *, split: str = "train", seed: int = 0, difficulty: int = 1) -> list[dict]:
+def generate(n: int, *, split: str = "train", seed: int = 0, difficulty: int = 1) -> list[dict[str, Any]]:
     """n seeded, distinct Sudoku rows of one split and difficulty, each with a unique solution.
 
     >>> row = generate(1, seed=0, difficulty=3)[0]

@@ -14,6 +14,7 @@ a row computes what it would compute alone (to the last bits of a batched matmul
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol, cast
 
 import torch
 from transformers import DynamicCache
@@ -64,6 +65,7 @@ class KVBatch:
         index = torch.tensor(keep, dtype=torch.long, device=self.device)
         self.mask, self.position = self.mask[index], self.position[index]
         if self.rows:
+            assert self.cache is not None  # rows in the batch have run a forward, which set the cache
             self.cache.batch_select_indices(index)
             self._trim()
         else:
@@ -98,6 +100,7 @@ class KVBatch:
         newcomers.pending = {i: list(tokens) for i, tokens in enumerate(runs)}
         logits = newcomers.forward()
         if copies is not None:  # each prefilled prompt's cache, once for every row that asked it
+            assert newcomers.cache is not None  # set by the forward above
             newcomers.cache.batch_select_indices(copies)
             newcomers.mask, newcomers.position = newcomers.mask[copies], newcomers.position[copies]
             logits = logits[copies]
@@ -127,7 +130,7 @@ class KVBatch:
         _layers(self.cache)  # fails now, clearly, for a cache this batch cannot split by row
         self.position = self.position + chunk.sum(-1)
         self.pending = {}
-        return out.logits[:, -1]
+        return cast(torch.Tensor, out.logits[:, -1])
 
     def feed(self, row: int, token: int) -> None:
         self.pending[row] = [token]
@@ -172,10 +175,17 @@ def _pad_left(x: torch.Tensor, n: int) -> torch.Tensor:
     return torch.cat([x.new_zeros(shape), x], dim=axis)
 
 
-def _layers(cache: DynamicCache | None) -> list[DynamicLayer]:
+class _FilledLayer(Protocol):
+    """A `DynamicLayer` a forward has filled: its keys and values [B, H, L, D] are set (not None)."""
+
+    keys: torch.Tensor
+    values: torch.Tensor
+
+
+def _layers(cache: DynamicCache | None) -> list[_FilledLayer]:
     layers = list(cache.layers) if cache is not None else []
     if any(type(layer) is not DynamicLayer for layer in layers):
         kind = next(type(layer).__name__ for layer in layers if type(layer) is not DynamicLayer)
         raise UserError(f"multi-turn rollouts keep each row's KV cache, which needs full-attention layers; this "
                         f"model's cache has {kind} layers: use a model without sliding-window or linear attention")
-    return layers
+    return cast(list[_FilledLayer], layers)  # all DynamicLayer (checked above), each filled by the forward

@@ -58,7 +58,8 @@ def first_code_block(text: str) -> tuple[str, int] | None:
     >>> first_code_block("```python\\nprint(1)") is None, first_code_block("no code") is None
     (True, True)
     """
-    offset, block, tag = 0, None, ""
+    offset, tag = 0, ""
+    block: list[str] | None = None
     for line in text.split("\n"):
         fence = _FENCE.match(line)
         end = offset + len(line)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -89,10 +89,10 @@ class TurnFormat:
         extended = self.tokenizer.apply_chat_template([*_BASE, message], tokenize=False, add_generation_prompt=True)
         if not extended.startswith(self.closed):
             raise ValueError("the chat template rewrites earlier turns when a message is added: cannot append turns")
-        return extended[len(self.closed):]
+        return cast(str, extended[len(self.closed):])
 
     def encode(self, text: str) -> list[int]:
-        return self.tokenizer(text, add_special_tokens=False).input_ids
+        return cast(list[int], self.tokenizer(text, add_special_tokens=False).input_ids)
 
 
 def start(tokenizer: Any, messages: list[Message], tools: list[dict[str, Any]] | None = None) -> Trajectory:
@@ -113,7 +113,8 @@ def converse(model: torch.nn.Module, tokenizer: Any, trajectories: list[Trajecto
     its n-th token with the n-th number of `seeds[i]`'s stream (rlvr.seeds; None: torch's generator)."""
     fmt, batch = TurnFormat.of(tokenizer), KVBatch(model, tokenizer.pad_token_id)
     drawn = [0] * len(trajectories)  # tokens each trajectory has drawn so far
-    writing = {row: ([], []) for row in range(len(trajectories))}  # the message each decoding row is writing
+    writing: dict[int, tuple[list[int], list[tuple[float, float]]]] = {  # the message each decoding row is writing
+        row: ([], []) for row in range(len(trajectories))}
     joining: list[tuple[int, Parked | None, list[int]]] = [(row, None, t.prompt_ids)
                                                            for row, t in enumerate(trajectories)]
     waiting: dict[int, _Waiting] = {}
@@ -125,9 +126,9 @@ def converse(model: torch.nn.Module, tokenizer: Any, trajectories: list[Trajecto
                 step = max(step, min(w.due for w in waiting.values()))
             for row in sorted(r for r, w in waiting.items() if w.due <= step):
                 w = waiting.pop(row)
-                tokens = _come_back(trajectories[row], w, fmt, max_turns, max_tokens, timeout_s, reply_to_cut)
-                if tokens is not None:
-                    joining.append((row, w.parked, tokens))
+                returning = _come_back(trajectories[row], w, fmt, max_turns, max_tokens, timeout_s, reply_to_cut)
+                if returning is not None:
+                    joining.append((row, w.parked, returning))
             logits = [batch.forward()] if batch.rows else []
             if joining:
                 logits.append(batch.admit(joining))

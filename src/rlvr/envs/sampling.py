@@ -60,8 +60,8 @@ def conversations(run: Callable[[list[Trajectory], list[Environment]], None], to
             envs.append(env)
             starts.append(len(opening))
     run(trajectories, envs)
-    for t in trajectories:  # (logged in every multi-turn run, 0 where no message was cut)
-        t.info.setdefault("cut_before_reply", 0.0)
+    for trajectory in trajectories:  # (logged in every multi-turn run, 0 where no message was cut)
+        trajectory.info.setdefault("cut_before_reply", 0.0)
     warn_if_mostly_cut(trajectories, params.max_new_tokens)
     heads = []
     for p in range(len(examples)):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch
 
@@ -128,7 +129,7 @@ class EvalResult:
     def lenient(self) -> Interval:
         return wilson_interval(int(sum(self.lenient_correct)), len(self.lenient_correct))
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         return {"n": len(self.strict_correct), "strict": asdict(self.strict), "lenient": asdict(self.lenient)}
 
 
@@ -136,8 +137,8 @@ def evaluate_accuracy(
     sampler: Sampler,
     prompts: list[Prompt],
     *,
-    strict: Callable[..., list],
-    lenient: Callable[..., list],
+    strict: Callable[..., list[float | None]],
+    lenient: Callable[..., list[float | None]],
     max_new_tokens: int,
     batch_prompts: int = 32,
     seed: int = 0,

@@ -76,6 +76,7 @@ def sample_into_store(config: EvalConfig, benchmark: Benchmark, settings: dict[s
     world = World.from_env()
     join(world, resolve_device(config.model.device))
     done = gather_across(store.open(settings) if world.is_main else None, world)[0]  # rank 0's store
+    assert done is not None  # rank 0 is the main rank, which opened it
     ids = [benchmark.problem_id(ex) for ex in benchmark.examples]
     if any(i not in done for i in ids):
         _sample_missing(config, benchmark, settings, store, done, ids, scorer, progress, world)
@@ -231,4 +232,5 @@ def _configured_scorer(config: EvalConfig) -> Scorer | None:
 
     if config.reward_model:
         return RewardModelScorer.from_path(config.reward_model)
+    assert config.process_reward_model is not None  # (the first check: one of the two is set)
     return ProcessRewardScorer(config.process_reward_model)

@@ -97,7 +97,7 @@ def _judge(out: Rollout, tokenizer: Any, benchmark: Benchmark, verifiers: list[R
             correct={mode: verdicts[mode][i] for mode in MODES},
             answer={mode: key(text, mode) if key else None for mode in MODES},
             budget_correct={mode: by_budget[mode][i] for mode in MODES},
-            score=None if scores[i] is None else float(scores[i]),
+            score=None if (score := scores[i]) is None else float(score),
         )
         for i, (text, tokens, truncated) in enumerate(zip(out.completions, ids, out.truncated.tolist()))
     ]

@@ -18,7 +18,7 @@ Conventions (all recorded in the summary next to the numbers):
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
+from typing import Any, cast
 
 from rlvr.config.choices import MODES
 from rlvr.data.templates import expected_format
@@ -86,7 +86,8 @@ def _sampled(judged: list[ProblemRecord], mode: str, settings: dict[str, Any], s
             "model": [_mean([best_of_n([_rank(s) for s in r.samples], v, m) for r, v in zip(judged, verdicts)])
                       for m in points] if scored else None,
             "budgets": settings["budgets"],
-            "budget_pass@1": [_mean([_mean([_ok_at(s, mode, j) for s in r.samples]) for r in judged])
+            # (each judged problem has its n > 0 samples here: no inner mean is None)
+            "budget_pass@1": [_mean(cast(list[float], [_mean([_ok_at(s, mode, j) for s in r.samples]) for r in judged]))
                               for j in range(len(settings["budgets"]))],
         },
     }
@@ -94,7 +95,7 @@ def _sampled(judged: list[ProblemRecord], mode: str, settings: dict[str, Any], s
 
 def _formatted(texts: list[str], template: str) -> list[float]:
     """1.0 per completion in the expected format: <think>/<answer> under r1_zero, else one boxed answer."""
-    return BUILTIN_REWARDS[expected_format(template)](texts)
+    return cast(list[float], BUILTIN_REWARDS[expected_format(template)](texts))
 
 
 def _ok(sample: SampleRecord, mode: str) -> float:

@@ -25,14 +25,13 @@ may return `Scores`, the same list with a short reason per completion. One regis
 
 from rlvr.rewards.combine import RewardResult, RewardSpec, compute_rewards, grade_rows
 from rlvr.rewards.countdown import countdown, countdown_expression, evaluate_expression
+from rlvr.rewards.extraction import boxed_contents, extract_answer
 from rlvr.rewards.format import FORMATS, boxed_format, soft_think_answer_format, think_answer_format
 from rlvr.rewards.language import language_consistency, script_share
 from rlvr.rewards.loading import load_reward_function
 from rlvr.rewards.math import (
     answers_match,
-    boxed_contents,
     exact_number,
-    extract_answer,
     gold_answer,
     is_hedged,
     match_many,

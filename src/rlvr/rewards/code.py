@@ -28,7 +28,7 @@ import os
 import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, cast
 
 from rlvr.config.choices import MODES as EXTRACTION_MODES
 from rlvr.errors import UserError
@@ -144,7 +144,7 @@ def code_tests(
     programs = [program(completion_text(c), prefix or "", extraction)
                 for c, prefix in zip(completions, prefixes, strict=True)]
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        rewards = list(pool.map(lambda args: _score(*args, mode, chosen), zip(programs, rows)))
+        rewards = list(pool.map(lambda code, row: _score(code, row, mode, chosen), programs, rows))
     return Scores(rewards, [_reason(reward, row, code, mode) for reward, row, code in zip(rewards, rows, programs)])
 
 
@@ -211,7 +211,7 @@ def _cases(cases: Any) -> list[dict[str, str]]:
     if not valid:
         raise UserError("the `tests` column must hold lists of {'input': str, 'output': str} "
                         "(or their JSON strings)")
-    return cases
+    return cast(list[dict[str, str]], cases)
 
 
 def _score(code: str | None, row: dict[str, Any], mode: str, limits: Limits) -> float | None:

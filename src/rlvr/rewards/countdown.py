@@ -46,7 +46,7 @@ def countdown_expression(text: str) -> str | None:
     >>> countdown_expression(r"so \boxed{6*4}"), countdown_expression("24") is None
     ('6*4', True)
     """
-    tags = ANSWER_TAG.findall(text)
+    tags: list[str] = ANSWER_TAG.findall(text)
     if tags:
         return tags[-1].strip()
     boxes = boxed_contents(text)

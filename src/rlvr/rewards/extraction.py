@@ -88,7 +88,7 @@ def extract_answer(text: str, mode: str = "strict") -> str | None:
     boxes = [b for b in boxed_contents(text) if b]
     if boxes:
         return boxes[-1]
-    tags = [t.strip() for t in ANSWER_TAG.findall(text) if t.strip()]
+    tags: list[str] = [t.strip() for t in ANSWER_TAG.findall(text) if t.strip()]
     if tags:
         return tags[-1]
     return _lenient_answer(text) if mode == "lenient" else None
@@ -96,7 +96,7 @@ def extract_answer(text: str, mode: str = "strict") -> str | None:
 
 def _lenient_answer(text: str) -> str | None:
     """GSM8K's ``#### N``, else "the answer is X", else the last number in `text`."""
-    hashes = [h.strip() for h in _HASHES.findall(text) if h.strip()]
+    hashes: list[str] = [h.strip() for h in _HASHES.findall(text) if h.strip()]
     if hashes:
         return hashes[-1]
     phrases = [p for p in _ANSWER_PHRASE.findall(text) if p.strip()]

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from rlvr.config.choices import FORMAT_NAMES, FormatName
+from rlvr.config.choices import FORMAT_NAMES
 from rlvr.rewards.extraction import boxed_contents
 from rlvr.rewards.scores import Scores
 from rlvr.rewards.text import completion_text
@@ -87,5 +87,5 @@ def _with_reasons(name: str, scores: list[float]) -> Scores:
 
 
 # The format checks by the name a grader spec (`type: format`) or `rlvr sample --format` uses.
-FORMATS: dict[FormatName, Callable[..., Scores]] = dict(
+FORMATS: dict[str, Callable[..., Scores]] = dict(
     zip(FORMAT_NAMES, (boxed_format, think_answer_format, soft_think_answer_format), strict=True))

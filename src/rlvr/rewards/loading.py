@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from rlvr.errors import UserError
 from rlvr.rewards.graders.build import SPEC_TYPES, VERIFIER_TYPES, build_grader, load_grader
@@ -106,13 +106,14 @@ def _made_by(factory: Callable[..., Any], params: dict[str, Any], spec: str) -> 
     if not callable(made) or is_factory(made):
         raise UserError(f"reward '{spec}' takes no `completions`, so it was called as a factory, and it returned "
                         f"{type(made).__name__}, not a reward function (a reward takes completions and **kwargs)")
-    return made
+    return cast(Callable[..., Any], made)
 
 
 def _load(spec: str) -> Callable[..., Any]:
     if ":" not in spec:
         return _builtin(spec)
-    return load_user_object(spec, "reward", "function", "a function taking completions and returning a list of floats")
+    return cast(Callable[..., Any], load_user_object(spec, "reward", "function",
+                                                     "a function taking completions and returning a list of floats"))
 
 
 def _builtin(name: str) -> Callable[..., Any]:

@@ -269,9 +269,10 @@ def math_accuracy(
     symbolic_rows: dict[tuple[str, str], list[int]] = {}  # a group often repeats an answer: compare once
     for i, (text, gold) in enumerate(zip(texts, golds)):
         hedged = is_hedged(text)
-        preds.append(None if hedged else extract_answer(text, mode))
+        pred = None if hedged else extract_answer(text, mode)
+        preds.append(pred)
         verdict = (None if gold is None or not readable[gold]
-                   else False if preds[i] is None else quick_match(preds[i], gold, rel_tol))
+                   else False if pred is None else quick_match(pred, gold, rel_tol))
         if verdict is None and gold is not None and readable[gold]:
             symbolic_rows.setdefault((_clean(preds[i] or ""), gold), []).append(i)
         verdicts.append(verdict)

@@ -7,14 +7,14 @@ expected '72'"), which `rlvr grade` writes beside the reward. Training reads onl
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 TRL_KEYWORDS = ("prompts", "completions", "completion_ids")  # what the caller fills in; never dataset columns
 
 
-class Scores(list):
+class Scores(list[float | None]):
     """One reward (float or None) per completion, and `reasons`: one short text per completion, or None.
 
     >>> s = Scores([1.0, None], ["answer '4' matches", "the row has no 'answer'"])
@@ -57,7 +57,7 @@ def items_from_columns(n: int, columns: Mapping[str, Any]) -> list[dict[str, Any
     return [{key: values[i] for key, values in rows.items()} for i in range(n)]
 
 
-def columns_from_items(items: list[Mapping[str, Any]]) -> dict[str, list[Any]]:
+def columns_from_items(items: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
     """Columns of N values from N row dicts, None where a row lacks a key; TRL's own keywords dropped.
 
     >>> columns_from_items([{"answer": "4"}, {"answer": "5", "level": 2}])

@@ -23,7 +23,7 @@ from rlvr.evaluate.records import SampleRecord
 from rlvr.rewards.format import FORMATS as FORMAT_REWARDS
 
 FILTERS = ("truncated", "incorrect", "length", "format", "duplicate", "max_per_prompt")
-FORMATS: dict[str, Callable[..., list[float]] | None] = {"none": None, **FORMAT_REWARDS}
+FORMATS: dict[str, Callable[..., list[float | None]] | None] = {"none": None, **FORMAT_REWARDS}
 
 
 def is_verified(sample: SampleRecord, verdict: str) -> bool:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,7 +119,7 @@ def correctness_entry(entries: list[RewardConfig], say: bool = False) -> RewardC
     return candidates[0]
 
 
-def check_gold(entry: RewardConfig, spec: RewardSpec, rows: list[Mapping[str, Any]], source: str) -> None:
+def check_gold(entry: RewardConfig, spec: RewardSpec, rows: Sequence[Mapping[str, Any]], source: str) -> None:
     """The correctness reward's gold (the columns it needs, e.g. math_accuracy's `answer`) filled in: refused
     when it is null or empty in every training row it scores, a warning with the count when in some (those
     rows are unscored for correctness: they learn from the other rewards alone, and count in neither

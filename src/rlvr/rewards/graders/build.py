@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from rlvr.config.choices import MODES
 from rlvr.errors import UserError
@@ -26,6 +26,7 @@ from rlvr.rewards.graders.formula import Formula
 from rlvr.rewards.graders.judge import LabelModelGrader, ScoreModelGrader
 from rlvr.rewards.graders.multi import MultiGrader, named_specs
 from rlvr.rewards.graders.python import PythonGrader
+from rlvr.rewards.graders.rows import RowGrader
 from rlvr.rewards.graders.spec import check_fields, did_you_mean, get_choice, get_str, load_grader_spec
 from rlvr.rewards.graders.text import StringCheckGrader, TextSimilarityGrader
 from rlvr.rewards.registry import BUILTIN_REWARDS, bind, require_sandbox
@@ -33,8 +34,20 @@ from rlvr.rewards.scores import Scores
 
 RewardFn = Callable[..., Any]
 
+class _SpecType(Protocol):
+    """A grader class built from its spec: the fields it requires and allows, and `from_spec`."""
+
+    @property
+    def REQUIRED(self) -> tuple[str, ...]: ...
+
+    @property
+    def OPTIONAL(self) -> tuple[str, ...]: ...
+
+    def from_spec(self, spec: Mapping[str, Any], name: str) -> RowGrader: ...
+
+
 # Types built from their spec: the class declares REQUIRED and OPTIONAL fields and from_spec checks their values.
-SPEC_TYPES: dict[str, Any] = {
+SPEC_TYPES: dict[str, _SpecType] = {
     "string_check": StringCheckGrader,
     "text_similarity": TextSimilarityGrader,
     "python": PythonGrader,
@@ -82,7 +95,7 @@ def _grade(fn: RewardFn, completions: list[Any], kwargs: dict[str, Any]) -> list
         if len(completions) == 1:
             return [(None, str(e))]
     n = len(completions)
-    one_row = lambda i: {k: _take(v, [i], n) for k, v in kwargs.items()}  # noqa: E731
+    one_row: Callable[[int], dict[str, Any]] = lambda i: {k: _take(v, [i], n) for k, v in kwargs.items()}  # noqa: E731
     return [result for i in range(n) for result in _grade(fn, [completions[i]], one_row(i))]
 
 

@@ -116,6 +116,7 @@ def _evaluate(node: ast.AST, values: Mapping[str, float]) -> float:
     if isinstance(node, ast.UnaryOp):
         return _UNARY[type(node.op)](_evaluate(node.operand, values))
     if isinstance(node, ast.Constant):
+        assert isinstance(node.value, (int, float))  # `_check` let only numbers through
         return float(node.value)
     if isinstance(node, ast.Name):
         return float(values[node.id])

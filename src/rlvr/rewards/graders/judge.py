@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -63,7 +63,7 @@ class Judge:
         sampling_params = get_mapping(spec, "sampling_params", where)
         return cls(endpoint, get_str(spec, "model", where), messages, sampling_params, concurrency)
 
-    def replies(self, completions: list[str], items: list[Mapping[str, Any]]) -> list[str | GradeResult]:
+    def replies(self, completions: list[str], items: Sequence[Mapping[str, Any]]) -> list[str | GradeResult]:
         """The judge's reply text for each row, or a None-reward result where none could be had."""
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
             futures = [pool.submit(self._reply, c, item) for c, item in zip(completions, items, strict=True)]
@@ -186,7 +186,7 @@ class ScoreModelGrader(RowGrader):
         threshold = get_number(spec, "pass_threshold", where) if "pass_threshold" in spec else None
         return cls(name, Judge.from_spec(spec, where), float(bounds[0]), float(bounds[1]), threshold)
 
-    def grade(self, completions: list[str], items: list[Mapping[str, Any]]) -> list[GradeResult]:
+    def grade(self, completions: list[str], items: Sequence[Mapping[str, Any]]) -> list[GradeResult]:
         return [self._score(reply) for reply in self.judge.replies(completions, items)]
 
     def _score(self, reply: str | GradeResult) -> GradeResult:
@@ -224,7 +224,7 @@ class LabelModelGrader(RowGrader):
             raise UserError(f"{where}: passing label '{stray[0]}' is not in labels {labels} (add it to labels)")
         return cls(name, Judge.from_spec(spec, where), tuple(labels), frozenset(passing))
 
-    def grade(self, completions: list[str], items: list[Mapping[str, Any]]) -> list[GradeResult]:
+    def grade(self, completions: list[str], items: Sequence[Mapping[str, Any]]) -> list[GradeResult]:
         results = []
         for reply in self.judge.replies(completions, items):
             if isinstance(reply, GradeResult):

@@ -20,7 +20,7 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from rlvr.errors import UserError
 
@@ -82,7 +82,7 @@ class JudgeEndpoint:
             headers["Authorization"] = f"Bearer {self.api_key}"
         request = urllib.request.Request(self.url, data=json.dumps(body).encode(), headers=headers, method="POST")
         with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-            return response.read()
+            return cast(bytes, response.read())
 
     def _refused(self, error: urllib.error.HTTPError) -> Exception:
         """The error to raise for a status that retrying cannot fix."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import keyword
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -39,7 +39,7 @@ class MultiGrader(RowGrader):
     graders: dict[str, Callable[..., Any]]
     formula: Formula
 
-    def grade(self, completions: list[str], items: list[Mapping[str, Any]]) -> list[GradeResult]:
+    def grade(self, completions: list[str], items: Sequence[Mapping[str, Any]]) -> list[GradeResult]:
         rows = [dict(item) for item in items]
         graded = {name: grade_rows(name, self.graders[name], completions, rows) for name in self.formula.names}
         return [self._combine({name: results[i] for name, results in graded.items()}) for i in range(len(completions))]

@@ -18,7 +18,7 @@ import json
 import logging
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -63,7 +63,7 @@ def grade_in_sandbox(source: str, completion: str, item: dict[str, Any],
         reply = json.loads(result.stdout)
     except ValueError:
         return 0.0, f"{FAILED}: it printed no score"
-    score = reply.get("score") if isinstance(reply, dict) else None
+    score: Any = reply.get("score") if isinstance(reply, dict) else None  # any JSON value: checked below
     if type(score) not in (int, float) or not math.isfinite(score):
         invalid = reply.get("invalid", score) if isinstance(reply, dict) else reply
         return 0.0, f"{FAILED}: not a finite number: grade() returned {invalid}"
@@ -91,7 +91,7 @@ class PythonGrader(RowGrader):
     def from_spec(cls, spec: Mapping[str, Any], name: str) -> PythonGrader:
         return cls(name, get_str(spec, "source", f"grader '{name}'"))
 
-    def grade(self, completions: list[str], items: list[Mapping[str, Any]]) -> list[GradeResult]:
+    def grade(self, completions: list[str], items: Sequence[Mapping[str, Any]]) -> list[GradeResult]:
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
             graded = list(pool.map(lambda pair: grade_in_sandbox(self.source, pair[0], dict(pair[1]), self.limits),
                                    zip(completions, items)))

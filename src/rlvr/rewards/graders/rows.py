@@ -8,7 +8,7 @@ reward and its reasons reach training, `rlvr eval` and `rlvr grade` through the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rlvr.rewards.scores import GradeResult, Scores, items_from_columns
@@ -20,7 +20,7 @@ class RowGrader:
 
     name: str
 
-    def grade(self, completions: list[str], items: list[Mapping[str, Any]]) -> list[GradeResult]:
+    def grade(self, completions: list[str], items: Sequence[Mapping[str, Any]]) -> list[GradeResult]:
         raise NotImplementedError
 
     def __call__(self, prompts: list[Any] | None = None, completions: list[Any] | None = None,

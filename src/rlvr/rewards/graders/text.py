@@ -6,7 +6,7 @@ Both render ``input`` (by default the completion, ``{{ sample.output_text }}``) 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -71,7 +71,7 @@ class StringCheckGrader(RowGrader):
         operation = get_choice(spec, "operation", list(STRING_OPERATIONS), where, "eq")
         return cls(name, _Pair.from_spec(spec, where), operation)
 
-    def grade(self, completions: list[str], items: list[Mapping[str, Any]]) -> list[GradeResult]:
+    def grade(self, completions: list[str], items: Sequence[Mapping[str, Any]]) -> list[GradeResult]:
         check, yes, no = STRING_OPERATIONS[self.operation]
 
         def score(text: str, reference: str) -> GradeResult:
@@ -117,7 +117,7 @@ class TextSimilarityGrader(RowGrader):
                 raise UserError(f"{where}: field 'pass_threshold' must be in [0, 1], got {threshold}")
         return cls(name, _Pair.from_spec(spec, where), metric, threshold)
 
-    def grade(self, completions: list[str], items: list[Mapping[str, Any]]) -> list[GradeResult]:
+    def grade(self, completions: list[str], items: Sequence[Mapping[str, Any]]) -> list[GradeResult]:
         metric = METRICS[self.metric]
 
         def score(text: str, reference: str) -> GradeResult:
@@ -133,7 +133,7 @@ class TextSimilarityGrader(RowGrader):
 
 
 def _grade_pairs(
-    pair: _Pair, completions: list[str], items: list[Mapping[str, Any]], score: Callable[[str, str], GradeResult]
+    pair: _Pair, completions: list[str], items: Sequence[Mapping[str, Any]], score: Callable[[str, str], GradeResult]
 ) -> list[GradeResult]:
     """Render (input, reference) for each row and score it; a row missing a field gets None."""
     results = []

@@ -150,15 +150,48 @@ def test_files_and_functions_are_small(path):
             assert size <= MAX_FUNCTION_LINES, f"{path.name}:{node.lineno} {node.name} is {size} lines"
 
 
-WRAPPER_NAMES = (r"\bDistributedDataParallel\b", r"\bFSDPModule\b", r"\bfully_shard\b", r"\bAdaptersOff\b",
-                 r"\bunwrap\(", r"\bspread\(")
+# what only the handles know: the wrapper types and their verbs (DDP, FSDP2, LoRA's adapters), by any use of the name
+WRAPPER_NAMES = {"DistributedDataParallel", "FullyShardedDataParallel", "FSDPModule", "fully_shard", "no_sync",
+                 "AdaptersOff", "unwrap", "spread", "merge_and_unload", "merge_adapter", "unmerge_adapter",
+                 "disable_adapter"}
 WRAPPER_HOMES = {"rlvr/run/parallel.py", "rlvr/run/policy.py", "rlvr/models/adapters.py"}
+STRATEGIES = {"ddp", "fsdp"}  # distributed.strategy's values: the config declares them, run/parallel reads them
+STRATEGY_HOMES = WRAPPER_HOMES | {"rlvr/config/sections.py", "rlvr/trl/recorded.py"}  # (TRL's own field names)
+
+
+def _uses(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """(line, what) of every name, attribute, import and string constant in `tree` (not comments, not docstrings'
+    words: a docstring is one string constant)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            yield node.lineno, node.id
+        elif isinstance(node, ast.Attribute):
+            yield node.lineno, node.attr
+        elif isinstance(node, ast.alias):
+            yield node.lineno, node.name.rsplit(".", 1)[-1]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            yield node.lineno, repr(node.value)
 
 
 def test_only_the_policy_handle_knows_how_the_model_is_wrapped():
-    """DDP, FSDP and LoRA's adapters-off reference live inside rlvr.run.policy (with rlvr.run.parallel and
-    rlvr.models.adapters under it): no stage branches on a wrapper type or unwraps a model itself."""
-    found = [f"{path.relative_to(SRC)}: {name}" for path in sorted((SRC / "rlvr").rglob("*.py"))
-             if str(path.relative_to(SRC)) not in WRAPPER_HOMES
-             for name in WRAPPER_NAMES if re.search(name, path.read_text())]
+    """DDP, FSDP and LoRA's adapters live inside rlvr.run.policy (with rlvr.run.parallel and rlvr.models.adapters
+    under it): no stage uses a wrapper type or verb (to branch on it, unwrap a model, fold LoRA), and none reads
+    a strategy's name (rlvr.run.parallel.shards and REPLICATED say it)."""
+    found = []
+    for path in sorted((SRC / "rlvr").rglob("*.py")):
+        where = str(path.relative_to(SRC))
+        for line, what in _uses(ast.parse(path.read_text())):
+            if (what in WRAPPER_NAMES and where not in WRAPPER_HOMES) or (
+                    what.strip("'") in STRATEGIES and what.startswith("'") and where not in STRATEGY_HOMES):
+                found.append(f"{where}:{line}: {what}")
     assert not found, "\n".join(found)
+
+
+def test_the_wrapper_check_sees_uses_and_not_words():
+    """The walk above finds an attribute call, an isinstance check, an import and a strategy string, and not the
+    same words in a comment or a docstring."""
+    code = ('"""merge_and_unload, ddp."""\nfrom torch.nn.parallel import DistributedDataParallel as D\n'
+            "model = model.merge_and_unload()  # unwrap\nif isinstance(m, FSDPModule) or s == 'ddp': pass\n")
+    seen = {what for _, what in _uses(ast.parse(code))}
+    assert {"DistributedDataParallel", "merge_and_unload", "FSDPModule", "'ddp'"} <= seen
+    assert "unwrap" not in seen

@@ -33,6 +33,12 @@ def has_adapters(model: Any) -> bool:
     return peft is not None and isinstance(model, peft.PeftModel)
 
 
+def merged(model: Any) -> torch.nn.Module:
+    """The plain causal LM under `model`'s adapters, B·A added into its weights (peft's merge_and_unload: the
+    adapters are gone from the result), or `model` itself when it has none."""
+    return model.merge_and_unload() if has_adapters(model) else model  # type: ignore[no-any-return]
+
+
 def is_adapter_dir(path: str | Path) -> bool:
     return (Path(path) / ADAPTER_CONFIG).is_file()
 

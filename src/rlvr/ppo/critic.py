@@ -19,7 +19,7 @@ from rlvr.models.adapters import decoder
 from rlvr.models.devices import autocast
 from rlvr.ppo.gae import value_loss
 from rlvr.records import Rollout
-from rlvr.run.parallel import Trained
+from rlvr.run.parallel import REPLICATED, Trained
 from rlvr.run.world import World
 from rlvr.train.batch import micro_batches
 
@@ -52,7 +52,7 @@ class Critic:
                  dtype: torch.dtype, micro_batch_tokens: int, no_grad_tokens: int) -> None:
         self.settings, self.device, self.dtype = settings, device, dtype
         self.tokens = micro_batch_tokens, no_grad_tokens  # (with and without gradients)
-        self.trained = Trained(ValueModel(policy).to(device), world, "ddp", device, dtype)
+        self.trained = Trained(ValueModel(policy).to(device), world, REPLICATED, device, dtype)
         self.module = self.trained.module
         self.optimizer = torch.optim.AdamW(self.module.parameters(), lr=settings.critic_lr)
 

@@ -40,7 +40,7 @@ from rlvr.reward_models.pairs import PreferencePair, load_pairs, split_pairs
 from rlvr.run.checkpoint import save_pretrained
 from rlvr.run.loop import OnStepEnd, Schedule, StepResult, launch
 from rlvr.run.order import batch_order
-from rlvr.run.parallel import Trained
+from rlvr.run.parallel import REPLICATED, Trained, shards
 from rlvr.run.world import SINGLE, World, gather_across, map_sharded, shard
 
 
@@ -56,7 +56,7 @@ class RewardModelTrainer:
     def __init__(self, config: RewardModelConfig, checkpoint: Path | None = None, world: World = SINGLE):
         """The pairs (read before the model: a bad row fails in a second), the model and the plan of steps."""
         self.config, c, self.world = config, config, world
-        if world.distributed and c.distributed.strategy != "ddp":
+        if shards(c.distributed.strategy, world.size):
             raise UserError(f"distributed.strategy={c.distributed.strategy} is built for rlvr train so far: run "
                             "rlvr rm with distributed.strategy=ddp")
         self.train, self.held_out = split_pairs(load_pairs(c.data), c.eval_fraction, c.seed)
@@ -74,7 +74,7 @@ class RewardModelTrainer:
         self.plan = batch_order(len(self.train), c.batch_size, steps, c.seed)  # each step's pairs
         self.step_count = 0
         self.schedule = Schedule(steps, save_every=c.save_every)
-        self.trained = Trained(self.model, world, "ddp", self.device, self.dtype)  # what the step runs
+        self.trained = Trained(self.model, world, REPLICATED, self.device, self.dtype)  # what the step runs
 
     def step(self) -> StepResult:
         """One AdamW step on the Bradley–Terry loss of the step's pairs; chosen and rejected share one forward.

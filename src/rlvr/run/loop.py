@@ -24,12 +24,13 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from tqdm import tqdm
 
 from rlvr import deadline, paths
 from rlvr.config import save_config
+from rlvr.config.sections import DistributedConfig, LoggingConfig, ModelConfig
 from rlvr.console import progress
 from rlvr.errors import StepAbandoned, UserError, for_caller
 from rlvr.run import best as best_kept
@@ -66,16 +67,44 @@ class StepResult:
     samples: list[dict[str, Any]] = field(default_factory=list)
 
 
-class Recipe(Protocol):
-    """A training loop's own part; see the module docstring for the rest."""
+class RunConfig(Protocol):
+    """What the run core reads of a recipe's config: the section GRPO's and PPO's TrainConfig, SFTConfig and
+    RewardModelConfig share (each a dataclass, saved as config.yaml)."""
 
-    resume_hint: str  # how to continue it, with {run_dir}: "rlvr train --resume {run_dir}"
-    label: str  # the progress bar's name
-    job: str  # what the trackers call this kind of run: train, ppo, sft, rm
-    config: Any  # its config dataclass (has output_dir, threads, seed, model, distributed)
-    schedule: Schedule
-    step_count: int
-    world: World  # the ranks it runs on (one process: rlvr.run.world.SINGLE)
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @property
+    def output_dir(self) -> str: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def threads(self) -> int: ...  # torch threads (0: the cores this process may use)
+    @property
+    def model(self) -> ModelConfig: ...  # (its device)
+    @property
+    def distributed(self) -> DistributedConfig: ...  # (its timeout)
+    @property
+    def logging(self) -> LoggingConfig: ...
+
+
+class Recipe(Protocol):
+    """A training loop's own part; see the module docstring for the rest. What a recipe may also do is one of
+    the capabilities below (`Sharded`, `KeepsBest`, `Closes`), checked by type, not by name."""
+
+    @property
+    def resume_hint(self) -> str: ...  # how to continue it, with {run_dir}: "rlvr train --resume {run_dir}"
+    @property
+    def label(self) -> str: ...  # the progress bar's name
+    @property
+    def job(self) -> str: ...  # what the trackers call this kind of run: train, ppo, sft, rm
+    @property
+    def config(self) -> RunConfig: ...
+    @property
+    def schedule(self) -> Schedule: ...
+    @property
+    def step_count(self) -> int: ...
+    @property
+    def world(self) -> World: ...  # the ranks it runs on (one process: rlvr.run.world.SINGLE)
 
     def step(self) -> StepResult: ...
     def evaluate(self) -> dict[str, Any] | None: ...  # held-out measurement; None = nothing to measure
@@ -84,13 +113,33 @@ class Recipe(Protocol):
     def progress(self, metrics: dict[str, float]) -> dict[str, str]: ...  # the progress bar's postfix
     def write_checkpoint(self, folder: Path) -> None: ...  # models (model/ loads with transformers), extra files
     # optimizer, scheduler, data order, ... (not the step, not the RNG); called on every rank before rank 0
-    # writes the checkpoint, so that what is sharded across ranks can be gathered. A recipe may also have
-    # sharded_state() / load_sharded(checkpoint): what each rank writes and reads in parts (rlvr.run.sharded)
+    # writes the checkpoint, so that what is sharded across ranks can be gathered
     def state_dict(self) -> dict[str, Any]: ...
     def load_state_dict(self, state: dict[str, Any]) -> None: ...  # sets step_count from state["step"] too
     def summary(self, before: dict[str, Any] | None, after: dict[str, Any] | None, seconds: float,
                 checkpoint: Path) -> dict[str, Any]: ...
-    # with keep_best, also: compared(before, evaluation) -> {held-out accuracy, gain over before} of the best
+
+
+@runtime_checkable
+class Sharded(Protocol):
+    """A recipe whose ranks write and read their parts of a checkpoint (rlvr.run.sharded), when distributed."""
+
+    def sharded_state(self) -> dict[str, Any]: ...
+    def load_sharded(self, checkpoint: Path) -> None: ...
+
+
+@runtime_checkable
+class KeepsBest(Protocol):
+    """A recipe that can keep its best checkpoint (keep_best): the held-out accuracy and gain of an evaluation."""
+
+    def compared(self, before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class Closes(Protocol):
+    """A recipe that holds more than memory (a sampling engine, a server): closed when the run ends, however."""
+
+    def close(self) -> None: ...
 
 
 OnStepEnd = Callable[[int, dict[str, float], StopFlag], None]
@@ -122,15 +171,17 @@ def launch(build: Callable[[Any, Path | None, World], Recipe], config: Any, *, r
                 state = load_state(checkpoint)
                 recipe.load_state_dict(state)
                 if (checkpoint / paths.SHARDS).is_dir():  # what several ranks wrote in parts (rlvr.run.sharded)
-                    recipe.load_sharded(checkpoint)  # type: ignore[attr-defined]
+                    if not isinstance(recipe, Sharded):
+                        raise UserError(f"cannot resume: {checkpoint} was written in parts by several ranks, "
+                                        f"which a {recipe.label} run does not read; resume it as the run it was")
+                    recipe.load_sharded(checkpoint)
                 restore_rng(checkpoint, state, world)
                 before = state["before"] if "before" in state else _legacy_before(run_dir)
                 _at_the_end(recipe, run_dir)
             return run_training(recipe, before=before, resumed=checkpoint is not None, on_step_end=on_step_end)
         finally:
-            close = getattr(recipe, "close", None)  # (what it holds besides memory: a sampling engine, a server)
-            if callable(close):
-                close()
+            if isinstance(recipe, Closes):
+                recipe.close()
 
 
 def _at_the_end(recipe: Recipe, run_dir: Path) -> None:
@@ -167,7 +218,7 @@ def _run(recipe: Recipe, before: dict[str, Any] | None, resumed: bool, on_step_e
 
         def save() -> Path:  # every rank gives its state; several ranks write their parts, rank 0 the rest
             state = {**recipe.state_dict(), "step": recipe.step_count, "before": before}
-            if recipe.world.distributed and hasattr(recipe, "sharded_state"):
+            if recipe.world.distributed and isinstance(recipe, Sharded):
                 return save_sharded_checkpoint(run_dir, recipe.step_count, write=recipe.write_checkpoint,
                                                state=state, config=recipe.config, shards=recipe.sharded_state(),
                                                world=recipe.world, keep=schedule.keep_checkpoints)
@@ -219,7 +270,8 @@ def _best_summary(recipe: Recipe, before: dict[str, Any] | None, best: best_kept
     """summary.json's `best`: the step chosen, where it is, its validation and held-out accuracy and gain."""
     if best is None:
         return None
-    compared = recipe.compared(before, best.evaluation)  # type: ignore[attr-defined]
+    assert isinstance(recipe, KeepsBest)  # (keep_best is refused for the recipes that cannot: their configs)
+    compared = recipe.compared(before, best.evaluation)
     untrained = best_kept.score_of(before)  # the untrained model is no candidate, but the bar to clear
     return {"step": best.step, "checkpoint": str(run_dir / best_kept.BEST),
             "validation": best.evaluation["validation"], **compared,

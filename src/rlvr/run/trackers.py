@@ -20,7 +20,7 @@ import importlib
 import json
 import math
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -44,7 +44,7 @@ class Tracker(Protocol):
     def close(self) -> None: ...
 
 
-def open_trackers(names: list[str], run_dir: Path, *, config: dict[str, Any], project: str, run_name: str | None,
+def open_trackers(names: Sequence[str], run_dir: Path, *, config: dict[str, Any], project: str, run_name: str | None,
                   group: str | None, job: str, resume_step: int | None) -> list[Tracker]:
     """One open tracker per name in `names` (see the module docstring), for the run in `run_dir`."""
     ids_path = run_dir / IDS

@@ -45,8 +45,10 @@ class LocalSampler:
             from rlvr.envs.sampling import sample_conversations
 
             messages = [r.prompt.messages or [] for r in requests]
+            assert self.make_env is not None  # `conversing` gives one with the environment
+            make_env = self.make_env  # (the decoding below calls the lambda at once)
             return self.decoding(lambda model: sample_conversations(  # type: ignore[no-any-return]
-                model, self.tokenizer, examples, messages, g, params, make_env=self.make_env,
+                model, self.tokenizer, examples, messages, g, params, make_env=make_env,
                 max_turns=env.max_turns, max_tokens=env.max_tokens, stop_ids=stop_token_ids(model, self.tokenizer),
                 seeds=seeds, rejoin_after=env.rejoin_after, timeout_s=env.timeout_s, reply_to_cut=env.reply_to_cut))
         return self.decoding(lambda model: rollout(  # type: ignore[no-any-return]
@@ -108,9 +110,6 @@ def plain_copy(model: torch.nn.Module) -> torch.nn.Module:
     """A frozen copy of `model` in eval mode, as the plain causal LM under its adapters when it has some."""
     import copy
 
-    from rlvr.models.adapters import has_adapters
+    from rlvr.models.adapters import merged
 
-    copied = copy.deepcopy(model)
-    if has_adapters(copied):
-        copied = copied.merge_and_unload()  # type: ignore[operator]
-    return copied.eval().requires_grad_(False)
+    return merged(copy.deepcopy(model)).eval().requires_grad_(False)

@@ -28,7 +28,7 @@ from rlvr.optim import build_optimizer
 from rlvr.run.checkpoint import save_pretrained
 from rlvr.run.loop import OnStepEnd, Schedule, StepResult, launch
 from rlvr.run.order import batch_order
-from rlvr.run.parallel import Trained
+from rlvr.run.parallel import REPLICATED, Trained, shards
 from rlvr.run.world import SINGLE, World, shard, sum_across
 from rlvr.sft.data import SFTExample, prepare_data, read_rows
 from rlvr.sft.loss import NLLModule, held_out_loss
@@ -47,7 +47,7 @@ class SFTTrainer:
     def __init__(self, config: SFTConfig, checkpoint: Path | None = None, world: World = SINGLE):
         """The data (read before the model: a bad row fails in a second), the model and the plan of steps."""
         self.config, c, self.world = config, config, world
-        if world.distributed and c.distributed.strategy != "ddp":
+        if shards(c.distributed.strategy, world.size):
             raise UserError(f"distributed.strategy={c.distributed.strategy} is built for rlvr train so far: run "
                             "rlvr sft with distributed.strategy=ddp")
         rows = read_rows(c.data)
@@ -59,7 +59,7 @@ class SFTTrainer:
         self.optimizer, self.scheduler = build_optimizer(self.model, c.optim, steps)
         self.plan = batch_order(len(self.data.train), c.batch_size, steps, c.seed)  # each step's examples
         self.step_count, self.resumed_from = 0, None
-        self.trained = Trained(NLLModule(self.model), world, "ddp", self.device, self.dtype)  # what the step runs
+        self.trained = Trained(NLLModule(self.model), world, REPLICATED, self.device, self.dtype)  # what the step runs
         self.schedule = Schedule(steps, save_every=c.save_every, eval_every=c.eval_every)
 
     def step(self) -> StepResult:

@@ -94,5 +94,5 @@ def weights_fingerprint(named_tensors: Iterable[tuple[str, torch.Tensor]]) -> st
     for name, tensor in sorted(named_tensors, key=lambda item: item[0]):
         t = tensor.detach().to("cpu").contiguous()
         digest.update(f"{name}:{t.dtype}:{tuple(t.shape)};".encode())
-        digest.update(t.reshape(-1).view(torch.uint8).numpy())
+        digest.update(t.reshape(-1).view(torch.uint8).numpy())  # type: ignore[arg-type]  # (numpy: __buffer__ from 3.12)
     return digest.hexdigest()

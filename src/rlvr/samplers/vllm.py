@@ -62,6 +62,7 @@ class VLLMSampler:
         if self.environment is not None:
             from rlvr.samplers.vllm_conversations import sample_conversations
 
+            assert self.make_env is not None  # `conversing` gives one with the environment
             return sample_conversations(self.generate, self.tokenizer, self.stop_ids, self.environment,
                                         self.make_env, requests, params)
         prompts = [self.tokenizer(r.prompt.text, add_special_tokens=self.add_special_tokens).input_ids

@@ -14,10 +14,13 @@ import signal
 import subprocess
 import time
 import uuid
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from rlvr.sandbox import command, tree, uids
 from rlvr.sandbox.limits import Limits, RunResult, Status
+
+if TYPE_CHECKING:
+    from _typeshed import HasFileno
 
 KillReason = Literal["timeout", "output_limit", "processes"]
 
@@ -81,10 +84,10 @@ class SandboxProcess:
                 env.update(TMPDIR=tmp, TEMP=tmp, TMP=tmp)
             if user is not None:
                 _give_to(host_dir, *user)
+            ids: dict[str, Any] = {} if user is None else {"user": user[0], "group": user[1], "extra_groups": []}
             self.popen = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                cwd=host_dir, env=env, start_new_session=True, close_fds=True,
-                **({} if user is None else {"user": user[0], "group": user[1], "extra_groups": []}))
+                cwd=host_dir, env=env, start_new_session=True, close_fds=True, **ids)
         except OSError as exc:
             if self._lease is not None:
                 self._lease.release()
@@ -153,20 +156,21 @@ class SandboxProcess:
             for key, _ in self._selector.select(timeout=wait):
                 if self._closed:
                     break  # a limit was hit on the previous stream: the rest is not read
-                self._service(key.fileobj)  # type: ignore[arg-type]
+                assert not isinstance(key.fileobj, int)  # what was registered: the child's pipes
+                self._service(key.fileobj)
         else:
             time.sleep(wait)  # the child closed its pipes but still runs
         if not self._closed:
             self._watch()
         return not self._closed
 
-    def _service(self, stream: object) -> None:
+    def _service(self, stream: HasFileno) -> None:
         """Write to stdin or read from stdout/stderr, whichever is ready."""
         assert self.popen is not None
         if stream is self.popen.stdin:
             self._write_stdin()
             return
-        fd = stream.fileno()  # type: ignore[attr-defined]
+        fd = stream.fileno()
         try:
             chunk = os.read(fd, _CHUNK)
         except BlockingIOError:

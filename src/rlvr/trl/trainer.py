@@ -33,6 +33,8 @@ from rlvr.trl.recorded import DEFAULTS
 class GRPOConfig:
     """TRL's GRPOConfig arguments, by TRL's names and defaults (read back as attributes, as TRL's are)."""
 
+    reward_weights: list[float] | None  # (set in __init__ with every other argument; read by GRPOTrainer)
+
     def __init__(self, **kwargs: Any) -> None:
         unknown = [k for k in kwargs if k not in DEFAULTS]
         if unknown:

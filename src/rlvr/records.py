@@ -111,3 +111,13 @@ class TrainBatch:
     @property
     def rollout(self) -> Rollout:
         return self.scored.rollout
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """A recipe's held-out measurement of its weights: `result` is what a run keeps (trainer.pt's "before",
+    summary.json, best.json: JSON values), `metrics` what is logged, `line` what the console shows."""
+
+    result: dict[str, Any]
+    metrics: dict[str, float]
+    line: str

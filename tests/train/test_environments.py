@@ -89,5 +89,5 @@ def test_held_out_evaluation_converses_with_the_environment_too(tmp_path, monkey
     first = trainer.evaluate()
     assert len(resets) == 2 * 4  # the held-out questions with the example exchange, and alone
     again = trainer.evaluate()
-    assert resets[:8] == resets[8:] and first["strict_correct"] == again["strict_correct"]  # paired: the same games
-    assert first["n"] == 4 and "alone" in first
+    assert resets[:8] == resets[8:] and first.result["strict_correct"] == again.result["strict_correct"]  # paired
+    assert first.result["n"] == 4 and "alone" in first.result

@@ -30,9 +30,12 @@ def scripted_validation(monkeypatch):
     real = Trainer.evaluate
 
     def evaluate(self):
-        evaluation = real(self)
-        evaluation["validation"]["strict"] = {"mean": SCRIPT[self.step_count], "low": 0.0, "high": 1.0}
-        return evaluation
+        from rlvr.records import Evaluation
+        from rlvr.train.evaluation import describe, eval_metrics
+
+        result = real(self).result
+        result["validation"]["strict"] = {"mean": SCRIPT[self.step_count], "low": 0.0, "high": 1.0}
+        return Evaluation(result, eval_metrics(result), describe(result))
     monkeypatch.setattr(Trainer, "evaluate", evaluate)
 
 

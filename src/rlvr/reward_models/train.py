@@ -35,6 +35,7 @@ from rlvr.models.reward_model import (
     score_texts,
 )
 from rlvr.optim import build_optimizer
+from rlvr.records import Evaluation
 from rlvr.reward_models.bradley_terry import bradley_terry_loss, pairwise_accuracy, pairwise_wins
 from rlvr.reward_models.pairs import PreferencePair, load_pairs, split_pairs
 from rlvr.run.checkpoint import save_pretrained
@@ -105,7 +106,7 @@ class RewardModelTrainer:
             "tokens": sum(p[3] for p in parts if p[2]), "step_seconds": time.perf_counter() - started,
         })
 
-    def evaluate(self) -> dict[str, Any] | None:
+    def evaluate(self) -> Evaluation | None:
         """Pairwise accuracy on the held-out pairs with its 95% Wilson interval (ties count half); None if
         there are none. Data-parallel, each rank scores its share."""
         if not self.held_out:
@@ -115,8 +116,12 @@ class RewardModelTrainer:
                                                   strict=True)), self.held_out, self.world)
         chosen, rejected = torch.tensor([c for c, _ in both]), torch.tensor([r for _, r in both])
         wins = float(pairwise_wins(chosen, rejected).sum())
-        return {"n": len(self.held_out), "pairwise_accuracy": asdict(wilson_interval(wins, len(self.held_out))),
-                "margin": float((chosen - rejected).mean())}
+        accuracy = wilson_interval(wins, len(self.held_out))
+        result = {"n": len(self.held_out), "pairwise_accuracy": asdict(accuracy),
+                  "margin": float((chosen - rejected).mean())}
+        return Evaluation(result, {"eval/pairwise_accuracy": accuracy.mean},
+                          f"held-out pairwise accuracy {100 * accuracy.mean:.1f}% [{100 * accuracy.low:.1f}, "
+                          f"{100 * accuracy.high:.1f}] (n={len(self.held_out)})")
 
     def scores(self, prompts: list[Any], completions: list[str]) -> list[float]:
         with autocast(self.device, self.dtype):
@@ -131,14 +136,6 @@ class RewardModelTrainer:
         if c.stats_completions and len(items) > c.stats_completions:
             items = random.Random(c.seed).sample(items, c.stats_completions)
         return score_stats(self.scores([p for p, _ in items], [x for _, x in items]), c.max_length)
-
-    def eval_metrics(self, evaluation: dict[str, Any]) -> dict[str, float]:
-        return {"eval/pairwise_accuracy": evaluation["pairwise_accuracy"]["mean"]}
-
-    def describe(self, evaluation: dict[str, Any]) -> str:
-        a = evaluation["pairwise_accuracy"]
-        return (f"held-out pairwise accuracy {100 * a['mean']:.1f}% [{100 * a['low']:.1f}, {100 * a['high']:.1f}] "
-                f"(n={evaluation['n']})")
 
     def progress(self, metrics: dict[str, float]) -> dict[str, str]:
         return {"loss": f"{metrics['loss']:.3f}", "acc": f"{metrics['accuracy']:.2f}"}

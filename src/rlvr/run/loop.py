@@ -33,6 +33,7 @@ from rlvr.config import save_config
 from rlvr.config.sections import DistributedConfig, LoggingConfig, ModelConfig
 from rlvr.console import progress
 from rlvr.errors import StepAbandoned, UserError, for_caller
+from rlvr.records import Evaluation
 from rlvr.run import best as best_kept
 from rlvr.run.checkpoint import load_state, rng_state, save_checkpoint, set_rng_state
 from rlvr.run.directory import past_the_end, refuse_changes, resume_point, set_aside, start_fresh
@@ -107,9 +108,7 @@ class Recipe(Protocol):
     def world(self) -> World: ...  # the ranks it runs on (one process: rlvr.run.world.SINGLE)
 
     def step(self) -> StepResult: ...
-    def evaluate(self) -> dict[str, Any] | None: ...  # held-out measurement; None = nothing to measure
-    def eval_metrics(self, evaluation: dict[str, Any]) -> dict[str, float]: ...  # logged every eval_every steps
-    def describe(self, evaluation: dict[str, Any]) -> str: ...  # one line for the console
+    def evaluate(self) -> Evaluation | None: ...  # held-out measurement; None = nothing to measure
     def progress(self, metrics: dict[str, float]) -> dict[str, str]: ...  # the progress bar's postfix
     def write_checkpoint(self, folder: Path) -> None: ...  # models (model/ loads with transformers), extra files
     # optimizer, scheduler, data order, ... (not the step, not the RNG); called on every rank before rank 0
@@ -212,9 +211,10 @@ def _run(recipe: Recipe, before: dict[str, Any] | None, resumed: bool, on_step_e
     writer = _writer(recipe, resumed) if main else None
     try:
         if not resumed and schedule.eval_before:
-            before = _evaluate(recipe, "before")
-            if writer is not None and before is not None:  # the trackers' curves start from it, at step 0
-                writer.to_trackers(0, recipe.eval_metrics(before))
+            first = _evaluate(recipe, "before")
+            before = first.result if first is not None else None
+            if writer is not None and first is not None:  # the trackers' curves start from it, at step 0
+                writer.to_trackers(0, first.metrics)
 
         def save() -> Path:  # every rank gives its state; several ranks write their parts, rank 0 the rest
             state = {**recipe.state_dict(), "step": recipe.step_count, "before": before}
@@ -238,15 +238,16 @@ def _run(recipe: Recipe, before: dict[str, Any] | None, resumed: bool, on_step_e
                            f"continue with: {resume_hint(recipe)}")
             return {"stopped_at": recipe.step_count, "checkpoint": str(path), "run_dir": str(run_dir)}
         # the weights were just measured when the last step was an eval_every step: the same numbers
-        reuse = last is not None and last["step"] == recipe.step_count
-        after = (last if reuse else _evaluate(recipe, "after")) if schedule.eval_after else None
+        reuse = last is not None and last.result["step"] == recipe.step_count
+        measured = (last if reuse else _evaluate(recipe, "after")) if schedule.eval_after else None
+        after = measured.result if measured is not None else None
         summary = recipe.summary(before, after, time.perf_counter() - start, path)
         if schedule.keep_best:
             best = best if reuse else best_kept.consider(run_dir, after, best, save, main)
             summary["best"] = _best_summary(recipe, before, best, run_dir)
         if writer is not None:
             (run_dir / paths.SUMMARY).write_text(json.dumps(summary, indent=2))
-            writer.to_trackers(recipe.step_count, recipe.eval_metrics(after) if after is not None else {})
+            writer.to_trackers(recipe.step_count, measured.metrics if measured is not None else {})
             writer.summary(recipe.step_count, summary)
         return summary
     finally:
@@ -280,13 +281,13 @@ def _best_summary(recipe: Recipe, before: dict[str, Any] | None, best: best_kept
 
 def _loop(recipe: Recipe, save: Callable[[], Path], stop: StopFlag, on_step_end: OnStepEnd | None,
           writer: MetricsWriter | None, best: best_kept.Best | None
-          ) -> tuple[dict[str, Any] | None, best_kept.Best | None]:
+          ) -> tuple[Evaluation | None, best_kept.Best | None]:
     """The steps, until the last or a stop; returns the latest held-out evaluation made on the way, and the
     best checkpoint (keep_best)."""
     schedule, run_dir, world = recipe.schedule, Path(recipe.config.output_dir), recipe.world
     bar = progress(total=schedule.total_steps, initial=recipe.step_count, desc=recipe.label, unit="step",
                    disable=not world.is_main)
-    evaluation = None
+    evaluation: Evaluation | None = None
     try:
         # a rank waits for the others at the end of its step, so a signal never abandons a step there
         agreed = False  # the ranks' decision to stop, taken together at the end of each step
@@ -301,9 +302,10 @@ def _loop(recipe: Recipe, save: Callable[[], Path], stop: StopFlag, on_step_end:
                 step, metrics = recipe.step_count, dict(result.metrics)
                 if schedule.eval_every and step % schedule.eval_every == 0:
                     evaluation = _evaluate(recipe, f"step {step}")
-                    metrics.update(recipe.eval_metrics(evaluation) if evaluation is not None else {})
+                    metrics.update(evaluation.metrics if evaluation is not None else {})
                     if schedule.keep_best:
-                        best = best_kept.consider(run_dir, evaluation, best, save, world.is_main)
+                        best = best_kept.consider(run_dir, evaluation.result if evaluation is not None else None,
+                                                  best, save, world.is_main)
                 if writer is not None:
                     writer.write(step, metrics)
                 bar.set_postfix(recipe.progress(metrics), refresh=False)
@@ -361,14 +363,14 @@ def _step(recipe: Recipe, save: Callable[[], Path]) -> StepResult | None:
         raise
 
 
-def _evaluate(recipe: Recipe, when: str) -> dict[str, Any] | None:
+def _evaluate(recipe: Recipe, when: str) -> Evaluation | None:
     """The recipe's held-out measurement of its weights as they are now, tied to the step they are at."""
     evaluation = recipe.evaluate()
     if evaluation is None:
         return None
     if recipe.world.is_main:
-        tqdm.write(f"  {when}: {recipe.describe(evaluation)}")
-    return {"step": recipe.step_count, **evaluation}
+        tqdm.write(f"  {when}: {evaluation.line}")
+    return dataclasses.replace(evaluation, result={"step": recipe.step_count, **evaluation.result})
 
 
 def record_samples(run_dir: Path, step: int, groups: list[dict[str, Any]], shown: int = 4) -> None:

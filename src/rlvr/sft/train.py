@@ -25,6 +25,7 @@ from rlvr.errors import UserError
 from rlvr.models import load_configured
 from rlvr.models.devices import autocast
 from rlvr.optim import build_optimizer
+from rlvr.records import Evaluation
 from rlvr.run.checkpoint import save_pretrained
 from rlvr.run.loop import OnStepEnd, Schedule, StepResult, launch
 from rlvr.run.order import batch_order
@@ -103,20 +104,18 @@ class SFTTrainer:
             loss, entropy = loss + float(nll.total.detach()) * scale, entropy + nll.entropy * scale
         return loss, entropy
 
-    def evaluate(self) -> dict[str, Any] | None:
+    def evaluate(self) -> Evaluation | None:
         """Token-mean NLL (and perplexity) of the held-out rows; None when there are none."""
         c = self.config
         with autocast(self.device, self.dtype):
-            return held_out_loss(self.model, self.data.held_out, packing=c.packing, max_length=c.max_length,
-                                 micro_batch_tokens=c.optim.micro_batch_tokens, pad_id=self.tokenizer.pad_token_id,
-                                 world=self.world)
-
-    def eval_metrics(self, evaluation: dict[str, Any]) -> dict[str, float]:
-        return {"eval_loss": evaluation["loss"]}
-
-    def describe(self, evaluation: dict[str, Any]) -> str:
-        return (f"held-out loss {evaluation['loss']:.4f}   perplexity {evaluation['perplexity']:.2f}   "
-                f"({evaluation['tokens']} tokens)")
+            result = held_out_loss(self.model, self.data.held_out, packing=c.packing, max_length=c.max_length,
+                                   micro_batch_tokens=c.optim.micro_batch_tokens, pad_id=self.tokenizer.pad_token_id,
+                                   world=self.world)
+        if result is None:
+            return None
+        return Evaluation(result, {"eval_loss": result["loss"]},
+                          f"held-out loss {result['loss']:.4f}   perplexity {result['perplexity']:.2f}   "
+                          f"({result['tokens']} tokens)")
 
     def progress(self, metrics: dict[str, float]) -> dict[str, str]:
         return {"loss": f"{metrics['loss']:.3f}", "tok_s": f"{metrics['tokens_per_second']:.0f}"}

@@ -1,7 +1,7 @@
 """The held-out evaluation of a GRPO or PPO run, and how it is shown: metrics, the console line, summary.json.
 
     evaluation = held_out(sampler, parts, config, step, world)   # greedy, strict and lenient, 95% intervals
-    eval_metrics(evaluation), describe(evaluation)                # eval/strict …, one line
+    eval_metrics(evaluation), describe(evaluation)                # eval/strict …, one line: its Evaluation record
     summary(config, parts, step, before, after, seconds)          # summary.json: before, after, paired gain
 """
 

@@ -17,6 +17,7 @@ from rlvr import paths
 from rlvr.config import TrainConfig
 from rlvr.errors import UserError
 from rlvr.optim import build_optimizer
+from rlvr.records import Evaluation
 from rlvr.run.loop import Schedule
 from rlvr.run.policy import Policy
 from rlvr.run.world import SINGLE, World
@@ -73,14 +74,11 @@ class PolicyRecipe:
         self.source.close()
 
     # ── what the run core asks of a recipe ───────────────────────────────────────────────────
-    def evaluate(self) -> dict[str, Any] | None:
-        return evaluation.held_out(self.source.synced(), self.parts, self.config, self.step_count, self.world)
-
-    def eval_metrics(self, result: dict[str, Any]) -> dict[str, float]:
-        return evaluation.eval_metrics(result)
-
-    def describe(self, result: dict[str, Any]) -> str:
-        return evaluation.describe(result)
+    def evaluate(self) -> Evaluation | None:
+        result = evaluation.held_out(self.source.synced(), self.parts, self.config, self.step_count, self.world)
+        if result is None:
+            return None
+        return Evaluation(result, evaluation.eval_metrics(result), evaluation.describe(result))
 
     def summary(self, before: dict[str, Any] | None, after: dict[str, Any] | None, seconds: float,
                 checkpoint: Path) -> dict[str, Any]:

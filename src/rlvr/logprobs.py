@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
 from transformers import DynamicCache
@@ -65,7 +65,8 @@ class _SelectiveLogSoftmax(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, hidden, weight, targets, temperature, floors):
+    def forward(ctx: Any, hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, temperature: float,
+                floors: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         logits = _logits(hidden, weight, temperature, targets, floors)
         lse = torch.logsumexp(logits, dim=-1)
         target_logit = logits.gather(-1, targets[:, None]).squeeze(-1)
@@ -77,7 +78,8 @@ class _SelectiveLogSoftmax(torch.autograd.Function):
         return target_logit - lse, entropy
 
     @staticmethod
-    def backward(ctx, grad_logprob, _grad_entropy):
+    def backward(ctx: Any, grad_logprob: torch.Tensor,
+                 _grad_entropy: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None, None, None, None]:
         hidden, weight, targets, lse, floors = ctx.saved_tensors
         t = ctx.temperature
         hidden_w = _wide(hidden)
@@ -100,7 +102,7 @@ def selective_logprobs(
     out_lp, out_ent = [hidden.new_zeros(0, dtype=torch.float32)], [hidden.new_zeros(0, dtype=torch.float32)]
     for start in range(0, hidden.shape[0], chunk):
         part = slice(start, start + chunk)
-        lp, ent = _SelectiveLogSoftmax.apply(hidden[part], weight, targets[part], temperature,
+        lp, ent = _SelectiveLogSoftmax.apply(hidden[part], weight, targets[part], temperature,  # type: ignore[no-untyped-call]
                                              None if floors is None else floors[part])
         out_lp.append(lp)
         out_ent.append(ent)
@@ -181,27 +183,29 @@ def completion_logprobs(
                                        completion_mask)
     mask = completion_mask
     floors = None if support_floors is None else support_floors.to(device)[mask]
-    lp, ent = selective_logprobs(predicting[mask], model.get_output_embeddings().weight, completion_ids[mask],
-                                 temperature, floors=floors)
+    lp, ent = selective_logprobs(predicting[mask], model.get_output_embeddings().weight,  # type: ignore[operator]
+                                 completion_ids[mask], temperature, floors=floors)
     logprobs = torch.zeros(mask.shape, dtype=lp.dtype, device=device).masked_scatter(mask, lp)
     entropy = torch.zeros(mask.shape, dtype=ent.dtype, device=device).masked_scatter(mask, ent.detach())
     return TokenStats(logprobs=logprobs, entropy=entropy)
 
 
-def predicting_hidden(backbone, prompt_ids, prompt_mask, completion_ids, completion_mask) -> torch.Tensor:
+def predicting_hidden(backbone: torch.nn.Module, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
+                      completion_ids: torch.Tensor, completion_mask: torch.Tensor) -> torch.Tensor:
     """The plain way: one forward over prompt + completion per row -> hidden states predicting each
     completion token [m, Lc, H]."""
     input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
     attention = torch.cat([prompt_mask, completion_mask], dim=1)
-    hidden = backbone(input_ids=input_ids, attention_mask=attention,
-                      position_ids=positions(attention)).last_hidden_state
+    hidden: torch.Tensor = backbone(input_ids=input_ids, attention_mask=attention,
+                                    position_ids=positions(attention)).last_hidden_state
     lp = prompt_ids.shape[1]
     # the hidden state at position j predicts token j + 1: completion token t is predicted at Lp − 1 + t
     return hidden[:, lp - 1 : lp - 1 + completion_ids.shape[1]]
 
 
-def _hidden_shared_prompt(backbone, prompt_ids, prompt_mask, row_prompt, completion_ids,
-                          completion_mask) -> torch.Tensor:
+def _hidden_shared_prompt(backbone: torch.nn.Module, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
+                          row_prompt: torch.Tensor, completion_ids: torch.Tensor,
+                          completion_mask: torch.Tensor) -> torch.Tensor:
     """Prompt forward once, then each length bucket of completions attends to the cached prompt."""
     cache = DynamicCache()
     out = backbone(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions(prompt_mask),

@@ -187,7 +187,8 @@ def generate(
                        truncated=~finished, support_floors=floors[:, :width] if params.truncates else None)
 
 
-def _prefill(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, group_size: int):
+def _prefill(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor,
+             group_size: int) -> tuple[DynamicCache, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Run the P prompts once, then repeat their cache G times: (cache, logits [N, V], attention [N, Lp],
     next position [N])."""
     out = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), past_key_values=DynamicCache(),
@@ -201,7 +202,8 @@ def _prefill(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, grou
 class _GroupTracker:
     """Counts each group's unfinished completions and hands a group over the moment it completes."""
 
-    def __init__(self, num_prompts: int, group_size: int, ids: torch.Tensor, lengths: torch.Tensor, callback) -> None:
+    def __init__(self, num_prompts: int, group_size: int, ids: torch.Tensor, lengths: torch.Tensor,
+                 callback: Callable[[int, torch.Tensor, torch.Tensor], None] | None) -> None:
         self.left, self.g = [group_size] * num_prompts, group_size
         self.ids, self.lengths, self.callback = ids, lengths, callback
 
@@ -225,7 +227,7 @@ class _GroupTracker:
 
 def rollout(
     model: torch.nn.Module,
-    tokenizer,
+    tokenizer: Any,
     examples: list[Example],
     prompt_texts: list[str],
     group_size: int,
@@ -241,11 +243,12 @@ def rollout(
     """
     prompts = [tokenizer(text, add_special_tokens=add_special_tokens).input_ids for text in prompt_texts]
     stop_ids = stop_token_ids(model, tokenizer)
-    decode = lambda ids, mask: tokenizer.batch_decode(ids.masked_fill(~mask, tokenizer.pad_token_id),  # noqa: E731
-                                                      skip_special_tokens=True)
+    decode: Callable[[torch.Tensor, torch.Tensor], list[str]] = lambda ids, mask: tokenizer.batch_decode(  # noqa: E731
+        ids.masked_fill(~mask, tokenizer.pad_token_id), skip_special_tokens=True)
 
     def group_done(p: int, ids: torch.Tensor, lengths: torch.Tensor) -> None:
         mask = torch.arange(ids.shape[1])[None, :] < lengths[:, None]
+        assert on_group_done is not None  # (passed to generate only with one)
         on_group_done(p, decode(ids, mask), [row[m].tolist() for row, m in zip(ids, mask)])
 
     out = generate(model, prompts, group_size, params, stop_ids=stop_ids, pad_id=tokenizer.pad_token_id,

@@ -43,14 +43,20 @@ T = TypeVar("T")
 
 
 class Rows(Protocol):
-    """What a forward pass of the policy reads (rlvr.train.batch.MicroBatch)."""
+    """What a forward pass of the policy reads (rlvr.train.batch.MicroBatch): read-only, as that frozen record's."""
 
-    prompt_ids: torch.Tensor
-    prompt_mask: torch.Tensor
-    row_prompt: torch.Tensor
-    completion_ids: torch.Tensor
-    completion_mask: torch.Tensor
-    support_floors: torch.Tensor | None  # where the sampler cut its distribution (rlvr.logprobs)
+    @property
+    def prompt_ids(self) -> torch.Tensor: ...
+    @property
+    def prompt_mask(self) -> torch.Tensor: ...
+    @property
+    def row_prompt(self) -> torch.Tensor: ...
+    @property
+    def completion_ids(self) -> torch.Tensor: ...
+    @property
+    def completion_mask(self) -> torch.Tensor: ...
+    @property
+    def support_floors(self) -> torch.Tensor | None: ...  # where the sampler cut its distribution (rlvr.logprobs)
 
 
 class Policy:
@@ -72,7 +78,7 @@ class Policy:
     # ── forward passes ───────────────────────────────────────────────────────────────────────
     def autocast(self) -> AbstractContextManager[Any]:
         """The forward passes' precision (rlvr.models.devices): nothing in fp32."""
-        return autocast(self.device, self.dtype)  # type: ignore[no-any-return]
+        return autocast(self.device, self.dtype)
 
     def share_prompt(self, reference: bool = False) -> bool:
         """Whether a forward of π_θ (or π_ref) computes each prompt once per micro-batch (rlvr.logprobs): not

@@ -42,7 +42,8 @@ def outcome_advantages(scored: ScoredRollout, algo: AlgorithmConfig, world: Worl
         per_completion, normalise = _centred(scored, algo, weights or {}), True
     else:
         if algo.advantage_scale == "batch_std" and world.distributed:
-            batch_std = std_from_moments(*sum_across(reward_moments(rewards), world), algo.std_estimator)
+            r_sum, r_sq_sum, r_count = sum_across(reward_moments(rewards), world)
+            batch_std = std_from_moments(r_sum, r_sq_sum, r_count, algo.std_estimator)
         per_completion = group_advantages(rewards, baseline=algo.advantage_baseline, scale=algo.advantage_scale,
                                           std_estimator=algo.std_estimator, eps=algo.advantage_eps,
                                           batch_std=batch_std)

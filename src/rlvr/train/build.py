@@ -63,7 +63,7 @@ def load_models(
     reference = None  # (with LoRA, the policy with its adapters off: rlvr.train.trainer)
     if config.algorithm.beta > 0 and not m.lora:
         refreshed = checkpoint is not None and (checkpoint / paths.REFERENCE).is_dir()
-        source = str(checkpoint / paths.REFERENCE) if refreshed else m.name
+        source = str(checkpoint / paths.REFERENCE) if refreshed and checkpoint is not None else m.name
         reference = frozen_copy(policy if checkpoint is None
                                 else load_model(source, m.cache_dir, config.seed, m.attn_implementation)[0])
         reference.to(device, dtype=dtype)
@@ -84,7 +84,7 @@ def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts
     when resuming) and the reference when β > 0 (the slow part), then the prompts rendered for the model."""
     d = config.data
     task = TASKS.get(d.train)
-    load = lambda source, split, limit: load_examples(  # noqa: E731
+    load: Callable[[str, str, int | None], list[Example]] = lambda source, split, limit: load_examples(  # noqa: E731
         source, split=split, prompt_field=d.prompt_field, limit=limit, seed=config.seed, difficulty=d.difficulty)
     train_examples = with_every_column(load(d.train, "train", d.train_size))
     eval_source = d.eval or (d.train if task else None)
@@ -131,7 +131,8 @@ def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts
                             tokenizer, prompt_limit(policy, budget, d.max_prompt_tokens), specials, why=why, fix=fix)
     return RunParts(
         device=device, dtype=dtype, policy=policy, tokenizer=tokenizer, reference=reference,
-        train=train, eval=held_out, eval_alone=render(eval_examples, []) if held_out and shots else None,
+        train=train, eval=held_out,
+        eval_alone=render(eval_examples, []) if held_out and shots and eval_examples else None,
         validation=validation,
         rewards=rewards.specs, reward_entries=rewards.entries, correctness=rewards.correctness,
         accuracy_fns=heldout.judge, heldout_skipped=heldout.skipped,

@@ -13,6 +13,7 @@ Same interface as PromptStream (next_batch, state_dict, load_state_dict) plus `o
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
@@ -54,8 +55,8 @@ class CurriculumStream:
             old = self.pass_rates[i]
             self.pass_rates[i] = accuracy if old is None else (1 - SMOOTHING) * old + SMOOTHING * accuracy
 
-    def state_dict(self) -> dict:
+    def state_dict(self) -> dict[str, Any]:
         return {"draws": self.draws, "pass_rates": list(self.pass_rates)}
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         self.draws, self.pass_rates = state["draws"], list(state["pass_rates"])

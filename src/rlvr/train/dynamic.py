@@ -21,6 +21,7 @@ from rlvr.records import Rollout, ScoredRollout
 
 # what a multi-turn rollout keeps per completion besides its tensors (rlvr.envs.sampling)
 CONVERSATION_FIELDS = ("env_rewards", "env_info", "transcripts")
+_Pad = Callable[[torch.Tensor, int, float], torch.Tensor]  # (tensor, width, fill value) -> padded to width
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,9 @@ def fill_informative(first: ScoredRollout, sample_more: Callable[[int], ScoredRo
     full: a rank keeps sampling rounds while another still needs one, so that all draw the same
     global batches and their prompt streams stay identical."""
     want = first.rollout.num_prompts
-    sampled, kept, spare = [first], [], []
+    sampled = [first]
+    kept: list[ScoredRollout] = []
+    spare: list[ScoredRollout] = []
     while True:
         scored = sampled[-1]
         informative = ~zero_variance_groups(scored.rewards)
@@ -84,8 +87,8 @@ def concat_scored(parts: list[ScoredRollout]) -> ScoredRollout:
     rollouts = [p.rollout for p in parts]  # padding ids are 0: masked out everywhere they are read
     lp = max(r.prompt_ids.shape[1] for r in rollouts)
     lc = max(r.completion_ids.shape[1] for r in rollouts)
-    left = lambda t, width, value: torch.nn.functional.pad(t, (width - t.shape[1], 0), value=value)  # noqa: E731
-    right = lambda t, width, value: torch.nn.functional.pad(t, (0, width - t.shape[1]), value=value)  # noqa: E731
+    left: _Pad = lambda t, width, value: torch.nn.functional.pad(t, (width - t.shape[1], 0), value=value)  # noqa: E731
+    right: _Pad = lambda t, width, value: torch.nn.functional.pad(t, (0, width - t.shape[1]), value=value)  # noqa: E731
     rollout = Rollout(
         examples=[ex for r in rollouts for ex in r.examples], group_size=rollouts[0].group_size,
         prompt_ids=torch.cat([left(r.prompt_ids, lp, 0) for r in rollouts]),

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -42,7 +42,7 @@ def policy_term(algo: AlgorithmConfig, logprobs: torch.Tensor, old_logprobs: tor
     if not loss.requires_grad:
         raise UserError(f"algorithm.policy_loss {name!r} returned a loss without gradients: compute it from "
                         "`logprobs` (do not detach it)")
-    return loss
+    return cast(torch.Tensor, loss)
 
 
 def clip_shares(algo: AlgorithmConfig, logprobs: torch.Tensor, old_logprobs: torch.Tensor,
@@ -112,7 +112,7 @@ def user_advantages(spec: str, rewards: torch.Tensor, components: dict[str, torc
     out = _call(spec, "algorithm.advantage_fn", user_function(spec, "advantage function"), rewards.clone(),
                 {k: v.clone() for k, v in components.items()})
     _check(out, tuple(rewards.shape), spec, "algorithm.advantage_fn", "advantages [P, G] like the rewards")
-    return out.to(rewards.dtype)
+    return cast(torch.Tensor, out.to(rewards.dtype))
 
 
 @functools.cache

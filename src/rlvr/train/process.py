@@ -47,7 +47,8 @@ def token_ends(char_ends: list[int], prefix_lengths: list[int]) -> list[int]:
     >>> token_ends([1, 2, 3], prefix_lengths=[3, 4])
     [1, 1, 2]
     """
-    total, ends = len(prefix_lengths), []
+    total = len(prefix_lengths)
+    ends: list[int] = []
     for c in char_ends[:-1]:
         t = next((i + 1 for i, length in enumerate(prefix_lengths) if length >= c), total)
         ends.append(max(t, ends[-1] if ends else 1))
@@ -65,7 +66,8 @@ def process_batch_advantages(scored: ScoredRollout, scorer: Any, tokenizer: Any,
     for i, (text, ids, mask) in enumerate(zip(rollout.completions, rollout.completion_ids, rollout.completion_mask)):
         tokens = ids[mask].tolist()
         if not tokens:
-            ends.append([]), rewards.append([])
+            ends.append([])
+            rewards.append([])
             continue
         prefixes = tokenizer.batch_decode([tokens[: t + 1] for t in range(len(tokens))], skip_special_tokens=True)
         lengths = [len(t) for t in prefixes]

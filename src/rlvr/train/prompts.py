@@ -23,7 +23,7 @@ class PromptStream:
 
     def next_batch(self) -> list[int]:
         """The next `batch_prompts` positions, wrapping into a new shuffled epoch when needed."""
-        batch = []
+        batch: list[int] = []
         while len(batch) < self.batch_prompts:
             if self.position == len(self._order):
                 self.epoch, self.position = self.epoch + 1, 0

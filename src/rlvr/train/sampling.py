@@ -44,7 +44,7 @@ def score_while_sampling(sample: Callable[[GroupDone], Rollout], examples: list[
     if not concurrent:
         rollout = sample(score)
         return scored_rollout(rollout, [results[p] for p in range(len(examples))])
-    ready: queue.Queue = queue.Queue()
+    ready: queue.Queue[tuple[int, list[str], list[list[int]]]] = queue.Queue()
     cancelled = threading.Event()
 
     def group_done(p: int, texts: list[str], ids: list[list[int]]) -> None:

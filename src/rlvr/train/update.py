@@ -129,7 +129,7 @@ def policy_update(
             stats = policy.logprobs(mb, temperature)
             part = micro_batch_loss(batch, mb, stats.logprobs, algo, counts=counts,
                                     max_new_tokens=max_new_tokens, sums=sums if correcting else None)
-            (part.loss * world.size).backward()
+            (part.loss * world.size).backward()  # type: ignore[no-untyped-call]
         mask, old = part.mask, part.old_logprobs
         low, high = clip_shares(algo, stats.logprobs, old, part.advantages, mask)
         weight = float(mask.sum()) / num_tokens

@@ -50,8 +50,8 @@ def add_adapters(model: torch.nn.Module, lora: LoraConfig, base: str, task: str 
     import peft
 
     targets = "all-linear" if lora.target_modules == ["all-linear"] else list(lora.target_modules)
-    config = peft.LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=targets,
-                             task_type=task)
+    config = peft.LoraConfig(r=lora.rank, lora_alpha=lora.alpha,  # type: ignore[arg-type]  # (peft says int; a float works)
+                             lora_dropout=lora.dropout, target_modules=targets, task_type=task)
     try:
         with quiet_peft():
             adapted = peft.get_peft_model(model, config)
@@ -89,7 +89,7 @@ def quiet_peft() -> Iterator[None]:
 def decoder(model: torch.nn.Module) -> torch.nn.Module:
     """The decoder stack of a causal LM (its `base_model_prefix` attribute), of the wrapped model for a peft
     model (on which that attribute is the whole causal LM)."""
-    inner: Any = model.get_base_model() if has_adapters(model) else model
+    inner: Any = model.get_base_model() if has_adapters(model) else model  # type: ignore[operator]
     return getattr(inner, inner.base_model_prefix)  # type: ignore[no-any-return]
 
 
@@ -144,7 +144,7 @@ def folded_for_decoding(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
                 if isinstance(layer, LoraLayer) and layer.active_adapters:
                     weight = layer.get_base_layer().weight
                     kept.append((weight, weight.data))
-                    weight.data = weight.data + _delta(layer)
+                    weight.data = weight.data + _delta(layer)  # type: ignore[operator]  # (a Linear's weight)
         with model.disable_adapter():  # type: ignore[operator]
             yield model
     finally:

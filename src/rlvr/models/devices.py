@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 import resource
 import sys
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
 
 import torch
 
@@ -51,7 +52,7 @@ def compute_dtype(name: str, device: torch.device) -> torch.dtype:
     return DTYPES[name]
 
 
-def autocast(device: torch.device, dtype: torch.dtype):
+def autocast(device: torch.device, dtype: torch.dtype) -> AbstractContextManager[Any]:
     """torch.autocast for reduced precision; nothing for fp32."""
     if dtype == torch.float32:
         return nullcontext()

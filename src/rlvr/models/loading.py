@@ -25,7 +25,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedTokenizerBase,
+    PreTrainedTokenizerFast,
+)
 
 from rlvr import paths
 from rlvr.config import ModelConfig
@@ -53,12 +60,12 @@ _CHATML = (
 def load_model(
     name: str, cache_dir: str = "~/.cache/rlvr", seed: int = 0, attn_implementation: str | None = None, *,
     trainable_adapters: bool = False,
-) -> tuple[torch.nn.Module, PreTrainedTokenizerFast]:
+) -> tuple[torch.nn.Module, PreTrainedTokenizerBase]:
     """Resolve `name` to (model in fp32, tokenizer). See the module docstring for accepted names. Adapters
     are merged into the weights, or kept apart and trainable with `trainable_adapters` (resuming a LoRA run)."""
     if name in TINY_MODELS:
         return build_tiny_model(seed, TINY_MODELS[name])
-    kwargs = {"attn_implementation": attn_implementation} if attn_implementation else {}
+    kwargs: dict[str, Any] = {"attn_implementation": attn_implementation} if attn_implementation else {}
     path = resolve_model_path(name, cache_dir)
     if is_adapter_dir(path):
         return load_adapted(Path(path), lambda base: load_model(base, cache_dir, seed, attn_implementation),
@@ -164,8 +171,8 @@ def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
 
 
 def load_pretrained(
-    name: str, auto_class: type = AutoModelForCausalLM, **model_kwargs: Any
-) -> tuple[torch.nn.Module, PreTrainedTokenizerFast]:
+    name: str, auto_class: type[Any] = AutoModelForCausalLM, **model_kwargs: Any
+) -> tuple[torch.nn.Module, PreTrainedTokenizerBase]:
     """`auto_class.from_pretrained(name)` in fp32 with its tokenizer (pad token set); a path that
     does not exist or a model that cannot be loaded is a UserError."""
     local = Path(name).expanduser()
@@ -226,7 +233,7 @@ def convert_gguf(path: Path, cache_dir: Path) -> Path:
                         "or download it again)") from None
     # transformers 5 marks a GGUF-loaded model as quantised and refuses to save or train it;
     # after dequantisation the weights are plain fp32, so the marker is dropped.
-    model.hf_quantizer = None
+    model.hf_quantizer = None  # type: ignore[assignment]
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     model.save_pretrained(tmp)
@@ -250,7 +257,7 @@ def build_tiny_tokenizer() -> PreTrainedTokenizerFast:
     backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")  # every character, newlines too
     backend.decoder = decoders.Fuse()
-    tokenizer = PreTrainedTokenizerFast(
+    tokenizer = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=backend, unk_token="<unk>", bos_token="<|im_start|>", eos_token="<|im_end|>",
         pad_token="<|im_end|>",
     )
@@ -286,4 +293,4 @@ def build_tiny_model(seed: int = 0, head_dim: int = 16) -> tuple[LlamaForCausalL
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         model = LlamaForCausalLM(config)
-    return model.float(), tokenizer
+    return model.float(), tokenizer  # type: ignore[no-untyped-call]

@@ -21,7 +21,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from transformers import AutoModelForSequenceClassification, LlamaForSequenceClassification, PreTrainedTokenizerBase
@@ -55,7 +55,7 @@ def load_reward_model(name: str, cache_dir: str = "~/.cache/rlvr", seed: int = 0
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         model, tokenizer = load_pretrained(path, AutoModelForSequenceClassification, num_labels=1, **kwargs)
-    model.config.pad_token_id = tokenizer.pad_token_id
+    model.config.pad_token_id = tokenizer.pad_token_id  # type: ignore[union-attr]  # (a transformers model)
     return model, tokenizer
 
 
@@ -67,10 +67,10 @@ def build_tiny_reward_model(seed: int = 0) -> tuple[LlamaForSequenceClassificati
     config.num_labels = 1
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        model = LlamaForSequenceClassification(config)
+        model = LlamaForSequenceClassification(config)  # type: ignore[no-untyped-call]
     model.model.load_state_dict(policy.model.state_dict())
     model.config.pad_token_id = tokenizer.pad_token_id
-    return model.float(), tokenizer
+    return model.float(), tokenizer  # type: ignore[no-untyped-call]
 
 
 def conversation_text(tokenizer: Any, prompt: Prompt, completion: str) -> str:
@@ -84,7 +84,8 @@ def conversation_text(tokenizer: Any, prompt: Prompt, completion: str) -> str:
     if not getattr(tokenizer, "chat_template", None):
         return render_prompt(prompt, template="plain") + completion
     messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
-    return tokenizer.apply_chat_template([*messages, {"role": "assistant", "content": completion}], tokenize=False)
+    return cast(str, tokenizer.apply_chat_template([*messages, {"role": "assistant", "content": completion}],
+                                                   tokenize=False))
 
 
 def encode(
@@ -111,7 +112,8 @@ def encode(
 def forward_scores(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     """input_ids [N, T], attention_mask [N, T] -> scores [N] (with gradients, on the model's device)."""
     device = next(model.parameters()).device
-    return model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device)).logits[:, 0]
+    scores = model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device)).logits[:, 0]
+    return cast(torch.Tensor, scores)
 
 
 @torch.no_grad()

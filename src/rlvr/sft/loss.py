@@ -38,7 +38,8 @@ def completion_nll(model: torch.nn.Module, batch: MicroBatch) -> TokenNLL:
     hidden = backbone(input_ids=ids, attention_mask=attention_bias(segments, param.dtype),
                       position_ids=positions).last_hidden_state
     targets, trained = (t.to(param.device) for t in loss_targets(batch))
-    logprobs, entropy = selective_logprobs(hidden[:, :-1][trained], model.get_output_embeddings().weight,
+    logprobs, entropy = selective_logprobs(hidden[:, :-1][trained],
+                                           model.get_output_embeddings().weight,  # type: ignore[operator]
                                            targets[trained])
     return TokenNLL(total=-logprobs.sum(), tokens=int(trained.sum()), entropy=float(entropy.sum()))
 
@@ -72,7 +73,7 @@ def held_out_loss(model: torch.nn.Module, examples: list[SFTExample], *, packing
             total, tokens = total + float(nll.total), tokens + nll.tokens
     finally:
         model.train(was_training)
-    total, tokens = sum_across([total, tokens], world)
-    tokens = int(tokens)
+    total, summed_tokens = sum_across([total, tokens], world)
+    tokens = int(summed_tokens)
     loss = total / tokens
     return {"examples": len(examples), "tokens": tokens, "loss": loss, "perplexity": math.exp(min(loss, 50.0))}

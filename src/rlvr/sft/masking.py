@@ -19,7 +19,7 @@ transformers, labels[t] is the target of the prediction made at position t − 1
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from jinja2.exceptions import TemplateError
 
@@ -94,7 +94,8 @@ def chat_segments(messages: Messages, tokenizer: Any, where: str = "", first_tra
 
 def _render(tokenizer: Any, messages: Messages, add_generation_prompt: bool, where: str) -> str:
     try:
-        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+        return cast(str, tokenizer.apply_chat_template(messages, tokenize=False,
+                                                       add_generation_prompt=add_generation_prompt))
     except TemplateError as error:
         raise UserError(f"{where}: the chat template rejects this conversation ({error}); "
                         "fix the roles' order") from None

@@ -9,6 +9,7 @@ happens inside a step's batch, so it changes speed (less padding), never the los
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -57,7 +58,7 @@ def micro_batches(
     rows × longest row <= micro_batch_tokens (at least one row per micro-batch)."""
     lengths = [len(e.input_ids) for e in examples]
     rows = pack(lengths, max_length) if packing else [[i] for i in range(len(examples))]
-    width = lambda row: sum(lengths[i] for i in row)  # noqa: E731
+    width: Callable[[list[int]], int] = lambda row: sum(lengths[i] for i in row)  # noqa: E731
     rows.sort(key=width, reverse=True)  # stable: equal widths keep their order
     batches: list[MicroBatch] = []
     start = 0
@@ -87,7 +88,7 @@ def collate(rows: list[list[SFTExample]], pad_id: int) -> MicroBatch:
         labels.append(r_labels + [IGNORE] * pad)
         positions.append(r_pos + list(range(pad)))
         segments.append(r_seg + [PADDING] * pad)
-    as_long = lambda rows: torch.tensor(rows, dtype=torch.long)  # noqa: E731
+    as_long: Callable[[list[list[int]]], torch.Tensor] = lambda rows: torch.tensor(rows, dtype=torch.long)  # noqa: E731
     return MicroBatch(as_long(ids), as_long(labels), as_long(positions), as_long(segments))
 
 

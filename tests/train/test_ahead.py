@@ -91,6 +91,20 @@ def test_ctrl_c_saves_what_was_sampled_ahead_and_the_resumed_run_is_the_unbroken
     assert same_run(tmp_path / "a" / "run", tmp_path / "b" / "run")
 
 
+@pytest.mark.parametrize("k", [1, 100])
+def test_the_worker_samples_no_batch_past_the_runs_last(tmp_path, monkeypatch, k):
+    """max_steps 3: three batches sampled and scored (a paid reward pays for three), none kept in the last
+    checkpoint, whatever k; the run as unbroken as ever."""
+    import rlvr.train.rollouts as module
+    from rlvr.run.checkpoint import load_state
+
+    real, scored = module.score_rollout, []
+    monkeypatch.setattr(module, "score_rollout", lambda rollout, rewards: scored.append(1) or real(rollout, rewards))
+    train(tmp_path, "run", f"sampling.max_staleness={k}", "sampling.overlap_rewards=false", steps=3)
+    assert len(scored) == 3
+    assert load_state(paths.latest_checkpoint(tmp_path / "run" / "run"))["ahead"]["pending"] == [[]]
+
+
 def test_staleness_changes_what_is_trained(tmp_path):
     train(tmp_path, "sync")
     train(tmp_path, "ahead", "sampling.max_staleness=1")

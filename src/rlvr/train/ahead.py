@@ -67,15 +67,17 @@ class RolloutsAhead:
     `produce(batch, sampler)` samples and scores batch `batch` with `sampler` (holding the version it must);
     `stream_state()` reads the prompt stream's state, which only `produce` moves; `load(weights, version)`
     gives the sampler a version (default: its load_weights). `timeout_s` bounds how long the trainer waits
-    for a batch: past it, the run stops with one line (the worker stalled)."""
+    for a batch: past it, the run stops with one line (the worker stalled). `end`: the first batch no step will
+    train on (the run's max_steps): the worker samples none from it on (a paid reward is not paid for nothing,
+    and a checkpoint waits for no batch the run cannot use)."""
 
     def __init__(self, sampler: Sampler, produce: Callable[[int, Sampler], Any],
                  stream_state: Callable[[], dict[str, Any]], *, max_staleness: int, first_batch: int,
                  pending: list[Sampled] | None = None, timeout_s: float = 1800.0,
-                 load: Callable[[Weights, int], None] | None = None) -> None:
+                 load: Callable[[Weights, int], None] | None = None, end: int | None = None) -> None:
         self.sampler, self.produce, self.stream_state = sampler, produce, stream_state
         self.load = load or (lambda weights, version: sampler.load_weights(weights, version=version))
-        self.k, self.timeout_s = max_staleness, timeout_s
+        self.k, self.timeout_s, self.end = max_staleness, timeout_s, end
         self.ready: dict[int, Sampled] = {s.batch: s for s in pending or []}
         self.after = {s.batch: s.stream_state for s in pending or []}  # batch -> the prompt stream after it
         self.next_batch = first_batch + len(self.ready)  # the next one the worker samples
@@ -120,6 +122,8 @@ class RolloutsAhead:
         (waiting for them: their weights are published already), and the prompt stream after them. A worker
         that failed leaves fewer: a resumed run samples the rest with the checkpoint's weights."""
         last = next_batch + self.k - 1  # (batches up to it need versions up to next_batch − 1)
+        if self.end is not None:
+            last = min(last, self.end - 1)
         with self.changed:
             while self._working() and any(b not in self.ready for b in range(next_batch, last + 1)):
                 self.changed.wait(1.0)
@@ -155,6 +159,8 @@ class RolloutsAhead:
         try:
             while True:
                 batch = self.next_batch
+                if self.end is not None and batch >= self.end:
+                    return  # (the trainer takes no batch past the run's last)
                 with self.changed:
                     while self.floor is None and not self.stopping:
                         self.changed.wait()
@@ -267,7 +273,7 @@ class AheadSource(RolloutSource):
         self.ahead = RolloutsAhead(sampler, lambda b, s: self.sample_and_score(b, s, world),
                                    lambda: copy.deepcopy(self.prompts.state_dict()),
                                    max_staleness=c.sampling.max_staleness or 0, first_batch=batch,
-                                   pending=self.pending, timeout_s=c.sampling.worker_timeout_s,
+                                   pending=self.pending, timeout_s=c.sampling.worker_timeout_s, end=c.max_steps,
                                    load=lambda weights, version: give_weights(sampler, lambda: iter(weights), version,
                                                                               loaded=lambda: barrier(world)))
         self._publish(self.version)

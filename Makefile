@@ -23,10 +23,10 @@ $(VENV)/.installed: pyproject.toml scripts/install_torch.sh scripts/install_sand
 train: setup
 	$(VENV)/bin/rlvr train
 
-# ruff on src/ and tests/, mypy on the pure core and the run core (pyproject.toml), then the whole suite;
+# ruff on src/, tests/ and bench/, mypy --strict on all of src/ (pyproject.toml), then the whole suite;
 # then the vLLM backend's tests in vLLM's own venv, where `make setup-vllm` installed it (else they are skipped).
 test: setup
-	$(VENV)/bin/ruff check src tests
+	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/mypy
 	$(PY) -m pytest
 	@$(MAKE) --no-print-directory test-vllm

@@ -321,6 +321,12 @@ class TrainConfig:
     reflection_phrases: list[str] = field(default_factory=lambda: list(DEFAULT_REFLECTION_PHRASES))
     """Phrases counted as reflection in the `reflection_rate` metric (whole words, any case)."""
 
+    @property
+    def max_new_tokens(self) -> int:
+        """generation.max_new_tokens, which training requires (validate): the longest completion it samples."""
+        assert self.generation.max_new_tokens is not None
+        return self.generation.max_new_tokens
+
     def validate(self) -> None:
         for section in (self.model, self.data, self.sampling, self.generation, self.algorithm, self.optim,
                         self.distributed, self.logging, self.environment, self.ppo):

@@ -29,8 +29,9 @@ class Interval:
         return f"{100 * self.mean:.1f}% [{100 * self.low:.1f}, {100 * self.high:.1f}]"
 
 
-def wilson_interval(correct: int, total: int, z: float = Z95) -> Interval:
-    """Wilson score interval for a proportion (well-behaved at 0% and 100%, unlike the normal one).
+def wilson_interval(correct: float, total: int, z: float = Z95) -> Interval:
+    """Wilson score interval for a proportion of `correct` out of `total` (ties may count half; well-behaved at 0%
+    and 100%, unlike the normal one).
 
     >>> i = wilson_interval(0, 100); (i.mean, round(i.low, 3), round(i.high, 3))
     (0.0, 0.0, 0.037)

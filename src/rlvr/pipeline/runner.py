@@ -48,7 +48,11 @@ def run_pipeline(recipe_path: str | Path, output_dir: str | None = None, progres
                   f"run the same command again to continue it")
             return {"recipe": recipe.name, "output_dir": str(root), "stopped_in": stage.name, "stages": rows}
         outputs[stage.name] = result.primary
-        model = result.model if stage.kind in MODEL_KINDS else model
+        if stage.kind in MODEL_KINDS:
+            if result.model is None:  # (stage.json edited by hand, or written by another version)
+                raise UserError(f"stage {stage.name!r} is marked complete in {out / 'stage.json'} without a model: "
+                                "delete that folder to run the stage again")
+            model = result.model
         dataset = result.dataset or dataset
         evaluated = _evaluate(recipe, result.model, out / "eval", progress) if stage.kind in MODEL_KINDS else None
         rows.append(stage_row(stage.name, stage.kind, result.primary, result.summary, evaluated))

@@ -30,7 +30,8 @@ class ValueModel(torch.nn.Module):
     def __init__(self, policy: torch.nn.Module):
         super().__init__()
         self.backbone = copy.deepcopy(decoder(policy))  # with LoRA: the adapted backbone, its own adapters train
-        self.head = torch.nn.Linear(policy.config.hidden_size, 1)
+        config: Any = policy.config  # (a transformers PretrainedConfig)
+        self.head = torch.nn.Linear(config.hidden_size, 1)
         torch.nn.init.zeros_(self.head.weight)
         torch.nn.init.zeros_(self.head.bias)
 
@@ -40,7 +41,8 @@ class ValueModel(torch.nn.Module):
         device = self.head.weight.device
         args = [t.to(device) for t in (prompt_ids, prompt_mask, completion_ids, completion_mask)]
         hidden = predicting_hidden(self.backbone, *args)
-        return (self.head(hidden).squeeze(-1) * args[3]).float().cpu()  # [m, Lc]
+        values: torch.Tensor = (self.head(hidden).squeeze(-1) * args[3]).float().cpu()  # [m, Lc]
+        return values
 
 
 class Critic:
@@ -85,7 +87,7 @@ class Critic:
             loss = value_loss(v, old_values[mb.rows, :lc], returns[mb.rows, :lc], mb.loss_mask,
                               self.settings.value_clip, tokens)
             with self.trained.accumulating(last=i == len(runs) - 1):
-                loss.backward()
+                loss.backward()  # type: ignore[no-untyped-call]
             total += float(loss.detach())
         self.trained.optimizer_step(self.optimizer, None, max_grad_norm=self.settings.critic_max_grad_norm)
         return total

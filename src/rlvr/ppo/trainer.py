@@ -67,7 +67,7 @@ class PPOTrainer(PolicyRecipe):
         with clock("update"):
             stats = policy_update(self.policy, self.optimizer, self.scheduler, batch, algo=a,
                                   micro_batch_tokens=o.micro_batch_tokens, temperature=g.temperature,
-                                  max_grad_norm=o.max_grad_norm, max_new_tokens=g.max_new_tokens)
+                                  max_grad_norm=o.max_grad_norm, max_new_tokens=c.max_new_tokens)
             stats["value_loss"] = self.critic.update(rollout, values, returns, mask)
         self.advance()  # the step counted, the sampler given the new weights
         return StepResult({**stats, "reward/mean": float(scored.rewards.nanmean()),

@@ -95,11 +95,12 @@ class RewardModelTrainer:
         chosen, rejected = scores[:n], scores[n:]
         loss = bradley_terry_loss(chosen, rejected) * (weight * n * world.size / len(chosen_ids))
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         update = self.trained.optimizer_step(self.optimizer, self.scheduler, c.optim.max_grad_norm)
         self.step_count += 1
         parts = gather_across((chosen.detach().cpu(), rejected.detach().cpu(), weight, int(mask.sum())), world)
-        chosen, rejected = (torch.cat([p[i] for p in parts if p[2]]) for i in (0, 1))
+        kept = [(c, r) for c, r, w, _ in parts if w]
+        chosen, rejected = torch.cat([c for c, _ in kept]), torch.cat([r for _, r in kept])
         return StepResult({
             "loss": float(bradley_terry_loss(chosen, rejected)), "accuracy": pairwise_accuracy(chosen, rejected),
             "margin": float((chosen - rejected).mean()), "grad_norm": update["grad_norm"],

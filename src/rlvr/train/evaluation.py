@@ -41,7 +41,7 @@ def accuracy(sampler: Sampler, parts: RunParts, config: TrainConfig, prompts: Pr
     assert parts.accuracy_fns is not None  # (held-out prompts come with their verdicts: rlvr.train.heldout)
     strict, lenient = parts.accuracy_fns
     result = evaluate_accuracy(sampler, prompts, strict=strict, lenient=lenient, seed=config.seed, world=world,
-                               max_new_tokens=config.eval_max_new_tokens or config.generation.max_new_tokens)
+                               max_new_tokens=config.eval_max_new_tokens or config.max_new_tokens)
     return {**result.summary(), "strict_correct": result.strict_correct, "lenient_correct": result.lenient_correct,
             "examples": result.completions[:5]}
 

@@ -132,7 +132,7 @@ class RolloutSource:
         """G completions for each training prompt at `positions` (at `slots` of the batch's whole set of prompts;
         by default their order here) by `sampler`, tagged with the version of the weights it holds."""
         gen, c = self.config.generation, self.config
-        params = SamplingParams(gen.max_new_tokens, gen.temperature, gen.top_p, gen.top_k)
+        params = SamplingParams(c.max_new_tokens, gen.temperature, gen.top_p, gen.top_k)
         requests = [SampleRequest(self.parts.train[i], tuple(seeds_for(c.seed, batch, round_, slot,
                                                                        c.sampling.group_size)))
                     for i, slot in zip(positions, range(len(positions)) if slots is None else slots)]

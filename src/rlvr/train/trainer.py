@@ -66,7 +66,7 @@ class Trainer(PolicyRecipe):
         with clock("update"):  # 5. clipped surrogate + β·KL: μ optimizer steps on the same batch
             updates = [policy_update(self.policy, self.optimizer, self.scheduler, batch, algo=a,
                                      micro_batch_tokens=o.micro_batch_tokens, temperature=g.temperature,
-                                     max_grad_norm=o.max_grad_norm, max_new_tokens=g.max_new_tokens)
+                                     max_grad_norm=o.max_grad_norm, max_new_tokens=self.config.max_new_tokens)
                        for _ in range(a.updates_per_batch)]
         with clock("weights"):  # 6. the sampler gets the new weights; iterative GRPO: π_ref ← π_θ every K steps
             self.advance()

@@ -25,9 +25,12 @@ def files(tmp_path):
     (tmp_path / "pairs.jsonl").write_bytes(b'{"prompt": "p", "chosen": "\xff", "rejected": "b"}\n')
     (tmp_path / "grader.yaml").write_text("type: regex\npattern: [a\nflags: 1\n")
     (tmp_path / "rows.jsonl").write_text('{"completion": "a"}\n')
+    (tmp_path / "twice.yaml").write_text("algorithm:\n  beta: 0.5\nseed: 1\nalgorithm:\n  policy_loss: gspo\n")
 
 
 CASES = {
+    "a section given twice": ([*TRAIN, "--config", "{t}/twice.yaml"],
+                              "config file {t}/twice.yaml: key 'algorithm' is given twice (lines 1 and 4)"),
     "empty data file": ([*TRAIN, "--set", "data.train={t}/empty.jsonl"],
                         "data source '{t}/empty.jsonl' has no rows"),
     "non-UTF-8 byte": ([*TRAIN, "--set", "data.train={t}/latin1.jsonl"],

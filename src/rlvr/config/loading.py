@@ -225,6 +225,36 @@ def _plain(value: Any) -> Any:
     return value
 
 
+class _DuplicateKey(Exception):
+    def __init__(self, key: Any, first: int, again: int) -> None:
+        super().__init__(key)
+        self.key, self.first, self.again = key, first, again
+
+
+class _UniqueKeys(yaml.SafeLoader):  # type: ignore[misc]  # (PyYAML ships no types)
+    """YAML's safe loader that refuses a key given twice in one mapping: YAML requires keys to be unique, and
+    PyYAML would keep the last one silently (a section repeated further down replaces the whole first one)."""
+
+
+def _unique_mapping(loader: _UniqueKeys, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":  # (`<<: *base`: its keys may be overridden, as YAML says)
+            continue
+        key, line = loader.construct_object(key_node, deep=True), key_node.start_mark.line + 1
+        try:
+            if key in seen:
+                raise _DuplicateKey(key, seen[key], line)
+        except TypeError:  # (an unhashable key, which construct_mapping refuses in its own words)
+            continue
+        seen[key] = line
+    mapping: dict[Any, Any] = loader.construct_mapping(node, deep=deep)
+    return mapping
+
+
+_UniqueKeys.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+
+
 def parse_yaml(content: str, origin: str) -> Any:
     r"""`content` parsed, or a UserError naming `origin`, the line and column, and the problem.
 
@@ -232,9 +262,16 @@ def parse_yaml(content: str, origin: str) -> Any:
     Traceback (most recent call last):
     ...
     rlvr.errors.UserError: grader spec g.yaml, line 2 column 9, is not valid YAML: expected ',' or ']'...
+    >>> parse_yaml("algorithm: {beta: 0.5}\nseed: 1\nalgorithm: {policy_loss: gspo}", "config file c.yaml")
+    Traceback (most recent call last):
+    ...
+    rlvr.errors.UserError: config file c.yaml: key 'algorithm' is given twice (lines 1 and 3); YAML keeps only...
     """
     try:
-        return yaml.safe_load(content)
+        return yaml.load(content, Loader=_UniqueKeys)  # (a SafeLoader: plain data only)
+    except _DuplicateKey as e:
+        raise UserError(f"{origin}: key {e.key!r} is given twice (lines {e.first} and {e.again}); YAML keeps "
+                        "only the last, so merge the two into one") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f", line {mark.line + 1} column {mark.column + 1}," if mark else ""

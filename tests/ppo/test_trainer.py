@@ -100,6 +100,18 @@ def test_ppo_settings_are_recorded_in_the_run_and_a_resume_keeps_them(tmp_path):
     assert resumed.config.ppo.lam == 0.5 and resumed.critic.optimizer.param_groups[0]["lr"] == 3e-5
 
 
+def test_a_grpo_run_is_not_resumed_as_ppo(tmp_path):
+    from rlvr.config import TrainConfig
+    from rlvr.errors import UserError
+    from rlvr.ppo.trainer import train_ppo
+    from rlvr.run.directory import resume_config
+    from rlvr.train.trainer import train_grpo
+
+    train_grpo(tiny_config(tmp_path, DIGITS, "eval_before=false", "eval_after=false", steps=1))
+    with pytest.raises(UserError, match="this run is GRPO .*rlvr train --resume"):
+        train_ppo(resume_config(TrainConfig, tmp_path / "run", max_steps=2), resume=True)
+
+
 def test_the_critics_gradient_clip_is_the_configured_one(tmp_path):
     """AdamW's step is lr·m/(√v + ε): a gradient clipped to a norm far below ε moves the critic far less than the
     same gradient unclipped (0: no clipping). (The head: the backbone's first gradient is 0, the head being 0.)"""

@@ -105,6 +105,22 @@ def test_the_worker_samples_no_batch_past_the_runs_last(tmp_path, monkeypatch, k
     assert load_state(paths.latest_checkpoint(tmp_path / "run" / "run"))["ahead"]["pending"] == [[]]
 
 
+def test_a_run_resumed_without_sampling_ahead_trains_the_batches_it_had_sampled_ahead(tmp_path, monkeypatch):
+    """Stopped at step 2 with batch 2 sampled ahead, resumed with max_staleness null: batch 2's prompts are
+    sampled again and trained at step 3, as the unbroken run trains them (no batch skipped)."""
+    from rlvr.train.prompts import PromptStream
+
+    drawn, real = [], PromptStream.next_batch
+    monkeypatch.setattr(PromptStream, "next_batch", lambda self: drawn.append(real(self)) or drawn[-1])
+    train(tmp_path, "a", "sampling.max_staleness=1")
+    unbroken, drawn[:] = list(drawn), []
+    train(tmp_path, "b", "sampling.max_staleness=1", on_step_end=lambda step, m, stop: stop.request_stop()
+          if step == 2 else None)
+    drawn[:] = []
+    train_grpo(resume_config(TrainConfig, tmp_path / "b" / "run", ["sampling.max_staleness=null"]), resume=True)
+    assert len(unbroken) == 4 and drawn == unbroken[2:]
+
+
 def test_staleness_changes_what_is_trained(tmp_path):
     train(tmp_path, "sync")
     train(tmp_path, "ahead", "sampling.max_staleness=1")

@@ -85,5 +85,8 @@ class PPOTrainer(PolicyRecipe):
         return {**super().state_dict(), **self.critic.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        if "critic" not in state:  # a GRPO run continued as PPO would start its critic from nothing
+            raise UserError("cannot resume: this run is GRPO (its checkpoint holds no critic); continue it with "
+                            "rlvr train --resume RUN_DIR")
         super().load_state_dict({k: v for k, v in state.items() if not k.startswith("critic")})
         self.critic.load_state_dict(state)

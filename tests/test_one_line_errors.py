@@ -159,3 +159,27 @@ def test_the_python_tool_without_a_sandbox_is_refused_before_any_step(tmp_path, 
     lines = [line for line in err.splitlines() if line.startswith("rlvr")]
     assert len(lines) == 1 and "rlvr: error: running model-written code needs a sandbox, and bubblewrap (bwrap) " \
                                "is not installed" in lines[0] and "RLVR_SANDBOX=unisolated" in lines[0], err
+
+
+def test_a_read_only_run_directory_is_one_line(tmp_path, monkeypatch):
+    """A folder the process cannot write (a read-only mount: EROFS) is said at the lock, before anything runs."""
+    from rlvr.errors import UserError
+    from rlvr.run.lock import run_lock
+
+    def read_only(self, *args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system", str(self))
+    monkeypatch.setattr(Path, "open", read_only)
+    with pytest.raises(UserError) as e, run_lock(tmp_path / "run"):
+        pass
+    assert str(e.value) == (f"cannot write the run directory {tmp_path / 'run'}: Read-only file system; give a "
+                            "writable --output-dir")
+
+
+def test_bytes_appended_to_the_logs_are_dropped_at_resume(tmp_path):
+    """Random bytes after metrics.jsonl's lines (not UTF-8) are no step's line: the resume keeps the steps'."""
+    from rlvr.run.metrics import truncate_jsonl
+
+    log = tmp_path / "metrics.jsonl"
+    log.write_bytes(b'{"step": 1, "loss": 0.5}\n{"step": 2, "loss": 0.4}\n' + bytes(range(128, 256)) + b"\n\xff\xfe")
+    truncate_jsonl(log, 1)
+    assert log.read_text() == '{"step": 1, "loss": 0.5}\n'

@@ -48,3 +48,5 @@ def test_settings_are_checked():
 
     with pytest.raises(UserError, match="threshold=1.0 must be > 1"):
         RolloutCorrectionConfig(threshold=1.0).validate()
+    with pytest.raises(UserError, match="threshold=1e.300 must be > 1 and at most 1e30"):
+        RolloutCorrectionConfig(threshold=1e300).validate()  # (1/C underflows, C overflows a float32)

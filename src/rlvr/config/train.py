@@ -180,7 +180,8 @@ class RolloutCorrectionConfig:
     """C, the cap of `truncate` and the bounds of `mask`."""
 
     def validate(self) -> None:
-        check([(self.threshold > 1, f"algorithm.rollout_correction.threshold={self.threshold} must be > 1")])
+        check([(1 < self.threshold <= 1e30, f"algorithm.rollout_correction.threshold={self.threshold} must be > 1 "
+                                              "and at most 1e30 (a weight beyond it is as good as infinite)")])
 
 
 @dataclass

@@ -8,13 +8,14 @@ becomes one line.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from rlvr.errors import UserError
+from rlvr.errors import UserError, for_caller
 from rlvr.run.checkpoint import no_space_left, run_out_of_space
 
 LOCK_FILE = ".rlvr.lock"
@@ -29,11 +30,12 @@ def run_lock(run_dir: Path) -> Iterator[None]:
     if key in _held:
         yield
         return
-    created = not run_dir.exists()
+    created, held = not run_dir.exists(), False
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         with _locked(run_dir / LOCK_FILE):
             _held.add(key)
+            held = True
             try:
                 yield
             finally:
@@ -45,6 +47,9 @@ def run_lock(run_dir: Path) -> Iterator[None]:
                 run_dir.rmdir()
         if isinstance(error, OSError) and no_space_left(error):
             raise run_out_of_space(run_dir) from None
+        if isinstance(error, OSError) and not held and error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise UserError(f"cannot write the run directory {run_dir}: {error.strerror}; give a writable "
+                            f"{for_caller('--output-dir', 'output_dir')}") from None
         raise
 
 

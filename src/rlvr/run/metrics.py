@@ -76,8 +76,8 @@ def truncate_jsonl(path: Path, step: int) -> None:
     """Keep the whole lines of `path` whose "step" is at most `step` (a torn last line is dropped too)."""
     if not path.is_file():
         return
-    kept = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    kept = []  # (bytes that are not UTF-8, appended by something else, are no step's line: dropped like a torn one)
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
             if json.loads(line)["step"] <= step:
                 kept.append(line)

@@ -123,6 +123,17 @@ def test_existing_run_is_not_overwritten_and_resume_needs_a_checkpoint(trained, 
         resume_config(SFTConfig, Path(make_config().output_dir))
 
 
+def test_a_run_of_another_command_is_named_at_resume(trained):
+    """An SFT run given to `rlvr train --resume` (or `rlvr rm --resume`) is one line naming the command that made
+    it, not its first setting GRPO does not know."""
+    from rlvr.config import RewardModelConfig, TrainConfig
+
+    config, _ = trained
+    for cls in (TrainConfig, RewardModelConfig):
+        with pytest.raises(UserError, match=r"it is a run of `rlvr sft`; continue it with rlvr sft --resume"):
+            resume_config(cls, Path(config.output_dir))
+
+
 def test_resume_with_other_data_is_refused(trained, tmp_path):
     config, _ = trained
     other = write_rows(tmp_path / "other.jsonl", echo_rows(n=20, seed=1))

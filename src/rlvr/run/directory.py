@@ -137,4 +137,21 @@ def resume_config(cls: type[C], run_dir: Path, overrides: Sequence[str] = (), **
     """The config the newest intact checkpoint of `run_dir` was saved with, `overrides` (e.g. max_steps=80)
     applied, and output_dir set to `run_dir` (wherever the run was first written)."""
     saved = resume_point(run_dir)[0] / paths.CONFIG
+    _refuse_another_kind(cls, saved, run_dir)
     return load_command_config(cls, saved, overrides, **{**cli, "output_dir": str(run_dir)})
+
+
+def _refuse_another_kind(cls: type, saved: Path, run_dir: Path) -> None:
+    """A run that another command made (an SFT run given to `rlvr train --resume`) is one line naming that
+    command, rather than its first setting this command does not know."""
+    from rlvr.config import RewardModelConfig, SFTConfig, TrainConfig
+    from rlvr.config.loading import read_yaml_file
+
+    keys = read_yaml_file(saved, f"config file {saved}")
+    if not isinstance(keys, dict) or set(keys) <= {f.name for f in dataclasses.fields(cls)}:
+        return  # (the saved config's own mistakes are said when it loads)
+    made = {"rlvr train": TrainConfig, "rlvr sft": SFTConfig, "rlvr rm": RewardModelConfig}
+    for command, kind in made.items():
+        if kind is not cls and set(keys) <= {f.name for f in dataclasses.fields(kind)}:
+            raise UserError(f"cannot resume {run_dir} with this command: it is a run of `{command}`; continue it "
+                            f"with {command} --resume {run_dir}")

@@ -71,6 +71,7 @@ def test_the_entropy_mask_keeps_the_share_asked_for(tmp_path, monkeypatch):
     ("advantage_fn", "raises", r"raised KeyError: 'no such reward' \(fix the function\)"),
     ("advantage_fn", "missing", r"has no attribute 'missing'"),
     ("policy_loss", "detached", r"returned a loss without gradients"),
+    ("policy_loss", "meta", r"returned a tensor on the meta device"),
 ])
 def test_a_users_objective_that_goes_wrong_is_one_line(tmp_path, setting, fn, message):
     with pytest.raises(UserError, match=message):
@@ -94,3 +95,25 @@ def test_the_clip_shares_logged_are_the_objectives_own():
     cispo = clip_shares(dataclasses.replace(base, policy_loss="cispo"), new, old, -adv, mask)
     assert cispo == (0.25, 0.75)
     assert clip_shares(dataclasses.replace(base, policy_loss="sapo"), new, old, adv, mask) == (0.0, 0.0)
+
+
+def test_a_users_loss_cannot_write_through_to_rlvrs_own_terms(tmp_path):
+    """A loss that edits its inputs in place (doubles log π_θ, clears the mask, zeroes Â) trains and logs exactly
+    as the same loss that does not: it was handed copies."""
+    runs = {}
+    for fn in ("reinforce", "edits_in_place"):
+        train_grpo(tiny_config(tmp_path / fn, DIGITS, f"algorithm.policy_loss={FNS}:{fn}", "algorithm.beta=0.04",
+                               *RUN, steps=2))
+        runs[fn] = [json.loads(line) for line in (tmp_path / fn / "run" / "metrics.jsonl").read_text().splitlines()]
+    keys = ("loss", "kl", "grad_norm", "entropy")
+    assert [[m[k] for k in keys] for m in runs["reinforce"]] == [[m[k] for k in keys] for m in runs["edits_in_place"]]
+    assert runs["reinforce"][-1]["kl"] > 0
+
+
+def test_advantages_too_large_for_a_gradient_are_said(tmp_path, capsys):
+    from rlvr.train import update
+
+    update._said.discard("lost")
+    train_grpo(tiny_config(tmp_path, DIGITS, f"algorithm.advantage_fn={FNS}:huge", *RUN, steps=2))
+    err = [line for line in capsys.readouterr().err.splitlines() if "the gradient norm is" in line]
+    assert len(err) == 1 and "check algorithm.advantage_fn" in err[0]

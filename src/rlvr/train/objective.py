@@ -36,8 +36,10 @@ def policy_term(algo: AlgorithmConfig, logprobs: torch.Tensor, old_logprobs: tor
     name = algo.policy_loss
     if name in POLICY_LOSSES:
         return POLICY_LOSSES[name].loss(algo, logprobs, old_logprobs, advantages, mask)
+    # (copies: an in-place edit of the user's cannot reach the KL term or the metrics; the clone of `logprobs`
+    # passes its gradient through)
     loss = _call(name, "algorithm.policy_loss", user_function(name, "policy loss"),
-                 logprobs, old_logprobs, advantages, mask)
+                 logprobs.clone(), old_logprobs.clone(), advantages.clone(), mask.clone())
     _check(loss, tuple(logprobs.shape), name, "algorithm.policy_loss", "the per-token loss [N, T]")
     if not loss.requires_grad:
         raise UserError(f"algorithm.policy_loss {name!r} returned a loss without gradients: compute it from "
@@ -131,6 +133,9 @@ def _check(out: Any, shape: tuple[int, ...], spec: str, setting: str, what: str)
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != shape:
         got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         raise UserError(f"{setting} {spec!r} returned {got}, not {what} of shape {shape}")
+    if out.is_meta:
+        raise UserError(f"{setting} {spec!r} returned a tensor on the meta device (a shape without values): "
+                        "compute it from the tensors it is given")
     if not bool(torch.isfinite(out).all()):
         raise UserError(f"{setting} {spec!r} returned NaN or infinite values: return finite numbers "
                         "(an unscored completion's reward is NaN: give it 0)")

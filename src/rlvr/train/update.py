@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import math
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -159,7 +161,23 @@ def _optimizer_step(policy: Policy, optimizer: torch.optim.Optimizer, scheduler:
     skipped = not optimizer.state and not sum_across([float(bool(batch.advantages.any()))], policy.world)[0]
     if skipped:
         optimizer.zero_grad(set_to_none=True)
-    return {"update/skipped": float(skipped)} | policy.optimizer_step(optimizer, scheduler, max_grad_norm)
+    stats = policy.optimizer_step(optimizer, scheduler, max_grad_norm)
+    if not math.isfinite(stats["grad_norm"]) and not skipped:
+        _say_lost_step(stats["grad_norm"], policy.world)
+    return {"update/skipped": float(skipped)} | stats
+
+
+_said: set[str] = set()  # what this process has said once already
+
+
+def _say_lost_step(norm: float, world: World) -> None:
+    """A gradient norm that is not finite leaves the step with nothing (clipping scales an infinite gradient to 0;
+    a NaN one moves every weight to NaN): said once, on rank 0, rather than logged as `grad_norm` alone."""
+    if "lost" in _said or not world.is_main:
+        return
+    _said.add("lost")
+    print(f"rlvr: the gradient norm is {norm} (advantages or a loss too large, or not numbers): the update cannot "
+          "use it; check algorithm.advantage_fn / policy_loss, or the rewards' scale (said once)", file=sys.stderr)
 
 
 def _token_weights(batch: TrainBatch, rows: torch.Tensor, old: torch.Tensor, sampled: torch.Tensor,

@@ -10,6 +10,9 @@ headers and indexes, never the weights themselves:
     *.safetensors           the header parses, and the file is as long as its last tensor's data ends
     model/                  holds weights, and the files its *.safetensors.index.json lists
     dcp/                    its .metadata loads, and each part is as long as the metadata says
+    manifest.json           (written last at save) every file it lists is there, as long as it was, and each
+                            one up to 64 MiB (all but the weights) has the sha256 it had: a config, tokenizer or
+                            chat template cut short or changed since is found before a resume reads it
 
 The same files give the same answer wherever they are checked, so the ranks of a run, each checking on
 its own, choose the same checkpoint.
@@ -17,6 +20,7 @@ its own, choose the same checkpoint.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import zipfile
 from collections.abc import Callable
@@ -43,7 +47,7 @@ def checkpoint_problem(checkpoint: Path) -> str | None:
         problem = problem or _safetensors_problem(weights, checkpoint)
     if (checkpoint / paths.SHARDS).is_dir():
         problem = problem or _shards_problem(checkpoint)
-    return problem
+    return problem or manifest_problem(checkpoint)
 
 
 def model_problem(folder: Path, within: Path) -> str | None:
@@ -143,3 +147,44 @@ def _shards_problem(checkpoint: Path) -> str | None:
             what = "is missing" if size is None else f"is cut short ({size:,} of {end:,} bytes)"
             return f"{paths.SHARDS}/{part} {what}"
     return None
+
+
+HASHED_UP_TO = 64 * 2**20  # bytes: every file but a model's weights (which have the structural checks above)
+
+
+def write_manifest(folder: Path) -> None:
+    """manifest.json in `folder`: the size of every file in it, and the sha256 of those up to HASHED_UP_TO.
+    Written last, when the checkpoint is whole."""
+    files: dict[str, dict[str, object]] = {}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.name != paths.MANIFEST):
+        size = path.stat().st_size
+        files[path.relative_to(folder).as_posix()] = {"bytes": size, **(
+            {"sha256": _sha256(path)} if size <= HASHED_UP_TO else {})}
+    (folder / paths.MANIFEST).write_text(json.dumps({"files": files}, indent=1) + "\n")
+
+
+def manifest_problem(checkpoint: Path) -> str | None:
+    """The first file of `checkpoint`'s manifest that is missing, of another length or changed; None when all
+    are as saved, or when there is no manifest (a checkpoint saved before rlvr wrote them)."""
+    manifest = checkpoint / paths.MANIFEST
+    if not manifest.is_file():
+        return None
+    for name, saved in json.loads(manifest.read_text())["files"].items():
+        path = checkpoint / name
+        if not path.is_file():
+            return f"{name} is missing (listed in {paths.MANIFEST})"
+        size = path.stat().st_size
+        if size != saved["bytes"]:
+            return f"{name} is {size:,} bytes, not the {saved['bytes']:,} it was saved with"
+        if "sha256" in saved and _sha256(path) != saved["sha256"]:
+            return (f"{name} is not the file saved with it (its contents changed since; to resume with other "
+                    "settings, give them as --set KEY=VALUE)")
+    return None
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(2**20), b""):
+            digest.update(block)
+    return digest.hexdigest()

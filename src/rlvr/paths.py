@@ -29,6 +29,7 @@ BROKEN_PREFIX = "broken-"  # a broken checkpoint set aside on resume: checkpoint
 MODEL = "model"  # inside a checkpoint: save_pretrained weights and tokenizer, loadable by transformers
 REFERENCE = "reference"  # inside a GRPO checkpoint, once the reference has been refreshed from the policy
 TRAINER_STATE = "trainer.pt"  # inside a checkpoint: optimizer, scheduler, data order, RNG, step
+MANIFEST = "manifest.json"  # inside a checkpoint, written last: every file's size, and the hash of each small one
 SHARDS = "dcp"  # inside a checkpoint of several ranks: model and optimizer in parts (torch.distributed.checkpoint)
 RANK_RNG = "rng"  # inside a checkpoint of several ranks: rank{r}.pt, each rank's RNG state
 

@@ -2,6 +2,7 @@
 process group there): its parts and files, and a full disk while the parts are written."""
 
 import errno
+import json
 
 import pytest
 import torch
@@ -19,7 +20,10 @@ def save(run, step, shards):
 
 def test_the_parts_the_rng_and_rank_0s_files_land_in_one_atomic_folder(tmp_path):
     final = save(tmp_path, 1, {"model": {"w": torch.arange(6.0)}})
-    assert sorted(p.name for p in final.iterdir()) == ["config.yaml", "dcp", "model", "rng", "trainer.pt"]
+    assert sorted(p.name for p in final.iterdir()) == ["config.yaml", "dcp", "manifest.json", "model", "rng",
+                                                       "trainer.pt"]
+    listed = json.loads((final / "manifest.json").read_text())["files"]  # every rank's part and rank 0's files
+    assert {"dcp/.metadata", "rng/rank0.pt", "trainer.pt", "config.yaml"} <= set(listed)
     assert [p.name for p in (final / "rng").iterdir()] == ["rank0.pt"]
     template = {"model": {"w": torch.zeros(6)}}
     assert torch.equal(sharded.load_shards(final, template)["model"]["w"], torch.arange(6.0))

@@ -63,7 +63,40 @@ def delete_config(checkpoint):
     return "config.yaml is missing"
 
 
-BREAKS = [cut_weights, delete_weights, delete_state, overwrite_state, delete_config]
+def cut_config_at_a_line(checkpoint):
+    """Cut where a line ends: still YAML, with settings missing (it once read as "kl_estimator ... got None")."""
+    config = checkpoint / "config.yaml"
+    lines = config.read_text().splitlines(keepends=True)
+    config.write_text("".join(lines[: len(lines) // 2]))
+    return "config.yaml is "
+
+
+def cut_model_config(checkpoint):
+    path = checkpoint / "model" / "config.json"
+    path.write_bytes(path.read_bytes()[:40])
+    return "model/config.json is 40 bytes, not the "
+
+
+def overwrite_tokenizer(checkpoint):
+    """The same length, other bytes: only the hash tells."""
+    path = checkpoint / "model" / "tokenizer.json"
+    path.write_bytes(b"x" * path.stat().st_size)
+    return "model/tokenizer.json is not the file saved with it"
+
+
+def half_a_template(checkpoint):
+    path = checkpoint / "model" / "chat_template.jinja"
+    path.write_text(path.read_text()[: len(path.read_text()) // 2])
+    return "model/chat_template.jinja is "
+
+
+def delete_tokenizer_config(checkpoint):
+    (checkpoint / "model" / "tokenizer_config.json").unlink()
+    return "model/tokenizer_config.json is missing (listed in manifest.json)"
+
+
+BREAKS = [cut_weights, delete_weights, delete_state, overwrite_state, delete_config, cut_config_at_a_line,
+          cut_model_config, overwrite_tokenizer, half_a_template, delete_tokenizer_config]
 
 
 def steps_logged(run):
@@ -95,10 +128,20 @@ def test_resume_falls_back_to_the_newest_intact_checkpoint(run, two_checkpoints,
 
 
 def test_resume_config_reads_the_config_of_the_checkpoint_it_resumes_from(run):
+    from rlvr.intact import write_manifest
+
     delete_config(run / "checkpoints" / STEP.format(2))
-    (run / "checkpoints" / STEP.format(1) / "config.yaml").write_text(
-        (run / "checkpoints" / STEP.format(1) / "config.yaml").read_text().replace("max_steps: 2", "max_steps: 7"))
+    first = run / "checkpoints" / STEP.format(1)
+    (first / "config.yaml").write_text((first / "config.yaml").read_text().replace("max_steps: 2", "max_steps: 7"))
+    write_manifest(first)  # (as if saved so: an edit by hand is a changed file, test_a_hand_edit_is_named)
     assert resume_config(TrainConfig, run).max_steps == 7
+
+
+def test_a_hand_edit_of_a_checkpoints_config_is_named_with_the_way_to_change_settings(run):
+    latest = run / "checkpoints" / STEP.format(2)
+    (latest / "config.yaml").write_text((latest / "config.yaml").read_text().replace("seed: 0", "seed: 1"))
+    assert checkpoint_problem(latest) == ("config.yaml is not the file saved with it (its contents changed since; "
+                                          "to resume with other settings, give them as --set KEY=VALUE)")
 
 
 def test_with_no_intact_checkpoint_resume_is_one_line_and_changes_nothing(run, capsys):

@@ -24,6 +24,7 @@ import torch
 from rlvr import paths
 from rlvr.config import save_config
 from rlvr.errors import UserError
+from rlvr.intact import write_manifest
 from rlvr.models.adapters import has_adapters
 from rlvr.models.files import match_umask
 
@@ -44,6 +45,7 @@ def save_checkpoint(run_dir: Path, step: int, *, write: Callable[[Path], None], 
         write(tmp)
         torch.save({**state, "rng": rng_state()}, tmp / paths.TRAINER_STATE)
         save_config(config, tmp / paths.CONFIG)
+        write_manifest(tmp)  # (last: what a resume checks every file against, rlvr.intact)
         os.replace(tmp, final)
     except BaseException as error:  # the half-written copy goes; the earlier checkpoints are untouched
         full = out_of_space(error, final.parent)

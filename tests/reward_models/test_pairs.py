@@ -73,3 +73,15 @@ def test_split_edges():
     assert [len(part) for part in split_pairs(_pairs(1), 0.5, seed=0)] == [1, 0]  # never the only pair
     with pytest.raises(UserError, match="eval_fraction"):
         split_pairs(_pairs(3), 1.0, seed=0)
+
+
+def test_a_folder_dataset_save_to_disk_wrote_holds_pairs(tmp_path):
+    import datasets
+
+    rows = [{"prompt": "2+2?", "chosen": "4", "rejected": "5"}, {"prompt": "1+1?", "chosen": "2", "rejected": "3"}]
+    datasets.Dataset.from_list(rows).save_to_disk(str(tmp_path / "pairs"))
+    pairs = load_pairs(tmp_path / "pairs")
+    assert [(p.prompt, p.chosen, p.rejected) for p in pairs] == [("2+2?", "4", "5"), ("1+1?", "2", "3")]
+    datasets.Dataset.from_list([{"prompt": "p", "chosen": "a"}]).save_to_disk(str(tmp_path / "half"))
+    with pytest.raises(UserError, match=r"half row 0: no 'rejected' field"):
+        load_pairs(tmp_path / "half")

@@ -76,3 +76,14 @@ def test_long_rows_keep_their_start_and_rows_without_completion_are_dropped():
     assert first.labels[:4] == [IGNORE] * 4 and trained_count(first.labels) == 2
     with pytest.raises(UserError, match="raise max_length"):
         prepare_data(rows[2:], tok, template="plain", system_prompt=None, max_length=6, eval_fraction=0.0, seed=0)
+
+
+def test_a_folder_dataset_save_to_disk_wrote_is_sft_data(tmp_path):
+    import datasets
+
+    from rlvr.sft.data import read_rows
+
+    datasets.Dataset.from_list([{"prompt": "echo a", "completion": "a!"}] * 3).save_to_disk(str(tmp_path / "ds"))
+    rows = read_rows(str(tmp_path / "ds"))
+    assert [row for _, row in rows] == [{"prompt": "echo a", "completion": "a!"}] * 3
+    assert rows[0][0] == f"{tmp_path / 'ds'} row 0"

@@ -13,8 +13,9 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from rlvr.data.sources import describe_value, is_messages, jsonl_lines
+from rlvr.data.sources import describe_value, is_messages, jsonl_lines, read_located
 from rlvr.errors import UserError
 from rlvr.records import Prompt
 
@@ -30,14 +31,20 @@ class PreferencePair:
 
 
 def load_pairs(path: str | Path) -> list[PreferencePair]:
-    """Every non-blank line of a .jsonl file as a PreferencePair."""
+    """Every non-blank line of a .jsonl file, or every row of a .parquet file or a `save_to_disk` folder, as a
+    PreferencePair."""
     path = Path(path)
-    if not path.is_file():
-        raise UserError(f"preference file not found: {path} (give a .jsonl file of prompt/chosen/rejected rows)")
-    if path.suffix != ".jsonl":
-        raise UserError(f"preference file {path} must be .jsonl: "
-                        "one {\"prompt\", \"chosen\", \"rejected\"} object per line")
-    pairs = [parse_pair(line, f"{path}:{number}") for number, line in jsonl_lines(path)]
+    if not path.exists():
+        raise UserError(f"preference file not found: {path} (give a .jsonl file of prompt/chosen/rejected rows, "
+                        "a .parquet file or a folder Dataset.save_to_disk wrote)")
+    if path.suffix == ".jsonl":
+        pairs = [parse_pair(line, f"{path}:{number}") for number, line in jsonl_lines(path)]
+    elif path.is_dir() or path.suffix == ".parquet":
+        located = read_located(str(path), split="train", seed=0, difficulty=1, limit=None)
+        pairs = [pair_from_row(row, where) for where, row in located]
+    else:
+        raise UserError(f"preference file {path} must be .jsonl (one {{\"prompt\", \"chosen\", \"rejected\"}} "
+                        "object per line), .parquet, or a folder Dataset.save_to_disk wrote")
     if not pairs:
         raise UserError(f"{path} holds no preference pairs: "
                         "write one {\"prompt\", \"chosen\", \"rejected\"} object per line")
@@ -59,6 +66,11 @@ def parse_pair(line: str, where: str) -> PreferencePair:
         row = json.loads(line)
     except json.JSONDecodeError as error:
         raise UserError(f"{where}: not valid JSON ({error}); write one JSON object per line") from None
+    return pair_from_row(row, where)
+
+
+def pair_from_row(row: Any, where: str) -> PreferencePair:
+    """One row (a JSON object, a dataset's row) as a pair, checked; `where` starts every error message."""
     if not isinstance(row, dict):
         raise UserError(f"{where}: expected a JSON object with prompt, chosen and rejected, got {describe_value(row)}")
     for name in FIELDS:

@@ -43,8 +43,9 @@ class SFTData:
 
 def read_rows(source: str) -> list[tuple[str, dict[str, Any]]]:
     """Every row of `source` with where it came from ("FILE:LINE"), each checked with `check_row`."""
-    if not source.startswith("hf:") and not Path(source).is_file():
-        raise UserError(f"SFT data not found: {source} (give a .jsonl file: {FORMATS})")
+    if not source.startswith("hf:") and not Path(source).exists():
+        raise UserError(f"SFT data not found: {source} (give a .jsonl or .parquet file, or a folder Dataset."
+                        f"save_to_disk wrote, of rows: {FORMATS})")
     located = read_located(source, split="train", seed=0, difficulty=1, limit=None)
     rows = [(where, check_row(where, row)) for where, row in located]
     if not rows:

@@ -206,7 +206,8 @@ class SFTConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     """The model to fine-tune."""
     data: str = ""
-    """A .jsonl file (or .parquet, hf:owner/name) of {"prompt", "completion"} or {"messages": [...]} rows."""
+    """A .jsonl file (or .parquet, a folder Dataset.save_to_disk wrote, hf:owner/name) of {"prompt", "completion"}
+    or {"messages": [...]} rows."""
     eval_fraction: float = 0.05
     """Share of the rows held out (picked by a seeded hash of their content) to measure the loss on."""
     template: str = "chat"
@@ -272,7 +273,8 @@ class RewardModelConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     """Backbone; a one-output sequence-classification head is put on top (new, unless the checkpoint has one)."""
     data: str = ""
-    """A .jsonl file of preference pairs: one {"prompt", "chosen", "rejected"} object per line."""
+    """A .jsonl file of preference pairs, one {"prompt", "chosen", "rejected"} object per line (or .parquet, or a
+    folder Dataset.save_to_disk wrote, of such rows)."""
     eval_fraction: float = 0.1
     """Share of the pairs held out (picked by a seeded hash) to measure pairwise accuracy on."""
     max_length: int = 512

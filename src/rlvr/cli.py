@@ -111,6 +111,15 @@ def _collective_failed(error: Exception) -> str | None:
     return waited_too_long(error) or (stopped if gone else None)  # (a timeout can be a DistError too)
 
 
+def _check_ranks(args: argparse.Namespace) -> None:
+    """What a training config cannot run on --nproc ranks, said once here, before torchrun starts them."""
+    if args.command == "train":
+        from rlvr.config import TrainConfig
+        from rlvr.run.options import run_config
+
+        run_config(TrainConfig, args).check_ranks(args.nproc)
+
+
 def main(argv: list[str] | None = None) -> int:
     if "TORCHELASTIC_RUN_ID" in os.environ:  # a rank that torchrun started: it stops if torchrun dies
         end_with_parent()
@@ -124,6 +133,11 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "nproc", 1) < 1:
         parser.error("--nproc must be at least 1")
     if getattr(args, "nproc", 1) > 1 and "RANK" not in os.environ:  # (a rank itself ignores --nproc)
+        try:
+            _check_ranks(args)
+        except UserError as e:
+            print(f"rlvr: error: {e}", file=sys.stderr)
+            return 2
         return relaunch(sys.argv[1:] if argv is None else argv, args.nproc)
     if args.command in MODEL_COMMANDS:
         quiet_libraries()  # (through the environment: transformers is not imported before the config is checked)

@@ -194,6 +194,16 @@ def test_what_it_does_not_combine_with_yet_is_one_line(tmp_path):
     refuse_unsupported(config, world_size=1)  # (one process shards nothing)
 
 
+def test_what_it_does_not_combine_with_is_said_once_before_the_ranks_start(tmp_path, capsys, monkeypatch):
+    import rlvr.cli
+
+    monkeypatch.setattr(rlvr.cli, "relaunch", lambda *a: pytest.fail("torchrun was started"))
+    code = rlvr.cli.main(["train", "--nproc", "2", "--set", "model.name=tiny", "--set", "sampling.max_staleness=1",
+                          "--set", "distributed.strategy=fsdp", "--output-dir", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("needs distributed.strategy ddp") == 1 and len(err.strip().splitlines()) == 1
+
+
 def test_closing_interrupts_a_batch_being_sampled_at_its_next_decoding_step():
     """A run that is over gives up the batch its worker is sampling (nobody will train on it): the worker's
     copy stops at its next forward pass, and the thread is gone when close returns (a daemon thread left

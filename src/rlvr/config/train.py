@@ -32,7 +32,9 @@ from rlvr.config.sections import (
     OptimConfig,
     PPOConfig,
     check,
+    shards,
 )
+from rlvr.errors import UserError
 
 # Counted by the reflection_rate metric (rlvr/evaluate/emergence.py): words of self-checking.
 DEFAULT_REFLECTION_PHRASES = ("wait", "let me reconsider", "let me verify", "let me check", "actually", "hmm")
@@ -321,6 +323,12 @@ class TrainConfig:
     """CPU threads for torch (0 = all cores)."""
     reflection_phrases: list[str] = field(default_factory=lambda: list(DEFAULT_REFLECTION_PHRASES))
     """Phrases counted as reflection in the `reflection_rate` metric (whole words, any case)."""
+
+    def check_ranks(self, ranks: int) -> None:
+        """What this config cannot run on `ranks` ranks, refused in one line (before torchrun starts them)."""
+        if self.sampling.max_staleness is not None and shards(self.distributed.strategy, ranks):
+            raise UserError("sampling.max_staleness on several ranks needs distributed.strategy ddp for now (the "
+                            "worker samples with a whole copy of the policy): set it, or sampling.max_staleness null")
 
     @property
     def max_new_tokens(self) -> int:

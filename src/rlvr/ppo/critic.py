@@ -13,13 +13,13 @@ from typing import Any
 
 import torch
 
-from rlvr.config.sections import PPOConfig
+from rlvr.config.sections import REPLICATED, PPOConfig
 from rlvr.logprobs import predicting_hidden
 from rlvr.models.adapters import decoder
 from rlvr.models.devices import autocast
 from rlvr.ppo.gae import value_loss
 from rlvr.records import Rollout
-from rlvr.run.parallel import REPLICATED, Trained
+from rlvr.run.parallel import Trained
 from rlvr.run.world import World
 from rlvr.train.batch import micro_batches
 

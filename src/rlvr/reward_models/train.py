@@ -21,6 +21,7 @@ import torch
 
 from rlvr import paths
 from rlvr.config import RewardModelConfig
+from rlvr.config.sections import REPLICATED, shards
 from rlvr.errors import UserError
 from rlvr.evaluate.accuracy import wilson_interval
 from rlvr.models import adapt, set_checkpointing
@@ -41,7 +42,7 @@ from rlvr.reward_models.pairs import PreferencePair, load_pairs, split_pairs
 from rlvr.run.checkpoint import save_pretrained
 from rlvr.run.loop import OnStepEnd, Schedule, StepResult, launch
 from rlvr.run.order import batch_order
-from rlvr.run.parallel import REPLICATED, Trained, shards
+from rlvr.run.parallel import Trained
 from rlvr.run.world import SINGLE, World, gather_across, map_sharded, shard
 
 

@@ -34,17 +34,6 @@ from rlvr.logprobs import PolicyModule
 from rlvr.run.world import World, max_across
 
 T = TypeVar("T")
-REPLICATED = "ddp"  # distributed.strategy: a whole copy of the model on every rank (else: sharded, FSDP2)
-
-
-def shards(strategy: str, ranks: int) -> bool:
-    """Whether `strategy` on `ranks` ranks splits the model's weights across them rather than giving each a
-    whole copy: what SFT, reward models and sampling ahead do not run on yet.
-
-    >>> shards("ddp", 2), shards("fsdp", 2), shards("fsdp", 1)
-    (False, True, False)
-    """
-    return ranks > 1 and strategy != REPLICATED
 M = TypeVar("M")
 
 

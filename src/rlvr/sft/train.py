@@ -21,6 +21,7 @@ from typing import Any
 
 from rlvr import paths
 from rlvr.config import SFTConfig
+from rlvr.config.sections import REPLICATED, shards
 from rlvr.errors import UserError
 from rlvr.models import load_configured
 from rlvr.models.devices import autocast
@@ -29,7 +30,7 @@ from rlvr.records import Evaluation
 from rlvr.run.checkpoint import save_pretrained
 from rlvr.run.loop import OnStepEnd, Schedule, StepResult, launch
 from rlvr.run.order import batch_order
-from rlvr.run.parallel import REPLICATED, Trained, shards
+from rlvr.run.parallel import Trained
 from rlvr.run.world import SINGLE, World, shard, sum_across
 from rlvr.sft.data import SFTExample, prepare_data, read_rows
 from rlvr.sft.loss import NLLModule, held_out_loss

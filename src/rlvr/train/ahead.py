@@ -31,7 +31,6 @@ import torch
 
 from rlvr.config import TrainConfig
 from rlvr.errors import StepAbandoned, UserError
-from rlvr.run.parallel import shards
 from rlvr.run.policy import Policy
 from rlvr.run.world import World, barrier, gather_across, own_group
 from rlvr.samplers import Sampler
@@ -188,12 +187,9 @@ class RolloutsAhead:
 
 
 def refuse_unsupported(config: TrainConfig, world_size: int) -> None:
-    """What sampling ahead does not combine with yet, refused in one line before the run starts."""
-    if config.sampling.max_staleness is None:
-        return
-    if shards(config.distributed.strategy, world_size):
-        raise UserError("sampling.max_staleness on several ranks needs distributed.strategy ddp for now (the "
-                        "worker samples with a whole copy of the policy): set it, or sampling.max_staleness null")
+    """What sampling ahead does not combine with yet, refused in one line before the run starts (and before
+    `--nproc` starts the ranks: TrainConfig.check_ranks)."""
+    config.check_ranks(world_size)
 
 
 class AheadSource(RolloutSource):

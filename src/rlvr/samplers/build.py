@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -29,10 +27,11 @@ def build_sampler(generation: GenerationConfig, *, model: torch.nn.Module, decod
         return LocalSampler(decoding, tokenizer, add_special_tokens=add_special_tokens, environment=environment,
                             make_env=make_env, weights=weights)
     from rlvr.rollout import stop_token_ids
+    from rlvr.samplers.scratch import scratch_dir
     from rlvr.samplers.vllm import Colocated, VLLMSampler, model_folder
 
     settings = generation.vllm
-    folder = model_folder(model, Path(tempfile.mkdtemp(prefix="rlvr-vllm-")))  # (the network's config.json)
+    folder = model_folder(model, scratch_dir("rlvr-vllm-"))  # (the network's config.json)
     if settings.mode == "server":
         from rlvr.samplers.vllm_server import Server
 

@@ -39,6 +39,7 @@ from rlvr.config import VLLMConfig
 from rlvr.errors import UserError
 from rlvr.rollout import SamplingParams
 from rlvr.samplers.engine import WORKER, Job, Sampled, sampling_params, whole_prefill_tokens
+from rlvr.samplers.scratch import scratch_dir
 
 
 def serve_command(python: str, folder: Path, port: int, settings: VLLMConfig, device: torch.device,
@@ -80,7 +81,7 @@ class Server:
         self.folder, self.remove_folder, self.pushes = folder, remove_folder, pushes
         shm = Path("/dev/shm")
         base = settings.exchange_dir or (str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None)
-        self.exchange = Path(tempfile.mkdtemp(prefix="rlvr-weights-", dir=base))
+        self.exchange = scratch_dir("rlvr-weights-", base)
         self.log_path = self.exchange / "server.log"
         if settings.url:
             self.url = settings.url.rstrip("/")

@@ -42,11 +42,33 @@ def stalling_server():
     httpd.shutdown()
 
 
-def test_nobody_at_the_address_is_one_line_within_the_deadline(tmp_path):
+def test_nobody_at_the_address_is_one_line_at_once(tmp_path):
+    """A refused connection (no process listens at the url) is said at once, not after the whole timeout."""
     start = time.monotonic()
-    with pytest.raises(UserError, match=r"the vLLM server at http://127.0.0.1:9 did not answer within "
-                                        r"generation.vllm.timeout_s=1 s"):
-        Server(tmp_path, VLLMConfig(mode="server", url="http://127.0.0.1:9", timeout_s=1), CPU, F32, seed=0)
+    with pytest.raises(UserError, match=r"nothing answers at generation.vllm.url=http://127.0.0.1:9 \(connection "
+                                        r"refused\): start the server first"):
+        Server(tmp_path, VLLMConfig(mode="server", url="http://127.0.0.1:9", timeout_s=60), CPU, F32, seed=0)
+    assert time.monotonic() - start < 5
+
+
+class Starting(Stalls):
+    """Listening, but not ready: /health answers 503 (a server still loading its model)."""
+
+    def do_GET(self):
+        self.send_response(503)
+        self.end_headers()
+
+
+def test_a_server_that_is_never_ready_is_one_line_within_the_deadline(tmp_path):
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Starting)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    start = time.monotonic()
+    try:
+        with pytest.raises(UserError, match=r"did not answer within generation.vllm.timeout_s=1 s"):
+            Server(tmp_path, VLLMConfig(mode="server", url=f"http://127.0.0.1:{httpd.server_address[1]}",
+                                        timeout_s=1), CPU, F32, seed=0)
+    finally:
+        httpd.shutdown()
     assert time.monotonic() - start < 10
 
 

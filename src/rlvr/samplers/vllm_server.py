@@ -179,8 +179,11 @@ class Server:
                 with urllib.request.urlopen(f"{self.url}/health", timeout=5) as response:
                     if response.status == 200:
                         return
-            except (urllib.error.URLError, OSError):
-                pass
+            except (urllib.error.URLError, OSError) as e:
+                if self.process is None and _refused(e):  # a server of yours that nothing answers for: no wait
+                    self.close()
+                    raise UserError(f"nothing answers at generation.vllm.url={self.url} (connection refused): start "
+                                    "the server first, or leave the url empty for rlvr to start one") from None
             time.sleep(0.5)
         self.close()
         raise UserError(f"the vLLM server at {self.url} did not answer within generation.vllm.timeout_s="
@@ -232,3 +235,13 @@ def _end_with_parent() -> None:
     from rlvr.lifeline import end_with_parent
 
     end_with_parent()
+
+
+def _refused(error: BaseException) -> bool:
+    """Whether `error` (urllib's, or the socket's under it) is a refused connection: no process listens there.
+
+    >>> _refused(urllib.error.URLError(ConnectionRefusedError(111, "Connection refused"))), _refused(TimeoutError())
+    (True, False)
+    """
+    reason = error.reason if isinstance(error, urllib.error.URLError) else error
+    return isinstance(reason, ConnectionRefusedError)

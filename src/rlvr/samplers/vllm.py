@@ -146,6 +146,24 @@ def model_folder(model: torch.nn.Module, folder: Path) -> Path:
     return folder
 
 
+def known_engine_args(given: dict[str, Any]) -> dict[str, Any]:
+    """`generation.vllm.engine_args`, each checked to be one of the installed vLLM's EngineArgs (else one line
+    naming it and the nearest, rather than a TypeError from inside vLLM)."""
+    import dataclasses
+    import difflib
+
+    import vllm
+
+    known = {f.name for f in dataclasses.fields(vllm.EngineArgs)}
+    for key in given:
+        if key not in known:
+            near = difflib.get_close_matches(key, sorted(known), n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            raise UserError(f"generation.vllm.engine_args: vLLM {vllm.__version__} has no engine argument {key!r}"
+                            f"{hint} (its arguments: vllm.EngineArgs)")
+    return given
+
+
 class Colocated:
     """vllm.LLM in this process, on `device`, with dummy weights until the first `load`."""
 
@@ -165,7 +183,7 @@ class Colocated:
         if self.joins_ranks:  # one engine per rank, each for its own prompts: vLLM joins the ranks' process
             # group (as TRL's colocated mode does) instead of starting a world of its own, found already started
             kwargs["distributed_executor_backend"] = "external_launcher"
-        kwargs |= settings.engine_args
+        kwargs |= known_engine_args(settings.engine_args)
         try:
             self.llm = LLM(model=str(folder), skip_tokenizer_init=True, load_format="dummy",
                            dtype=str(dtype).removeprefix("torch."), enforce_eager=True,

@@ -71,6 +71,7 @@ class UserCall:
 
 
 _current: UserCall | None = None
+_elsewhere: dict[int, UserCall] = {}  # the user's calls in progress off the main thread, by thread
 _changed = threading.Condition()  # held while _current or its `due` changes; the watchdog waits on it
 _watchdog: threading.Thread | None = None
 _exit_notes: list[Callable[[], str]] = []
@@ -86,13 +87,23 @@ def call_with_time_limit(name: str, fn: Callable[..., Any], kwargs: dict[str, An
     """`fn(**kwargs)`, stopped with a UserError naming `name` and `setting` if it runs longer than `seconds`
     (None or 0: no limit, but still `running()`, so that Ctrl-C can give the step up); `started`: when the
     time began to count (time.monotonic; now by default). Off the main thread, where nothing can interrupt
-    it, a plain call."""
+    it, a plain call that `overdue_in` reports once it is past its limit (to the main thread waiting
+    for that thread: the trainer waiting for the worker sampling ahead)."""
     global _current
-    if threading.current_thread() is not threading.main_thread():
-        return fn(**kwargs)
-    _start_watchdog()
     start = time.monotonic() if started is None else started
     call = UserCall(name, seconds or 0.0, setting, due=start + seconds if seconds else math.inf)
+    if threading.current_thread() is not threading.main_thread():
+        thread = threading.get_ident()
+        outer = _elsewhere.get(thread)
+        _elsewhere[thread] = call
+        try:
+            return fn(**kwargs)
+        finally:
+            if outer is None:
+                _elsewhere.pop(thread, None)
+            else:
+                _elsewhere[thread] = outer
+    _start_watchdog()
     previous, handlers = _current, {s: signal.getsignal(s) for s in STOP_SIGNALS}
     with _changed:
         _current = call
@@ -113,6 +124,13 @@ def call_with_time_limit(name: str, fn: Callable[..., Any], kwargs: dict[str, An
         raise UserError(f"{name} did not return within its time limit of {seconds:g} s "
                         f"(make it faster, or raise {setting}; 0 = no limit)")
     return result
+
+
+def overdue_in(thread: threading.Thread) -> UserCall | None:
+    """The user's call on `thread` (not the main thread) if it has run past its time limit: nothing can
+    interrupt it there, so whoever waits for that thread stops waiting and says so."""
+    call = _elsewhere.get(thread.ident or -1)
+    return call if call is not None and time.monotonic() > call.due else None
 
 
 def abandon(call: UserCall, why: str, raises: type[BaseException] = StepAbandoned) -> None:

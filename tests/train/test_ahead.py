@@ -229,3 +229,54 @@ def test_closing_interrupts_a_batch_being_sampled_at_its_next_decoding_step():
     started = time.monotonic()
     ahead.close()
     assert not ahead.thread.is_alive() and time.monotonic() - started < 5 and len(steps) < 100_000
+
+
+def test_a_reward_past_its_limit_in_the_worker_ends_the_run_in_seconds_with_the_finished_steps_saved(tmp_path):
+    """Off the main thread nothing can interrupt a reward: the trainer waiting for the worker says so once the
+    reward is past its timeout_s, and the finished steps are saved (not after sampling.worker_timeout_s)."""
+    from rlvr.rewards import RewardSpec
+    from rlvr.run.loop import run_training
+    from rlvr.train.trainer import Trainer
+
+    from . import reward_fns
+
+    trainer = Trainer(tiny_config(tmp_path, DIGITS, *ONE_THREAD, "sampling.max_staleness=1",
+                                  "sampling.overlap_rewards=false", steps=5))
+
+    def hang_from_now(step, metrics, stop):
+        if step == 1:
+            trainer.parts.rewards[0] = RewardSpec("mine:hang", reward_fns.hang, 1.0, 1.0)
+    start = time.monotonic()
+    with pytest.raises(UserError, match=r"reward function 'mine:hang' did not return within its time limit of 1 s "
+                                        r"in the worker sampling ahead"):
+        run_training(trainer, on_step_end=hang_from_now)
+    assert time.monotonic() - start < 30  # (the worker timeout is 1800 s)
+    finished = paths.latest_checkpoint(tmp_path / "run").name
+    assert finished in ("step-000001", "step-000002")  # (batch 2 may have been scored before the swap)
+
+
+def test_ctrl_c_while_the_worker_is_stuck_saves_the_finished_steps_in_seconds(tmp_path):
+    """A reward with no limit that never returns in the worker: Ctrl-C gives the waiting step up and saves what
+    the finished steps made at once (not after sampling.worker_timeout_s)."""
+    import os
+    import signal
+    import threading
+
+    from rlvr.rewards import RewardSpec
+    from rlvr.run.loop import run_training
+    from rlvr.train.trainer import Trainer
+
+    from . import reward_fns
+
+    trainer = Trainer(tiny_config(tmp_path, DIGITS, *ONE_THREAD, "sampling.max_staleness=1",
+                                  "sampling.overlap_rewards=false", steps=5))
+
+    def hang_from_now(step, metrics, stop):
+        if step == 1:
+            trainer.parts.rewards[0] = RewardSpec("mine:hang", reward_fns.hang, 1.0, None)
+            threading.Timer(3.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+    start = time.monotonic()
+    summary = run_training(trainer, on_step_end=hang_from_now)
+    assert time.monotonic() - start < 30
+    assert summary["stopped_at"] in (1, 2)
+    assert paths.latest_checkpoint(tmp_path / "run").name == f"step-{summary['stopped_at']:06d}"

@@ -149,9 +149,9 @@ class SamplingConfig:
     t − k while the trainer trains, half of `threads` each; the ratio's π_old is then the sampler's own
     log-prob of the version that sampled. null = sample each batch with the newest weights, in turn (the
     synchronous loop); 0 = the same, through the worker."""
-    worker_timeout_s: float = 1800.0
-    """With max_staleness: how long the trainer waits for the worker's next batch before it stops the run
-    (a stalled sampler or reward; a reward's own timeout_s is not enforced off the main thread)."""
+    worker_timeout_s: float = 900.0
+    """With max_staleness: how long the trainer waits for the worker's next batch before it stops the run (a
+    stalled sampler; a reward or environment in the worker past its own timeout_s stops it within a second)."""
 
     def validate(self) -> None:
         g, b = self.group_size, self.batch_size

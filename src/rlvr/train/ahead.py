@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from rlvr.config import TrainConfig
+from rlvr.deadline import call_with_time_limit, overdue_in
 from rlvr.errors import StepAbandoned, UserError
 from rlvr.run.policy import Policy
 from rlvr.run.world import World, barrier, gather_across, own_group
@@ -72,7 +73,7 @@ class RolloutsAhead:
 
     def __init__(self, sampler: Sampler, produce: Callable[[int, Sampler], Any],
                  stream_state: Callable[[], dict[str, Any]], *, max_staleness: int, first_batch: int,
-                 pending: list[Sampled] | None = None, timeout_s: float = 1800.0,
+                 pending: list[Sampled] | None = None, timeout_s: float = 900.0,
                  load: Callable[[Weights, int], None] | None = None, end: int | None = None) -> None:
         self.sampler, self.produce, self.stream_state = sampler, produce, stream_state
         self.load = load or (lambda weights, version: sampler.load_weights(weights, version=version))
@@ -99,7 +100,17 @@ class RolloutsAhead:
             self.changed.notify_all()
 
     def take(self, batch: int) -> Sampled:
-        """Batch `batch`, once sampled (waiting for it); the worker's failure is raised here."""
+        """Batch `batch`, once sampled (waiting for it); the worker's failure is raised here, and so is a user's
+        function in the worker past its time limit (a reward's timeout_s). Ctrl-C or SIGTERM gives the wait up
+        (the step is abandoned, rlvr.deadline): the checkpoint then keeps what is ready, without waiting."""
+        try:
+            return call_with_time_limit(f"the rollout worker's batch {batch + 1}",  # type: ignore[no-any-return]
+                                        lambda: self._wait_for(batch), {}, None, "sampling.worker_timeout_s")
+        except BaseException:
+            self.stalled = True  # (given up on: a checkpoint now keeps what is ready, without waiting)
+            raise
+
+    def _wait_for(self, batch: int) -> Sampled:
         deadline = time.monotonic() + self.timeout_s
         with self.changed:
             while batch not in self.ready:
@@ -108,9 +119,13 @@ class RolloutsAhead:
                 if self.error is not None:
                     raise UserError(f"the rollout worker failed while sampling batch {batch + 1}: "
                                     f"{type(self.error).__name__}: {self.error}") from self.error
+                late = overdue_in(self.thread)
+                if late is not None:
+                    raise UserError(f"{late.name} did not return within its time limit of {late.seconds:g} s in "
+                                    f"the worker sampling ahead (make it faster, or raise {late.setting}; 0 = no "
+                                    "limit); the last checkpoint is kept")
                 left = deadline - time.monotonic()
                 if left <= 0 or not self.thread.is_alive():
-                    self.stalled = True  # (a checkpoint now keeps what is ready, without waiting for it)
                     raise UserError(f"the rollout worker has not sampled batch {batch + 1} in {self.timeout_s:.0f} s"
                                     " (sampling.worker_timeout_s): it stalled; the last checkpoint is kept")
                 self.changed.wait(min(left, 1.0))

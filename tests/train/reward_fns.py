@@ -173,3 +173,8 @@ def needs_level(completions, level, **kwargs):
 def level_if_given(completions, level=None, **kwargs):
     """Reads the `level` column when the rows have one: optional, so rows without it are fine."""
     return [0.0 if level is None or lv is None else float(lv) for lv in (level or [None] * len(completions))]
+
+
+def interrupts(completions, **kwargs):
+    """Raises KeyboardInterrupt itself (no one pressed Ctrl-C)."""
+    raise KeyboardInterrupt

@@ -72,6 +72,10 @@ def test_the_entropy_mask_keeps_the_share_asked_for(tmp_path, monkeypatch):
     ("advantage_fn", "missing", r"has no attribute 'missing'"),
     ("policy_loss", "detached", r"returned a loss without gradients"),
     ("policy_loss", "meta", r"returned a tensor on the meta device"),
+    ("policy_loss", "exits", r"algorithm.policy_loss '.*:exits' called sys.exit\(4\)"),
+    ("advantage_fn", "exits", r"algorithm.advantage_fn '.*:exits' called sys.exit\(4\)"),
+    ("policy_loss", "interrupts", r"raised KeyboardInterrupt itself: a run is stopped by Ctrl-C"),
+    ("advantage_fn", "interrupts", r"raised KeyboardInterrupt itself"),
 ])
 def test_a_users_objective_that_goes_wrong_is_one_line(tmp_path, setting, fn, message):
     with pytest.raises(UserError, match=message):
@@ -117,3 +121,23 @@ def test_advantages_too_large_for_a_gradient_are_said(tmp_path, capsys):
     train_grpo(tiny_config(tmp_path, DIGITS, f"algorithm.advantage_fn={FNS}:huge", *RUN, steps=2))
     err = [line for line in capsys.readouterr().err.splitlines() if "the gradient norm is" in line]
     assert len(err) == 1 and "check algorithm.advantage_fn" in err[0]
+
+
+@pytest.mark.parametrize("setting", ["policy_loss", "advantage_fn"])
+def test_ctrl_c_while_a_users_objective_hangs_saves_the_finished_steps(tmp_path, setting):
+    """A loss or advantage function that never returns: Ctrl-C gives the step up and the run saves its finished
+    steps (the same contract as rewards and environments: rlvr.deadline.call_user)."""
+    import os
+    import signal
+    import threading
+
+    from rlvr.run.loop import run_training
+
+    trainer = Trainer(tiny_config(tmp_path, DIGITS, *RUN, steps=4))
+
+    def hang_from_now(step, metrics, stop):
+        if step == 1:
+            trainer.config.algorithm.__dict__[setting] = f"{FNS}:hangs"
+            threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+    summary = run_training(trainer, on_step_end=hang_from_now)
+    assert summary["stopped_at"] == 1 and paths.latest_checkpoint(tmp_path / "run").name == "step-000001"

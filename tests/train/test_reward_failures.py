@@ -45,6 +45,8 @@ def _weights(run):
     (reward_fns.hang, 0.5, "reward function 'mine:hang' did not return within its time limit of 0.5 s "
                            "(make it faster, or raise rewards[].timeout_s; 0 = no limit)"),
     (reward_fns.exits, None, "reward function 'mine:exits' called sys.exit(3)"),
+    (reward_fns.interrupts, None, "reward function 'mine:interrupts' raised KeyboardInterrupt itself: a run is "
+                                  "stopped by Ctrl-C, not by its functions"),
     (reward_fns.swallows_interrupts, 0.5, "reward function 'mine:swallows_interrupts' did not return within its "
                                           "time limit of 0.5 s"),
     (reward_fns.ignores_ctrl_c, 0.5, "reward function 'mine:ignores_ctrl_c' did not return within its time limit"),

@@ -24,7 +24,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from rlvr.deadline import call_with_time_limit
+from rlvr.deadline import call_user, call_with_time_limit
 from rlvr.errors import UserError, first_line
 
 Message = dict[str, str]  # {"role": ..., "content": ...}
@@ -55,12 +55,10 @@ def calling(env: Any, method: str, *args: Any, seconds: float | None = None) -> 
     and the error. Worker threads call it too, to get the same errors; their caller waits with `wait_for`."""
     name = _name(env, method)
     try:
-        return call_with_time_limit(name, lambda: getattr(env, method)(*args), {}, seconds, SETTING)
+        return call_user(name, lambda: getattr(env, method)(*args), seconds, SETTING,
+                         "end a trajectory with Reply(done=True), or raise an exception for a bug")
     except UserError:
         raise
-    except SystemExit as e:
-        raise UserError(f"{name} called sys.exit({e.code!r}) (end a trajectory with Reply(done=True), or raise "
-                        "an exception for a bug)") from None
     except Exception as e:
         raise UserError(f"{name} raised {type(e).__name__}: {first_line(e)} "
                         "(fix the environment: a failed tool call belongs in its Reply, as text for the model)") from e

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from rlvr.deadline import call_with_time_limit
+from rlvr.deadline import call_user
 from rlvr.errors import UserError
 from rlvr.rewards.registry import is_builtin
 from rlvr.rewards.scores import TRL_KEYWORDS, GradeResult, columns_from_items
@@ -84,11 +84,6 @@ def compute_rewards(
         raw, seconds[spec.name], error = outcomes[spec.name]
         if isinstance(error, UserError):  # already one line naming the cause and the fix (a bad row, a judge down)
             raise error
-        if isinstance(error, SystemExit):  # would end the process without a word: end the run with one
-            raise UserError(
-                f"reward function '{spec.name}' called sys.exit({error.code!r}) (a reward must return one value "
-                "per completion: return None for completions it cannot score, or raise an exception)"
-            ) from None
         if error is not None:  # any other failure in user code becomes one readable line
             raise UserError(
                 f"reward function '{spec.name}' raised {type(error).__name__}: {error} "
@@ -103,7 +98,9 @@ def compute_rewards(
     return RewardResult(total=[float(t) for t in total], components=components, seconds=seconds, reasons=reasons)
 
 
-_Outcome = tuple[Any, float, Exception | SystemExit | None]  # (returned value, wall seconds, exception raised)
+_Outcome = tuple[Any, float, Exception | None]  # (returned value, wall seconds, exception raised)
+EXIT_FIX = ("a reward must return one value per completion: return None for completions it cannot score, or raise "
+            "an exception")
 
 
 def _call_all(specs: list[RewardSpec], kwargs: dict[str, Any]) -> dict[str, _Outcome]:
@@ -121,8 +118,9 @@ def _call_all(specs: list[RewardSpec], kwargs: dict[str, Any]) -> dict[str, _Out
 def _timed_call(spec: RewardSpec, kwargs: dict[str, Any]) -> _Outcome:
     start = time.perf_counter()
     try:
-        raw, error = call_with_time_limit(f"reward function '{spec.name}'", spec.fn, kwargs, spec.timeout_s), None
-    except (Exception, SystemExit) as e:  # reported, with the reward's name, by compute_rewards
+        raw, error = call_user(f"reward function '{spec.name}'", lambda: spec.fn(**kwargs), spec.timeout_s,
+                               "rewards[].timeout_s", EXIT_FIX), None
+    except Exception as e:  # reported, with the reward's name, by compute_rewards
         raw, error = None, e
     return raw, time.perf_counter() - start, error
 

@@ -18,6 +18,7 @@ from typing import Any, cast
 import torch
 
 from rlvr.config import AlgorithmConfig
+from rlvr.deadline import call_user
 from rlvr.errors import UserError
 from rlvr.losses import (
     cispo_policy_loss,
@@ -123,9 +124,14 @@ def user_function(spec: str, kind: str) -> Callable[..., Any]:
 
 
 def _call(spec: str, setting: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """The user's function under the contract of every user function (rlvr.deadline.call_user); its exception
+    is one line naming it, not our traceback."""
     try:
-        return fn(*args)
-    except Exception as e:  # the user's code failed: one line naming it, not our traceback
+        return call_user(f"{setting} {spec!r}", lambda: fn(*args), None, setting,
+                         "return the tensor, or raise an exception for a bug")
+    except UserError:
+        raise
+    except Exception as e:
         raise UserError(f"{setting} {spec!r} raised {type(e).__name__}: {e} (fix the function)") from None
 
 

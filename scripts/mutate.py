@@ -44,7 +44,13 @@ MODULES: dict[str, list[str]] = {
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--modules", nargs="+", choices=list(MODULES), default=list(MODULES))
+    p.add_argument("--report", action="store_true", help="only write the report again, from the last results and "
+                   "the explanations as they are now (after explaining a survivor)")
     args = p.parse_args()
+    if args.report:
+        unexplained = write_report(json.loads(RESULTS.read_text()))
+        print(f"report: {REPORT} ({unexplained} unexplained survivors)")
+        return 1 if unexplained else 0
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                             check=True).stdout.strip()
     with tempfile.TemporaryDirectory(prefix="rlvr-mutate-") as tmp:

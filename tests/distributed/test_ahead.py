@@ -4,6 +4,7 @@ process group of its own; staleness 0 is the synchronous 2-rank run bit for bit,
 the unbroken run."""
 
 import json
+import shutil
 import sys
 
 import torch
@@ -41,11 +42,13 @@ def test_two_ranks_sampling_ahead(tmp_path):
     train(tmp_path / "sync", "max_steps=3")
     train(tmp_path / "k0", "max_steps=3", "sampling.max_staleness=0")
     assert same(tmp_path / "sync", tmp_path / "k0")
-    train(tmp_path / "k1", "max_steps=3", "sampling.max_staleness=1")
+    train(tmp_path / "k1", "max_steps=3", "sampling.max_staleness=1", "save_every=1", "keep_checkpoints=0")
     assert not same(tmp_path / "sync", tmp_path / "k1")
     stale = [json.loads(x)["async/staleness_max"] for x in (tmp_path / "k1" / "metrics.jsonl").read_text().splitlines()]
     assert stale == [0.0, 1.0, 1.0]
-    train(tmp_path / "k1-resumed", "max_steps=2", "sampling.max_staleness=1")
+    # resumed from the checkpoint of step 2 (which keeps batch 2, sampled ahead with step 1's weights): the same run
+    shutil.copytree(tmp_path / "k1", tmp_path / "k1-resumed")
+    shutil.rmtree(tmp_path / "k1-resumed" / "checkpoints" / "step-000003")
     resume(tmp_path / "k1-resumed", 3)
     assert same(tmp_path / "k1", tmp_path / "k1-resumed")
     # at another world size the ranks' shares of the batch sampled ahead differ: it is sampled again, with the

@@ -60,7 +60,7 @@ def main() -> None:
     def apart() -> int:
         policy_module.folded_for_decoding = as_it_is
         try:
-            return int(trainer.sample(positions).lengths.sum())
+            return int(trainer.source.sample(positions, 0, trainer.source.synced()).lengths.sum())
         finally:
             policy_module.folded_for_decoding = folding
 
@@ -68,13 +68,13 @@ def main() -> None:
         policy_module.folded_for_decoding = as_it_is
         policy.merge_adapter()
         try:
-            return int(trainer.sample(positions).lengths.sum())
+            return int(trainer.source.sample(positions, 0, trainer.source.synced()).lengths.sum())
         finally:
             policy.unmerge_adapter()
             policy_module.folded_for_decoding = folding
 
     def folded() -> int:
-        return int(trainer.sample(positions).lengths.sum())
+        return int(trainer.source.sample(positions, 0, trainer.source.synced()).lengths.sum())
 
     rows, drift = [], {}
     for name, fn in (("adapters apart", apart), ("peft merge + unmerge", merged), ("folded copies (rlvr)", folded)):

@@ -58,3 +58,46 @@ def test_a_run_killed_at_any_point_resumes_to_the_unbroken_runs_end(tmp_path, un
     weights, metrics, samples = outcome(run)
     assert weights.keys() == unbroken[0].keys() and all(torch.equal(w, unbroken[0][k]) for k, w in weights.items())
     assert metrics == unbroken[1] and samples == unbroken[2]
+
+
+AHEAD = ["--set", "sampling.max_staleness=1"]
+
+
+@pytest.fixture(scope="module")
+def unbroken_ahead(tmp_path_factory):
+    run = tmp_path_factory.mktemp("unbroken-ahead") / "run"
+    done = train(run, *AHEAD)
+    assert done.returncode == 0, done.stderr
+    return outcome(run)
+
+
+@pytest.mark.parametrize("point, step", [("decode", 3), ("reward", 2), ("update", 3), ("checkpoint", 3)])
+def test_a_run_sampling_ahead_killed_at_any_point_resumes_to_the_unbroken_runs_end(tmp_path, unbroken_ahead, point,
+                                                                                   step):
+    """The worker's batches sampled ahead travel in the checkpoint: killed anywhere (the worker decoding or
+    scoring the next batch included), the resumed run is the unbroken one."""
+    run = tmp_path / "run"
+    killed = train(run, *AHEAD, killer=(point, str(step)))
+    assert killed.returncode == -9, killed.stderr
+    resumed = subprocess.run([sys.executable, "-m", "rlvr", "train", "--resume", str(run)], cwd=ROOT,
+                             capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert resumed.returncode == 0, resumed.stderr
+    weights, metrics, samples = outcome(run)
+    assert all(torch.equal(w, unbroken_ahead[0][k]) for k, w in weights.items())
+    assert metrics == unbroken_ahead[1] and samples == unbroken_ahead[2]
+
+
+def test_killed_with_a_broken_tokenizer_in_the_latest_checkpoint_resumes_from_the_one_before(tmp_path, unbroken):
+    """Killed in step 4, and the latest checkpoint's tokenizer.json then cut (a disk, a sync): the resume falls back
+    to step 2's checkpoint (its manifest says the file changed) and still ends as the unbroken run."""
+    run = tmp_path / "run"
+    assert train(run, killer=("update", "4")).returncode == -9
+    tokenizer = paths.latest_checkpoint(run) / paths.MODEL / "tokenizer.json"
+    tokenizer.write_bytes(tokenizer.read_bytes()[:100])
+    resumed = subprocess.run([sys.executable, "-m", "rlvr", "train", "--resume", str(run)], cwd=ROOT,
+                             capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert resumed.returncode == 0, resumed.stderr
+    assert "model/tokenizer.json is 100 bytes" in resumed.stderr and "resuming from step 2" in resumed.stderr
+    weights, metrics, samples = outcome(run)
+    assert all(torch.equal(w, unbroken[0][k]) for k, w in weights.items())
+    assert metrics == unbroken[1] and samples == unbroken[2]

@@ -141,3 +141,18 @@ def test_ctrl_c_while_a_users_objective_hangs_saves_the_finished_steps(tmp_path,
             threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT)).start()
     summary = run_training(trainer, on_step_end=hang_from_now)
     assert summary["stopped_at"] == 1 and paths.latest_checkpoint(tmp_path / "run").name == "step-000001"
+
+
+@pytest.mark.parametrize("setting", ["policy_loss", "advantage_fn"])
+def test_a_users_objective_past_its_time_limit_is_one_line_with_the_finished_steps_saved(tmp_path, setting):
+    from rlvr.run.loop import run_training
+
+    trainer = Trainer(tiny_config(tmp_path, DIGITS, *RUN, "algorithm.timeout_s=0.5", steps=4))
+
+    def hang_from_now(step, metrics, stop):
+        if step == 1:
+            trainer.config.algorithm.__dict__[setting] = f"{FNS}:hangs"
+    with pytest.raises(UserError, match=rf"algorithm.{setting} '.*:hangs' did not return within its time limit of "
+                                        r"0.5 s \(make it faster, or raise algorithm.timeout_s"):
+        run_training(trainer, on_step_end=hang_from_now)
+    assert paths.latest_checkpoint(tmp_path / "run").name == "step-000001"

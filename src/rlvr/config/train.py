@@ -223,6 +223,9 @@ class AlgorithmConfig:
     advantage_fn: str | None = None
     """Your own advantages, `file.py:function` / `module:function`, called with the rewards [P, G] and each
     reward's [P, G] (docs/objectives.md); None = the baseline and scale above."""
+    timeout_s: float = 0.0
+    """Time limit of each call of your own policy_loss or advantage_fn, in seconds (0 = none; Ctrl-C works
+    either way): past it the run stops with one line naming the function, the finished steps saved."""
     loss_aggregation: Aggregation = "sequence_mean"
     """How per-token losses become one number (see rlvr.losses)."""
     loss_constant: float | None = None
@@ -246,6 +249,7 @@ class AlgorithmConfig:
     def validate(self) -> None:
         check([
             (0 <= self.clip_low <= 1, f"algorithm.clip_low={self.clip_low} must be in [0, 1] (1: no lower bound)"),
+            (self.timeout_s >= 0, f"algorithm.timeout_s={self.timeout_s} must be >= 0 (0: no limit)"),
             (self.policy_loss in POLICY_LOSSES or ":" in self.policy_loss,
              f"algorithm.policy_loss={self.policy_loss!r}: choose from {', '.join(POLICY_LOSSES)} or give your own "
              "as file.py:function"),

@@ -37,7 +37,7 @@ def outcome_advantages(scored: ScoredRollout, algo: AlgorithmConfig, world: Worl
     normalize_then_sum weighs the normalised rewards)."""
     rewards, batch_std, normalise = scored.rewards, None, False
     if algo.advantage_fn is not None:
-        per_completion = user_advantages(algo.advantage_fn, rewards, scored.reward_components)
+        per_completion = user_advantages(algo.advantage_fn, rewards, scored.reward_components, algo.timeout_s)
     elif algo.reward_aggregation == "normalize_then_sum" or algo.advantage_scale == "batch_norm":
         per_completion, normalise = _centred(scored, algo, weights or {}), True
     else:

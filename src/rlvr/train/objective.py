@@ -39,7 +39,7 @@ def policy_term(algo: AlgorithmConfig, logprobs: torch.Tensor, old_logprobs: tor
         return POLICY_LOSSES[name].loss(algo, logprobs, old_logprobs, advantages, mask)
     # (copies: an in-place edit of the user's cannot reach the KL term or the metrics; the clone of `logprobs`
     # passes its gradient through)
-    loss = _call(name, "algorithm.policy_loss", user_function(name, "policy loss"),
+    loss = _call(name, "algorithm.policy_loss", algo.timeout_s, user_function(name, "policy loss"),
                  logprobs.clone(), old_logprobs.clone(), advantages.clone(), mask.clone())
     _check(loss, tuple(logprobs.shape), name, "algorithm.policy_loss", "the per-token loss [N, T]")
     if not loss.requires_grad:
@@ -110,9 +110,10 @@ POLICY_LOSSES: dict[str, PolicyLoss] = {
 }
 
 
-def user_advantages(spec: str, rewards: torch.Tensor, components: dict[str, torch.Tensor]) -> torch.Tensor:
-    """The advantages [P, G] of the user's function `spec`, checked."""
-    out = _call(spec, "algorithm.advantage_fn", user_function(spec, "advantage function"), rewards.clone(),
+def user_advantages(spec: str, rewards: torch.Tensor, components: dict[str, torch.Tensor],
+                    timeout_s: float = 0.0) -> torch.Tensor:
+    """The advantages [P, G] of the user's function `spec` (called within `timeout_s`; 0: no limit), checked."""
+    out = _call(spec, "algorithm.advantage_fn", timeout_s, user_function(spec, "advantage function"), rewards.clone(),
                 {k: v.clone() for k, v in components.items()})
     _check(out, tuple(rewards.shape), spec, "algorithm.advantage_fn", "advantages [P, G] like the rewards")
     return cast(torch.Tensor, out.to(rewards.dtype))
@@ -123,11 +124,11 @@ def user_function(spec: str, kind: str) -> Callable[..., Any]:
     return load_user_object(spec, kind, "function", "a function (docs/objectives.md has its signature)")  # type: ignore[no-any-return]
 
 
-def _call(spec: str, setting: str, fn: Callable[..., Any], *args: Any) -> Any:
+def _call(spec: str, setting: str, seconds: float, fn: Callable[..., Any], *args: Any) -> Any:
     """The user's function under the contract of every user function (rlvr.deadline.call_user); its exception
     is one line naming it, not our traceback."""
     try:
-        return call_user(f"{setting} {spec!r}", lambda: fn(*args), None, setting,
+        return call_user(f"{setting} {spec!r}", lambda: fn(*args), seconds, "algorithm.timeout_s",
                          "return the tensor, or raise an exception for a bug")
     except UserError:
         raise

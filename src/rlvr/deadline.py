@@ -127,7 +127,7 @@ def call_with_time_limit(name: str, fn: Callable[..., Any], kwargs: dict[str, An
             if signal.getsignal(signum) is not handler and handler is not None:
                 signal.signal(signum, handler)
     if own:
-        raise _OwnInterrupt
+        raise OwnInterrupt
     if call.expired:
         raise UserError(f"{name} did not return within its time limit of {seconds:g} s "
                         f"(make it faster, or raise {setting}; 0 = no limit)")
@@ -144,12 +144,12 @@ def call_user(name: str, fn: Callable[[], Any], seconds: float | None, setting: 
         return call_with_time_limit(name, fn, {}, seconds, setting)
     except SystemExit as e:
         raise UserError(f"{name} called sys.exit({e.code!r}) ({fix})") from None
-    except _OwnInterrupt:
+    except OwnInterrupt:
         raise UserError(f"{name} raised KeyboardInterrupt itself: a run is stopped by Ctrl-C, not by its "
                         f"functions ({fix})") from None
 
 
-class _OwnInterrupt(Exception):
+class OwnInterrupt(Exception):
     """A KeyboardInterrupt that a user's function raised itself, while a run's signal handler was in place."""
 
 

@@ -24,6 +24,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from rlvr.deadline import OwnInterrupt as _OwnInterrupt
 from rlvr.deadline import call_user, call_with_time_limit
 from rlvr.errors import UserError, first_line
 
@@ -49,14 +50,15 @@ class Environment(Protocol):
 SETTING = "environment.timeout_s"
 
 
+EXIT_FIX = "end a trajectory with Reply(done=True), or raise an exception for a bug"
+
 def calling(env: Any, method: str, *args: Any, seconds: float | None = None) -> Any:
     """`env.method(*args)`, under the time limit `seconds` on the main thread (rlvr.deadline), where an exception
     (a bug in the environment's code) or sys.exit ends the run with one line naming the environment, the method
     and the error. Worker threads call it too, to get the same errors; their caller waits with `wait_for`."""
     name = _name(env, method)
     try:
-        return call_user(name, lambda: getattr(env, method)(*args), seconds, SETTING,
-                         "end a trajectory with Reply(done=True), or raise an exception for a bug")
+        return call_user(name, lambda: getattr(env, method)(*args), seconds, SETTING, EXIT_FIX)
     except UserError:
         raise
     except Exception as e:
@@ -68,7 +70,11 @@ def wait_for(env: Any, method: str, future: Future[Any], seconds: float | None, 
     """What `calling(env, method, ...)`, sent to a worker thread at `started` (time.monotonic), returned; a
     one-line UserError when it has not within `seconds` of that (the worker thread is left behind: it
     cannot be stopped, and never keeps the process from ending, rlvr.deadline.DaemonPool)."""
-    return call_with_time_limit(_name(env, method), future.result, {}, seconds, SETTING, started=started)
+    try:
+        return call_with_time_limit(_name(env, method), future.result, {}, seconds, SETTING, started=started)
+    except _OwnInterrupt:  # (raised in the worker thread, by the environment itself)
+        raise UserError(f"{_name(env, method)} raised KeyboardInterrupt itself: a run is stopped by Ctrl-C, not by "
+                        f"its functions ({EXIT_FIX})") from None
 
 
 def checked_reply(env: Any, reply: Any) -> Reply:

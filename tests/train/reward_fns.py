@@ -178,3 +178,10 @@ def level_if_given(completions, level=None, **kwargs):
 def interrupts(completions, **kwargs):
     """Raises KeyboardInterrupt itself (no one pressed Ctrl-C)."""
     raise KeyboardInterrupt
+
+
+def blanks_the_completions(completions, **kwargs):
+    """Scores 0, after clearing the list it was given in place."""
+    scores = [0.0] * len(completions)
+    completions.clear()
+    return scores

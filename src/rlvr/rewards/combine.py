@@ -18,6 +18,7 @@ in one line naming it.
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -117,8 +118,9 @@ def _call_all(specs: list[RewardSpec], kwargs: dict[str, Any]) -> dict[str, _Out
 
 def _timed_call(spec: RewardSpec, kwargs: dict[str, Any]) -> _Outcome:
     start = time.perf_counter()
+    own = copy.deepcopy(kwargs)  # (its own copy: an edit in place cannot reach the next reward's inputs)
     try:
-        raw, error = call_user(f"reward function '{spec.name}'", lambda: spec.fn(**kwargs), spec.timeout_s,
+        raw, error = call_user(f"reward function '{spec.name}'", lambda: spec.fn(**own), spec.timeout_s,
                                "rewards[].timeout_s", EXIT_FIX), None
     except Exception as e:  # reported, with the reward's name, by compute_rewards
         raw, error = None, e

@@ -116,9 +116,18 @@ def _call_all(specs: list[RewardSpec], kwargs: dict[str, Any]) -> dict[str, _Out
     return outcomes
 
 
+def _own_copy(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A reward's own copy of its inputs, so that an edit in place cannot reach the next reward's: deep where the
+    values allow it, else each list copied (a column of objects that cannot be copied stays shared)."""
+    try:
+        return copy.deepcopy(kwargs)
+    except Exception:  # (a dataset column of objects deepcopy refuses)
+        return {k: list(v) if isinstance(v, list) else v for k, v in kwargs.items()}
+
+
 def _timed_call(spec: RewardSpec, kwargs: dict[str, Any]) -> _Outcome:
     start = time.perf_counter()
-    own = copy.deepcopy(kwargs)  # (its own copy: an edit in place cannot reach the next reward's inputs)
+    own = _own_copy(kwargs)
     try:
         raw, error = call_user(f"reward function '{spec.name}'", lambda: spec.fn(**own), spec.timeout_s,
                                "rewards[].timeout_s", EXIT_FIX), None

@@ -127,29 +127,30 @@ def call_with_time_limit(name: str, fn: Callable[..., Any], kwargs: dict[str, An
             if signal.getsignal(signum) is not handler and handler is not None:
                 signal.signal(signum, handler)
     if own:
-        raise OwnInterrupt
+        raise _OwnInterrupt
     if call.expired:
         raise UserError(f"{name} did not return within its time limit of {seconds:g} s "
                         f"(make it faster, or raise {setting}; 0 = no limit)")
     return result
 
 
-def call_user(name: str, fn: Callable[[], Any], seconds: float | None, setting: str, fix: str) -> Any:
+def call_user(name: str, fn: Callable[[], Any], seconds: float | None, setting: str, fix: str,
+              started: float | None = None) -> Any:
     """`fn()`, a user's function named `name`, under the one contract every user function runs under (rewards,
     environments, policy losses, advantage functions): past its time limit `seconds` (the `setting`; None or 0:
     none) it is stopped and named; Ctrl-C or SIGTERM while it runs gives the step up (call_with_time_limit);
     sys.exit in it, or a KeyboardInterrupt it raises itself, is one line naming it and the `fix` (the process and
     the user's Ctrl-C stay the run's). Its other exceptions are the caller's to word."""
     try:
-        return call_with_time_limit(name, fn, {}, seconds, setting)
+        return call_with_time_limit(name, fn, {}, seconds, setting, started=started)
     except SystemExit as e:
         raise UserError(f"{name} called sys.exit({e.code!r}) ({fix})") from None
-    except OwnInterrupt:
+    except _OwnInterrupt:
         raise UserError(f"{name} raised KeyboardInterrupt itself: a run is stopped by Ctrl-C, not by its "
                         f"functions ({fix})") from None
 
 
-class OwnInterrupt(Exception):
+class _OwnInterrupt(Exception):
     """A KeyboardInterrupt that a user's function raised itself, while a run's signal handler was in place."""
 
 

@@ -186,12 +186,10 @@ def test_a_stalled_worker_ends_the_run_within_its_deadline(tmp_path, monkeypatch
 
 
 def test_what_it_does_not_combine_with_yet_is_one_line(tmp_path):
-    from rlvr.train.ahead import refuse_unsupported
-
     config = tiny_config(tmp_path, "sampling.max_staleness=1", "distributed.strategy=fsdp")
     with pytest.raises(UserError, match="needs distributed.strategy ddp"):
-        refuse_unsupported(config, world_size=2)
-    refuse_unsupported(config, world_size=1)  # (one process shards nothing)
+        config.check_ranks(2)
+    config.check_ranks(1)  # (one process shards nothing)
 
 
 def test_what_it_does_not_combine_with_is_said_once_before_the_ranks_start(tmp_path, capsys, monkeypatch):

@@ -24,8 +24,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from rlvr.deadline import OwnInterrupt as _OwnInterrupt
-from rlvr.deadline import call_user, call_with_time_limit
+from rlvr.deadline import call_user
 from rlvr.errors import UserError, first_line
 
 Message = dict[str, str]  # {"role": ..., "content": ...}
@@ -70,11 +69,7 @@ def wait_for(env: Any, method: str, future: Future[Any], seconds: float | None, 
     """What `calling(env, method, ...)`, sent to a worker thread at `started` (time.monotonic), returned; a
     one-line UserError when it has not within `seconds` of that (the worker thread is left behind: it
     cannot be stopped, and never keeps the process from ending, rlvr.deadline.DaemonPool)."""
-    try:
-        return call_with_time_limit(_name(env, method), future.result, {}, seconds, SETTING, started=started)
-    except _OwnInterrupt:  # (raised in the worker thread, by the environment itself)
-        raise UserError(f"{_name(env, method)} raised KeyboardInterrupt itself: a run is stopped by Ctrl-C, not by "
-                        f"its functions ({EXIT_FIX})") from None
+    return call_user(_name(env, method), future.result, seconds, SETTING, EXIT_FIX, started=started)
 
 
 def checked_reply(env: Any, reply: Any) -> Reply:

@@ -201,19 +201,12 @@ class RolloutsAhead:
                 self.changed.notify_all()
 
 
-def refuse_unsupported(config: TrainConfig, world_size: int) -> None:
-    """What sampling ahead does not combine with yet, refused in one line before the run starts (and before
-    `--nproc` starts the ranks: TrainConfig.check_ranks)."""
-    config.check_ranks(world_size)
-
-
 class AheadSource(RolloutSource):
     """rlvr.train.rollouts' source with a worker sampling ahead (`RolloutsAhead`, started at the first batch taken):
     with vLLM, the engine is the worker's and evaluations decode with rlvr's engine on the policy's weights;
     otherwise the worker samples with a copy of the policy (a CopySampler), given the weights of each version."""
 
     def __init__(self, config: TrainConfig, parts: RunParts, policy: Policy, world: World) -> None:
-        refuse_unsupported(config, world.size)
         super().__init__(config, parts, policy, world)
         self.worker_sampler: Sampler | None = None  # vLLM's engine, the worker's own (None: a copy of the policy)
         if config.generation.backend != "local":

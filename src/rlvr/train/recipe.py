@@ -22,7 +22,7 @@ from rlvr.run.loop import Schedule
 from rlvr.run.policy import Policy
 from rlvr.run.world import SINGLE, World
 from rlvr.train import evaluation
-from rlvr.train.ahead import AheadSource, refuse_unsupported
+from rlvr.train.ahead import AheadSource
 from rlvr.train.build import build_parts
 from rlvr.train.rollouts import RolloutSource
 
@@ -43,7 +43,7 @@ class PolicyRecipe:
             raise UserError(f"sampling.batch_size={s.batch_size} is {prompts_per_step} prompts a step "
                             f"(group_size {s.group_size}), which {world.size} ranks cannot share whole: make "
                             f"batch_size / group_size a multiple of {world.size}")
-        refuse_unsupported(config, world.size)  # (before the models load)
+        config.check_ranks(world.size)  # (what it cannot run on these ranks, before the models load)
         self.world = world
         self.parts = p = build_parts(config, checkpoint)
         # the effective config (config.yaml) records the rewards as run: which one is the correctness reward

@@ -121,6 +121,19 @@ def test_sigterm_keeps_what_eval_and_sample_finished(tmp_path, command):
     assert (out / "samples.jsonl").read_text().count("\n") >= 1
 
 
+def test_an_interrupt_that_passed_through_eval_leaves_the_exit_code_alone(tmp_path):
+    """CPython remembers a KeyboardInterrupt that escaped an eval() of a string even once it is caught (sympy
+    parses answers with eval, so a SIGTERM can land there) and at exit `python -m` kills itself with SIGINT;
+    rlvr's exit code stands instead, and the judge is named as the user wrote it."""
+    (tmp_path / "judge.py").write_text('def judge(completions, **kwargs):\n'
+                                       '    return eval("(_ for _ in ()).throw(KeyboardInterrupt)")\n')
+    done = rlvr("eval", "--model", "tiny", "--data", "arithmetic", "--limit", "2", "--samples", "1",
+                "--max-new-tokens", "4", "--reward", "judge.py:judge", "--output-dir", str(tmp_path / "out"),
+                cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "reward function 'judge.py:judge' raised KeyboardInterrupt itself" in done.stderr
+
+
 def test_sigterm_while_a_reward_hangs_saves_and_exits_cleanly(tmp_path):
     """A user's reward blocked on a dead server: SIGTERM abandons the step, saves the finished ones, exits 0."""
     import os

@@ -84,15 +84,20 @@ def _terminate(signum: int, frame: object) -> None:
 
 
 def _leave_process_group() -> None:
-    """Under torchrun, wait for every rank and close the process group: torch.distributed threads still
-    running when the interpreter exits can abort it (`terminate called without an active exception`)."""
+    """Under torchrun, wait for every rank and close the process group."""
     if "torch.distributed" not in sys.modules:
         return
-    import torch.distributed as dist
+    from rlvr.run.world import leave
 
-    if dist.is_initialized():
-        dist.barrier()
-        dist.destroy_process_group()
+    leave()
+
+
+def _forget_interrupts() -> None:
+    """Clear CPython's record of a KeyboardInterrupt that escaped an eval() or exec() of a string, which it keeps
+    even when the interrupt is caught later (sympy parses answers with eval: SIGTERM can arrive there) and
+    acts on at exit: `python -m rlvr` then kills itself with SIGINT instead of returning its exit code. Each
+    eval of a string resets that record first, so an empty one clears it."""
+    exec("")  # (an empty string: nothing runs)
 
 
 def _collective_failed(error: Exception) -> str | None:
@@ -141,6 +146,17 @@ def main(argv: list[str] | None = None) -> int:
         return relaunch(sys.argv[1:] if argv is None else argv, args.nproc)
     if args.command in MODEL_COMMANDS:
         quiet_libraries()  # (through the environment: transformers is not imported before the config is checked)
+    code = _run(args)
+    _forget_interrupts()
+    if rank_of_many() is not None and "torch.distributed" in sys.modules:
+        from rlvr.run.world import end_rank
+
+        end_rank(code)
+    return code
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The command, its user errors and interruptions said in one line, with its exit code."""
     previous = {signum: signal.signal(signum, _terminate) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         code = COMMANDS[args.command][1](args)

@@ -3,6 +3,8 @@
 import torch
 import torch.distributed as dist
 
+from rlvr.run.world import end_rank, leave
+
 
 def replica_spread(model):
     """The largest difference between any two ranks' copies of any weight (0.0: bitwise identical)."""
@@ -14,9 +16,9 @@ def replica_spread(model):
 
 
 def save_and_leave(results, path, world):
-    """Rank 0 saves `results` at `path`; every rank waits for the others, then leaves the process group."""
+    """Rank 0 saves `results` at `path`; every rank waits for the others, leaves the process group and ends
+    as `rlvr` ranks end (`end_rank`: without the interpreter's teardown)."""
     if world.is_main:
         torch.save(results, path)
-    if dist.is_initialized():  # (a world of one rank has no group)
-        dist.barrier()
-        dist.destroy_process_group()
+    leave()
+    end_rank(0)

@@ -53,7 +53,7 @@ def sample_problems(
 ) -> list[ProblemRecord]:
     """The records of `prompts`: sampled by `sampler` (sample j of a problem from the seed of (seed, its row,
     j) alone, whatever chunk or rank it is sampled in), judged, and scored by `scorer`."""
-    verifiers = [RewardSpec(mode, fn) for mode, fn in zip(MODES, benchmark.verifiers())]
+    verifiers = _verifier_specs(benchmark)
     greedy: list[SampleRecord | None] = [None] * len(prompts)
     if plan.greedy:
         params = SamplingParams(max_new_tokens=plan.params.max_new_tokens, temperature=0.0)
@@ -103,11 +103,21 @@ def _judge(out: Rollout, tokenizer: Any, benchmark: Benchmark, verifiers: list[R
     ]
 
 
+def _verifier_specs(benchmark: Benchmark) -> list[RewardSpec]:
+    """The strict and the lenient verifier, named as messages name them (a reward of yours judging: its
+    `file.py:function`); one, called once, where one judges both (your reward, a puzzle's check)."""
+    names, fns = (benchmark.scoring.strict, benchmark.scoring.lenient), benchmark.verifiers()
+    if names[0] == names[1]:
+        return [RewardSpec(names[0], fns[0])]
+    return [RewardSpec(name, fn) for name, fn in zip(names, fns)]
+
+
 def _verdicts(verifiers: list[RewardSpec], rows: list[Example], texts: list[str],
               ids: list[list[int]]) -> dict[str, list[float | None]]:
     """mode -> each completion's verdict (1.0 / 0.0 / None)."""
     result = compute_rewards(verifiers, **reward_inputs(rows, 1, texts, ids))
-    return {mode: result.components[mode] for mode in MODES}
+    strict, lenient = verifiers[0].name, verifiers[-1].name  # (one judging both: the same verdicts twice)
+    return {mode: result.components[name] for mode, name in zip(MODES, (strict, lenient))}
 
 
 def _gold(example: Example) -> Any:

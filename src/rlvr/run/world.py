@@ -11,14 +11,17 @@ decision for all (`any_across`), and every rank's records in rank order (`gather
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import os
+import sys
+import threading
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -81,6 +84,28 @@ def join(world: World, device: torch.device, timeout_s: float = COLLECTIVE_TIMEO
     dist.init_process_group(backend, rank=world.rank, world_size=world.size,
                             timeout=datetime.timedelta(seconds=timeout_s))
     _joined["timeout_s"] = timeout_s
+
+
+def leave() -> None:
+    """Wait for every rank, then close the process group (nothing if none was started)."""
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+def end_rank(code: int) -> NoReturn:
+    """End this rank's process with `code`, its work done and saved: as at any exit, its other threads are
+    waited for (a checkpoint being written) and the exit handlers run (trackers finish uploading); then the
+    process ends without the interpreter's teardown, in which torch.distributed's C++ threads can abort it
+    even after `leave` (`terminate called without an active exception`: seen with gloo under load), which
+    torchrun would report as a failed run."""
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(code)
 
 
 _joined = {"timeout_s": COLLECTIVE_TIMEOUT_S}  # the process group's timeout, for `waited_too_long`

@@ -21,7 +21,7 @@ from rlvr.api.inputs import INPUTS, data_file, is_given_in_memory, model_source
 from rlvr.config import EvalConfig, load_command_config
 from rlvr.config.loading import canonical, deep_merge
 from rlvr.console import quiet_libraries
-from rlvr.data import TASKS
+from rlvr.data import find_task
 from rlvr.data.scoring import CODE, MATH, verifier_for_columns
 from rlvr.data.sources import read_located
 from rlvr.errors import python_caller
@@ -52,8 +52,9 @@ def evaluate_model(model: Any, data: Any, *, reward: Any = None, correct_at: flo
 
 def verifier_of(data: Any) -> Scoring | None:
     """The verifier `data` brings (a benchmark's, a task's, or its rows' by their columns); None when it has none."""
-    if isinstance(data, (str, Path)) and str(data) in TASKS:
-        return TASKS[str(data)].scoring
+    task = find_task(str(data)) if isinstance(data, (str, Path)) else None
+    if task is not None:
+        return task.scoring
     if isinstance(data, (str, Path)) and (str(data) in MATH_BENCHMARKS or str(data) == "humaneval"):
         return MATH if str(data) in MATH_BENCHMARKS else CODE
     if is_given_in_memory(data):

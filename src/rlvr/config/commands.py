@@ -43,13 +43,14 @@ class ProblemsConfig:
     SHORTHAND: ClassVar[str] = "name"
 
     name: str = "gsm8k"
-    """A benchmark (gsm8k, math500, aime24, humaneval), a built-in task, or a .jsonl/.parquet file."""
+    """A benchmark (gsm8k, math500, aime24, humaneval), a built-in task, a reasoning-gym task
+    (`reasoning_gym:chain_sum`), or a .jsonl/.parquet file."""
     dir: str | None = None
     """Folder holding local copies of the benchmarks (<dir>/gsm8k/test.jsonl, ...); None = the public datasets."""
     limit: int | None = None
     """The first N problems only; None = all (100 of a built-in task). Raising it later resumes into the same output."""
     difficulty: int = 1
-    """Difficulty level of a built-in task."""
+    """Difficulty level of a built-in task; of a reasoning-gym task, the level of its curriculum."""
     template: str | None = None
     """Prompt template (chat, plain, r1_zero or a string with {prompt}); None = the data's default (chat)."""
     system_prompt: str | None = None

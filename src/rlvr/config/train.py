@@ -51,8 +51,9 @@ class FewShotTurn:
 @dataclass
 class DataConfig:
     train: str = "arithmetic"
-    """A built-in task (`arithmetic`, `countdown`, `game24`, `sudoku`), a `.jsonl` / `.parquet` file, or
-    `hf:owner/name`."""
+    """A built-in task (`arithmetic`, `countdown`, `game24`, `sudoku`), a reasoning-gym task
+    (`reasoning_gym:chain_sum`, its generator's settings after `?`: `reasoning_gym:chain_sum?max_terms=4`),
+    a `.jsonl` / `.parquet` file, or `hf:owner/name`."""
     eval: str | None = None
     """Held-out prompts; default: the built-in task's disjoint test split, or none for files."""
     prompt_field: str = "prompt"
@@ -70,7 +71,7 @@ class DataConfig:
     keep them (and are also evaluated without them). None: the built-in task's own share with its own
     examples (0.8 for `arithmetic`), else 1."""
     difficulty: int = 1
-    """Difficulty level of a built-in task."""
+    """Difficulty level of a built-in task; of a reasoning-gym task, the level of its curriculum."""
     curriculum: bool = False
     """Sample prompts by difficulty as the current model's pass rate: prompts it half-solves first,
     so training moves to harder prompts as accuracy rises (train/curriculum.py); false = shuffled epochs."""

@@ -6,8 +6,8 @@
 """
 
 from rlvr.data.sources import load_examples
-from rlvr.data.tasks import TASKS, Task, get_task
+from rlvr.data.tasks import TASKS, Task, find_task, get_task
 from rlvr.data.templates import TEMPLATES, expected_format, render_prompt, with_few_shot
 
-__all__ = ["TASKS", "TEMPLATES", "Task", "expected_format", "get_task", "load_examples", "render_prompt",
+__all__ = ["TASKS", "TEMPLATES", "Task", "expected_format", "find_task", "get_task", "load_examples", "render_prompt",
            "with_few_shot"]

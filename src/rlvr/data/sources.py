@@ -23,13 +23,13 @@ from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
-from rlvr.data.tasks import TASKS
+from rlvr.data.tasks import TASKS, find_task
 from rlvr.errors import UserError, first_line
 from rlvr.records import Example
 
 DEFAULT_TASK_ROWS = 1000
-SUPPORTED = ("a built-in task (" + ", ".join(TASKS) + "), a .jsonl or .parquet file, a folder written by "
-             "Dataset.save_to_disk, or hf:owner/name[:config]")
+SUPPORTED = ("a built-in task (" + ", ".join(TASKS) + "), reasoning_gym:<task>, a .jsonl or .parquet file, a folder "
+             "written by Dataset.save_to_disk, or hf:owner/name[:config]")
 
 Located = tuple[str, Any]  # (where the row came from, e.g. "data.jsonl:12"; the parsed row)
 
@@ -82,9 +82,10 @@ def with_every_column(examples: list[Example]) -> list[Example]:
 
 def read_located(source: str, *, split: str, seed: int, difficulty: int, limit: int | None) -> Iterator[Located]:
     """Dispatch on the kind of source; rows come back lazily with their location."""
-    if source in TASKS:
+    task = find_task(source)
+    if task is not None:
         n = DEFAULT_TASK_ROWS if limit is None else limit
-        rows = TASKS[source].generate(n, split=split, seed=seed, difficulty=difficulty)
+        rows = task.generate(n, split=split, seed=seed, difficulty=difficulty)
         return ((f"{source} row {i}", row) for i, row in enumerate(rows))
     if source.startswith("hf:"):
         return _read_hf(source, split)

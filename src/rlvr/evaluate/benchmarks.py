@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.config.choices import MODES
-from rlvr.data import TASKS, load_examples
+from rlvr.data import TASKS, find_task, load_examples
 from rlvr.data.scoring import CODE, MATH, verifier_for_columns
 from rlvr.data.sources import jsonl_lines
 from rlvr.errors import UserError
@@ -88,14 +88,14 @@ def load_benchmark(name: str, *, data_dir: str | None = None, limit: int | None 
         found = _math_benchmark(name, data_dir, limit)
     elif name == "humaneval":
         found = _humaneval(limit)
-    elif name in TASKS:
+    elif find_task(name) is not None:
         found = _task(name, limit, seed, difficulty, split)
     elif Path(name).suffix in (".jsonl", ".parquet") or Path(name).exists():
         found = _file(name, limit, judged)
     else:
         raise UserError(
             f"unknown benchmark {name!r}: use one of {', '.join([*MATH_BENCHMARKS, 'humaneval', *TASKS])}, "
-            "or a .jsonl/.parquet file"
+            "reasoning_gym:<task>, or a .jsonl/.parquet file"
         )
     if instruction is None:
         return found
@@ -150,7 +150,9 @@ def _humaneval(limit: int | None) -> Benchmark:
 def _task(name: str, limit: int | None, seed: int, difficulty: int, split: str) -> Benchmark:
     rows = load_examples(name, split=split, limit=100 if limit is None else limit, seed=seed, difficulty=difficulty)
     origin = f"built-in task {name} ({split} split, seed {seed}, difficulty {difficulty})"
-    return Benchmark(name=name, examples=rows, origin=origin, scoring=TASKS[name].scoring, max_new_tokens=256)
+    task = find_task(name)
+    assert task is not None  # (load_benchmark found it)
+    return Benchmark(name=name, examples=rows, origin=origin, scoring=task.scoring, max_new_tokens=256)
 
 
 def _file(path: str, limit: int | None, judged: bool) -> Benchmark:
@@ -236,6 +238,16 @@ def grid_vote_key(text: str, mode: str) -> str | None:
     return digits or None
 
 
+def gym_vote_key(text: str, mode: str) -> str | None:
+    r"""The answer a reasoning-gym completion votes for: its boxed (else <answer>) text, spaces collapsed.
+
+    >>> gym_vote_key(r"so \boxed{ 3,  4 }", "strict"), gym_vote_key("no answer", "lenient")
+    ('3, 4', None)
+    """
+    answer = extract_answer(text, "strict")
+    return " ".join(answer.split()) or None if answer is not None else None
+
+
 def describe(benchmark: Benchmark) -> dict[str, Any]:
     """The benchmark's side of the recorded settings."""
     return {"benchmark": benchmark.name, "origin": benchmark.origin, "problems": len(benchmark.examples),
@@ -246,4 +258,5 @@ def describe(benchmark: Benchmark) -> dict[str, Any]:
 # The answer each accuracy check votes with, by the check's name (code has no vote: its tests are the answer).
 VOTE_KEYS: dict[str, Callable[[str, str], str | None]] = {
     "math_accuracy": math_vote_key, "countdown": countdown_vote_key, "sudoku": grid_vote_key,
+    "reasoning_gym_solved": gym_vote_key,
 }

@@ -21,7 +21,7 @@ import torch
 
 from rlvr.config import EvalConfig, ProblemsConfig
 from rlvr.console import progress as progress_bar
-from rlvr.data import TASKS, render_prompt, with_few_shot
+from rlvr.data import find_task, render_prompt, with_few_shot
 from rlvr.data.lengths import budget_words, prompt_limit, refuse_too_long
 from rlvr.errors import UserError
 from rlvr.evaluate.benchmarks import Benchmark, describe, load_benchmark
@@ -113,7 +113,7 @@ def eval_settings(config: EvalConfig, benchmark: Benchmark) -> dict[str, Any]:
               else []),
         "greedy": config.greedy,
         "seed": config.seed,
-        "difficulty": d.difficulty if benchmark.name in TASKS else None,
+        "difficulty": d.difficulty if find_task(benchmark.name) is not None else None,
         "batch_size": config.batch_size,
         "budgets": budgets,
         "voting": benchmark.vote_key is not None,
@@ -149,7 +149,8 @@ def _few_shot(benchmark: Benchmark, d: ProblemsConfig) -> tuple[tuple[str, str],
         return ()
     if d.examples is not None:
         return tuple((turn.prompt, turn.completion) for turn in d.examples)
-    return TASKS[benchmark.name].few_shot if benchmark.name in TASKS else ()
+    task = find_task(benchmark.name)
+    return task.few_shot if task is not None else ()
 
 
 def _sample_missing(config: EvalConfig, benchmark: Benchmark, settings: dict[str, Any], store: EvalStore,

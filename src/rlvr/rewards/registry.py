@@ -16,6 +16,7 @@ from rlvr.errors import UserError
 from rlvr.rewards.code import code_continuation_all, code_tests, code_tests_all
 from rlvr.rewards.countdown import countdown
 from rlvr.rewards.format import boxed_format, soft_think_answer_format, think_answer_format
+from rlvr.rewards.gym import reasoning_gym, reasoning_gym_solved
 from rlvr.rewards.language import language_consistency
 from rlvr.rewards.math import math_accuracy, math_accuracy_lenient
 from rlvr.rewards.puzzles import sudoku
@@ -32,6 +33,8 @@ BUILTIN_REWARDS: dict[str, Callable[..., Any]] = {
     "soft_think_answer_format": soft_think_answer_format,
     "countdown": countdown,  # also the 24 game: a countdown row with target 24
     "sudoku": sudoku,
+    "reasoning_gym": reasoning_gym,  # a reasoning-gym task's own scorer, partial credit kept (rlvr.rewards.gym)
+    "reasoning_gym_solved": reasoning_gym_solved,
     "language_consistency": language_consistency,
     "overlong_penalty": overlong_penalty,
     "environment_reward": environment_reward,  # what a multi-turn rollout's environment scored (rlvr.envs)
@@ -42,8 +45,8 @@ BUILTIN_REWARDS: dict[str, Callable[..., Any]] = {
 }
 
 
-ANSWER_CHECKS = ("math_accuracy", "math_accuracy_lenient", "countdown", "sudoku", "code_tests", "code_tests_all",
-                 "code_continuation_all")
+ANSWER_CHECKS = ("math_accuracy", "math_accuracy_lenient", "countdown", "sudoku", "reasoning_gym",
+                 "reasoning_gym_solved", "code_tests", "code_tests_all", "code_continuation_all")
 """The built-ins that say whether the answer is right: the correctness reward of a run that lists one
 (logged as `accuracy`, followed by the curriculum) without being told. The others score the form
 (boxed_format, ...), the length, the language, a preference (reward_model), or pass on the environment's

@@ -13,7 +13,7 @@ import torch
 
 from rlvr import paths
 from rlvr.config import RewardConfig, TrainConfig
-from rlvr.data import TASKS, expected_format, load_examples, render_prompt, with_few_shot
+from rlvr.data import expected_format, find_task, load_examples, render_prompt, with_few_shot
 from rlvr.data.lengths import budget_words, prompt_limit, refuse_too_long, too_long
 from rlvr.data.scoring import MATH, verifier_for_columns
 from rlvr.data.sources import with_every_column
@@ -83,7 +83,7 @@ def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts
     """Data and rewards first, checked against each other (a second), then the policy (from `checkpoint`
     when resuming) and the reference when β > 0 (the slow part), then the prompts rendered for the model."""
     d = config.data
-    task = TASKS.get(d.train)
+    task = find_task(d.train)
     load: Callable[[str, str, int | None], list[Example]] = lambda source, split, limit: load_examples(  # noqa: E731
         source, split=split, prompt_field=d.prompt_field, limit=limit, seed=config.seed, difficulty=d.difficulty)
     train_examples = with_every_column(load(d.train, "train", d.train_size))

@@ -13,12 +13,13 @@ reach the task's default reward functions as keyword arguments.
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from rlvr.data.scoring import MATH
-from rlvr.data.tasks import arithmetic, countdown, game24, sudoku
+from rlvr.data.tasks import arithmetic, countdown, game24, gym, sudoku
 from rlvr.errors import UserError
 from rlvr.records import Scoring
 
@@ -44,6 +45,13 @@ def puzzle(check: str, description: str) -> Scoring:
 COUNTDOWN = "reach a target with 3-5 numbers, each used once, and + - * /; difficulty 1-3"
 GAME24 = "make 24 from four numbers 1-13, each used once; difficulty 1-3: many, few, fractions only"
 SUDOKU = "fill a mini Sudoku with one solution; difficulty 1-4: 4x4, 6 or 10 blanks; 6x6, 14 or 22"
+
+GYM_SCORING = Scoring(
+    rewards=(("reasoning_gym", 1.0), ("boxed_format", 0.1)),
+    strict="reasoning_gym_solved",
+    lenient="reasoning_gym_solved",
+    extraction=("the last \\boxed{} (else the last <answer>), judged by the task's own scorer: full marks",) * 2,
+)
 
 TASKS: dict[str, Task] = {
     "arithmetic": Task(
@@ -82,6 +90,27 @@ TASKS: dict[str, Task] = {
         description=SUDOKU,
     ),
 }
+
+
+def find_task(name: str) -> Task | None:
+    """The task a data source names: a built-in one, or a reasoning-gym task (`reasoning_gym:<task>[?settings]`,
+    rlvr.data.tasks.gym, checked here: an unknown task or a refused setting is a UserError); None for any
+    other source (a file, hf:...).
+
+    >>> find_task("countdown").name, find_task("train.jsonl")
+    ('countdown', None)
+    """
+    if name in TASKS:
+        return TASKS[name]
+    return _gym_task(name) if gym.is_gym(name) else None
+
+
+@functools.cache
+def _gym_task(name: str) -> Task:
+    gym.check(name)
+    task = gym.GymSource.parse(name).task
+    return Task(name=name, generate=functools.partial(gym.generate, name), scoring=GYM_SCORING,
+                description=f"reasoning-gym's {task}, difficulty 1-{gym.levels(task)}")
 
 
 def get_task(name: str) -> Task:

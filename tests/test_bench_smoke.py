@@ -82,6 +82,7 @@ def usage_of(name: str) -> Callable[[str, Path], None]:
 def check_generation(stdout: str, out: Path) -> None:
     assert len(rows(stdout, "    8  HF generate")) == 1
     assert rows(stdout, "    8  rlvr ")[0].endswith("greedy tokens equal: True")  # the same greedy tokens as HF's
+    assert rows(stdout, "    8  rlvr static")[0].endswith("tokens equal to rlvr's: True")  # (rlvr.graphed)
     assert len(rows(stdout, "    8  rlvr, 1 prompts x 8")) == 1
 
 

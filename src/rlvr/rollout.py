@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from transformers import DynamicCache
 
+from rlvr.graphed import StaticDecoder, static_refusal
 from rlvr.records import Example, Rollout
 from rlvr.seeds import uniforms
 
@@ -136,17 +137,22 @@ def generate(
     pad_id: int,
     seeds: list[int] | None = None,
     on_group_done: Callable[[int, torch.Tensor, torch.Tensor], None] | None = None,
+    static: bool = False,
 ) -> Completions:
     """Sample `group_size` completions for each prompt (token ids in, token ids out); row p·G + j draws from
     `seeds[p·G + j]` (rlvr.seeds; None: torch's global generator).
 
     `on_group_done(p, ids [G, max_new_tokens], lengths [G])` is called as soon as every completion
     of prompt p has finished, while the other groups are still decoding (so their rewards can be
-    computed meanwhile); groups cut at max_new_tokens are reported at the end.
+    computed meanwhile); groups cut at max_new_tokens are reported at the end. `static`: decode over a static
+    cache, the step a CUDA graph on a GPU (rlvr.graphed), where the model allows it (else as without).
     """
     device = next(model.parameters()).device
     prompt_ids, prompt_mask = left_pad(prompts, pad_id)
     cache, logits, attention, next_pos = _prefill(model, prompt_ids.to(device), prompt_mask.to(device), group_size)
+    rows = (model, cache, group_size, attention, next_pos)
+    static = static and static_refusal(model) is None
+    decoder = StaticDecoder(*rows, params.max_new_tokens, device.type == "cuda") if static else Shrinking(*rows)
     n = len(prompts) * group_size
     completion_ids = torch.full((n, params.max_new_tokens), pad_id, dtype=torch.long)
     logprobs = torch.zeros((n, params.max_new_tokens))
@@ -169,15 +175,10 @@ def generate(
         if t == params.max_new_tokens - 1 or bool(done.all()):
             break
         if bool(done.any()):
-            # finished completions leave the batch: nothing more is computed for them
             keep = (~done).nonzero().squeeze(-1)
-            cache.batch_select_indices(keep)
-            active, token, attention, next_pos = active[keep.cpu()], token[keep], attention[keep], next_pos[keep]
-        attention = torch.cat([attention, attention.new_ones(len(active), 1)], dim=-1)
-        out = model(input_ids=token[:, None], attention_mask=attention, position_ids=next_pos[:, None],
-                    past_key_values=cache, use_cache=True)
-        logits = out.logits[:, -1]
-        next_pos = next_pos + 1
+            decoder.drop(keep)
+            active, token = active[keep.cpu()], token[keep]
+        logits = decoder.step(token)
 
     groups.report_the_rest()
     width = int(lengths.max()) if n else 0
@@ -189,14 +190,35 @@ def generate(
 
 def _prefill(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor,
              group_size: int) -> tuple[DynamicCache, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Run the P prompts once, then repeat their cache G times: (cache, logits [N, V], attention [N, Lp],
-    next position [N])."""
+    """Run the P prompts once: (their cache, one row per prompt; logits [N, V], attention [N, Lp] and next
+    position [N] of the N = P·G rows)."""
     out = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), past_key_values=DynamicCache(),
                 use_cache=True, logits_to_keep=1)
-    cache = out.past_key_values
-    cache.batch_repeat_interleave(group_size)
     logits = out.logits[:, -1].repeat_interleave(group_size, 0)
-    return cache, logits, mask.repeat_interleave(group_size, 0), mask.long().sum(-1).repeat_interleave(group_size, 0)
+    return (out.past_key_values, logits, mask.repeat_interleave(group_size, 0),
+            mask.long().sum(-1).repeat_interleave(group_size, 0))
+
+
+class Shrinking:
+    """The decode steps over the prompts' cache repeated G times, from which finished completions leave: nothing
+    more is computed for them (the batch shrinks)."""
+
+    def __init__(self, model: torch.nn.Module, prefill: DynamicCache, group_size: int, attention: torch.Tensor,
+                 next_pos: torch.Tensor) -> None:
+        prefill.batch_repeat_interleave(group_size)
+        self.model, self.cache, self.attention, self.next_pos = model, prefill, attention, next_pos
+
+    def drop(self, keep: torch.Tensor) -> None:
+        self.cache.batch_select_indices(keep)
+        self.attention, self.next_pos = self.attention[keep], self.next_pos[keep]
+
+    def step(self, token: torch.Tensor) -> torch.Tensor:
+        """The next logits of the rows, given the token each just drew."""
+        self.attention = torch.cat([self.attention, self.attention.new_ones(len(token), 1)], dim=-1)
+        out = self.model(input_ids=token[:, None], attention_mask=self.attention, position_ids=self.next_pos[:, None],
+                         past_key_values=self.cache, use_cache=True)
+        self.next_pos = self.next_pos + 1
+        return out.logits[:, -1]  # type: ignore[no-any-return]
 
 
 class _GroupTracker:
@@ -236,10 +258,11 @@ def rollout(
     seeds: list[int] | None = None,
     add_special_tokens: bool = False,
     on_group_done: Callable[[int, list[str], list[list[int]]], None] | None = None,
+    static: bool = False,
 ) -> Rollout:
     """Sample a group of completions for each example and decode them into a Rollout record.
 
-    `on_group_done(p, texts, token_ids)` receives each group as soon as it is complete.
+    `on_group_done(p, texts, token_ids)` receives each group as soon as it is complete; `static`: as generate's.
     """
     prompts = [tokenizer(text, add_special_tokens=add_special_tokens).input_ids for text in prompt_texts]
     stop_ids = stop_token_ids(model, tokenizer)
@@ -252,7 +275,7 @@ def rollout(
         on_group_done(p, decode(ids, mask), [row[m].tolist() for row, m in zip(ids, mask)])
 
     out = generate(model, prompts, group_size, params, stop_ids=stop_ids, pad_id=tokenizer.pad_token_id,
-                   seeds=seeds, on_group_done=group_done if on_group_done else None)
+                   seeds=seeds, on_group_done=group_done if on_group_done else None, static=static)
     texts = decode(out.completion_ids, out.completion_mask)
     return Rollout(
         examples=examples,

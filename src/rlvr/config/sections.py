@@ -139,6 +139,10 @@ class GenerationConfig:
     are the trainer's) or `vllm` (the vLLM engine, settings below; pair it with algorithm.rollout_correction)."""
     vllm: VLLMConfig = field(default_factory=VLLMConfig)
     """The vLLM backend's settings (used with backend: vllm)."""
+    cuda_graphs: bool = True
+    """rlvr's own engine on a GPU: decode over a static KV cache with each step one CUDA graph replay, rather
+    than hundreds of kernel launches from Python (rlvr/graphed.py); false = eager, finished rows leaving the
+    batch. Off a GPU, and for conversations with an environment, decoding is eager whatever this says."""
 
     def validate(self) -> None:
         self.vllm.validate()

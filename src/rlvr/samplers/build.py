@@ -25,7 +25,7 @@ def build_sampler(generation: GenerationConfig, *, model: torch.nn.Module, decod
     rlvr.run.samplers starts it on rank 0 and shares its address)."""
     if generation.backend == "local":
         return LocalSampler(decoding, tokenizer, add_special_tokens=add_special_tokens, environment=environment,
-                            make_env=make_env, weights=weights)
+                            make_env=make_env, weights=weights, cuda_graphs=generation.cuda_graphs)
     from rlvr.rollout import stop_token_ids
     from rlvr.samplers.scratch import scratch_dir
     from rlvr.samplers.vllm import Colocated, VLLMSampler, model_folder

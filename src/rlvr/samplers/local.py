@@ -24,12 +24,15 @@ class LocalSampler:
     It holds no copy of the weights: they are the policy's, in place, so `load_weights` only records the
     version they are at (the trainer calls it after every update, as it would for a sampler with a copy)
     and `fingerprint` hashes them as the policy hands them out (`weights`). With `environment` (its
-    `name` set) each sample is a conversation with a fresh environment (`make_env`, else loaded by name)."""
+    `name` set) each sample is a conversation with a fresh environment (`make_env`, else loaded by name).
+    `cuda_graphs`: on a GPU, decode over a static cache with the step a CUDA graph (rlvr.graphed)."""
 
     def __init__(self, decoding: Decoding, tokenizer: Any, *, add_special_tokens: bool = False,
                  environment: EnvironmentConfig | None = None, make_env: Callable[[], Any] | None = None,
-                 weights: Callable[[], Iterator[tuple[str, torch.Tensor]]] | None = None) -> None:
+                 weights: Callable[[], Iterator[tuple[str, torch.Tensor]]] | None = None,
+                 cuda_graphs: bool = False) -> None:
         self.decoding, self.tokenizer, self.add_special_tokens = decoding, tokenizer, add_special_tokens
+        self.cuda_graphs = cuda_graphs
         self.environment, self.make_env = conversing(environment, make_env)
         self._weights = weights
         self.version = 0
@@ -53,7 +56,8 @@ class LocalSampler:
                 seeds=seeds, rejoin_after=env.rejoin_after, timeout_s=env.timeout_s, reply_to_cut=env.reply_to_cut))
         return self.decoding(lambda model: rollout(  # type: ignore[no-any-return]
             model, self.tokenizer, examples, [r.prompt.text for r in requests], g, params, seeds=seeds,
-            add_special_tokens=self.add_special_tokens, on_group_done=on_group_done))
+            add_special_tokens=self.add_special_tokens, on_group_done=on_group_done,
+            static=self.cuda_graphs and next(model.parameters()).device.type == "cuda"))
 
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int) -> None:
         """The weights are the policy's own, in place: nothing to copy (`named_tensors` is not read)."""
@@ -75,7 +79,8 @@ class Interrupted(Exception):
 class CopySampler(LocalSampler):
     """rlvr's own engine on a network of its own: a plain copy of the policy's (adapters merged), which only
     `load_weights` changes, so the trainer can update the policy while this samples (rollouts sampled ahead:
-    rlvr.train.ahead). `precision()` is the forward passes' precision context (the policy's autocast)."""
+    rlvr.train.ahead). `precision()` is the forward passes' precision context (the policy's autocast). It
+    decodes eagerly (no CUDA graphs): a graph's replay would skip the forward hook that `interrupt` stops it by."""
 
     def __init__(self, model: torch.nn.Module, tokenizer: Any, precision: Callable[[], Any], **kwargs: Any) -> None:
         self.model = plain_copy(model)

@@ -109,3 +109,22 @@ def test_the_task_trains_on_its_own_scorer_and_is_judged_by_it(tmp_path):
     assert held and not held & trained
     assert "accuracy" in trainer.step().metrics
     assert find_task(CHAIN).scoring.strict == "reasoning_gym_solved"
+
+
+def test_under_the_curriculum_training_spans_the_levels_up_to_the_difficulty(tmp_path):
+    """data.curriculum with a reasoning-gym task: training rows of levels 1..difficulty evenly, for the pass-rate
+    curriculum to walk up; the held-out rows at the difficulty itself, none of them trained on."""
+    from collections import Counter
+
+    from rlvr.config import load_config
+    from rlvr.train.build import build_parts
+
+    config = load_config(None, ["model.name=tiny", f"data.train={CHAIN}", "data.difficulty=3", "data.curriculum=true",
+                                "data.train_size=30", "data.eval_size=6", "sampling.group_size=2",
+                                "sampling.batch_size=4", f"output_dir={tmp_path / 'run'}"], max_steps=1)
+    parts = build_parts(config)
+    assert Counter(p.example.columns["difficulty"] for p in parts.train) == {1: 10, 2: 10, 3: 10}
+    assert [p.example.index for p in parts.train] == list(range(30))
+    assert {p.example.columns["difficulty"] for p in parts.eval} == {3}
+    asked = {p.example.columns["question"] for p in parts.train}
+    assert not {p.example.columns["question"] for p in parts.eval} & asked

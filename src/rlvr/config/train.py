@@ -74,7 +74,8 @@ class DataConfig:
     """Difficulty level of a built-in task; of a reasoning-gym task, the level of its curriculum."""
     curriculum: bool = False
     """Sample prompts by difficulty as the current model's pass rate: prompts it half-solves first,
-    so training moves to harder prompts as accuracy rises (train/curriculum.py); false = shuffled epochs."""
+    so training moves to harder prompts as accuracy rises (train/curriculum.py); false = shuffled epochs.
+    A reasoning-gym task's training rows then span its levels 1..data.difficulty evenly."""
     train_size: int = 2000
     """How many prompts to generate (built-in tasks) or keep (files)."""
     eval_size: int = 100

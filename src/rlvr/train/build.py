@@ -17,6 +17,7 @@ from rlvr.data import expected_format, find_task, load_examples, render_prompt, 
 from rlvr.data.lengths import budget_words, prompt_limit, refuse_too_long, too_long
 from rlvr.data.scoring import MATH, verifier_for_columns
 from rlvr.data.sources import with_every_column
+from rlvr.data.tasks import gym
 from rlvr.data.trl_form import trl_form
 from rlvr.errors import UserError
 from rlvr.models import frozen_copy, load_configured, load_model
@@ -86,7 +87,9 @@ def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts
     task = find_task(d.train)
     load: Callable[[str, str, int | None], list[Example]] = lambda source, split, limit: load_examples(  # noqa: E731
         source, split=split, prompt_field=d.prompt_field, limit=limit, seed=config.seed, difficulty=d.difficulty)
-    train_examples = with_every_column(load(d.train, "train", d.train_size))
+    train_examples = with_every_column(
+        gym.by_level(d.train, d.train_size, config.seed, d.difficulty) if d.curriculum and gym.is_gym(d.train)
+        else load(d.train, "train", d.train_size))
     eval_source = d.eval or (d.train if task else None)
     held = load(eval_source, "test", d.eval_size + d.validation_size) if eval_source else None
     eval_examples, validation_examples = _split_validation(held, d.eval_size, d.validation_size, eval_source)

@@ -1,7 +1,7 @@
 """Generation speed: rlvr's rollout engine against HF `generate`, same model, prompts and length.
 
     .venv/bin/python bench/generation.py [--model smollm2] [--batches 1,8,32] [--new-tokens 128] [--threads 0]
-                                         [--device cuda] [--hf-compile]
+                                         [--device cuda] [--hf-compile] [--shape qwen2.5-0.5b] [--dtype bfloat16]
 
 Both decode greedily for exactly --new-tokens tokens (stop tokens ignored, so both produce the same
 number of tokens), from the same left-padded chat prompts (one-digit sums). Each cell is the best of
@@ -10,6 +10,8 @@ prompts × 8 completions each, the prompt prefilled once per group (what GRPO do
 A "rlvr static" row decodes over a static KV cache (rlvr.graphed): on CUDA each step is a CUDA graph replay
 (generation.cuda_graphs), on a CPU the same step eagerly. With --hf-compile (CUDA), HF generate with its static
 cache and `torch.compile(mode="reduce-overhead")` is measured too, its compilation in the warm-up.
+--shape builds a random network of that model's shape instead of loading --model (a lent GPU machine cannot
+receive the weights: 64 MiB), with the tiny model's tokenizer; --dtype casts the network.
 Prints a table with tokens per second and the rlvr/HF ratio; also checks that the greedy tokens agree.
 """
 
@@ -23,6 +25,28 @@ import torch
 from rlvr.data import load_examples, render_prompt
 from rlvr.models import load_model
 from rlvr.rollout import SamplingParams, generate
+
+SHAPES = {  # (transformers class name, config) of random networks with these models' shapes
+    "smollm2": ("Llama", dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+                              num_key_value_heads=3, head_dim=64, vocab_size=49152, tie_word_embeddings=True,
+                              max_position_embeddings=8192)),
+    "qwen2.5-0.5b": ("Qwen2", dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                                   num_attention_heads=14, num_key_value_heads=2, vocab_size=151936,
+                                   tie_word_embeddings=True, max_position_embeddings=32768)),
+}
+
+
+def random_network(shape: str):
+    """A random network of `shape` (SHAPES) and the tiny model's tokenizer (its ids fit any vocabulary)."""
+    import transformers
+
+    from rlvr.models import build_tiny_model
+
+    family, config = SHAPES[shape]
+    torch.manual_seed(0)
+    model = getattr(transformers, f"{family}ForCausalLM")(getattr(transformers, f"{family}Config")(**config))
+    model.generation_config.eos_token_id = None  # (a random network has no end token of its own)
+    return model, build_tiny_model(seed=0)[1]
 
 
 def prompts(tokenizer, n: int) -> list[list[int]]:
@@ -100,11 +124,14 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--hf-compile", action="store_true", help="also HF generate with its compiled static cache")
+    parser.add_argument("--shape", choices=sorted(SHAPES), help="a random network of this shape, not --model")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    model, tokenizer = load_model(args.model)
-    model.eval().to(args.device)
+    model, tokenizer = random_network(args.shape) if args.shape else load_model(args.model)
+    model.eval().to(args.device, getattr(torch, args.dtype))
+    args.model = args.shape or args.model
     card = torch.cuda.get_device_name() if args.device == "cuda" else f"{torch.get_num_threads()} CPU threads"
     print(f"model {args.model}, {args.new_tokens} new tokens, greedy, {card}, torch {torch.__version__}")
     print(f"{'batch':>5}  {'engine':<22} {'seconds':>8} {'tokens/s':>9} {'vs HF':>6}")

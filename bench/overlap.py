@@ -2,7 +2,7 @@
 rlvr's own engine): how much each slows the other, on a random network of SmolLM2-135M's shape.
 
     .venv/bin/python bench/overlap.py [--device cuda] [--prompts 16] [--group 4] [--tokens 64] [--train-tokens 128]
-        [--layers 30]
+        [--layers 30] [--static]
 
 Cases, each timed after a warm-up: decoding alone (main thread), training alone (forward, backward and an
 AdamW step on a second copy, in a loop), then both at once (decoding on a thread while the main thread trains
@@ -53,7 +53,7 @@ def decode(model, a, stream=None) -> float:
     started = time.perf_counter()
     with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext(), precision(a.device):
         generate(model, prompts, a.group, SamplingParams(a.tokens, temperature=1.0), stop_ids=[], pad_id=0,
-                 seeds=list(range(a.prompts * a.group)))
+                 seeds=list(range(a.prompts * a.group)), static=a.static)
     synchronize(a.device)
     return time.perf_counter() - started
 
@@ -94,6 +94,8 @@ def main() -> None:
     p.add_argument("--prompts", type=int, default=16)
     p.add_argument("--group", type=int, default=4)
     p.add_argument("--tokens", type=int, default=64)
+    p.add_argument("--static", action="store_true",
+                   help="decode over a static cache (rlvr.graphed): on CUDA, each step a CUDA graph replay")
     p.add_argument("--train-tokens", type=int, default=128)
     p.add_argument("--layers", type=int, default=SMOLLM2["num_hidden_layers"],
                    help="decoder layers (SmolLM2-135M's 30; fewer for a smoke run)")

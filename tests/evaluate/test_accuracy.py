@@ -91,7 +91,7 @@ class ScriptedSampler:
         return f"It is {gold}." if example.index % 3 == 0 else "\\boxed{-1}"
 
     def sample(self, requests, params, on_group_done=None):
-        from rlvr.samplers.engine import Sampled
+        from rlvr.samplers.protocol import Sampled
         from rlvr.samplers.vllm import to_rollout
 
         self.seen += [(r.prompt.example.index, r.seeds, params.temperature) for r in requests]

@@ -120,6 +120,30 @@ def test_a_completion_depends_on_its_seed_alone(make):
     assert sampler.sample(requests(3, run=4), params).completions != first.completions
 
 
+@pytest.mark.parametrize("params", [SamplingParams(12, temperature=1.0), SamplingParams(12, temperature=0.0)],
+                         ids=["sampled", "greedy"])
+def test_token_jobs_complete_as_sample_draws_them(make, params):
+    """`complete` (token ids in and out, what an OpenAI-compatible endpoint serves) draws for a prompt's ids and a
+    seed what `sample` draws; each job alone or in a crowd, and a smaller budget gives the first tokens."""
+    from rlvr.samplers import Job
+
+    sampler, _, tokenizer = make()
+    asked = requests(2)
+    out = sampler.sample(asked, params)
+    jobs = [Job(tokenizer(r.prompt.text, add_special_tokens=True).input_ids, seed, 12)
+            for r in asked for seed in r.seeds]
+    done = sampler.complete(jobs, params)
+    for row, sampled in enumerate(done):
+        assert sampled.token_ids == out.completion_ids[row][out.completion_mask[row]].tolist()
+        assert sampled.stopped == (not bool(out.truncated[row]))
+        torch.testing.assert_close(torch.tensor(sampled.logprobs), out.sampling_logprobs[row][out.completion_mask[row]],
+                                   atol=1e-5, rtol=0)
+    shorter = sampler.complete([Job(jobs[5].ids, jobs[5].seed, 3), jobs[2]], params)
+    assert shorter[0].token_ids == done[5].token_ids[:3] and shorter[1].token_ids == done[2].token_ids
+    assert not shorter[0].stopped or len(done[5].token_ids) <= 3
+    assert sampler.complete([], params) == []
+
+
 def test_each_group_is_heard_of_once_with_its_completions(make):
     sampler, _, _ = make()
     heard = []

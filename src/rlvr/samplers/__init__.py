@@ -11,6 +11,6 @@ was drawn from); weights reach it only through `load_weights`, and `fingerprint`
 """
 
 from rlvr.samplers.local import LocalSampler
-from rlvr.samplers.protocol import GroupDone, Prompt, Sampler, SampleRequest, weights_fingerprint
+from rlvr.samplers.protocol import GroupDone, Job, Prompt, Sampled, Sampler, SampleRequest, weights_fingerprint
 
-__all__ = ["GroupDone", "LocalSampler", "Prompt", "SampleRequest", "Sampler", "weights_fingerprint"]
+__all__ = ["GroupDone", "Job", "LocalSampler", "Prompt", "SampleRequest", "Sampled", "Sampler", "weights_fingerprint"]

@@ -4,33 +4,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import torch
 
 from rlvr.rollout import SamplingParams
+from rlvr.samplers.protocol import Job, Sampled
 
 WORKER = "rlvr.samplers.vllm_worker.WeightsReceiver"  # the engine's worker extension (vllm_worker.py)
-
-
-@dataclass(frozen=True)
-class Job:
-    """One completion to sample: the tokens it continues, its seed, and its token budget."""
-
-    ids: list[int]
-    seed: int
-    max_tokens: int
-
-
-@dataclass(frozen=True)
-class Sampled:
-    """One completion as the engine returns it."""
-
-    token_ids: list[int]
-    logprobs: list[float]
-    stopped: bool  # ended by a stop token (else by the token budget)
 
 
 class Engine(Protocol):

@@ -3,6 +3,7 @@ completion per sample, rlvr.envs.rollout for conversations with an environment).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -11,8 +12,16 @@ import torch
 
 from rlvr.config import EnvironmentConfig
 from rlvr.records import Rollout
-from rlvr.rollout import SamplingParams, rollout, stop_token_ids
-from rlvr.samplers.protocol import GroupDone, SampleRequest, conversing, group_size, weights_fingerprint
+from rlvr.rollout import SamplingParams, generate, rollout, stop_token_ids
+from rlvr.samplers.protocol import (
+    GroupDone,
+    Job,
+    Sampled,
+    SampleRequest,
+    conversing,
+    group_size,
+    weights_fingerprint,
+)
 
 Decoding = Callable[[Callable[[torch.nn.Module], Any]], Any]  # fn -> fn(model), the model whole and in eval mode
 
@@ -58,6 +67,27 @@ class LocalSampler:
             model, self.tokenizer, examples, [r.prompt.text for r in requests], g, params, seeds=seeds,
             add_special_tokens=self.add_special_tokens, on_group_done=on_group_done,
             static=self.cuda_graphs and next(model.parameters()).device.type == "cuda"))
+
+    def complete(self, jobs: Sequence[Job], params: SamplingParams) -> list[Sampled]:
+        """Decoded together to the longest budget, each cut to its own: a row's tokens depend on its seed
+        alone (rlvr.rollout), so the first n are those a budget of n would give."""
+        if not jobs:
+            return []
+        longest = dataclasses.replace(params, max_new_tokens=max(job.max_tokens for job in jobs))
+
+        def run(model: torch.nn.Module) -> list[Sampled]:
+            stop = stop_token_ids(model, self.tokenizer)
+            out = generate(model, [job.ids for job in jobs], 1, longest, stop_ids=stop,
+                           pad_id=self.tokenizer.pad_token_id, seeds=[job.seed for job in jobs],
+                           static=self.cuda_graphs and next(model.parameters()).device.type == "cuda")
+            done = []
+            for row, job in enumerate(jobs):
+                ids = out.completion_ids[row][out.completion_mask[row]][:job.max_tokens].tolist()
+                stopped = bool(ids) and ids[-1] in stop and len(ids) <= job.max_tokens and not out.truncated[row]
+                done.append(Sampled(ids, out.logprobs[row, :len(ids)].tolist(), stopped))
+            return done
+
+        return self.decoding(run)  # type: ignore[no-any-return]
 
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int) -> None:
         """The weights are the policy's own, in place: nothing to copy (`named_tensors` is not read)."""

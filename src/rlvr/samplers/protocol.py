@@ -36,6 +36,24 @@ class SampleRequest:
     seeds: tuple[int, ...]
 
 
+@dataclass(frozen=True)
+class Job:
+    """One completion to sample, as token ids: the tokens it continues, its seed, and its token budget."""
+
+    ids: list[int]
+    seed: int
+    max_tokens: int
+
+
+@dataclass(frozen=True)
+class Sampled:
+    """One completion as a sampler returns it for a Job."""
+
+    token_ids: list[int]
+    logprobs: list[float]  # each token's, under the distribution it was drawn from
+    stopped: bool  # ended by a stop token (else by the token budget)
+
+
 class Sampler(Protocol):
     """Samples completions with the weights it was last given.
 
@@ -43,6 +61,9 @@ class Sampler(Protocol):
       holds the requests' groups in order (rows p·G … p·G + G − 1), each sampled token's log-prob under the
       distribution it was drawn from, and the support floors where top-k / top-p cut it (rlvr.rollout);
       `on_group_done(p, texts, ids)` may hear of each group as soon as it is complete.
+    - `complete(jobs, params)`: token ids in, token ids out: each Job's completion drawn from its seed alone,
+      whatever else the call holds (what a client of an OpenAI-compatible endpoint is served), equal to what
+      `sample` draws for the same prompt ids and seed.
     - `load_weights(named_tensors, version)`: the policy's weights as a plain causal LM names them (adapters
       folded: rlvr.run.policy.Policy.named_weights), tagged with the policy's version (its step).
     - `fingerprint()`: a hash of the weights it samples with, equal to the policy's `weights_fingerprint` of
@@ -55,6 +76,7 @@ class Sampler(Protocol):
 
     def sample(self, requests: Sequence[SampleRequest], params: SamplingParams,
                on_group_done: GroupDone | None = None) -> Rollout: ...
+    def complete(self, jobs: Sequence[Job], params: SamplingParams) -> list[Sampled]: ...
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int) -> None: ...
     def fingerprint(self) -> str: ...
     def close(self) -> None: ...

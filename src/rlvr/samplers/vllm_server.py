@@ -38,7 +38,8 @@ import torch
 from rlvr.config import VLLMConfig
 from rlvr.errors import UserError
 from rlvr.rollout import SamplingParams
-from rlvr.samplers.engine import WORKER, Job, Sampled, sampling_params, whole_prefill_tokens
+from rlvr.samplers.engine import WORKER, sampling_params, whole_prefill_tokens
+from rlvr.samplers.protocol import Job, Sampled
 from rlvr.samplers.scratch import scratch_dir
 
 

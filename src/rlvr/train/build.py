@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from rlvr.data import expected_format, find_task, load_examples, render_prompt, 
 from rlvr.data.lengths import budget_words, prompt_limit, refuse_too_long, too_long
 from rlvr.data.scoring import MATH, verifier_for_columns
 from rlvr.data.sources import with_every_column
-from rlvr.data.tasks import gym
+from rlvr.data.tasks.gym import is_gym
 from rlvr.data.trl_form import trl_form
 from rlvr.errors import UserError
 from rlvr.models import frozen_copy, load_configured, load_model
@@ -87,9 +88,7 @@ def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts
     task = find_task(d.train)
     load: Callable[[str, str, int | None], list[Example]] = lambda source, split, limit: load_examples(  # noqa: E731
         source, split=split, prompt_field=d.prompt_field, limit=limit, seed=config.seed, difficulty=d.difficulty)
-    train_examples = with_every_column(
-        gym.by_level(d.train, d.train_size, config.seed, d.difficulty) if d.curriculum and gym.is_gym(d.train)
-        else load(d.train, "train", d.train_size))
+    train_examples = with_every_column(_training_rows(config, load))
     eval_source = d.eval or (d.train if task else None)
     held = load(eval_source, "test", d.eval_size + d.validation_size) if eval_source else None
     eval_examples, validation_examples = _split_validation(held, d.eval_size, d.validation_size, eval_source)
@@ -142,6 +141,22 @@ def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts
         format_check=load_reward_function(expected_format(d.template)),
         add_special_tokens=specials,
     )
+
+
+def _training_rows(config: TrainConfig, load: Callable[[str, str, int | None], list[Example]]) -> list[Example]:
+    """The training rows (`load`ed); a reasoning-gym task's under data.curriculum: data.train_size of them spread
+    evenly over its levels 1..data.difficulty (each row's `difficulty` column its level), in order of level, so
+    that the curriculum, which draws by pass rate, starts on the levels the model half-solves and moves up as
+    they are solved (the held-out rows stay at data.difficulty)."""
+    d = config.data
+    if not (d.curriculum and is_gym(d.train)):
+        return load(d.train, "train", d.train_size)
+    each, extra = divmod(d.train_size, d.difficulty)
+    shares = [each + (level <= extra) for level in range(1, d.difficulty + 1)]
+    rows = [row for level, share in enumerate(shares, start=1) if share
+            for row in load_examples(d.train, split="train", prompt_field=d.prompt_field, limit=share,
+                                     seed=config.seed, difficulty=level)]
+    return [dataclasses.replace(row, index=i) for i, row in enumerate(rows)]
 
 
 def _split_validation(held: list[Example] | None, eval_size: int, validation_size: int,

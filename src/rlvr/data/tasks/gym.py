@@ -9,7 +9,7 @@ of its generator (the fields of its config class) that override the rest:
 
 `difficulty` N is level N of the task's curriculum (reasoning-gym's `set_global_level(N - 1)`); a task with no
 curriculum has difficulty 1 only. With data.curriculum the training rows span levels 1..N evenly
-(`by_level`), and rlvr's curriculum by pass rate walks them from the easy ones up. The rows are split into
+(rlvr.train.build), and rlvr's curriculum by pass rate walks them from the easy ones up. The rows are split into
 train and test by a hash of their question (rlvr.data.tasks.splits), so held-out rows are never trained on,
 whatever the seeds. A row keeps the task's `answer` and `metadata`, and the `reasoning_gym` reward scores it
 with the task's own scorer, partial scores kept (`reasoning_gym_solved`: 1.0 only for a full score, the
@@ -30,7 +30,6 @@ import yaml
 
 from rlvr.data.tasks import splits
 from rlvr.errors import UserError, first_line
-from rlvr.records import Example
 
 PREFIX = "reasoning_gym:"
 TEST_PERCENT = 20
@@ -81,18 +80,6 @@ def generate(source: str, n: int, *, split: str = "train", seed: int = 0,
     found = splits.by_rejection(lambda _: next(entries), n, split, rng, lambda e: str(e["question"]), TEST_PERCENT)
     return [{"prompt": f"{e['question']}\n\n{INSTRUCTION}", "question": e["question"], "answer": e["answer"],
              "metadata": e["metadata"], "task": gym.task, "difficulty": difficulty} for e in found]
-
-
-def by_level(source: str, n: int, seed: int, difficulty: int) -> list[Example]:
-    """n training rows spread evenly over the task's levels 1..`difficulty` (each row's `difficulty` column its
-    level), in order of level: under data.curriculum, which draws by pass rate, training starts on the levels
-    the model half-solves and moves up as they are solved (held-out rows stay at `difficulty`)."""
-    from rlvr.data.sources import load_examples
-
-    shares = [n // difficulty + (level <= n % difficulty) for level in range(1, difficulty + 1)]
-    rows = [row for level, share in enumerate(shares, start=1) if share
-            for row in load_examples(source, split="train", limit=share, seed=seed, difficulty=level)]
-    return [dataclasses.replace(row, index=i) for i, row in enumerate(rows)]
 
 
 def check(source: str, difficulty: int = 1) -> None:

@@ -1,0 +1,226 @@
+"""The policy as an OpenAI-compatible endpoint on the loopback interface, recording every completion it serves.
+
+Each rollout gets a key and its own base URL, `http://127.0.0.1:<port>/r/<key>/v1`, so an unmodified `openai`
+client (`OpenAI(base_url=..., api_key="x")`) talks to it; `POST .../chat/completions` (messages, tools, n,
+max_tokens / max_completion_tokens, logprobs), `POST .../completions` (a text prompt) and `GET .../models` are
+served. A key never opened is refused (401), one whose rollout was finished too (410): its turns are final.
+
+What is drawn is fixed by the run, not the agent:
+- temperature, top_p and top_k must be the run's (generation.*) or absent: the trained log-probs are of that
+  distribution (a different one is a 400 naming the field); the agent's own `seed` is ignored;
+- request k of the rollout with these prompt ids draws from seed_of(rollout seed, hash of the ids, k), choice i
+  from seed_of(that, i): concurrent calls and their order do not change what each draws (rlvr.seeds).
+
+The response carries what verifiers and vLLM clients read back: `prompt_token_ids`, each choice's `token_ids`
+and `logprobs.content`, `finish_reason` ("length" at the token budget) and `usage`. Not yet served: streaming,
+parsed tool calls in responses, and splicing earlier turns' sampled ids into later prompts (each request is
+rendered whole by the chat template); issue 47 lists them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from rlvr.harness.batcher import Batcher
+from rlvr.harness.recorder import Recorder, Turn
+from rlvr.harness.template import chat_prompt_ids, completion_text, text_prompt_ids
+from rlvr.rollout import SamplingParams
+from rlvr.samplers.protocol import Job, Sampled, Sampler
+from rlvr.seeds import seed_of
+
+MAX_CHOICES = 16
+
+
+class Refused(Exception):
+    """A request the endpoint answers with an HTTP error: its status and a message naming the cause."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class RolloutKey:
+    """One rollout's access to the endpoint: its key, the base URL an OpenAI client is given, and its turns."""
+
+    key: str
+    base_url: str
+    recorder: Recorder
+
+
+class Endpoint:
+    """An OpenAI-compatible server over `sampler` (the policy's current weights), drawing under `params`."""
+
+    def __init__(self, sampler: Sampler, tokenizer: Any, params: SamplingParams, *, model: str = "policy",
+                 host: str = "127.0.0.1") -> None:
+        self.tokenizer, self.params, self.model = tokenizer, params, model
+        self.batcher = Batcher(sampler, params)
+        self._open: dict[str, Recorder] = {}
+        self._finished: set[str] = set()
+        self._lock = threading.Lock()
+        self.server = ThreadingHTTPServer((host, 0), _handler(self))
+        self.server.daemon_threads = True
+        self._thread = threading.Thread(target=self.server.serve_forever, name="rlvr-harness-endpoint", daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def open(self, seed: int) -> RolloutKey:
+        """A new rollout drawing from `seed`: its key and base URL."""
+        key = secrets.token_hex(12)
+        recorder = Recorder(seed)
+        with self._lock:
+            self._open[key] = recorder
+        return RolloutKey(key, f"{self.url}/r/{key}/v1", recorder)
+
+    def finish(self, key: str) -> list[Turn]:
+        """The rollout's turns, final: later requests with its key are refused (410)."""
+        with self._lock:
+            recorder = self._open.pop(key)
+            self._finished.add(key)
+        return recorder.turns
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.batcher.close()
+
+    def recorder(self, key: str) -> Recorder:
+        with self._lock:
+            if key in self._open:
+                return self._open[key]
+            if key in self._finished:
+                raise Refused(410, "this rollout has finished: its turns are final, and a call after it is not served")
+        raise Refused(401, "unknown rollout key: use the base URL the rollout was given")
+
+    def answer(self, key: str, route: str, body: dict[str, Any]) -> dict[str, Any]:
+        """The JSON answer to `body` posted to `route` (chat/completions or completions) of rollout `key`."""
+        recorder = self.recorder(key)
+        self._check_sampling(body)
+        budget = self._budget(body)
+        n = body.get("n", 1)
+        if not isinstance(n, int) or not 1 <= n <= MAX_CHOICES:
+            raise Refused(400, f"n={n!r}: ask for 1 to {MAX_CHOICES} choices")
+        if body.get("stream"):
+            raise Refused(400, "stream: true is not served yet; ask without streaming")
+        chat = route == "chat/completions"
+        prompt_ids = self._prompt_ids(body, chat)
+        request_seed = seed_of(recorder.seed, _content_hash(prompt_ids), recorder.request_index(prompt_ids))
+        seeds = [seed_of(request_seed, i) for i in range(n)]
+        done = self.batcher.submit([Job(prompt_ids, seed, budget) for seed in seeds]).result()
+        turns = [Turn(prompt_ids, s.token_ids, s.logprobs, seed, "stop" if s.stopped else "length", body, i)
+                 for i, (s, seed) in enumerate(zip(done, seeds))]
+        response = self._response(prompt_ids, done, turns, chat)
+        recorder.add(turns)  # (once the response is whole)
+        return response
+
+    def _check_sampling(self, body: dict[str, Any]) -> None:
+        run = {"temperature": self.params.temperature, "top_p": self.params.top_p, "top_k": self.params.top_k}
+        for name, value in run.items():
+            given = body.get(name)
+            if given is not None and float(given) != float(value):
+                raise Refused(400, f"{name}={given} differs from the run's {value} (generation.{name}): the log-probs "
+                                   f"trained on are of the run's distribution; leave {name} out")
+
+    def _budget(self, body: dict[str, Any]) -> int:
+        asked = body.get("max_completion_tokens", body.get("max_tokens"))
+        if asked is None:
+            return self.params.max_new_tokens
+        if not isinstance(asked, int) or not 1 <= asked <= self.params.max_new_tokens:
+            raise Refused(400, f"max_tokens={asked!r}: ask for 1 to {self.params.max_new_tokens} tokens "
+                               "(generation.max_new_tokens)")
+        return asked
+
+    def _prompt_ids(self, body: dict[str, Any], chat: bool) -> list[int]:
+        if chat:
+            messages = body.get("messages")
+            if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+                raise Refused(400, "messages must be a non-empty list of {role, content} objects")
+            return chat_prompt_ids(self.tokenizer, messages, body.get("tools"))
+        prompt = body.get("prompt")
+        if not isinstance(prompt, str) or not prompt:
+            raise Refused(400, "prompt must be a non-empty string (one prompt per request)")
+        return text_prompt_ids(self.tokenizer, prompt)
+
+    def _response(self, prompt_ids: list[int], done: list[Sampled], turns: list[Turn], chat: bool) -> dict[str, Any]:
+        choices = []
+        for i, (sampled, turn) in enumerate(zip(done, turns)):
+            text = completion_text(self.tokenizer, sampled.token_ids)
+            logprobs = {"content": [{"token": self.tokenizer.decode([t]), "logprob": lp, "top_logprobs": []}
+                                    for t, lp in zip(sampled.token_ids, sampled.logprobs)]}
+            choice: dict[str, Any] = {"index": i, "finish_reason": turn.finish_reason, "logprobs": logprobs,
+                                      "token_ids": sampled.token_ids}
+            if chat:
+                choice["message"] = {"role": "assistant", "content": text}
+            else:
+                choice["text"] = text
+            choices.append(choice)
+        completion_tokens = sum(len(s.token_ids) for s in done)
+        return {"id": f"{'chatcmpl' if chat else 'cmpl'}-{secrets.token_hex(8)}",
+                "object": "chat.completion" if chat else "text_completion", "created": int(time.time()),
+                "model": self.model, "choices": choices, "prompt_token_ids": prompt_ids,
+                "usage": {"prompt_tokens": len(prompt_ids), "completion_tokens": completion_tokens,
+                          "total_tokens": len(prompt_ids) + completion_tokens}}
+
+
+def _content_hash(ids: list[int]) -> int:
+    return int.from_bytes(hashlib.blake2b(json.dumps(ids).encode(), digest_size=8).digest(), "little")
+
+
+def _handler(endpoint: Endpoint) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            key, route = self._route()
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+                try:
+                    body = json.loads(self.rfile.read(length) or b"{}")
+                except json.JSONDecodeError:
+                    raise Refused(400, "the body is not JSON") from None
+                if route not in ("chat/completions", "completions") or not isinstance(body, dict):
+                    raise Refused(404, f"no route {self.path}: POST <base_url>/chat/completions or /completions")
+                self._send(200, endpoint.answer(key, route, body))
+            except Refused as e:
+                self._send(e.status, {"error": {"message": str(e), "type": "invalid_request_error", "code": e.status}})
+
+        def do_GET(self) -> None:
+            key, route = self._route()
+            try:
+                endpoint.recorder(key)
+                if route != "models":
+                    raise Refused(404, f"no route {self.path}: GET <base_url>/models")
+                self._send(200, {"object": "list", "data": [{"id": endpoint.model, "object": "model",
+                                                              "owned_by": "rlvr"}]})
+            except Refused as e:
+                self._send(e.status, {"error": {"message": str(e), "type": "invalid_request_error", "code": e.status}})
+
+        def _route(self) -> tuple[str, str]:
+            """(key, route) of /r/<key>/v1/<route>; the key may come as the bearer token instead."""
+            parts = self.path.split("?")[0].strip("/").split("/")
+            if len(parts) >= 3 and parts[0] == "r" and parts[2] == "v1":
+                return parts[1], "/".join(parts[3:])
+            bearer = (self.headers.get("Authorization") or "").removeprefix("Bearer ").strip()
+            return bearer, "/".join(parts[1:]) if parts[:1] == ["v1"] else "/".join(parts)
+
+        def _send(self, status: int, answer: dict[str, Any]) -> None:
+            data = json.dumps(answer).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:  # (quiet: the run's console is the trainer's)
+            pass
+
+    return Handler

@@ -1,0 +1,50 @@
+"""One rollout's turns as the endpoint served them: what was sent to the sampler and what it drew."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One completion the endpoint served: the exact prompt ids the sampler continued, the ids it drew with their
+    log-probs, the seed they were drawn from, why decoding ended, and the request it answered."""
+
+    prompt_ids: list[int]
+    token_ids: list[int]
+    logprobs: list[float]
+    seed: int
+    finish_reason: str  # "stop" (a stop token) or "length" (the token budget)
+    request: dict[str, Any] = field(compare=False)
+    choice: int = 0  # which of the request's n choices
+
+
+class Recorder:
+    """The turns of one rollout, in the order their responses were written whole; thread-safe (an agent may
+    call the endpoint from several threads)."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed  # the rollout's completion seed (rlvr.seeds): every draw of it derives from this one
+        self._turns: list[Turn] = []
+        self._requests: dict[tuple[int, ...], int] = {}  # prompt ids -> how many requests sent them so far
+        self._lock = threading.Lock()
+
+    def request_index(self, prompt_ids: list[int]) -> int:
+        """k: how many earlier requests of this rollout sent these prompt ids (so a repeated request draws anew,
+        and concurrent requests draw what they would in any order)."""
+        with self._lock:
+            key = tuple(prompt_ids)
+            k = self._requests.get(key, 0)
+            self._requests[key] = k + 1
+            return k
+
+    def add(self, turns: list[Turn]) -> None:
+        with self._lock:
+            self._turns.extend(turns)
+
+    @property
+    def turns(self) -> list[Turn]:
+        with self._lock:
+            return list(self._turns)

@@ -1,0 +1,127 @@
+"""rlvr.harness.Endpoint: an OpenAI-compatible server over the Sampler that records exactly what it drew."""
+
+import json
+import threading
+import urllib.error
+import urllib.request
+
+import pytest
+import torch
+
+from rlvr.harness import Endpoint
+from rlvr.harness.template import chat_prompt_ids
+from rlvr.models import build_tiny_model
+from rlvr.rollout import SamplingParams
+from rlvr.run.policy import Policy
+from rlvr.samplers import Job, LocalSampler
+from rlvr.seeds import seed_of
+
+PARAMS = SamplingParams(12, temperature=1.0)
+HI = [{"role": "user", "content": "What is 2 + 2?"}]
+
+
+@pytest.fixture
+def served():
+    model, tokenizer = build_tiny_model(seed=0)
+    policy = Policy(model, device=torch.device("cpu"), dtype=torch.float32)
+    sampler = LocalSampler(policy.decoding, tokenizer, weights=policy.named_weights)
+    endpoint = Endpoint(sampler, tokenizer, PARAMS)
+    yield endpoint, sampler, tokenizer
+    endpoint.close()
+
+
+def post(url, body, timeout=60):
+    """(status, JSON answer) of a POST, as any HTTP client would see it."""
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_a_chat_completion_is_the_samplers_draw_recorded_exactly(served):
+    endpoint, sampler, tokenizer = served
+    rollout = endpoint.open(seed=seed_of(3, 1))
+    status, answer = post(f"{rollout.base_url}/chat/completions", {"model": "policy", "messages": HI, "n": 2})
+    assert status == 200 and answer["object"] == "chat.completion" and len(answer["choices"]) == 2
+    prompt = chat_prompt_ids(tokenizer, HI, None)
+    assert answer["prompt_token_ids"] == prompt
+    turns = rollout.recorder.turns
+    assert [t.choice for t in turns] == [0, 1] and turns[0].seed != turns[1].seed
+    expected = sampler.complete([Job(prompt, t.seed, PARAMS.max_new_tokens) for t in turns], PARAMS)
+    for choice, turn, drawn in zip(answer["choices"], turns, expected):
+        assert choice["token_ids"] == turn.token_ids == drawn.token_ids
+        assert turn.prompt_ids == prompt and turn.logprobs == drawn.logprobs
+        assert [c["logprob"] for c in choice["logprobs"]["content"]] == drawn.logprobs
+        assert choice["message"] == {"role": "assistant",
+                                     "content": tokenizer.decode(drawn.token_ids, skip_special_tokens=True)}
+        assert choice["finish_reason"] == ("stop" if drawn.stopped else "length")
+    assert answer["usage"]["completion_tokens"] == sum(len(t.token_ids) for t in turns)
+
+
+def test_what_is_drawn_depends_on_the_rollout_seed_and_the_prompt_not_on_the_order_of_calls(served):
+    """Request k of a rollout with the same prompt ids draws anew; concurrent rollouts draw what they draw alone."""
+    endpoint, _, _ = served
+    ask = {"messages": HI}
+
+    def ids(rollout, body=ask):
+        return post(f"{rollout.base_url}/chat/completions", body)[1]["choices"][0]["token_ids"]
+
+    first = endpoint.open(seed=11)
+    a, b = ids(first), ids(first)
+    assert a != b  # (the second request with these ids is request k = 1: another seed)
+    again = endpoint.open(seed=11)
+    threads, got = [], {}
+    for name, seed in [("same", 11), ("other", 12)]:
+        rollout = again if name == "same" else endpoint.open(seed=seed)
+        threads.append(threading.Thread(target=lambda n=name, r=rollout: got.setdefault(n, ids(r))))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert got["same"] == a and got["other"] != a
+
+
+def test_a_text_completion_and_the_model_list(served):
+    endpoint, _, tokenizer = served
+    rollout = endpoint.open(seed=5)
+    status, answer = post(f"{rollout.base_url}/completions", {"prompt": "2 + 2 =", "max_tokens": 4})
+    assert status == 200 and answer["object"] == "text_completion"
+    assert answer["prompt_token_ids"] == tokenizer("2 + 2 =", add_special_tokens=False).input_ids
+    assert len(answer["choices"][0]["token_ids"]) <= 4 and isinstance(answer["choices"][0]["text"], str)
+    with urllib.request.urlopen(f"{rollout.base_url}/models", timeout=30) as response:
+        assert json.loads(response.read())["data"][0]["id"] == "policy"
+
+
+@pytest.mark.parametrize("body, status, message", [
+    ({"messages": HI, "temperature": 0.2}, 400, "temperature=0.2 differs from the run's 1.0 (generation.temperature)"),
+    ({"messages": HI, "top_p": 0.5}, 400, "top_p=0.5 differs from the run's 1.0"),
+    ({"messages": HI, "max_tokens": 13}, 400, "max_tokens=13: ask for 1 to 12 tokens"),
+    ({"messages": HI, "n": 0}, 400, "n=0: ask for 1 to 16 choices"),
+    ({"messages": HI, "stream": True}, 400, "stream: true is not served yet"),
+    ({"messages": []}, 400, "messages must be a non-empty list"),
+    ({"messages": HI, "temperature": 1.0, "seed": 7}, 200, None),  # (the run's own values, and a seed ignored)
+])
+def test_requests_the_run_cannot_serve_are_refused_naming_the_cause(served, body, status, message):
+    endpoint, _, _ = served
+    rollout = endpoint.open(seed=1)
+    got, answer = post(f"{rollout.base_url}/chat/completions", body)
+    assert got == status
+    if message:
+        assert message in answer["error"]["message"]
+    assert len(rollout.recorder.turns) == (1 if status == 200 else 0)  # a refused request records nothing
+
+
+def test_unknown_and_finished_rollouts_are_refused(served):
+    endpoint, _, _ = served
+    rollout = endpoint.open(seed=1)
+    assert post(f"{rollout.base_url}/chat/completions", {"messages": HI})[0] == 200
+    turns = endpoint.finish(rollout.key)
+    assert len(turns) == 1
+    status, answer = post(f"{rollout.base_url}/chat/completions", {"messages": HI})
+    assert status == 410 and "finished" in answer["error"]["message"]
+    assert len(rollout.recorder.turns) == 1  # (the late call recorded nothing)
+    assert post(f"{endpoint.url}/r/nokey/v1/chat/completions", {"messages": HI})[0] == 401
+    assert post(f"{rollout.base_url}/embeddings", {"input": "x"})[0] == 404

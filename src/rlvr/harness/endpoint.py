@@ -12,9 +12,10 @@ What is drawn is fixed by the run, not the agent:
   from seed_of(that, i): concurrent calls and their order do not change what each draws (rlvr.seeds).
 
 The response carries what verifiers and vLLM clients read back: `prompt_token_ids`, each choice's `token_ids`
-and `logprobs.content`, `finish_reason` ("length" at the token budget) and `usage`. Not yet served: streaming,
-parsed tool calls in responses, and splicing earlier turns' sampled ids into later prompts (each request is
-rendered whole by the chat template); issue 47 lists them.
+and `logprobs.content`, `finish_reason` ("length" at the token budget, "tool_calls" when the model called one)
+and `usage`; with `tools` offered, the model's calls as `tool_calls` (rlvr.harness.template). Not yet served:
+streaming, and splicing earlier turns' sampled ids into later prompts (each request is rendered whole by the
+chat template); issue 47 lists them.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import Any
 
 from rlvr.harness.batcher import Batcher
 from rlvr.harness.recorder import Recorder, Turn
-from rlvr.harness.template import chat_prompt_ids, completion_text, text_prompt_ids
+from rlvr.harness.template import chat_prompt_ids, completion_text, reply, text_prompt_ids
 from rlvr.rollout import SamplingParams
 from rlvr.samplers.protocol import Job, Sampled, Sampler
 from rlvr.seeds import seed_of
@@ -120,7 +121,7 @@ class Endpoint:
         done = self.batcher.submit([Job(prompt_ids, seed, budget) for seed in seeds]).result()
         turns = [Turn(prompt_ids, s.token_ids, s.logprobs, seed, "stop" if s.stopped else "length", body, i)
                  for i, (s, seed) in enumerate(zip(done, seeds))]
-        response = self._response(prompt_ids, done, turns, chat)
+        response = self._response(prompt_ids, done, turns, body.get("tools") if chat else None, chat, recorder)
         recorder.add(turns)  # (once the response is whole)
         return response
 
@@ -152,7 +153,8 @@ class Endpoint:
             raise Refused(400, "prompt must be a non-empty string (one prompt per request)")
         return text_prompt_ids(self.tokenizer, prompt)
 
-    def _response(self, prompt_ids: list[int], done: list[Sampled], turns: list[Turn], chat: bool) -> dict[str, Any]:
+    def _response(self, prompt_ids: list[int], done: list[Sampled], turns: list[Turn],
+                  tools: list[dict[str, Any]] | None, chat: bool, recorder: Recorder) -> dict[str, Any]:
         choices = []
         for i, (sampled, turn) in enumerate(zip(done, turns)):
             text = completion_text(self.tokenizer, sampled.token_ids)
@@ -161,7 +163,11 @@ class Endpoint:
             choice: dict[str, Any] = {"index": i, "finish_reason": turn.finish_reason, "logprobs": logprobs,
                                       "token_ids": sampled.token_ids}
             if chat:
-                choice["message"] = {"role": "assistant", "content": text}
+                message = reply(self.tokenizer, text, tools)
+                recorder.tool_parse_errors += message.unreadable
+                choice["message"] = message.message()
+                if message.tool_calls and turn.finish_reason == "stop":
+                    choice["finish_reason"] = "tool_calls"
             else:
                 choice["text"] = text
             choices.append(choice)

@@ -28,6 +28,7 @@ class Recorder:
     def __init__(self, seed: int) -> None:
         self.seed = seed  # the rollout's completion seed (rlvr.seeds): every draw of it derives from this one
         self._turns: list[Turn] = []
+        self.tool_parse_errors = 0  # tool calls in the model's messages that could not be read
         self._requests: dict[tuple[int, ...], int] = {}  # prompt ids -> how many requests sent them so far
         self._lock = threading.Lock()
 

@@ -1,13 +1,24 @@
-"""Messages to prompt ids (the tokenizer's chat template) and sampled ids to an OpenAI message.
+"""Messages to prompt ids (the tokenizer's chat template) and sampled text to an OpenAI message.
 
 Tool-call arguments in the history arrive as JSON strings (OpenAI's wire format); they are parsed into mappings
-before rendering, or templates that `tojson` them would encode them twice."""
+before rendering, or templates that `tojson` them would encode them twice.
+
+The model's tool calls become OpenAI `tool_calls`: read by transformers' `parse_response` where the tokenizer
+has a response template, else in the Hermes / Qwen form, `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`,
+every call of the message, none inside `<think>...</think>`. A call that cannot be read stays in the text and
+is counted (`unreadable`); the message's text is what remains outside the calls."""
 
 from __future__ import annotations
 
 import copy
 import json
+import re
+import secrets
+from dataclasses import dataclass, field
 from typing import Any
+
+HERMES_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+THINKING = re.compile(r"<think>.*?(</think>|$)", re.DOTALL)
 
 
 def chat_prompt_ids(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[int]:
@@ -40,3 +51,60 @@ def _arguments_parsed(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 except json.JSONDecodeError:
                     pass  # (left as the agent wrote it)
     return parsed
+
+
+@dataclass
+class Reply:
+    """The assistant message a completion's text makes: its content, its tool calls in OpenAI's form, and how many
+    calls could not be read."""
+
+    content: str
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    unreadable: int = 0
+
+    def message(self) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = self.tool_calls
+        return message
+
+
+def reply(tokenizer: Any, text: str, tools: list[dict[str, Any]] | None) -> Reply:
+    """The OpenAI message of a completion's `text` (tool calls read only when the request offered `tools`)."""
+    if not tools:
+        return Reply(text)
+    if getattr(tokenizer, "response_template", None) is not None:
+        try:
+            parsed = tokenizer.parse_response(text, prefix="", tools=tools)
+        except ValueError:
+            return Reply(text, unreadable=1)
+        calls = [_openai_call(c.get("function") or c) for c in parsed.get("tool_calls") or []]
+        return Reply(str(parsed.get("content") or "") if calls else text, calls)
+    return _hermes(text)
+
+
+def _hermes(text: str) -> Reply:
+    thinking = [m.span() for m in THINKING.finditer(text)]
+    calls, unreadable, kept, start = [], 0, [], 0
+    for match in HERMES_CALL.finditer(text):
+        if any(a <= match.start() < b for a, b in thinking):
+            continue  # (a call the model only thought about)
+        try:
+            call = json.loads(match.group(1))
+            if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+                raise ValueError("no name")
+        except ValueError:  # (json.JSONDecodeError too): left in the text for the agent to see
+            unreadable += 1
+            continue
+        calls.append(_openai_call(call))
+        kept.append(text[start:match.start()])
+        start = match.end()
+    kept.append(text[start:])
+    return Reply("".join(kept).strip() if calls else text, calls, unreadable)
+
+
+def _openai_call(call: dict[str, Any]) -> dict[str, Any]:
+    arguments = call.get("arguments", call.get("parameters", {}))
+    return {"id": f"call_{secrets.token_hex(6)}", "type": "function",
+            "function": {"name": call["name"],
+                         "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments)}}

@@ -1,0 +1,86 @@
+"""rlvr.harness.template: the model's tool calls as OpenAI tool_calls, and tool-call histories rendered once."""
+
+import json
+
+import pytest
+
+from rlvr.harness import Endpoint
+from rlvr.harness.template import chat_prompt_ids, reply
+from rlvr.models import build_tiny_model
+from rlvr.rollout import SamplingParams
+from rlvr.samplers import Sampled
+
+TOOLS = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {
+    "a": {"type": "integer"}, "b": {"type": "integer"}}}}}]
+
+
+@pytest.fixture
+def tokenizer():
+    return build_tiny_model(seed=0)[1]
+
+
+def test_every_call_of_a_message_is_read_outside_its_thinking(tokenizer):
+    text = ('<think>maybe <tool_call>{"name": "add", "arguments": {"a": 0, "b": 0}}</tool_call></think>'
+            'Adding. <tool_call>{"name": "add", "arguments": {"a": 2, "b": 3}}</tool_call>\n'
+            '<tool_call>{"name": "add", "arguments": {"a": 4, "b": 5}}</tool_call>')
+    got = reply(tokenizer, text, TOOLS)
+    assert [(c["type"], c["function"]["name"], json.loads(c["function"]["arguments"])) for c in got.tool_calls] == [
+        ("function", "add", {"a": 2, "b": 3}), ("function", "add", {"a": 4, "b": 5})]
+    assert len({c["id"] for c in got.tool_calls}) == 2 and got.unreadable == 0
+    assert got.content.startswith("<think>") and got.content.endswith("Adding.")  # (the calls taken out)
+
+
+def test_an_unreadable_call_stays_text_and_is_counted_and_no_tools_means_no_calls(tokenizer):
+    broken = 'I will <tool_call>{"name": "add", "arguments": {"a": 2,</tool_call>'
+    got = reply(tokenizer, broken, TOOLS)
+    assert got.tool_calls == [] and got.unreadable == 1 and got.content == broken
+    assert reply(tokenizer, '<tool_call>{"arguments": {}}</tool_call>', TOOLS).unreadable == 1  # (no name)
+    plain = '<tool_call>{"name": "add", "arguments": {}}</tool_call>'
+    assert reply(tokenizer, plain, None).message() == {"role": "assistant", "content": plain}
+
+
+def test_string_arguments_in_the_history_are_rendered_as_the_mapping_they_encode(tokenizer):
+    """OpenAI sends a call's arguments as a JSON string; a template that `tojson`s them would encode them twice."""
+    tokenizer.chat_template = (
+        "{% for m in messages %}{{ m['role'] }}: {{ m['content'] or '' }}"
+        "{% for c in m.get('tool_calls') or [] %}"
+        "[{{ c['function']['name'] }} {{ c['function']['arguments'] | tojson }}]"
+        "{% endfor %}\n{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}")
+    call = {"id": "call_1", "type": "function", "function": {"name": "add", "arguments": {"a": 2, "b": 3}}}
+    as_sent = {**call, "function": {**call["function"], "arguments": json.dumps({"a": 2, "b": 3})}}
+    history = [{"role": "user", "content": "2+3?"}, {"role": "assistant", "content": "", "tool_calls": [call]},
+               {"role": "tool", "tool_call_id": "call_1", "content": "5"}]
+    sent = [history[0], {**history[1], "tool_calls": [as_sent]}, history[2]]
+    assert chat_prompt_ids(tokenizer, sent, TOOLS) == chat_prompt_ids(tokenizer, history, TOOLS)
+    assert sent[1]["tool_calls"][0]["function"]["arguments"] == '{"a": 2, "b": 3}'  # (the request left as it was)
+
+
+class Scripted:
+    """A sampler that answers every job with the same text (and its end token)."""
+
+    def __init__(self, tokenizer, text):
+        self.ids = [*tokenizer(text, add_special_tokens=False).input_ids, tokenizer.eos_token_id]
+
+    def complete(self, jobs, params):
+        return [Sampled(self.ids, [-0.5] * len(self.ids), True) for _ in jobs]
+
+
+def test_the_endpoint_answers_a_call_with_tool_calls(tokenizer):
+    from .test_endpoint import post
+
+    text = 'Sure. <tool_call>{"name": "add", "arguments": {"a": 2, "b": 3}}</tool_call>'
+    endpoint = Endpoint(Scripted(tokenizer, text), tokenizer, SamplingParams(200, temperature=1.0))
+    try:
+        rollout = endpoint.open(seed=1)
+        status, answer = post(f"{rollout.base_url}/chat/completions",
+                              {"messages": [{"role": "user", "content": "2+3?"}], "tools": TOOLS})
+        assert status == 200
+        choice = answer["choices"][0]
+        assert choice["finish_reason"] == "tool_calls" and choice["message"]["content"] == "Sure."
+        assert choice["message"]["tool_calls"][0]["function"] == {"name": "add", "arguments": '{"a": 2, "b": 3}'}
+        assert rollout.recorder.turns[0].token_ids == Scripted(tokenizer, text).ids  # (every sampled id kept)
+        status, answer = post(f"{rollout.base_url}/chat/completions",
+                              {"messages": [{"role": "user", "content": "2+3?"}]})  # no tools offered: text
+        assert answer["choices"][0]["finish_reason"] == "stop" and "tool_calls" not in answer["choices"][0]["message"]
+    finally:
+        endpoint.close()

@@ -84,3 +84,43 @@ def test_the_endpoint_answers_a_call_with_tool_calls(tokenizer):
         assert answer["choices"][0]["finish_reason"] == "stop" and "tool_calls" not in answer["choices"][0]["message"]
     finally:
         endpoint.close()
+
+
+class Turns:
+    """A sampler that answers the k-th job it is given with the k-th of some scripted id lists."""
+
+    def __init__(self, answers):
+        self.answers = list(answers)
+
+    def complete(self, jobs, params):
+        return [Sampled(ids, [-0.25] * len(ids), ids[-1] == 2) for ids in (self.answers.pop(0) for _ in jobs)]
+
+
+def test_a_continued_conversation_keeps_the_sampled_ids_where_rendering_again_would_not(tokenizer):
+    """The next request repeats the served message: its prompt is the turn's prompt and sampled ids verbatim,
+    then the tool result bridged; the chat template rendering the whole conversation again would lose what the
+    model sampled (here a special token inside its message, which the message's text cannot carry)."""
+    from .test_endpoint import post
+
+    encode = lambda text: tokenizer(text, add_special_tokens=False).input_ids  # noqa: E731
+    first = [*encode("Let me add."), tokenizer.unk_token_id,
+             *encode(' <tool_call>{"name": "add", "arguments": {"a": 2, "b": 3}}</tool_call>'), tokenizer.eos_token_id]
+    second = [*encode("It is 5."), tokenizer.eos_token_id]
+    endpoint = Endpoint(Turns([first, second, second]), tokenizer, SamplingParams(200, temperature=1.0))
+    try:
+        rollout = endpoint.open(seed=1)
+        asked = [{"role": "user", "content": "2+3?"}]
+        _, answer = post(f"{rollout.base_url}/chat/completions", {"messages": asked, "tools": TOOLS})
+        served = {**answer["choices"][0]["message"], "reasoning_content": None}  # (echoed as agents do)
+        call = served["tool_calls"][0]
+        conversation = [*asked, served, {"role": "tool", "tool_call_id": call["id"], "content": "5"}]
+        post(f"{rollout.base_url}/chat/completions", {"messages": conversation, "tools": TOOLS})
+        one, two = rollout.recorder.turns
+        assert one.token_ids == first and two.token_ids == second
+        assert two.prompt_ids[:len(one.prompt_ids) + len(first)] == one.prompt_ids + first  # (spliced, verbatim)
+        assert chat_prompt_ids(tokenizer, conversation, TOOLS) != two.prompt_ids  # (what rendering again gives)
+        rewritten = [asked[0], {"role": "assistant", "content": "I added."}, conversation[2]]
+        post(f"{rollout.base_url}/chat/completions", {"messages": rewritten, "tools": TOOLS})
+        assert rollout.recorder.turns[2].prompt_ids == chat_prompt_ids(tokenizer, rewritten, TOOLS)  # (a new segment)
+    finally:
+        endpoint.close()

@@ -86,7 +86,12 @@ class TurnFormat:
 
     def reply_text(self, message: Message) -> str:
         """The template's text for an environment message and the opening of the model's next turn."""
-        extended = self.tokenizer.apply_chat_template([*_BASE, message], tokenize=False, add_generation_prompt=True)
+        return self.replies_text([message])
+
+    def replies_text(self, messages: list[dict[str, Any]]) -> str:
+        """The template's text for messages after a model turn (tool results, a user's), and the opening of the
+        model's next turn."""
+        extended = self.tokenizer.apply_chat_template([*_BASE, *messages], tokenize=False, add_generation_prompt=True)
         if not extended.startswith(self.closed):
             raise ValueError("the chat template rewrites earlier turns when a message is added: cannot append turns")
         return cast(str, extended[len(self.closed):])

@@ -14,8 +14,8 @@ What is drawn is fixed by the run, not the agent:
 The response carries what verifiers and vLLM clients read back: `prompt_token_ids`, each choice's `token_ids`
 and `logprobs.content`, `finish_reason` ("length" at the token budget, "tool_calls" when the model called one)
 and `usage`; with `tools` offered, the model's calls as `tool_calls` (rlvr.harness.template). Not yet served:
-streaming, and splicing earlier turns' sampled ids into later prompts (each request is rendered whole by the
-chat template); issue 47 lists them.
+streaming. A request that continues a recorded turn gets that turn's ids verbatim as its prompt, the new
+messages bridged by the chat template (rlvr.harness.splice): the model's text is never tokenised again.
 """
 
 from __future__ import annotations
@@ -29,8 +29,10 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from rlvr.envs.rollout import TurnFormat
 from rlvr.harness.batcher import Batcher
 from rlvr.harness.recorder import Recorder, Turn
+from rlvr.harness.splice import spliced_prompt
 from rlvr.harness.template import chat_prompt_ids, completion_text, reply, text_prompt_ids
 from rlvr.rollout import SamplingParams
 from rlvr.samplers.protocol import Job, Sampled, Sampler
@@ -62,6 +64,7 @@ class Endpoint:
     def __init__(self, sampler: Sampler, tokenizer: Any, params: SamplingParams, *, model: str = "policy",
                  host: str = "127.0.0.1") -> None:
         self.tokenizer, self.params, self.model = tokenizer, params, model
+        self.turn_format = TurnFormat.of(tokenizer)
         self.batcher = Batcher(sampler, params)
         self._open: dict[str, Recorder] = {}
         self._finished: set[str] = set()
@@ -115,13 +118,16 @@ class Endpoint:
         if body.get("stream"):
             raise Refused(400, "stream: true is not served yet; ask without streaming")
         chat = route == "chat/completions"
-        prompt_ids = self._prompt_ids(body, chat)
+        prompt_ids = self._prompt_ids(body, chat, recorder)
         request_seed = seed_of(recorder.seed, _content_hash(prompt_ids), recorder.request_index(prompt_ids))
         seeds = [seed_of(request_seed, i) for i in range(n)]
         done = self.batcher.submit([Job(prompt_ids, seed, budget) for seed in seeds]).result()
-        turns = [Turn(prompt_ids, s.token_ids, s.logprobs, seed, "stop" if s.stopped else "length", body, i)
-                 for i, (s, seed) in enumerate(zip(done, seeds))]
-        response = self._response(prompt_ids, done, turns, body.get("tools") if chat else None, chat, recorder)
+        texts = [completion_text(self.tokenizer, s.token_ids) for s in done]
+        replies = [reply(self.tokenizer, text, body.get("tools")) for text in texts] if chat else []
+        turns = [Turn(prompt_ids, s.token_ids, s.logprobs, seed, "stop" if s.stopped else "length", body, i,
+                      replies[i].message() if chat else None) for i, (s, seed) in enumerate(zip(done, seeds))]
+        recorder.tool_parse_errors += sum(r.unreadable for r in replies)
+        response = self._response(prompt_ids, done, turns, texts)
         recorder.add(turns)  # (once the response is whole)
         return response
 
@@ -142,31 +148,32 @@ class Endpoint:
                                "(generation.max_new_tokens)")
         return asked
 
-    def _prompt_ids(self, body: dict[str, Any], chat: bool) -> list[int]:
+    def _prompt_ids(self, body: dict[str, Any], chat: bool, recorder: Recorder) -> list[int]:
+        """A chat request's ids continue the recorded turn it extends (rlvr.harness.splice), else are rendered
+        whole; a text prompt's are its tokens."""
         if chat:
             messages = body.get("messages")
             if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
                 raise Refused(400, "messages must be a non-empty list of {role, content} objects")
-            return chat_prompt_ids(self.tokenizer, messages, body.get("tools"))
+            spliced = spliced_prompt(recorder.turns, messages, body.get("tools"), self.turn_format)
+            return spliced if spliced is not None else chat_prompt_ids(self.tokenizer, messages, body.get("tools"))
         prompt = body.get("prompt")
         if not isinstance(prompt, str) or not prompt:
             raise Refused(400, "prompt must be a non-empty string (one prompt per request)")
         return text_prompt_ids(self.tokenizer, prompt)
 
     def _response(self, prompt_ids: list[int], done: list[Sampled], turns: list[Turn],
-                  tools: list[dict[str, Any]] | None, chat: bool, recorder: Recorder) -> dict[str, Any]:
+                  texts: list[str]) -> dict[str, Any]:
         choices = []
-        for i, (sampled, turn) in enumerate(zip(done, turns)):
-            text = completion_text(self.tokenizer, sampled.token_ids)
+        chat = turns[0].message is not None
+        for i, (sampled, turn, text) in enumerate(zip(done, turns, texts)):
             logprobs = {"content": [{"token": self.tokenizer.decode([t]), "logprob": lp, "top_logprobs": []}
                                     for t, lp in zip(sampled.token_ids, sampled.logprobs)]}
             choice: dict[str, Any] = {"index": i, "finish_reason": turn.finish_reason, "logprobs": logprobs,
                                       "token_ids": sampled.token_ids}
-            if chat:
-                message = reply(self.tokenizer, text, tools)
-                recorder.tool_parse_errors += message.unreadable
-                choice["message"] = message.message()
-                if message.tool_calls and turn.finish_reason == "stop":
+            if turn.message is not None:
+                choice["message"] = turn.message
+                if turn.message.get("tool_calls") and turn.finish_reason == "stop":
                     choice["finish_reason"] = "tool_calls"
             else:
                 choice["text"] = text
@@ -198,6 +205,10 @@ def _handler(endpoint: Endpoint) -> type[BaseHTTPRequestHandler]:
                 self._send(200, endpoint.answer(key, route, body))
             except Refused as e:
                 self._send(e.status, {"error": {"message": str(e), "type": "invalid_request_error", "code": e.status}})
+            except Exception as e:  # the sampler's or the endpoint's own failure: the agent hears of it, the run's
+                # side (the rollout's deadline, the sampler's) decides what it means
+                self._send(500, {"error": {"message": f"rlvr's endpoint failed: {type(e).__name__}: {e}",
+                                           "type": "server_error", "code": 500}})
 
         def do_GET(self) -> None:
             key, route = self._route()

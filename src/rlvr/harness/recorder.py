@@ -19,6 +19,7 @@ class Turn:
     finish_reason: str  # "stop" (a stop token) or "length" (the token budget)
     request: dict[str, Any] = field(compare=False)
     choice: int = 0  # which of the request's n choices
+    message: dict[str, Any] | None = field(default=None, compare=False)  # the assistant message answered (chat)
 
 
 class Recorder:

@@ -1,0 +1,108 @@
+"""Harness rollouts: G runs of an agent function against the endpoint, each its own rollout, with a deadline.
+
+`fn(link, row)` (a plain or an `async` function) runs any agent loop: `link.base_url` and `link.api_key` are what
+an `openai.OpenAI` client takes (`link.openai()` makes one), `link.chat(messages, **params)` posts one request
+without it; `row` is the dataset row. It returns the rollout's reward: a float, None (unscored), or
+(reward, {metric: value}). Its G runs go on worker threads that nobody joins (rlvr.deadline.DaemonPool): one
+past `timeout_s` is unscored, its key revoked (a later call is refused, 410), and the group goes on. One that
+raises is unscored, with its error kept. The turns each run was served become its training rows
+(rlvr.harness.rows).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import math
+import time
+import urllib.request
+from collections.abc import Callable
+from concurrent.futures import Future, TimeoutError
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlvr.deadline import DaemonPool
+from rlvr.errors import UserError, first_line
+from rlvr.harness.endpoint import Endpoint
+from rlvr.harness.rows import Segment, segments
+
+
+@dataclass(frozen=True)
+class Link:
+    """What an agent is given to reach the policy: one rollout's base URL and key."""
+
+    base_url: str
+    api_key: str
+
+    def openai(self) -> Any:
+        """An `openai.OpenAI` client on this rollout (`pip install openai`), without retries (a retry is a new draw)."""
+        try:
+            from openai import OpenAI
+        except ImportError:
+            raise UserError("link.openai() needs the openai package: pip install openai "
+                            "(or post with link.chat)") from None
+        return OpenAI(base_url=self.base_url, api_key=self.api_key, max_retries=0)
+
+    def chat(self, messages: list[dict[str, Any]], timeout_s: float = 600.0, **params: Any) -> dict[str, Any]:
+        """One chat completion (the JSON answer) without the openai package."""
+        body = json.dumps({"messages": messages, **params}).encode()
+        request = urllib.request.Request(f"{self.base_url}/chat/completions", data=body, method="POST",
+                                         headers={"Content-Type": "application/json",
+                                                  "Authorization": f"Bearer {self.api_key}"})
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            return json.loads(response.read())  # type: ignore[no-any-return]
+
+
+@dataclass
+class HarnessRollout:
+    """One run of the agent: its training rows, its reward (None: unscored), its metrics and what went wrong."""
+
+    rows: list[Segment]
+    reward: float | None
+    metrics: dict[str, float] = field(default_factory=dict)
+    error: str | None = None
+
+
+def run_group(endpoint: Endpoint, fn: Callable[..., Any], row: dict[str, Any], seeds: list[int],
+              timeout_s: float, name: str = "the agent function") -> list[HarnessRollout]:
+    """The len(seeds) rollouts of `row`, run together, each drawing from its seed (see the module docstring)."""
+    keys = [endpoint.open(seed) for seed in seeds]
+    pool = DaemonPool(len(keys))
+    futures: list[Future[Any]] = [pool.submit(_run, fn, Link(k.base_url, k.key), row) for k in keys]
+    pool.close()
+    due = time.monotonic() + timeout_s if timeout_s else math.inf
+    rollouts = []
+    for key, future in zip(keys, futures):
+        reward: float | None = None
+        metrics: dict[str, float] = {}
+        error: str | None = None
+        try:
+            reward, metrics = _scored(future.result(timeout=max(0.0, due - time.monotonic())
+                                                    if math.isfinite(due) else None), name)
+        except TimeoutError:
+            error = f"{name} did not return within environment.timeout_s={timeout_s:g} s"
+        except UserError as e:
+            error = str(e)
+        except Exception as e:  # the agent's own failure: this rollout is unscored, the others go on
+            error = f"{name} raised {type(e).__name__}: {first_line(e)}"
+        rollouts.append(HarnessRollout(segments(endpoint.finish(key.key)), reward, metrics, error))
+    return rollouts
+
+
+def _run(fn: Callable[..., Any], link: Link, row: dict[str, Any]) -> Any:
+    if inspect.iscoroutinefunction(fn):
+        return asyncio.run(fn(link, row))
+    return fn(link, row)
+
+
+def _scored(returned: Any, name: str) -> tuple[float | None, dict[str, float]]:
+    """(reward, metrics) of what the agent function returned; None and NaN are unscored."""
+    reward, metrics = returned if isinstance(returned, tuple) and len(returned) == 2 else (returned, {})
+    if reward is not None and (isinstance(reward, bool) or not isinstance(reward, (int, float))):
+        raise UserError(f"{name} returned {type(reward).__name__} {reward!r}: return the rollout's reward as a float "
+                        "(None: unscored), or (reward, {metric: value})")
+    if not isinstance(metrics, dict):
+        raise UserError(f"{name} returned metrics of type {type(metrics).__name__}: give them as {{name: number}}")
+    value = None if reward is None or math.isnan(reward) else float(reward)
+    return value, {str(k): float(v) for k, v in metrics.items()}

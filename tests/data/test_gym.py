@@ -128,3 +128,23 @@ def test_under_the_curriculum_training_spans_the_levels_up_to_the_difficulty(tmp
     assert {p.example.columns["difficulty"] for p in parts.eval} == {3}
     asked = {p.example.columns["question"] for p in parts.train}
     assert not {p.example.columns["question"] for p in parts.eval} & asked
+
+
+def test_rlvr_eval_takes_a_task_and_judges_it_by_its_scorer(tmp_path):
+    """`rlvr eval --data reasoning_gym:...`: its test split, the task's scorer as both verifiers, a vote key."""
+    from rlvr.config import EvalConfig, config_from_dict
+    from rlvr.evaluate.runner import run_eval
+    from rlvr.evaluate.store import EvalStore
+
+    source = f"{CHAIN}?max_terms=3"
+    summary = run_eval(config_from_dict(EvalConfig, dict(model="tiny", data=source, difficulty=2, limit=3, samples=2,
+                                                         max_new_tokens=6, output_dir=str(tmp_path), threads=1)),
+                       progress=False)
+    assert summary["settings"]["verifiers"] == {"strict": "reasoning_gym_solved", "lenient": "reasoning_gym_solved"}
+    assert summary["settings"]["difficulty"] == 2 and summary["strict"]["problems"] == 3
+    assert summary["strict"]["maj@k"] is not None  # (answers vote by their boxed text)
+    records = EvalStore(tmp_path).read()
+    test_rows = gym.generate(source, 3, split="test", seed=0, difficulty=2)
+    assert [r.gold for r in records] == [row["answer"] for row in test_rows]
+    trained = set(questions(gym.generate(source, 200, split="train", seed=0, difficulty=2)))
+    assert not trained & set(questions(test_rows))

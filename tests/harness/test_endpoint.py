@@ -30,10 +30,10 @@ def served():
     endpoint.close()
 
 
-def post(url, body, timeout=60):
+def post(url, body, timeout=60, headers=None):
     """(status, JSON answer) of a POST, as any HTTP client would see it."""
     request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
+                                     headers={"Content-Type": "application/json", **(headers or {})})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, json.loads(response.read())
@@ -100,7 +100,6 @@ def test_a_text_completion_and_the_model_list(served):
     ({"messages": HI, "top_p": 0.5}, 400, "top_p=0.5 differs from the run's 1.0"),
     ({"messages": HI, "max_tokens": 13}, 400, "max_tokens=13: ask for 1 to 12 tokens"),
     ({"messages": HI, "n": 0}, 400, "n=0: ask for 1 to 16 choices"),
-    ({"messages": HI, "stream": True}, 400, "stream: true is not served yet"),
     ({"messages": []}, 400, "messages must be a non-empty list"),
     ({"messages": HI, "temperature": 1.0, "seed": 7}, 200, None),  # (the run's own values, and a seed ignored)
 ])
@@ -125,3 +124,31 @@ def test_unknown_and_finished_rollouts_are_refused(served):
     assert len(rollout.recorder.turns) == 1  # (the late call recorded nothing)
     assert post(f"{endpoint.url}/r/nokey/v1/chat/completions", {"messages": HI})[0] == 401
     assert post(f"{rollout.base_url}/embeddings", {"input": "x"})[0] == 404
+
+
+def test_a_retry_gets_the_same_answer_and_a_stream_the_same_draw_as_events(served):
+    """The openai SDK resends a request it thinks was lost (x-stainless-retry-count): that is not a new draw; a
+    streamed request is answered as server-sent events holding what the plain answer holds."""
+    endpoint, _, _ = served
+    rollout = endpoint.open(seed=21)
+    body = {"messages": HI, "n": 2}
+    _, first = post(f"{rollout.base_url}/chat/completions", body)
+    _, retried = post(f"{rollout.base_url}/chat/completions", body, headers={"x-stainless-retry-count": "1"})
+    assert retried == first and len(rollout.recorder.turns) == 2  # (recorded once)
+    _, again = post(f"{rollout.base_url}/chat/completions", body)  # (not a retry: request k = 1, a new draw)
+    assert again["choices"][0]["token_ids"] != first["choices"][0]["token_ids"] and len(rollout.recorder.turns) == 4
+
+    streamed = endpoint.open(seed=21)
+    request = urllib.request.Request(f"{streamed.base_url}/chat/completions", method="POST",
+                                     data=json.dumps({**body, "stream": True}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        assert response.headers["Content-Type"] == "text/event-stream"
+        lines = [line for line in response.read().decode().split("\n") if line.startswith("data: ")]
+    assert lines[-1] == "data: [DONE]"
+    events = [json.loads(line.removeprefix("data: ")) for line in lines[:-1]]
+    assert {e["object"] for e in events} == {"chat.completion.chunk"}
+    for i, choice in enumerate(first["choices"]):  # (the same seed: the same draws as the plain answer)
+        mine = [e["choices"][0] for e in events if e["choices"][0]["index"] == i]
+        assert mine[0]["delta"]["content"] == choice["message"]["content"]
+        assert mine[-1]["finish_reason"] == choice["finish_reason"]

@@ -79,3 +79,5 @@ def test_an_agent_that_raises_hangs_or_returns_nonsense_leaves_its_rollout_unsco
     assert nonsense.reward is None and "returned dict" in nonsense.error
     nan, = run_group(endpoint, flaky, {"kind": "nan"}, seeds=[1], timeout_s=30)
     assert nan.reward is None and nan.error is None  # (NaN: unscored, as a reward's None)
+    silent, = run_group(endpoint, lambda link, row: 1.0, {}, seeds=[1], timeout_s=30)
+    assert silent.reward is None and silent.error == "the agent function never called the endpoint: nothing to train on"

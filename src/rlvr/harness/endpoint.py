@@ -13,8 +13,10 @@ What is drawn is fixed by the run, not the agent:
 
 The response carries what verifiers and vLLM clients read back: `prompt_token_ids`, each choice's `token_ids`
 and `logprobs.content`, `finish_reason` ("length" at the token budget, "tool_calls" when the model called one)
-and `usage`; with `tools` offered, the model's calls as `tool_calls` (rlvr.harness.template). Not yet served:
-streaming. A request that continues a recorded turn gets that turn's ids verbatim as its prompt, the new
+and `usage`; with `tools` offered, the model's calls as `tool_calls` (rlvr.harness.template). `stream: true` is
+answered as server-sent events, each choice whole in one chunk. A client's retry (`x-stainless-retry-count` above
+0, as the openai SDK sends it) of a request already answered gets that answer again: a retry is never a new draw.
+A request that continues a recorded turn gets that turn's ids verbatim as its prompt, the new
 messages bridged by the chat template (rlvr.harness.splice): the model's text is never tokenised again.
 """
 
@@ -107,16 +109,18 @@ class Endpoint:
                 raise Refused(410, "this rollout has finished: its turns are final, and a call after it is not served")
         raise Refused(401, "unknown rollout key: use the base URL the rollout was given")
 
-    def answer(self, key: str, route: str, body: dict[str, Any]) -> dict[str, Any]:
-        """The JSON answer to `body` posted to `route` (chat/completions or completions) of rollout `key`."""
+    def answer(self, key: str, route: str, body: dict[str, Any], retry: bool = False) -> dict[str, Any]:
+        """The JSON answer to `body` posted to `route` (chat/completions or completions) of rollout `key`; a
+        client's retry (`retry`) of a request already answered gets that answer again, not a new draw."""
         recorder = self.recorder(key)
+        asked = json.dumps([route, body], sort_keys=True)
+        if retry and asked in recorder.answers:
+            return recorder.answers[asked]
         self._check_sampling(body)
         budget = self._budget(body)
         n = body.get("n", 1)
         if not isinstance(n, int) or not 1 <= n <= MAX_CHOICES:
             raise Refused(400, f"n={n!r}: ask for 1 to {MAX_CHOICES} choices")
-        if body.get("stream"):
-            raise Refused(400, "stream: true is not served yet; ask without streaming")
         chat = route == "chat/completions"
         prompt_ids = self._prompt_ids(body, chat, recorder)
         request_seed = seed_of(recorder.seed, _content_hash(prompt_ids), recorder.request_index(prompt_ids))
@@ -129,6 +133,7 @@ class Endpoint:
         recorder.tool_parse_errors += sum(r.unreadable for r in replies)
         response = self._response(prompt_ids, done, turns, texts)
         recorder.add(turns)  # (once the response is whole)
+        recorder.answers[asked] = response
         return response
 
     def _check_sampling(self, body: dict[str, Any]) -> None:
@@ -202,7 +207,12 @@ def _handler(endpoint: Endpoint) -> type[BaseHTTPRequestHandler]:
                     raise Refused(400, "the body is not JSON") from None
                 if route not in ("chat/completions", "completions") or not isinstance(body, dict):
                     raise Refused(404, f"no route {self.path}: POST <base_url>/chat/completions or /completions")
-                self._send(200, endpoint.answer(key, route, body))
+                retry = (self.headers.get("x-stainless-retry-count") or "0") not in ("", "0")
+                answer = endpoint.answer(key, route, body, retry=retry)
+                if body.get("stream"):
+                    self._stream(answer)
+                else:
+                    self._send(200, answer)
             except Refused as e:
                 self._send(e.status, {"error": {"message": str(e), "type": "invalid_request_error", "code": e.status}})
             except Exception as e:  # the sampler's or the endpoint's own failure: the agent hears of it, the run's
@@ -228,6 +238,29 @@ def _handler(endpoint: Endpoint) -> type[BaseHTTPRequestHandler]:
                 return parts[1], "/".join(parts[3:])
             bearer = (self.headers.get("Authorization") or "").removeprefix("Bearer ").strip()
             return bearer, "/".join(parts[1:]) if parts[:1] == ["v1"] else "/".join(parts)
+
+        def _stream(self, answer: dict[str, Any]) -> None:
+            """A streamed answer as server-sent events: the whole of each choice in one chunk, then its end."""
+            chat = answer["object"] == "chat.completion"
+            head = {"id": answer["id"], "created": answer["created"], "model": answer["model"],
+                    "object": "chat.completion.chunk" if chat else "text_completion"}
+            events = []
+            for choice in answer["choices"]:
+                end = choice["finish_reason"]
+                if chat:
+                    delta = dict(choice["message"])
+                    if "tool_calls" in delta:  # (a streamed call carries its index)
+                        delta["tool_calls"] = [{**call, "index": i} for i, call in enumerate(delta["tool_calls"])]
+                    pieces = [{"delta": delta, "finish_reason": None}, {"delta": {}, "finish_reason": end}]
+                else:
+                    pieces = [{"text": choice["text"], "finish_reason": None}, {"text": "", "finish_reason": end}]
+                events += [{**head, "choices": [{"index": choice["index"], **piece}]} for piece in pieces]
+            data = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Content-Length", str(len(data.encode())))
+            self.end_headers()
+            self.wfile.write(data.encode())
 
         def _send(self, status: int, answer: dict[str, Any]) -> None:
             data = json.dumps(answer).encode()

@@ -86,7 +86,10 @@ def run_group(endpoint: Endpoint, fn: Callable[..., Any], row: dict[str, Any], s
             error = str(e)
         except Exception as e:  # the agent's own failure: this rollout is unscored, the others go on
             error = f"{name} raised {type(e).__name__}: {first_line(e)}"
-        rollouts.append(HarnessRollout(segments(endpoint.finish(key.key)), reward, metrics, error))
+        rows = segments(endpoint.finish(key.key))
+        if not rows and error is None:  # (nothing it was served: nothing to train on, so no reward either)
+            reward, error = None, f"{name} never called the endpoint: nothing to train on"
+        rollouts.append(HarnessRollout(rows, reward, metrics, error))
     return rollouts
 
 

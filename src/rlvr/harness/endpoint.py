@@ -196,81 +196,84 @@ def _content_hash(ids: list[int]) -> int:
 
 
 def _handler(endpoint: Endpoint) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            key, route = self._route()
+    """The request handler class of `endpoint`'s server."""
+    return type("Handler", (_Handler,), {"endpoint": endpoint})
+
+
+class _Handler(BaseHTTPRequestHandler):
+    endpoint: Endpoint  # (set by _handler)
+
+    def do_POST(self) -> None:
+        key, route = self._route()
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
             try:
-                length = int(self.headers.get("Content-Length") or 0)
-                try:
-                    body = json.loads(self.rfile.read(length) or b"{}")
-                except json.JSONDecodeError:
-                    raise Refused(400, "the body is not JSON") from None
-                if route not in ("chat/completions", "completions") or not isinstance(body, dict):
-                    raise Refused(404, f"no route {self.path}: POST <base_url>/chat/completions or /completions")
-                retry = (self.headers.get("x-stainless-retry-count") or "0") not in ("", "0")
-                answer = endpoint.answer(key, route, body, retry=retry)
-                if body.get("stream"):
-                    self._stream(answer)
-                else:
-                    self._send(200, answer)
-            except Refused as e:
-                self._send(e.status, {"error": {"message": str(e), "type": "invalid_request_error", "code": e.status}})
-            except Exception as e:  # the sampler's or the endpoint's own failure: the agent hears of it, the run's
-                # side (the rollout's deadline, the sampler's) decides what it means
-                self._send(500, {"error": {"message": f"rlvr's endpoint failed: {type(e).__name__}: {e}",
-                                           "type": "server_error", "code": 500}})
+                body = json.loads(self.rfile.read(length) or b"{}")
+            except json.JSONDecodeError:
+                raise Refused(400, "the body is not JSON") from None
+            if route not in ("chat/completions", "completions") or not isinstance(body, dict):
+                raise Refused(404, f"no route {self.path}: POST <base_url>/chat/completions or /completions")
+            retry = (self.headers.get("x-stainless-retry-count") or "0") not in ("", "0")
+            answer = self.endpoint.answer(key, route, body, retry=retry)
+            if body.get("stream"):
+                self._write(200, _events(answer), "text/event-stream")
+            else:
+                self._send(200, answer)
+        except Refused as e:
+            self._send(e.status, {"error": {"message": str(e), "type": "invalid_request_error", "code": e.status}})
+        except Exception as e:  # the sampler's or the endpoint's own failure: the agent hears of it, the run's
+            # side (the rollout's deadline, the sampler's) decides what it means
+            self._send(500, {"error": {"message": f"rlvr's endpoint failed: {type(e).__name__}: {e}",
+                                       "type": "server_error", "code": 500}})
 
-        def do_GET(self) -> None:
-            key, route = self._route()
-            try:
-                endpoint.recorder(key)
-                if route != "models":
-                    raise Refused(404, f"no route {self.path}: GET <base_url>/models")
-                self._send(200, {"object": "list", "data": [{"id": endpoint.model, "object": "model",
-                                                              "owned_by": "rlvr"}]})
-            except Refused as e:
-                self._send(e.status, {"error": {"message": str(e), "type": "invalid_request_error", "code": e.status}})
+    def do_GET(self) -> None:
+        key, route = self._route()
+        try:
+            self.endpoint.recorder(key)
+            if route != "models":
+                raise Refused(404, f"no route {self.path}: GET <base_url>/models")
+            self._send(200, {"object": "list", "data": [{"id": self.endpoint.model, "object": "model",
+                                                          "owned_by": "rlvr"}]})
+        except Refused as e:
+            self._send(e.status, {"error": {"message": str(e), "type": "invalid_request_error", "code": e.status}})
 
-        def _route(self) -> tuple[str, str]:
-            """(key, route) of /r/<key>/v1/<route>; the key may come as the bearer token instead."""
-            parts = self.path.split("?")[0].strip("/").split("/")
-            if len(parts) >= 3 and parts[0] == "r" and parts[2] == "v1":
-                return parts[1], "/".join(parts[3:])
-            bearer = (self.headers.get("Authorization") or "").removeprefix("Bearer ").strip()
-            return bearer, "/".join(parts[1:]) if parts[:1] == ["v1"] else "/".join(parts)
+    def _route(self) -> tuple[str, str]:
+        """(key, route) of /r/<key>/v1/<route>; the key may come as the bearer token instead."""
+        parts = self.path.split("?")[0].strip("/").split("/")
+        if len(parts) >= 3 and parts[0] == "r" and parts[2] == "v1":
+            return parts[1], "/".join(parts[3:])
+        bearer = (self.headers.get("Authorization") or "").removeprefix("Bearer ").strip()
+        return bearer, "/".join(parts[1:]) if parts[:1] == ["v1"] else "/".join(parts)
 
-        def _stream(self, answer: dict[str, Any]) -> None:
-            """A streamed answer as server-sent events: the whole of each choice in one chunk, then its end."""
-            chat = answer["object"] == "chat.completion"
-            head = {"id": answer["id"], "created": answer["created"], "model": answer["model"],
-                    "object": "chat.completion.chunk" if chat else "text_completion"}
-            events = []
-            for choice in answer["choices"]:
-                end = choice["finish_reason"]
-                if chat:
-                    delta = dict(choice["message"])
-                    if "tool_calls" in delta:  # (a streamed call carries its index)
-                        delta["tool_calls"] = [{**call, "index": i} for i, call in enumerate(delta["tool_calls"])]
-                    pieces = [{"delta": delta, "finish_reason": None}, {"delta": {}, "finish_reason": end}]
-                else:
-                    pieces = [{"text": choice["text"], "finish_reason": None}, {"text": "", "finish_reason": end}]
-                events += [{**head, "choices": [{"index": choice["index"], **piece}]} for piece in pieces]
-            data = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Content-Length", str(len(data.encode())))
-            self.end_headers()
-            self.wfile.write(data.encode())
+    def _send(self, status: int, answer: dict[str, Any]) -> None:
+        self._write(status, json.dumps(answer), "application/json")
 
-        def _send(self, status: int, answer: dict[str, Any]) -> None:
-            data = json.dumps(answer).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def _write(self, status: int, text: str, kind: str) -> None:
+        data = text.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
-        def log_message(self, format: str, *args: Any) -> None:  # (quiet: the run's console is the trainer's)
-            pass
+    def log_message(self, format: str, *args: Any) -> None:  # (quiet: the run's console is the trainer's)
+        pass
 
-    return Handler
+
+def _events(answer: dict[str, Any]) -> str:
+    """A streamed answer as server-sent events: the whole of each choice in one chunk, then its end, then [DONE]."""
+    chat = answer["object"] == "chat.completion"
+    head = {"id": answer["id"], "created": answer["created"], "model": answer["model"],
+            "object": "chat.completion.chunk" if chat else "text_completion"}
+    events = []
+    for choice in answer["choices"]:
+        end = choice["finish_reason"]
+        if chat:
+            delta = dict(choice["message"])
+            if "tool_calls" in delta:  # (a streamed call carries its index)
+                delta["tool_calls"] = [{**call, "index": i} for i, call in enumerate(delta["tool_calls"])]
+            pieces = [{"delta": delta, "finish_reason": None}, {"delta": {}, "finish_reason": end}]
+        else:
+            pieces = [{"text": choice["text"], "finish_reason": None}, {"text": "", "finish_reason": end}]
+        events += [{**head, "choices": [{"index": choice["index"], **piece}]} for piece in pieces]
+    return "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"

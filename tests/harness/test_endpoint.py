@@ -152,3 +152,24 @@ def test_a_retry_gets_the_same_answer_and_a_stream_the_same_draw_as_events(serve
         mine = [e["choices"][0] for e in events if e["choices"][0]["index"] == i]
         assert mine[0]["delta"]["content"] == choice["message"]["content"]
         assert mine[-1]["finish_reason"] == choice["finish_reason"]
+
+
+def test_a_client_gone_before_its_answer_was_written_trains_on_nothing(served, monkeypatch):
+    """A turn counts once its answer reached the agent whole: if the connection breaks while it is written, the
+    draws were never seen, and the rollout records nothing of them."""
+    from rlvr.harness import endpoint as module
+
+    endpoint, _, _ = served
+    rollout = endpoint.open(seed=2)
+    real = module._Handler._write
+
+    def broken(self, status, text, kind):
+        raise BrokenPipeError("the client closed the connection")
+
+    monkeypatch.setattr(module._Handler, "_write", broken)
+    with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):
+        post(f"{rollout.base_url}/chat/completions", {"messages": HI}, timeout=30)
+    assert rollout.recorder.turns == [] and rollout.recorder.answers == {}
+    monkeypatch.setattr(module._Handler, "_write", real)
+    assert post(f"{rollout.base_url}/chat/completions", {"messages": HI})[0] == 200
+    assert len(rollout.recorder.turns) == 1

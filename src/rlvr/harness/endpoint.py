@@ -13,9 +13,11 @@ What is drawn is fixed by the run, not the agent:
 
 The response carries what verifiers and vLLM clients read back: `prompt_token_ids`, each choice's `token_ids`
 and `logprobs.content`, `finish_reason` ("length" at the token budget, "tool_calls" when the model called one)
-and `usage`; with `tools` offered, the model's calls as `tool_calls` (rlvr.harness.template). `stream: true` is
-answered as server-sent events, each choice whole in one chunk. A client's retry (`x-stainless-retry-count` above
-0, as the openai SDK sends it) of a request already answered gets that answer again: a retry is never a new draw.
+and `usage`; a turn whose answer could not be written whole (the client left) is taken back: nothing trains
+on draws no agent saw. With `tools` offered, the model's calls come as `tool_calls` (rlvr.harness.template).
+`stream: true` is answered as server-sent events, each choice whole in one chunk. A client's retry
+(`x-stainless-retry-count` above 0, as the openai SDK sends it) of a request already answered gets that answer
+again: a retry is never a new draw.
 A request that continues a recorded turn gets that turn's ids verbatim as its prompt, the new
 messages bridged by the chat template (rlvr.harness.splice): the model's text is never tokenised again.
 """
@@ -27,6 +29,7 @@ import json
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -49,6 +52,14 @@ class Refused(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+@dataclass(frozen=True)
+class Served:
+    """An answer, its turns recorded, and what takes them back if it could not be written whole."""
+
+    response: dict[str, Any]
+    forget: Callable[[], None]
 
 
 @dataclass(frozen=True)
@@ -109,13 +120,14 @@ class Endpoint:
                 raise Refused(410, "this rollout has finished: its turns are final, and a call after it is not served")
         raise Refused(401, "unknown rollout key: use the base URL the rollout was given")
 
-    def answer(self, key: str, route: str, body: dict[str, Any], retry: bool = False) -> dict[str, Any]:
-        """The JSON answer to `body` posted to `route` (chat/completions or completions) of rollout `key`; a
-        client's retry (`retry`) of a request already answered gets that answer again, not a new draw."""
+    def answer(self, key: str, route: str, body: dict[str, Any], retry: bool = False) -> Served:
+        """The JSON answer to `body` posted to `route` (chat/completions or completions) of rollout `key`, to be
+        kept (its turns recorded) once it was written whole; a client's retry (`retry`) of a request already
+        answered gets that answer again, not a new draw."""
         recorder = self.recorder(key)
         asked = json.dumps([route, body], sort_keys=True)
         if retry and asked in recorder.answers:
-            return recorder.answers[asked]
+            return Served(recorder.answers[asked], lambda: None)  # (kept: the first answer was)
         self._check_sampling(body)
         budget = self._budget(body)
         n = body.get("n", 1)
@@ -132,9 +144,14 @@ class Endpoint:
                       replies[i].message() if chat else None) for i, (s, seed) in enumerate(zip(done, seeds))]
         recorder.tool_parse_errors += sum(r.unreadable for r in replies)
         response = self._response(prompt_ids, done, turns, texts)
-        recorder.add(turns)  # (once the response is whole)
+        recorder.add(turns)  # (before the answer is written: an agent acts on it as soon as it arrives)
         recorder.answers[asked] = response
-        return response
+
+        def forget() -> None:  # (a client gone before the whole answer reached it: these draws were never seen)
+            recorder.remove(turns)
+            recorder.answers.pop(asked, None)
+
+        return Served(response, forget)
 
     def _check_sampling(self, body: dict[str, Any]) -> None:
         run = {"temperature": self.params.temperature, "top_p": self.params.top_p, "top_k": self.params.top_k}
@@ -214,11 +231,14 @@ class _Handler(BaseHTTPRequestHandler):
             if route not in ("chat/completions", "completions") or not isinstance(body, dict):
                 raise Refused(404, f"no route {self.path}: POST <base_url>/chat/completions or /completions")
             retry = (self.headers.get("x-stainless-retry-count") or "0") not in ("", "0")
-            answer = self.endpoint.answer(key, route, body, retry=retry)
-            if body.get("stream"):
-                self._write(200, _events(answer), "text/event-stream")
-            else:
-                self._send(200, answer)
+            served = self.endpoint.answer(key, route, body, retry=retry)
+            try:
+                if body.get("stream"):
+                    self._write(200, _events(served.response), "text/event-stream")
+                else:
+                    self._send(200, served.response)
+            except (BrokenPipeError, ConnectionResetError):  # the client left: its draws are not kept
+                served.forget()
         except Refused as e:
             self._send(e.status, {"error": {"message": str(e), "type": "invalid_request_error", "code": e.status}})
         except Exception as e:  # the sampler's or the endpoint's own failure: the agent hears of it, the run's

@@ -47,6 +47,11 @@ class Recorder:
         with self._lock:
             self._turns.extend(turns)
 
+    def remove(self, turns: list[Turn]) -> None:
+        """Take back turns whose answer never reached the agent."""
+        with self._lock:
+            self._turns = [t for t in self._turns if not any(t is gone for gone in turns)]
+
     @property
     def turns(self) -> list[Turn]:
         with self._lock:

@@ -317,3 +317,33 @@ def test_an_environment_that_raises_ends_the_run_with_one_line(tiny, monkeypatch
         run(tiny, [Broken([])])
     assert str(error.value) == ("environment Broken.step() raised KeyError: 'missing' (fix the environment: a failed "
                                 "tool call belongs in its Reply, as text for the model)")
+
+
+class Awaiting(Scripted):
+    """Scripted, with `async` methods that await (a tool server, say)."""
+
+    async def reset(self, row, messages, seed):
+        import asyncio
+
+        await asyncio.sleep(0.01)
+        return messages
+
+    async def step(self, text):
+        import asyncio
+
+        await asyncio.sleep(0.01)
+        return Scripted.step(self, text)
+
+
+def test_an_environment_with_async_methods_converses_as_a_plain_one(tiny, monkeypatch):
+    """`async def reset/step` are awaited on the worker threads that call them: the same transcript."""
+    from rlvr.envs.base import calling
+
+    _, tokenizer = tiny
+    scripted_model(monkeypatch, tokenizer, ["50", "25", "37"])
+    (plain,) = run(tiny, [Scripted(["Lower.", "Higher."])])
+    scripted_model(monkeypatch, tokenizer, ["50", "25", "37"])
+    env = Awaiting(["Lower.", "Higher."])
+    assert calling(env, "reset", {}, ASK, 0) == ASK  # (what the sampler's reset goes through)
+    (awaited,) = run(tiny, [env])
+    assert awaited.messages == plain.messages and awaited.ids == plain.ids and awaited.reward == 1.0

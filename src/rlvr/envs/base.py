@@ -10,7 +10,8 @@ the step (tool calls, tool errors, timeouts), summed into the step's metrics. An
 have `message_done(text) -> bool`: called on the message being written, True ends it there (a tool call
 is complete: decoding stops instead of running on to the end of the turn), `bind(tokenizer)`: called
 with the policy's tokenizer before `reset`, and `tools`: tool schemas the chat template lists in the
-prompt (for calls in the template's own format).
+prompt (for calls in the template's own format). Any of its methods may be `async def`: each call is run to
+its end on an event loop of its own, under the same time limit.
 
 One environment object serves one trajectory: it is created for it, seeded from the run's generator,
 and dropped when the trajectory ends, inside the training step; no environment outlives a step, so a
@@ -19,6 +20,8 @@ checkpoint holds none and a resumed run re-creates them with the same seeds (exa
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import numbers
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -57,12 +60,24 @@ def calling(env: Any, method: str, *args: Any, seconds: float | None = None) -> 
     and the error. Worker threads call it too, to get the same errors; their caller waits with `wait_for`."""
     name = _name(env, method)
     try:
-        return call_user(name, lambda: getattr(env, method)(*args), seconds, SETTING, EXIT_FIX)
+        return call_user(name, lambda: _awaited(getattr(env, method)(*args)), seconds, SETTING, EXIT_FIX)
     except UserError:
         raise
     except Exception as e:
         raise UserError(f"{name} raised {type(e).__name__}: {first_line(e)} "
                         "(fix the environment: a failed tool call belongs in its Reply, as text for the model)") from e
+
+
+def _awaited(result: Any) -> Any:
+    """What an `async` method returned, run to its end on an event loop of its own (each call runs on one thread:
+    the main one or a worker's); a plain method's result as it is."""
+    if not inspect.isawaitable(result):
+        return result
+
+    async def wait() -> Any:
+        return await result
+
+    return asyncio.run(wait())
 
 
 def wait_for(env: Any, method: str, future: Future[Any], seconds: float | None, started: float) -> Any:

@@ -12,6 +12,7 @@ ranks end with it (rlvr.lifeline).
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 from torch.distributed.elastic.multiprocessing.api import SignalException
@@ -30,12 +31,35 @@ def main(argv: list[str]) -> int:
     try:
         run(parse_args(argv))  # type: ignore[no-untyped-call]
     except ChildFailedError as failed:
-        rank, failure = failed.get_first_failure()
-        print(f"rlvr: rank {rank} failed first: {how_it_ended(failure.exitcode)}", file=sys.stderr)
+        rank = first_failure({r: (f.exitcode, f.timestamp) for r, f in failed.failures.items()})
+        print(f"rlvr: rank {rank} failed first: {how_it_ended(failed.failures[rank].exitcode)}", file=sys.stderr)
         return 1
     except SignalException:  # Ctrl-C or SIGTERM, passed on to the ranks, which saved and said so
         return 0
     return 0
+
+
+def first_failure(failures: dict[int, tuple[int, int]]) -> int:
+    """The rank whose failure caused the others: {rank: (exit code, when seen, in whole seconds)} -> rank.
+
+    torchrun takes the earliest, lowest rank on a tie; but it sees failures in whole seconds, and a rank that
+    stops because another failed (exit code 1: "another rank stopped", or it gave up waiting) can end within
+    the same second as the one that failed. So among the earliest: first a rank killed by a signal other than
+    SIGTERM (which torchrun itself sends to the ranks still running), then one that ended with its own error
+    (any other exit code), then the lowest rank.
+
+    >>> first_failure({0: (1, 100), 1: (-9, 100)}), first_failure({0: (1, 100), 1: (2, 100)})
+    (1, 1)
+    >>> first_failure({0: (1, 100), 1: (-15, 100)}), first_failure({0: (1, 100), 1: (-9, 101)})
+    (0, 0)
+    """
+    earliest = min(when for _, when in failures.values())
+
+    def follows(rank: int) -> int:  # 0: died of a signal, 1: its own error, 2: stopped because of another
+        code = failures[rank][0]
+        return 0 if code < 0 and code != -signal.SIGTERM else 1 if code > 0 and code != 1 else 2
+
+    return min((rank for rank, (_, when) in failures.items() if when == earliest), key=lambda r: (follows(r), r))
 
 
 def how_it_ended(exitcode: int) -> str:

@@ -173,3 +173,40 @@ def test_a_client_gone_before_its_answer_was_written_trains_on_nothing(served, m
     monkeypatch.setattr(module._Handler, "_write", real)
     assert post(f"{rollout.base_url}/chat/completions", {"messages": HI})[0] == 200
     assert len(rollout.recorder.turns) == 1
+
+
+def test_an_agent_that_floods_its_rollout_is_refused_past_the_limit(monkeypatch):
+    """Requests of one rollout answered at once are capped (429 naming the cause); other rollouts are not held up."""
+    import time
+
+    from rlvr.harness import endpoint as module
+    from rlvr.samplers import Sampled
+
+    class Slow:
+        def complete(self, jobs, params):
+            time.sleep(2)  # (long enough that the four requests overlap, however loaded the machine)
+            return [Sampled([2], [-0.1], True) for _ in jobs]
+
+    monkeypatch.setattr(module, "MAX_IN_FLIGHT", 2)
+    tokenizer = build_tiny_model(seed=0)[1]
+    endpoint = Endpoint(Slow(), tokenizer, PARAMS)
+    try:
+        flooding, other = endpoint.open(seed=1), endpoint.open(seed=2)
+        statuses, threads = [], []
+        for i in range(4):
+            body = {"messages": [{"role": "user", "content": f"q{i}"}]}
+            threads.append(threading.Thread(
+                target=lambda b=body: statuses.append(post(f"{flooding.base_url}/chat/completions", b))))
+        for thread in threads:
+            thread.start()
+            time.sleep(0.05)
+        assert post(f"{other.base_url}/chat/completions", {"messages": HI})[0] == 200
+        for thread in threads:
+            thread.join(timeout=30)
+        codes = sorted(code for code, _ in statuses)
+        assert codes == [200, 200, 429, 429]
+        refused = next(answer for code, answer in statuses if code == 429)
+        assert "more than 2 requests of this rollout at once" in refused["error"]["message"]
+        assert len(flooding.recorder.turns) == 2
+    finally:
+        endpoint.close()

@@ -44,6 +44,7 @@ from rlvr.samplers.protocol import Job, Sampled, Sampler
 from rlvr.seeds import seed_of
 
 MAX_CHOICES = 16
+MAX_IN_FLIGHT = 64  # requests of one rollout being answered at once: past it, an agent that floods is refused (429)
 
 
 class Refused(Exception):
@@ -128,6 +129,15 @@ class Endpoint:
         asked = json.dumps([route, body], sort_keys=True)
         if retry and asked in recorder.answers:
             return Served(recorder.answers[asked], lambda: None)  # (kept: the first answer was)
+        if not recorder.enter(MAX_IN_FLIGHT):
+            raise Refused(429, f"more than {MAX_IN_FLIGHT} requests of this rollout at once: wait for answers "
+                               "before asking more")
+        try:
+            return self._answer(recorder, asked, route, body)
+        finally:
+            recorder.leave()
+
+    def _answer(self, recorder: Recorder, asked: str, route: str, body: dict[str, Any]) -> Served:
         self._check_sampling(body)
         budget = self._budget(body)
         n = body.get("n", 1)

@@ -33,6 +33,19 @@ class Recorder:
         self.answers: dict[str, dict[str, Any]] = {}  # each request answered (route and body as JSON): its answer
         self._requests: dict[tuple[int, ...], int] = {}  # prompt ids -> how many requests sent them so far
         self._lock = threading.Lock()
+        self._in_flight = 0
+
+    def enter(self, limit: int) -> bool:
+        """One more request being answered, unless `limit` already are (then False)."""
+        with self._lock:
+            if self._in_flight >= limit:
+                return False
+            self._in_flight += 1
+            return True
+
+    def leave(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
 
     def request_index(self, prompt_ids: list[int]) -> int:
         """k: how many earlier requests of this rollout sent these prompt ids (so a repeated request draws anew,

@@ -21,15 +21,14 @@ import argparse
 import time
 
 import torch
+from overlap import SMOLLM2  # (this folder: the random network's shape, as that bench builds it)
 
 from rlvr.data import load_examples, render_prompt
 from rlvr.models import load_model
 from rlvr.rollout import SamplingParams, generate
 
 SHAPES = {  # (transformers class name, config) of random networks with these models' shapes
-    "smollm2": ("Llama", dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
-                              num_key_value_heads=3, head_dim=64, vocab_size=49152, tie_word_embeddings=True,
-                              max_position_embeddings=8192)),
+    "smollm2": ("Llama", SMOLLM2),  # (bench/overlap.py's)
     "qwen2.5-0.5b": ("Qwen2", dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
                                    num_attention_heads=14, num_key_value_heads=2, vocab_size=151936,
                                    tie_word_embeddings=True, max_position_embeddings=32768)),

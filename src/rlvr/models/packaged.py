@@ -131,7 +131,8 @@ def retie(model: torch.nn.Module) -> None:
     more precise copy in these files), after checking that the two are one matrix quantised twice: a relative
     difference over SAME_MATRIX means two matrices, and tying them would change the model (a UserError)."""
     embed, output = model.get_input_embeddings().weight, model.get_output_embeddings().weight  # type: ignore[operator]
-    difference = float((embed - output).norm() / output.norm())
+    with torch.no_grad():
+        difference = float((embed - output).norm() / output.norm())
     if embed.shape != output.shape or difference > SAME_MATRIX:
         raise UserError(f"the model's output projection is not its token embeddings quantised again (they differ "
                         f"by {difference:.0%}): it cannot be tied; load it untied")

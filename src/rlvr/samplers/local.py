@@ -83,7 +83,7 @@ class LocalSampler:
             done = []
             for row, job in enumerate(jobs):
                 ids = out.completion_ids[row][out.completion_mask[row]][:job.max_tokens].tolist()
-                stopped = bool(ids) and ids[-1] in stop and len(ids) <= job.max_tokens and not out.truncated[row]
+                stopped = bool(ids) and ids[-1] in stop  # (a row ends at its stop token)
                 done.append(Sampled(ids, out.logprobs[row, :len(ids)].tolist(), stopped))
             return done
 

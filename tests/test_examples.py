@@ -25,7 +25,8 @@ def test_every_example_is_tested():
 
 
 @pytest.mark.parametrize("name", sorted(["your_reward_and_data", "dataset_in_memory", "lora_then_transformers",
-                                         "custom_environment", "evaluate_your_verifier", "ported_from_trl"]))
+                                         "custom_environment", "evaluate_your_verifier", "ported_from_trl",
+                                         "reasoning_gym_task"]))
 def test_the_example_runs(name, tmp_path):
     out = tmp_path / "out"
     done = run(name, out)
@@ -75,6 +76,13 @@ def check_trl(out, printed):
     assert config["algorithm"]["beta"] == 0.04 and (out / "model" / "config.json").is_file()
 
 
+def check_gym(out, printed):
+    config = trained(out)
+    assert config["data"]["train"] == "reasoning_gym:chain_sum?max_terms=2"
+    assert [r["name"] for r in config["rewards"]] == ["reasoning_gym", "boxed_format"]
+    assert "held-out accuracy before:" in printed
+
+
 CHECKS = {"your_reward_and_data": check_your_reward, "dataset_in_memory": check_dataset,
           "lora_then_transformers": check_lora, "custom_environment": check_environment,
-          "evaluate_your_verifier": check_evaluation, "ported_from_trl": check_trl}
+          "evaluate_your_verifier": check_evaluation, "ported_from_trl": check_trl, "reasoning_gym_task": check_gym}

@@ -163,3 +163,25 @@ def test_the_interruption_never_raises_in_this_modules_own_bookkeeping(monkeypat
         deadline._interrupt(deadline.SIGNAL, sys._getframe())  # inside the user's function
     call.done = True
     deadline._interrupt(deadline.SIGNAL, sys._getframe())  # the call is over: nothing
+
+
+@pytest.mark.parametrize("finish_on_stop", [True, False])
+def test_a_first_ctrl_c_lets_a_finish_on_stop_call_finish_and_gives_any_other_up(finish_on_stop):
+    """The weight push after an update is such a call: giving it up would lose a step already taken (a checkpoint
+    of step t without step t's metrics)."""
+    from rlvr.run.stop import StopFlag, stop_on_signals
+
+    def signalled_then_sleeps():
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+        time.sleep(0.3)
+        return "pushed"
+
+    flag = StopFlag()
+    with stop_on_signals(flag):
+        if finish_on_stop:
+            assert deadline.call_with_time_limit("the engine's weight push", signalled_then_sleeps, {}, 30,
+                                                 finish_on_stop=True) == "pushed"
+        else:
+            with pytest.raises(StepAbandoned):
+                deadline.call_with_time_limit("reward function 'f'", signalled_then_sleeps, {}, 30)
+    assert flag.stop_requested

@@ -61,6 +61,7 @@ class UserCall:
     raises: type[BaseException] = TimeLimitReached  # what an interruption raises in it
     interruptions: int = 0
     give_up_at: float = math.inf  # when the process ends if the call is still running
+    finish_on_stop: bool = False  # a first Ctrl-C / SIGTERM lets it finish (rlvr.run.stop): a bounded engine call
     done: bool = False
     why: str = ""  # what the interruptions are for, in the last line: "its time limit of 5 s passed"
 
@@ -83,15 +84,18 @@ def running() -> UserCall | None:
 
 
 def call_with_time_limit(name: str, fn: Callable[..., Any], kwargs: dict[str, Any], seconds: float | None,
-                         setting: str = "rewards[].timeout_s", started: float | None = None) -> Any:
+                         setting: str = "rewards[].timeout_s", started: float | None = None,
+                         finish_on_stop: bool = False) -> Any:
     """`fn(**kwargs)`, stopped with a UserError naming `name` and `setting` if it runs longer than `seconds`
     (None or 0: no limit, but still `running()`, so that Ctrl-C can give the step up); `started`: when the
     time began to count (time.monotonic; now by default). Off the main thread, where nothing can interrupt
     it, a plain call that `overdue_in` reports once it is past its limit (to the main thread waiting
-    for that thread: the trainer waiting for the worker sampling ahead)."""
+    for that thread: the trainer waiting for the worker sampling ahead). `finish_on_stop`: a first stop signal
+    does not give it up (the weight push after an update: giving it up would lose a step already taken)."""
     global _current
     start = time.monotonic() if started is None else started
-    call = UserCall(name, seconds or 0.0, setting, due=start + seconds if seconds else math.inf)
+    call = UserCall(name, seconds or 0.0, setting, due=start + seconds if seconds else math.inf,
+                    finish_on_stop=finish_on_stop)
     if threading.current_thread() is not threading.main_thread():
         thread = threading.get_ident()
         outer = _elsewhere.get(thread)

@@ -60,7 +60,9 @@ def stop_on_signals(flag: StopFlag, distributed: bool = False) -> Iterator[None]
             raise KeyboardInterrupt
         flag.request_stop()
         stop_watching_parent()  # (a dying parent signals once per reparenting: only the first is a request)
-        if call is not None and not distributed:  # a user's code may never return: give the step up, not wait
+        # a user's code may never return: give the step up, not wait (but not a step already taken, whose
+        # weights are being pushed to the sampler: that call is bounded, and the step is then whole)
+        if call is not None and not distributed and not call.finish_on_stop:
             tqdm.write(f"{name}: abandoning this step ({call.name} was running) and saving a checkpoint")
             deadline.abandon(call, f"{name} gave the step up")
             raise StepAbandoned

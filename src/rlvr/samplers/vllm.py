@@ -91,7 +91,7 @@ class VLLMSampler:
 
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int) -> None:
         call_with_time_limit("the vLLM engine's weight push", lambda: self.engine.load(list(named_tensors), version),
-                             {}, self.timeout_s, setting="generation.vllm.timeout_s")
+                             {}, self.timeout_s, setting="generation.vllm.timeout_s", finish_on_stop=True)
         self.version = version  # (what the engine holds is checked by fingerprint(): rlvr.samplers.build)
 
     def fingerprint(self) -> str:

@@ -171,8 +171,13 @@ def aggregate_loss(
     num_sequences: int | None = None,
     num_tokens: int | None = None,
     constant: float | None = None,
+    row_tokens: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Reduce a per-token loss [N, T] with its mask [N, T] to a scalar.
+
+    `row_tokens` [N]: what each row's sum is divided by under sequence_mean, when a sequence spans several rows
+    (a harness trajectory split where its agent rewrote its context: its trained tokens over all its rows, so it
+    counts once, and `num_sequences` counts it once); by default each row's own trained tokens.
 
     `num_sequences` / `num_tokens` default to this tensor's own counts (rows with at least one
     trained token; rows masked out entirely do not count); a trainer that splits a
@@ -191,7 +196,7 @@ def aggregate_loss(
     if num_sequences is None:
         num_sequences = int((mask.sum(-1) > 0).sum().clamp(min=1))
     if mode == "sequence_mean":
-        per_sequence = masked.sum(-1) / mask.sum(-1).clamp(min=1)
+        per_sequence = masked.sum(-1) / (mask.sum(-1) if row_tokens is None else row_tokens).clamp(min=1)
         return per_sequence.sum() / num_sequences
     if mode == "token_mean":
         total = num_tokens if num_tokens is not None else int(mask.sum().clamp(min=1))

@@ -47,7 +47,11 @@ class Example:
 class Rollout:
     """G completions for each of P prompts, sampled from the policy (rollout.py).
 
-    Completions of prompt p occupy rows p·G … p·G + G − 1.
+    Completions of prompt p occupy rows p·G … p·G + G − 1. A harness rollout (rlvr.harness) may give one
+    trajectory several rows (its agent rewrote its context between turns): `row_trajectory` then says which
+    of the N = P·G trajectories each of the N' rows belongs to, `row_prompt` which row of `prompt_ids` it
+    continues; what is said of a completion below is said of a row, except `completions`, `env_rewards`,
+    `env_info` and `transcripts`, which are per trajectory, and the rewards, which are [P, G] as always.
     """
 
     examples: list[Example]  # P
@@ -72,10 +76,28 @@ class Rollout:
     # −inf where the whole vocabulary was kept. None = nothing was cut anywhere
     support_floors: torch.Tensor | None = None
     version: int = 0  # the policy version (its step count) of the weights that sampled it
+    row_trajectory: torch.Tensor | None = None  # [N'] long, ascending: row i is trajectory i when None
+    row_prompt: torch.Tensor | None = None  # [N'] long, ascending: row i continues prompt i // G when None
 
     @property
     def num_prompts(self) -> int:
         return len(self.examples)
+
+    @property
+    def trajectory_of_rows(self) -> torch.Tensor:
+        """[N'] the trajectory (p·G + j) each row belongs to."""
+        import torch
+
+        n = self.completion_ids.shape[0]
+        return torch.arange(n) if self.row_trajectory is None else self.row_trajectory
+
+    @property
+    def prompt_of_rows(self) -> torch.Tensor:
+        """[N'] the row of `prompt_ids` each row continues."""
+        import torch
+
+        n = self.completion_ids.shape[0]
+        return torch.arange(n) // self.group_size if self.row_prompt is None else self.row_prompt
 
     @property
     def lengths(self) -> torch.Tensor:

@@ -20,6 +20,33 @@ SANDBOXED = (PythonTool,)
 """The built-ins that run model-written code: refused when loaded without a sandbox (rlvr.sandbox)."""
 
 
+def load_agent(spec: str, params: dict[str, Any] | None = None) -> Any:
+    """What runs harness rollouts (rlvr.harness) for `spec`: the agent function it names (`file.py:fn`, `module:fn`,
+    or from Python the function itself), `fn(link, row)`, which runs its own loop against the policy's endpoint;
+    a verifiers environment (`verifiers:<module>`, built with `params`) as its adapter; None when `spec` names an
+    environment rlvr drives (a built-in or a class)."""
+    from rlvr.harness import verifiers_env
+
+    if verifiers_env.is_verifiers(spec):
+        env = verifiers_env.load(spec, params) if isinstance(spec, str) else spec
+        return verifiers_env.VerifiersAgent(env, spec if isinstance(spec, str) else type(env).__name__)
+    if ":" not in spec:
+        return None
+    found = load_user_object(spec, "environment", "class", "a class with reset(row, messages, seed) and step(text) "
+                             "methods, or an agent function fn(link, row)")
+    if inspect.isclass(found):
+        return None
+    try:
+        inspect.signature(found).bind(None, None)
+    except TypeError:
+        raise UserError(f"environment '{spec}' is a function that cannot be called as fn(link, row): an agent "
+                        f"function takes the rollout's link to the policy and its dataset row (it takes "
+                        f"{inspect.signature(found)})") from None
+    except ValueError:  # (no signature to read: a builtin; called as it is)
+        pass
+    return found
+
+
 def load_environment(spec: str, **params: Any) -> Callable[[], Environment]:
     """A factory of fresh environments named by `spec`, with `params` checked against its constructor.
 

@@ -18,7 +18,7 @@ from rlvr.evaluate.benchmarks import Benchmark
 from rlvr.evaluate.records import ProblemRecord, SampleRecord
 from rlvr.records import Example, Rollout
 from rlvr.rewards import RewardSpec, compute_rewards
-from rlvr.rewards.batch import reward_inputs
+from rlvr.rewards.batch import completion_token_ids, completion_truncated, reward_inputs
 from rlvr.rewards.math import gold_answer
 from rlvr.rollout import SamplingParams
 from rlvr.samplers import Prompt, Sampler, SampleRequest
@@ -76,7 +76,7 @@ def _judge(out: Rollout, tokenizer: Any, benchmark: Benchmark, verifiers: list[R
            budgets: Sequence[int], scorer: Scorer | None) -> list[SampleRecord]:
     """One SampleRecord per completion of `out`, in row order."""
     rows = [ex for ex in out.examples for _ in range(out.group_size)]
-    ids = [row[mask].tolist() for row, mask in zip(out.completion_ids, out.completion_mask)]
+    ids = completion_token_ids(out)
     verdicts = _verdicts(verifiers, rows, out.completions, ids)
     by_budget = {mode: [[v] * len(budgets) for v in verdicts[mode]] for mode in MODES}
     for j, budget in enumerate(budgets):
@@ -99,7 +99,7 @@ def _judge(out: Rollout, tokenizer: Any, benchmark: Benchmark, verifiers: list[R
             budget_correct={mode: by_budget[mode][i] for mode in MODES},
             score=None if (score := scores[i]) is None else float(score),
         )
-        for i, (text, tokens, truncated) in enumerate(zip(out.completions, ids, out.truncated.tolist()))
+        for i, (text, tokens, truncated) in enumerate(zip(out.completions, ids, completion_truncated(out)))
     ]
 
 

@@ -151,7 +151,8 @@ class Endpoint:
         texts = [completion_text(self.tokenizer, s.token_ids) for s in done]
         replies = [reply(self.tokenizer, text, body.get("tools")) for text in texts] if chat else []
         turns = [Turn(prompt_ids, s.token_ids, s.logprobs, seed, "stop" if s.stopped else "length", body, i,
-                      replies[i].message() if chat else None) for i, (s, seed) in enumerate(zip(done, seeds))]
+                      replies[i].message() if chat else None, s.floors)
+                 for i, (s, seed) in enumerate(zip(done, seeds))]
         recorder.tool_parse_errors += sum(r.unreadable for r in replies)
         response = self._response(prompt_ids, done, turns, texts)
         recorder.add(turns)  # (before the answer is written: an agent acts on it as soon as it arrives)

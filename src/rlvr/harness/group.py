@@ -20,7 +20,7 @@ import urllib.request
 from collections.abc import Callable
 from concurrent.futures import Future, TimeoutError
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from rlvr.deadline import DaemonPool
 from rlvr.errors import UserError, first_line
@@ -62,41 +62,83 @@ class HarnessRollout:
     reward: float | None
     metrics: dict[str, float] = field(default_factory=dict)
     error: str | None = None
+    turns: int = 0  # completions it was served (and saw)
+    tool_parse_errors: int = 0  # tool calls in the model's messages that could not be read
 
 
-def run_group(endpoint: Endpoint, fn: Callable[..., Any], row: dict[str, Any], seeds: list[int],
+class Agent(Protocol):
+    """What runs a rollout against the endpoint and scores a group of them: an agent function (`FunctionAgent`), or
+    an adapter (rlvr.harness.verifiers_env). `run` returns the run's outcome. `score` turns the outcomes of one
+    row's runs (None where a run failed) into (reward, metrics) each, a reward of None leaving that run unscored;
+    a UserError from it leaves the whole group unscored, with its message."""
+
+    name: str
+
+    def run(self, link: Link, row: dict[str, Any]) -> Any: ...
+    def score(self, row: dict[str, Any], outcomes: list[Any]) -> list[tuple[float | None, dict[str, float]]]: ...
+
+
+@dataclass
+class FunctionAgent:
+    """An agent function `fn(link, row)` (plain or async) returning its run's reward (see the module docstring)."""
+
+    fn: Callable[..., Any]
+    name: str = "the agent function"
+
+    def run(self, link: Link, row: dict[str, Any]) -> Any:
+        returned = asyncio.run(self.fn(link, row)) if inspect.iscoroutinefunction(self.fn) else self.fn(link, row)
+        return _scored(returned, self.name)
+
+    def score(self, row: dict[str, Any], outcomes: list[Any]) -> list[tuple[float | None, dict[str, float]]]:
+        return [(None, {}) if o is None else o for o in outcomes]
+
+
+def run_group(endpoint: Endpoint, fn: Callable[..., Any] | Agent, row: dict[str, Any], seeds: list[int],
               timeout_s: float, name: str = "the agent function") -> list[HarnessRollout]:
     """The len(seeds) rollouts of `row`, run together, each drawing from its seed (see the module docstring)."""
-    keys = [endpoint.open(seed) for seed in seeds]
-    pool = DaemonPool(len(keys))
-    futures: list[Future[Any]] = [pool.submit(_run, fn, Link(k.base_url, k.key), row) for k in keys]
+    return run_rollouts(endpoint, fn, [(row, seed) for seed in seeds], max(1, len(seeds)), timeout_s, name)
+
+
+def run_rollouts(endpoint: Endpoint, agent: Callable[..., Any] | Agent, jobs: list[tuple[dict[str, Any], int]],
+                 group_size: int, timeout_s: float, name: str = "the agent function") -> list[HarnessRollout]:
+    """One rollout per (row, seed) of `jobs`, all run together (their requests decode in batches), under one
+    deadline of `timeout_s` from now (0: none); each `group_size` consecutive jobs (one row's) scored together."""
+    runner: Agent = FunctionAgent(agent, name) if not hasattr(agent, "score") else agent  # type: ignore[assignment]
+    keys = [endpoint.open(seed) for _, seed in jobs]
+    pool = DaemonPool(max(1, len(keys)))
+    futures: list[Future[Any]] = [pool.submit(runner.run, Link(k.base_url, k.key), row)
+                                  for k, (row, _) in zip(keys, jobs)]
     pool.close()
     due = time.monotonic() + timeout_s if timeout_s else math.inf
-    rollouts = []
-    for key, future in zip(keys, futures):
-        reward: float | None = None
-        metrics: dict[str, float] = {}
-        error: str | None = None
+    outcomes: list[Any] = []
+    errors: list[str | None] = []
+    for future in futures:
+        outcome, error = None, None
         try:
-            reward, metrics = _scored(future.result(timeout=max(0.0, due - time.monotonic())
-                                                    if math.isfinite(due) else None), name)
+            outcome = future.result(timeout=max(0.0, due - time.monotonic()) if math.isfinite(due) else None)
         except TimeoutError:
-            error = f"{name} did not return within environment.timeout_s={timeout_s:g} s"
+            error = f"{runner.name} did not return within environment.timeout_s={timeout_s:g} s"
         except UserError as e:
             error = str(e)
         except Exception as e:  # the agent's own failure: this rollout is unscored, the others go on
-            error = f"{name} raised {type(e).__name__}: {first_line(e)}"
-        rows = segments(endpoint.finish(key.key))
-        if not rows and error is None:  # (nothing it was served: nothing to train on, so no reward either)
-            reward, error = None, f"{name} never called the endpoint: nothing to train on"
-        rollouts.append(HarnessRollout(rows, reward, metrics, error))
-    return rollouts
-
-
-def _run(fn: Callable[..., Any], link: Link, row: dict[str, Any]) -> Any:
-    if inspect.iscoroutinefunction(fn):
-        return asyncio.run(fn(link, row))
-    return fn(link, row)
+            error = f"{runner.name} raised {type(e).__name__}: {first_line(e)}"
+        outcomes.append(outcome)
+        errors.append(error)
+    turns = [endpoint.finish(key.key) for key in keys]
+    for t, served in enumerate(turns):  # (nothing it was served: nothing to train on, so no reward either)
+        if not served and errors[t] is None:
+            errors[t] = f"{runner.name} never called the endpoint: nothing to train on"
+    scored: list[tuple[float | None, dict[str, float]]] = []
+    for start in range(0, len(jobs), group_size):
+        part = slice(start, start + group_size)
+        try:
+            scored += runner.score(jobs[start][0], [None if e else o for o, e in zip(outcomes[part], errors[part])])
+        except UserError as e:
+            errors[part] = [error or str(e) for error in errors[part]]
+            scored += [(None, {})] * len(outcomes[part])
+    return [HarnessRollout(segments(served), None if error else reward, metrics, error, len(served),
+                           key.recorder.tool_parse_errors)
+            for served, (reward, metrics), error, key in zip(turns, scored, errors, keys)]
 
 
 def _scored(returned: Any, name: str) -> tuple[float | None, dict[str, float]]:

@@ -20,6 +20,7 @@ class Turn:
     request: dict[str, Any] = field(compare=False)
     choice: int = 0  # which of the request's n choices
     message: dict[str, Any] | None = field(default=None, compare=False)  # the assistant message answered (chat)
+    floors: list[float] | None = None  # where top-k / top-p cut each token's distribution (Sampled.floors)
 
 
 class Recorder:

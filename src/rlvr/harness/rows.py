@@ -11,6 +11,7 @@ trained twice. Each segment is one row; the rows of a rollout share its reward.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from rlvr.harness.recorder import Turn
@@ -24,6 +25,7 @@ class Segment:
     ids: list[int] = field(default_factory=list)  # after the prompt: sampled tokens and the context between turns
     model_mask: list[bool] = field(default_factory=list)  # True where the model sampled the token
     logprobs: list[float] = field(default_factory=list)  # the sampler's, at the model's tokens; 0.0 elsewhere
+    floors: list[float] = field(default_factory=list)  # where top-k / top-p cut (Sampled.floors); −inf elsewhere
     truncated: bool = False  # its last turn was cut at its token budget
     turns: int = 0
 
@@ -35,6 +37,8 @@ class Segment:
         self.ids += [*context, *turn.token_ids]
         self.model_mask += [False] * len(context) + [True] * len(turn.token_ids)
         self.logprobs += [0.0] * len(context) + list(turn.logprobs)
+        self.floors += [-math.inf] * len(context) + (list(turn.floors) if turn.floors is not None
+                                                      else [-math.inf] * len(turn.token_ids))
         self.truncated, self.turns = turn.finish_reason == "length", self.turns + 1
 
 

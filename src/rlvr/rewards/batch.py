@@ -52,8 +52,30 @@ def reward_inputs(examples: list[Example], group_size: int, texts: list[str], id
 
 
 def completion_token_ids(rollout: Rollout) -> list[list[int]]:
-    """Each completion's sampled token ids (padding removed)."""
-    return [row[mask].tolist() for row, mask in zip(rollout.completion_ids, rollout.completion_mask)]
+    """Each completion's sampled token ids (padding removed); a harness trajectory's (rlvr.harness): the model's
+    last message (the last run of sampled ids of its last row), whose text is its `completions` entry."""
+    if rollout.row_trajectory is None:
+        return [row[mask].tolist() for row, mask in zip(rollout.completion_ids, rollout.completion_mask)]
+    model = (rollout.model_mask if rollout.model_mask is not None else rollout.completion_mask).tolist()
+    last = {int(t): row for row, t in enumerate(rollout.row_trajectory.tolist())}
+    out = []
+    for t in range(rollout.num_prompts * rollout.group_size):
+        marks = model[last[t]] if t in last else []
+        end = max((i + 1 for i, m in enumerate(marks) if m), default=0)
+        start = end
+        while start > 0 and marks[start - 1]:
+            start -= 1
+        out.append(rollout.completion_ids[last[t], start:end].tolist() if t in last else [])
+    return out
+
+
+def completion_truncated(rollout: Rollout) -> list[bool]:
+    """Whether each completion was cut at its token budget (a harness trajectory: its last row)."""
+    if rollout.row_trajectory is None:
+        return [bool(t) for t in rollout.truncated.tolist()]
+    last = {int(t): row for row, t in enumerate(rollout.row_trajectory.tolist())}
+    return [bool(rollout.truncated[last[t]]) if t in last else False
+            for t in range(rollout.num_prompts * rollout.group_size)]
 
 
 def score_rollout(rollout: Rollout, specs: list[RewardSpec]) -> ScoredRollout:

@@ -73,3 +73,17 @@ def environment_reward(completions: list[Any], env_reward: list[float | None] | 
         raise UserError("the environment_reward reward needs multi-turn rollouts: set environment.name "
                         "(python_tool, guess_number or your own) in the config")
     return [0.0 if r is None else float(r) for r in env_reward]
+
+
+def agent_reward(completions: list[Any], env_reward: list[float | None] | None = None,
+                 **kwargs: Any) -> list[float | None]:
+    """What a harness rollout's agent function returned (rlvr.harness): the reward of a run that talks to the
+    policy through its own loop; None (the run failed, or the agent left it unscored) stays unscored.
+
+    >>> agent_reward(["a", "b"], env_reward=[0.75, None])
+    [0.75, None]
+    """
+    if env_reward is None:
+        raise UserError("the agent_reward reward needs harness rollouts: set environment.name to an agent "
+                        "function, 'path/to/file.py:fn' with fn(link, row)")
+    return [None if r is None else float(r) for r in env_reward]

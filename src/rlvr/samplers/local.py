@@ -84,7 +84,8 @@ class LocalSampler:
             for row, job in enumerate(jobs):
                 ids = out.completion_ids[row][out.completion_mask[row]][:job.max_tokens].tolist()
                 stopped = bool(ids) and ids[-1] in stop  # (a row ends at its stop token)
-                done.append(Sampled(ids, out.logprobs[row, :len(ids)].tolist(), stopped))
+                floors = None if out.support_floors is None else out.support_floors[row, :len(ids)].tolist()
+                done.append(Sampled(ids, out.logprobs[row, :len(ids)].tolist(), stopped, floors))
             return done
 
         return self.decoding(run)  # type: ignore[no-any-return]

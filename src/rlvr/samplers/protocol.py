@@ -52,6 +52,9 @@ class Sampled:
     token_ids: list[int]
     logprobs: list[float]  # each token's, under the distribution it was drawn from
     stopped: bool  # ended by a stop token (else by the token budget)
+    # where top-k / top-p cut each token's temperature-scaled logits (rlvr.rollout); None: nothing cut, or the
+    # engine does not say (vLLM: algorithm.rollout_correction covers the difference)
+    floors: list[float] | None = None
 
 
 class Sampler(Protocol):

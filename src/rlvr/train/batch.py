@@ -53,7 +53,8 @@ def outcome_advantages(scored: ScoredRollout, algo: AlgorithmConfig, world: Worl
         total = tuple(sum_across(list(moments), world)) if world.distributed else moments
         per_completion = batch_normalised(per_completion, keep, algo.advantage_eps, total)  # type: ignore[arg-type]
         per_completion = per_completion.masked_fill(uniform, 0.0)
-    return per_completion.reshape(-1)[:, None].expand(-1, scored.rollout.completion_ids.shape[1])
+    rollout = scored.rollout  # (a trajectory's advantage on every one of its rows: rlvr.harness)
+    return per_completion.reshape(-1)[rollout.trajectory_of_rows][:, None].expand(-1, rollout.completion_ids.shape[1])
 
 
 def _centred(scored: ScoredRollout, algo: AlgorithmConfig, weights: dict[str, float]) -> torch.Tensor:
@@ -88,24 +89,24 @@ def micro_batches(rollout: Rollout, loss_mask: torch.Tensor, max_tokens: int,
     tokens: each prompt counted once when it is computed once per micro-batch (`share_prompt`, see
     rlvr.logprobs), else once with every completion, as it is then run.
     Consecutive rows keep a group's completions together; a row longer than the budget goes alone."""
-    g, n = rollout.group_size, rollout.completion_ids.shape[0]
+    prompt_of, n = rollout.prompt_of_rows.tolist(), rollout.completion_ids.shape[0]
     prompt_len, lengths = rollout.prompt_mask.sum(-1).tolist(), rollout.lengths.tolist()
     runs: list[list[int]] = [[]]
     tokens = 0
     for row in range(n):
-        new_prompt = not share_prompt or not runs[-1] or runs[-1][-1] // g != row // g
-        cost = lengths[row] + (prompt_len[row // g] if new_prompt else 0)
+        new_prompt = not share_prompt or not runs[-1] or prompt_of[runs[-1][-1]] != prompt_of[row]
+        cost = lengths[row] + (prompt_len[prompt_of[row]] if new_prompt else 0)
         if runs[-1] and tokens + cost > max_tokens:
             runs.append([])
-            cost, tokens = lengths[row] + prompt_len[row // g], 0
+            cost, tokens = lengths[row] + prompt_len[prompt_of[row]], 0
         runs[-1].append(row)
         tokens += cost
     return [_micro_batch(rollout, loss_mask, torch.tensor(run)) for run in runs if run]
 
 
 def _micro_batch(rollout: Rollout, loss_mask: torch.Tensor, rows: torch.Tensor) -> MicroBatch:
-    g = rollout.group_size
-    first, last = int(rows[0]) // g, int(rows[-1]) // g
+    of = rollout.prompt_of_rows[rows]
+    first, last = int(of[0]), int(of[-1])
     prompts = torch.arange(first, last + 1)
     lp = int(rollout.prompt_mask[prompts].sum(-1).max())
     lc = max(1, int(rollout.lengths[rows].max()))
@@ -113,7 +114,7 @@ def _micro_batch(rollout: Rollout, loss_mask: torch.Tensor, rows: torch.Tensor) 
         rows=rows,
         prompt_ids=rollout.prompt_ids[prompts, -lp:],
         prompt_mask=rollout.prompt_mask[prompts, -lp:],
-        row_prompt=rows // g - first,
+        row_prompt=of - first,
         completion_ids=rollout.completion_ids[rows, :lc],
         completion_mask=rollout.completion_mask[rows, :lc],
         loss_mask=loss_mask[rows, :lc],
@@ -174,7 +175,8 @@ def make_batch(
     loss_mask = (rollout.model_mask if rollout.model_mask is not None else rollout.completion_mask).clone()
     if algo.mask_truncated:
         loss_mask[rollout.truncated] = False
-    loss_mask[scored.rewards.isnan().view(-1)] = False  # unscored completions (rlvr.rewards.batch.unscored)
+    # unscored completions (rlvr.rewards.batch.unscored), every row of theirs
+    loss_mask[scored.rewards.isnan().view(-1)[rollout.trajectory_of_rows]] = False
     old, entropy_mask = None, None
     if algo.top_entropy_quantile < 1:  # (the entropies under π_old: one more pass when μ = 1)
         logprobs, entropy = batch_stats(policy, rollout, micro_batch_tokens, temperature)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 
@@ -71,8 +72,8 @@ def take_groups(scored: ScoredRollout, groups: list[int]) -> ScoredRollout:
         sampling_logprobs=r.sampling_logprobs[rows], truncated=r.truncated[rows],
         completions=[r.completions[i] for i in rows.tolist()],
         model_mask=r.model_mask[rows] if r.model_mask is not None else None,
-        **{name: [getattr(r, name)[i] for i in rows.tolist()] for name in CONVERSATION_FIELDS
-           if getattr(r, name) is not None},
+        **_any({name: [getattr(r, name)[i] for i in rows.tolist()] for name in CONVERSATION_FIELDS
+                if getattr(r, name) is not None}),
         support_floors=r.support_floors[rows] if r.support_floors is not None else None, version=r.version,
     )
     return ScoredRollout(
@@ -100,12 +101,15 @@ def concat_scored(parts: list[ScoredRollout]) -> ScoredRollout:
         completions=[c for r in rollouts for c in r.completions],
         model_mask=(torch.cat([right(r.model_mask if r.model_mask is not None else r.completion_mask, lc, False)
                                for r in rollouts]) if any(r.model_mask is not None for r in rollouts) else None),
-        **{name: [x for r in rollouts for x in getattr(r, name)] for name in CONVERSATION_FIELDS
-           if all(getattr(r, name) is not None for r in rollouts)},
+        **_any({name: [x for r in rollouts for x in getattr(r, name)] for name in CONVERSATION_FIELDS
+                if all(getattr(r, name) is not None for r in rollouts)}),
         support_floors=(torch.cat([right(_floors(r), lc, -math.inf) for r in rollouts])
                         if any(r.support_floors is not None for r in rollouts) else None),
         version=min(r.version for r in rollouts),  # (the oldest weights any of it was sampled with)
     )
+    if any(r.row_trajectory is not None for r in rollouts):
+        trajectories, prompts = _rows_of_trajectories(rollouts)
+        rollout = replace(rollout, row_trajectory=trajectories, row_prompt=prompts)
     names = list(parts[0].reward_components)
     seconds: dict[str, float] = {}
     for p in parts:
@@ -121,3 +125,18 @@ def concat_scored(parts: list[ScoredRollout]) -> ScoredRollout:
 def _floors(r: Rollout) -> torch.Tensor:
     """A rollout's support floors, −inf (nothing cut) where it has none."""
     return r.support_floors if r.support_floors is not None else torch.full(r.completion_ids.shape, -math.inf)
+
+
+def _rows_of_trajectories(rollouts: list[Rollout]) -> tuple[torch.Tensor, torch.Tensor]:
+    """row_trajectory and row_prompt of rollouts put end to end (rlvr.harness: several rows to a trajectory)."""
+    trajectories, prompts, t0, p0 = [], [], 0, 0
+    for r in rollouts:
+        trajectories.append(r.trajectory_of_rows + t0)
+        prompts.append(r.prompt_of_rows + p0)
+        t0, p0 = t0 + r.num_prompts * r.group_size, p0 + r.prompt_ids.shape[0]
+    return torch.cat(trajectories), torch.cat(prompts)
+
+
+def _any(fields: dict[str, list[Any]]) -> dict[str, Any]:
+    """(the conversation fields, typed for Rollout's keyword arguments)"""
+    return fields

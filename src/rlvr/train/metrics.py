@@ -21,7 +21,7 @@ import torch
 from rlvr.advantages import zero_variance_groups
 from rlvr.evaluate.emergence import length_quantiles, reflection_rate, reward_spread
 from rlvr.models.devices import peak_memory_gb
-from rlvr.records import ScoredRollout, TrainBatch
+from rlvr.records import Rollout, ScoredRollout, TrainBatch
 from rlvr.rewards import workers
 from rlvr.run.world import World, gather_across
 from rlvr.train.dynamic import FillStats, concat_scored
@@ -121,18 +121,31 @@ def emergence_metrics(scored: ScoredRollout, phrases: list[str],
 
 
 def completion_advantages(batch: TrainBatch) -> torch.Tensor:
-    """[N] one advantage per completion: its first token's (all of them under outcome supervision)."""
-    return batch.advantages[:, 0]
+    """[N] one advantage per completion: its first token's (all of them under outcome supervision); a harness
+    trajectory's, of its rows (they share it)."""
+    if batch.rollout.row_trajectory is None:
+        return batch.advantages[:, 0]
+    return torch.zeros(batch.scored.rewards.numel()).index_copy_(0, batch.rollout.row_trajectory,
+                                                                 batch.advantages[:, 0].float())
+
+
+def completion_tokens(rollout: Rollout) -> torch.Tensor:
+    """[N] tokens sampled in each completion (a harness trajectory: over all its rows)."""
+    if rollout.row_trajectory is None:
+        return rollout.lengths
+    return torch.zeros(rollout.num_prompts * rollout.group_size, dtype=torch.long).index_add_(
+        0, rollout.row_trajectory, rollout.lengths)
 
 
 def sample_groups(batch: TrainBatch, groups: int = 2) -> list[dict[str, Any]]:
     """The first groups of the step as samples.jsonl rows: prompt, completions, rewards, advantages, tokens."""
     r, g, advantages = batch.rollout, batch.rollout.group_size, completion_advantages(batch)
+    tokens = completion_tokens(r)
     return [{
         "prompt": r.examples[p].prompt, "completions": r.completions[p * g:(p + 1) * g],
         "rewards": [None if math.isnan(v) else v for v in batch.scored.rewards[p].tolist()],  # None = unscored
         "advantages": advantages[p * g:(p + 1) * g].tolist(),
-        "tokens": r.lengths[p * g:(p + 1) * g].tolist(),
+        "tokens": tokens[p * g:(p + 1) * g].tolist(),
         # with an environment: each conversation after the prompt (model, tool and user turns)
         **({"transcripts": r.transcripts[p * g:(p + 1) * g]} if r.transcripts is not None else {}),
     } for p in range(min(groups, r.num_prompts))]

@@ -45,7 +45,7 @@ class RunRewards:
 def run_rewards(config: TrainConfig, scoring: Scoring, train: list[Example], source: str) -> RunRewards:
     """The configured rewards (or the data's own when none are named), loaded and checked against the
     training rows `train` of `source`; the correctness reward chosen (see the module docstring)."""
-    entries = config.rewards or [RewardConfig(name, weight) for name, weight in scoring.rewards]
+    entries = config.rewards or default_rewards(config, scoring)
     specs = reward_specs(entries)  # (first: a misspelt name is told as such)
     chosen = correctness_entry(entries, say=World.from_env().is_main)
     if chosen is None and config.data.curriculum:
@@ -66,6 +66,16 @@ def run_rewards(config: TrainConfig, scoring: Scoring, train: list[Example], sou
         check_gold(chosen, specs[entries.index(chosen)], rows, source)
     decided = [dataclasses.replace(e, correctness=e is chosen) for e in entries]
     return RunRewards(specs, decided, None if chosen is None else chosen.name)
+
+
+def default_rewards(config: TrainConfig, scoring: Scoring) -> list[RewardConfig]:
+    """The rewards of a config that names none: an agent function's own (agent_reward, rlvr.harness), else the
+    data's."""
+    from rlvr.envs.loading import load_agent
+
+    if config.environment.name and load_agent(config.environment.name, config.environment.params) is not None:
+        return [RewardConfig("agent_reward")]
+    return [RewardConfig(name, weight) for name, weight in scoring.rewards]
 
 
 def reward_specs(entries: list[RewardConfig]) -> list[RewardSpec]:

@@ -21,6 +21,7 @@ from typing import Any
 from rlvr.config import TrainConfig
 from rlvr.config.choices import Backend
 from rlvr.envs import load_environment
+from rlvr.envs.loading import load_agent
 from rlvr.records import Rollout, ScoredRollout
 from rlvr.rewards.batch import score_rollout
 from rlvr.rollout import SamplingParams
@@ -47,7 +48,9 @@ class RolloutSource:
         stream = CurriculumStream if config.data.curriculum else PromptStream
         self.prompts = stream(len(parts.train), s.batch_size // s.group_size, config.seed)
         # multi-turn rollouts: each sample a conversation with the environment (rlvr.envs)
-        self.make_env = load_environment(env.name, **env.params) if env.name else None
+        # (an agent function instead runs its own loop: the sampler is built to run it, rlvr.harness)
+        driven = env.name is not None and load_agent(env.name, env.params) is None
+        self.make_env = load_environment(env.name, **env.params) if driven and env.name is not None else None
         self.version = 0  # the policy's weights version this source was last told of (`updated`)
         self.sampler = self.build_sampler(config.generation.backend)
 
@@ -115,7 +118,7 @@ class RolloutSource:
         slots = shard(range(len(drawn)), world)  # (the prompts' places in the whole batch: their seeds)
         positions = [drawn[i] for i in slots]
         examples, g = [self.parts.train[i].example for i in positions], self.config.sampling.group_size
-        if self.config.sampling.overlap_rewards and self.make_env is None:
+        if self.config.sampling.overlap_rewards and not self.config.environment.name:
             scored = score_while_sampling(lambda done: self.sample(positions, batch, sampler, done, round_, slots),
                                           examples, g, self.parts.rewards, concurrent=self.parts.device.type != "cpu")
         else:

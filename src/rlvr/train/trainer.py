@@ -71,7 +71,7 @@ class Trainer(PolicyRecipe):
         with clock("weights"):  # 6. the sampler gets the new weights; iterative GRPO: π_ref ← π_θ every K steps
             self.advance()
         record = gather_step(step_record(batch, fill, self.sources.device), self.world)  # the global batch's
-        infos = gather_across(batch.rollout.env_info, self.world) if self.source.make_env is not None else []
+        infos = gather_across(batch.rollout.env_info, self.world) if self.config.environment.name else []
         metrics = step_metrics(record, updates, clock.seconds, self.sources) | env_metrics(  # the global batch's
             [info for part in infos for info in part or []])
         if self.source.sampler.holds_copy:  # its copy was checked against the policy's weights (or the run stopped)

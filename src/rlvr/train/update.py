@@ -34,12 +34,13 @@ def grpo_loss(
     num_tokens: int,
     constant: float,
     weights: torch.Tensor | None = None,
+    row_tokens: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(scalar loss, per-token KL or None) of rows [m, T]: per token w·ℓ + β·KL(π_θ‖π_ref), aggregated with
     the whole batch's counts so that micro-batch losses add up to the batch's loss (rlvr.losses). ℓ = the
     policy-gradient term `algorithm.policy_loss` names (rlvr.train.objective; `clip`: −min(ρÂ, clip(ρ, 1−ε_low,
     1+ε_high)Â)); w = the rollout correction's importance weights (rlvr.correction) times the entropy mask
-    (`top_entropy_quantile`), 1 if None."""
+    (`top_entropy_quantile`), 1 if None; `row_tokens`: each row's sequence length when a sequence spans rows."""
     per_token = policy_term(algo, logprobs, old_logprobs, advantages, mask)
     if weights is not None:
         per_token = per_token * weights
@@ -48,7 +49,7 @@ def grpo_loss(
         kl = kl_estimate(logprobs, ref_logprobs, algo.kl_estimator, old_logprobs)
         per_token = per_token + algo.beta * kl
     loss = aggregate_loss(per_token, mask, algo.loss_aggregation, num_sequences=num_sequences, num_tokens=num_tokens,
-                          constant=constant)
+                          constant=constant, row_tokens=row_tokens)
     return loss, kl
 
 
@@ -67,9 +68,22 @@ class MicroLoss:
 def batch_counts(batch: TrainBatch, world: World) -> tuple[int, int]:
     """(sequences, tokens) the batch trains on, over every rank: the normalisers of sequence_mean and
     token_mean, so that the micro-batches' (and the ranks') losses add up to the batch's (at least 1 each)."""
-    local = [float((batch.loss_mask.sum(-1) > 0).sum()), float(batch.loss_mask.sum())]
+    per_sequence = trajectory_tokens(batch)
+    sequences = (batch.loss_mask.sum(-1) > 0).sum() if per_sequence is None else (per_sequence[1] > 0).sum()
+    local = [float(sequences), float(batch.loss_mask.sum())]
     num_sequences, num_tokens = (max(1, int(n)) for n in sum_across(local, world))
     return num_sequences, num_tokens
+
+
+def trajectory_tokens(batch: TrainBatch) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """([N'] each row's trajectory's trained tokens, [N] each trajectory's) when a trajectory spans several rows
+    (rlvr.harness), so that it counts once; None when every row is a trajectory of its own."""
+    rollout = batch.rollout
+    if rollout.row_trajectory is None:
+        return None
+    of = rollout.trajectory_of_rows
+    total = torch.zeros(batch.scored.rewards.numel()).index_add_(0, of, batch.loss_mask.sum(-1).float())
+    return total[of], total
 
 
 def micro_batch_loss(batch: TrainBatch, mb: MicroBatch, logprobs: torch.Tensor, algo: AlgorithmConfig, *,
@@ -89,8 +103,11 @@ def micro_batch_loss(batch: TrainBatch, mb: MicroBatch, logprobs: torch.Tensor, 
     sampled = batch.rollout.sampling_logprobs[rows, :lc].to(logprobs)
     weights = _token_weights(batch, rows, old, sampled, mask, algo, sums)
     num_sequences, num_tokens = counts
+    per_sequence = trajectory_tokens(batch)
+    row_tokens = None if per_sequence is None else per_sequence[0][rows].to(logprobs)
     loss, kl = grpo_loss(logprobs, old, ref, advantages, mask, algo, num_sequences=num_sequences,
-                         num_tokens=num_tokens, constant=algo.loss_constant or max_new_tokens, weights=weights)
+                         num_tokens=num_tokens, constant=algo.loss_constant or max_new_tokens, weights=weights,
+                         row_tokens=row_tokens)
     return MicroLoss(loss, kl, old, advantages, mask, sampled)
 
 

@@ -1,0 +1,82 @@
+"""A Sampler whose completions are harness rollouts: what `environment.name: file.py:fn` makes of the run's sampler.
+
+`sample(requests, params)` runs the agent function G times per prompt against an endpoint over the inner
+sampler (rlvr's engine or vLLM) and returns their turns as one Rollout (rlvr.harness.rollout); everything else
+(the weights, `complete`, closing) is the inner sampler's. So training, held-out evaluation and `rlvr eval`
+sample through an agent exactly as they sample one completion per prompt.
+
+A run whose agent fails (raises, returns no number, never calls the endpoint, runs past environment.timeout_s)
+is unscored, said in env/errors; when more than half of a call's runs fail, the agent is broken rather than
+unlucky: that is one line naming the first failure (the step abandoned, the last checkpoint kept).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from rlvr.config import EnvironmentConfig
+from rlvr.errors import UserError
+from rlvr.harness.rollout import sample_harness
+from rlvr.records import Rollout
+from rlvr.rewards.batch import completion_token_ids
+from rlvr.rollout import SamplingParams
+from rlvr.samplers.protocol import GroupDone, Job, Sampled, Sampler, SampleRequest
+
+
+class HarnessSampler:
+    """`inner`, sampling through the agent function `agent` (see the module docstring)."""
+
+    def __init__(self, inner: Sampler, tokenizer: Any, agent: Callable[..., Any],
+                 environment: EnvironmentConfig) -> None:
+        self.inner, self.tokenizer, self.agent, self.environment = inner, tokenizer, agent, environment
+        self.name = f"agent function '{environment.name if isinstance(environment.name, str) else agent.__name__}'"
+
+    def __getattr__(self, name: str) -> Any:  # engine, ...: the inner sampler's
+        return getattr(self.__dict__["inner"], name)
+
+    @property
+    def version(self) -> int:
+        return self.inner.version
+
+    @version.setter
+    def version(self, value: int) -> None:
+        self.inner.version = value
+
+    @property
+    def holds_copy(self) -> bool:
+        return self.inner.holds_copy
+
+    @holds_copy.setter
+    def holds_copy(self, value: bool) -> None:
+        self.inner.holds_copy = value
+
+    def sample(self, requests: Sequence[SampleRequest], params: SamplingParams,
+               on_group_done: GroupDone | None = None) -> Rollout:
+        examples = [r.prompt.example for r in requests]
+        out = sample_harness(self.agent, self.inner, self.tokenizer, examples, [list(r.seeds) for r in requests],
+                             params, self.environment.timeout_s, self.name)
+        assert out.env_info is not None and out.transcripts is not None  # (a harness rollout has both)
+        failed = [t[-1]["content"] for t, info in zip(out.transcripts, out.env_info) if info["errors"]]
+        if failed and 2 * len(failed) > len(out.env_info):
+            first = failed[0].removeprefix(f"{self.name} ")
+            raise UserError(f"{len(failed)} of {len(out.env_info)} runs of the {self.name} failed (the first {first}): "
+                            "fix the agent (more than half failing is not bad luck)")
+        if on_group_done is not None:
+            g, ids = out.group_size, completion_token_ids(out)
+            for p in range(out.num_prompts):
+                on_group_done(p, out.completions[p * g:(p + 1) * g], ids[p * g:(p + 1) * g])
+        return dataclasses.replace(out, version=self.inner.version)
+
+    def complete(self, jobs: Sequence[Job], params: SamplingParams) -> list[Sampled]:
+        return self.inner.complete(jobs, params)
+
+    def load_weights(self, named_tensors: Any, version: int) -> None:
+        self.inner.load_weights(named_tensors, version)
+
+    def fingerprint(self) -> str:
+        return self.inner.fingerprint()
+
+    def close(self) -> None:
+        self.inner.close()

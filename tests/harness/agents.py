@@ -1,0 +1,43 @@
+"""Agent functions the harness tests train with (loaded by path, as a user's file is)."""
+
+
+def _question(row):
+    prompt = row["prompt"]
+    return prompt if isinstance(prompt, str) else prompt[-1]["content"]
+
+
+def keeps_history(link, row):
+    """Two turns over one growing conversation (one row per trajectory); scores the second answer's length."""
+    messages = [{"role": "user", "content": _question(row)}]
+    first = link.chat(messages, max_tokens=6)["choices"][0]["message"]
+    messages += [first, {"role": "user", "content": "again"}]
+    second = link.chat(messages, max_tokens=6)["choices"][0]["message"]
+    return len(second["content"]) / 10, {"chars": float(len(first["content"]) + len(second["content"]))}
+
+
+def rewrites_history(link, row):
+    """The second request drops the first answer (a summarising agent): two rows per trajectory."""
+    first = link.chat([{"role": "user", "content": _question(row)}], max_tokens=6)["choices"][0]["message"]
+    summary = [{"role": "user", "content": f"earlier you said {len(first['content'])} characters; go on"}]
+    second = link.chat(summary, max_tokens=6)["choices"][0]["message"]
+    return (len(first["content"]) + 2 * len(second["content"])) / 20
+
+
+async def with_openai(link, row):
+    """An async agent on the openai SDK's async client: one turn."""
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(base_url=link.base_url, api_key=link.api_key, max_retries=0)
+    answer = await client.chat.completions.create(model="policy", messages=[{"role": "user", "content": _question(row)}],
+                                                  max_tokens=6)
+    await client.close()
+    return len(answer.choices[0].message.content or "") / 10
+
+
+def always_raises(link, row):
+    link.chat([{"role": "user", "content": _question(row)}], max_tokens=2)
+    raise RuntimeError("the agent's own bug")
+
+
+def takes_one_argument(link):
+    return 0.0

@@ -1,0 +1,222 @@
+"""Training on harness rollouts (`environment.name: file.py:fn`): the rows are the ids the sampler sent and drew,
+a trajectory split where its agent rewrote its context shares one advantage and counts once, failures are
+unscored or one line, and a run resumes exactly and evaluates with `rlvr eval`."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from rlvr import paths
+from rlvr.config import AlgorithmConfig, TrainConfig
+from rlvr.errors import UserError
+from rlvr.harness.group import HarnessRollout
+from rlvr.harness.rollout import harness_rollout
+from rlvr.harness.rows import Segment
+from rlvr.records import Example, ScoredRollout, TrainBatch
+from rlvr.run.directory import resume_config
+from rlvr.run.world import SINGLE
+from rlvr.samplers import local as local_sampler
+from rlvr.train.batch import batch_logprobs, micro_batches, outcome_advantages
+from rlvr.train.trainer import Trainer, train_grpo
+from rlvr.train.update import batch_counts, micro_batch_loss
+
+from ..train.test_step import tiny_config
+
+AGENTS = Path(__file__).with_name("agents.py")
+
+
+def agent(name, *extra):
+    return [f"environment.name={AGENTS}:{name}", "data.template=chat", "generation.max_new_tokens=6",
+            "eval_before=false", "eval_after=false", "sample_every=1", *extra]
+
+
+@pytest.fixture()
+def drawn(monkeypatch):
+    """Every completion LocalSampler.complete returns, in order."""
+    seen = []
+    real = local_sampler.LocalSampler.complete
+
+    def complete(self, jobs, params):
+        out = real(self, jobs, params)
+        seen.extend(zip(jobs, out))
+        return out
+
+    monkeypatch.setattr(local_sampler.LocalSampler, "complete", complete)
+    return seen
+
+
+def rows_of(rollout):
+    """Each row's (trajectory, prompt ids, ids after the prompt, model mask, sampler log-probs), padding removed."""
+    out = []
+    for i, t in enumerate(rollout.trajectory_of_rows.tolist()):
+        p = int(rollout.prompt_of_rows[i])
+        prompt = rollout.prompt_ids[p][rollout.prompt_mask[p]].tolist()
+        mask = rollout.completion_mask[i]
+        out.append((t, prompt, rollout.completion_ids[i][mask].tolist(), rollout.model_mask[i][mask].tolist(),
+                    rollout.sampling_logprobs[i][mask].tolist()))
+    return out
+
+
+@pytest.mark.parametrize("name, rows", [("keeps_history", 1), ("rewrites_history", 2)])
+def test_the_rows_are_the_ids_the_sampler_sent_and_drew(tmp_path, drawn, name, rows):
+    trainer = Trainer(tiny_config(tmp_path, *agent(name)))
+    source = trainer.source
+    rollout = source.sample(source.prompts.next_batch(), 0, source.synced())
+    n = rollout.num_prompts * rollout.group_size
+    assert rollout.trajectory_of_rows.tolist() == [t for t in range(n) for _ in range(rows)]
+    assert len(drawn) == 2 * n  # two turns per trajectory, every one trained
+    trained = [(t, ids[k], lp[k]) for t, _, ids, model, lp in rows_of(rollout) for k in range(len(ids)) if model[k]]
+    sampled = [tok for _, s in drawn for tok in s.token_ids]
+    assert sorted(tok for _, tok, _ in trained) == sorted(sampled)
+    for job, s in drawn:  # each turn: its prompt then its draw, inside one row, log-probs as drawn
+        whole = [(prompt + ids, lp) for _, prompt, ids, _, lp in rows_of(rollout)]
+        hits = [(w, lp) for w, lp in whole if _contains(w, job.ids + s.token_ids)]
+        assert hits, "a turn that is in no row"
+        w, lp = hits[0]
+        start = _find(w, job.ids + s.token_ids) + len(job.ids) - (len(w) - len(lp))
+        assert lp[start:start + len(s.token_ids)] == pytest.approx(s.logprobs)
+    assert len(rollout.completions) == n and all(info["turns"] == 2 for info in rollout.env_info)
+
+
+def _find(seq, sub):
+    return next(i for i in range(len(seq) - len(sub) + 1) if seq[i:i + len(sub)] == sub)
+
+
+def _contains(seq, sub):
+    return any(seq[i:i + len(sub)] == sub for i in range(len(seq) - len(sub) + 1))
+
+
+def test_the_trainers_log_probs_of_every_row_equal_the_samplers_split_rows_too(tmp_path):
+    trainer = Trainer(tiny_config(tmp_path, *agent("rewrites_history")))
+    source = trainer.source
+    rollout = source.sample(source.prompts.next_batch(), 0, source.synced())
+    ours = batch_logprobs(trainer.policy, rollout, 10_000, trainer.config.generation.temperature)
+    mask = rollout.model_mask
+    assert mask.sum() > 0
+    torch.testing.assert_close(ours[mask], rollout.sampling_logprobs[mask], atol=1e-4, rtol=0)
+    # (a micro-batch budget that splits the batch anywhere gives the same)
+    small = batch_logprobs(trainer.policy, rollout, 40, trainer.config.generation.temperature)
+    torch.testing.assert_close(small[mask], ours[mask], atol=1e-5, rtol=0)
+    assert len(micro_batches(rollout, rollout.completion_mask, 40)) > 1
+
+
+def segment(prompt, parts):
+    """A Segment of `parts`: (ids, sampled?) pairs after `prompt`; sampled ids get log-prob -1."""
+    s = Segment(prompt_ids=list(prompt))
+    for ids, sampled in parts:
+        s.ids += ids
+        s.model_mask += [sampled] * len(ids)
+        s.logprobs += [-1.0 if sampled else 0.0] * len(ids)
+        s.floors += [float("-inf")] * len(ids)
+    return s
+
+
+class Tokens:
+    pad_token_id = 0
+
+    def batch_decode(self, rows, skip_special_tokens=True):
+        return [" ".join(map(str, r)) for r in rows]
+
+    def decode(self, ids, skip_special_tokens=False):
+        return " ".join(map(str, ids))
+
+
+def split_batch(split):
+    """One prompt, G = 2: trajectory 0 has sampled ids [5, 6] then [7, 8, 9] (two rows when `split`, else one
+    row with context 3 between), trajectory 1 has [4]; rewards 1 and 0."""
+    if split:
+        first = [segment([1, 2], [([5, 6], True)]), segment([1, 2, 3], [([7, 8, 9], True)])]
+    else:
+        first = [segment([1, 2], [([5, 6], True), ([3], False), ([7, 8, 9], True)])]
+    runs = [HarnessRollout(first, 1.0), HarnessRollout([segment([1, 2], [([4], True)])], 0.0)]
+    rollout = harness_rollout([Example("q")], 2, runs, Tokens())
+    rewards = torch.tensor([[1.0, 0.0]])
+    return ScoredRollout(rollout, rewards, {"agent_reward": rewards}, {})
+
+
+def test_a_split_trajectorys_rows_share_its_advantage_and_it_counts_once():
+    algo = AlgorithmConfig()
+    losses = {}
+    for split in (False, True):
+        scored = split_batch(split)
+        advantages = outcome_advantages(scored, algo)
+        rollout = scored.rollout
+        assert rollout.completion_ids.shape[0] == (3 if split else 2)
+        seen = {}
+        for i, t in enumerate(rollout.trajectory_of_rows.tolist()):
+            seen.setdefault(t, set()).update(advantages[i][rollout.model_mask[i]].tolist())
+        assert {t: len(v) for t, v in seen.items()} == {0: 1, 1: 1}  # one advantage on every row of a trajectory
+        assert seen[0].pop() == pytest.approx(1.0, abs=1e-3) and seen[1].pop() == pytest.approx(-1.0, abs=1e-3)
+        loss_mask = rollout.model_mask.clone()
+        batch = TrainBatch(scored, advantages, None, None, loss_mask)
+        counts = batch_counts(batch, SINGLE)
+        assert counts == (2, 6)  # two trajectories, six trained tokens: the split adds no sequence
+        # log π_θ: each trained token's log-prob is its id / -10 (the same token, the same value in both layouts)
+        logprobs = (rollout.completion_ids.float() / -10).requires_grad_()
+        total = 0.0
+        for mb in micro_batches(rollout, loss_mask, 10_000):
+            lp = logprobs[mb.rows, :mb.completion_ids.shape[1]]
+            total += float(micro_batch_loss(batch, mb, lp, algo, counts=counts, max_new_tokens=8).loss)
+        losses[split] = total
+    assert losses[True] == pytest.approx(losses[False], abs=1e-6)
+
+
+def test_a_trajectory_with_no_turns_keeps_an_empty_unscored_row():
+    runs = [HarnessRollout([segment([1, 2], [([5], True)])], 1.0), HarnessRollout([], None, error="it raised")]
+    rollout = harness_rollout([Example("q")], 2, runs, Tokens())
+    assert rollout.trajectory_of_rows.tolist() == [0, 1] and rollout.prompt_of_rows.tolist() == [0, 0]
+    assert rollout.completion_mask[1].sum() == 0 and rollout.env_rewards == [1.0, None]
+    assert rollout.completions == ["5", ""] and rollout.transcripts[1][-1] == {"role": "error", "content": "it raised"}
+
+
+def test_a_harness_run_trains_logs_its_agent_and_resumes_exactly(tmp_path):
+    settings = agent("keeps_history")
+    summary = train_grpo(tiny_config(tmp_path / "a", *settings, steps=3))
+    assert summary["steps"] == 3
+    lines = [json.loads(x) for x in (tmp_path / "a" / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert all(line["env/turns"] == 2 and line["env/rows"] == 1 and "env/chars" in line for line in lines)
+    assert all("reward/agent_reward/mean" in line and line["reward/std"] > 0 for line in lines)
+    assert any(line["grad_norm"] > 0 for line in lines)
+    config = tiny_config(tmp_path / "b", *settings, steps=3)
+    train_grpo(config, on_step_end=lambda step, m, stop: stop.request_stop() if step == 1 else None)
+    train_grpo(resume_config(TrainConfig, tmp_path / "b" / "run"), resume=True)
+    unbroken, resumed = (load_file(paths.latest_checkpoint(tmp_path / x / "run") / "model" / "model.safetensors")
+                         for x in ("a", "b"))
+    for name, p in unbroken.items():
+        assert torch.equal(p, resumed[name]), name
+    samples = [(tmp_path / x / "run" / "samples.jsonl").read_text() for x in ("a", "b")]
+    assert samples[0] == samples[1]  # the same draws, the same rows
+
+
+def test_an_async_openai_agent_trains(tmp_path):
+    pytest.importorskip("openai")
+    assert train_grpo(tiny_config(tmp_path, *agent("with_openai")))["steps"] == 2
+
+
+def test_agent_mistakes_are_one_line(tmp_path):
+    with pytest.raises(UserError, match=r"cannot be called as fn\(link, row\)"):
+        Trainer(tiny_config(tmp_path / "a", *agent("takes_one_argument")))
+    with pytest.raises(UserError, match=r"8 of 8 runs of the agent function '.*agents.py:always_raises' failed "
+                                        r"\(the first raised RuntimeError: the agent's own bug\): fix the agent"):
+        train_grpo(tiny_config(tmp_path / "b", *agent("always_raises")))
+
+
+def test_rlvr_eval_judges_each_runs_last_message(tmp_path, drawn):
+    from rlvr.cli import main
+    from rlvr.evaluate.store import EvalStore
+    from rlvr.models import build_tiny_tokenizer
+
+    args = ["eval", "--model", "tiny", "--data", "arithmetic", "--limit", "2", "--samples", "2", "--max-new-tokens",
+            "6", "--set", f"environment.name={AGENTS}:rewrites_history", "--set", "data.template=chat",
+            "--output-dir", str(tmp_path / "e")]
+    assert main(args) == 0
+    assert len(drawn) == 2 * 2 * (1 + 2)  # two turns of the greedy run and of each sample, for two problems
+    tokenizer = build_tiny_tokenizer()
+    second = [tokenizer.decode(s.token_ids, skip_special_tokens=True) for job, s in drawn
+              if "go on" in tokenizer.decode(job.ids)]  # (the second turn's prompt is the agent's summary)
+    judged = [x for r in EvalStore(tmp_path / "e").read() for x in [r.greedy, *r.samples]]
+    assert len(judged) == 6 and len(second) == 6
+    assert sorted(x.text for x in judged) == sorted(second)

@@ -28,8 +28,8 @@ async def with_openai(link, row):
     from openai import AsyncOpenAI
 
     client = AsyncOpenAI(base_url=link.base_url, api_key=link.api_key, max_retries=0)
-    answer = await client.chat.completions.create(model="policy", messages=[{"role": "user", "content": _question(row)}],
-                                                  max_tokens=6)
+    messages = [{"role": "user", "content": _question(row)}]
+    answer = await client.chat.completions.create(model="policy", messages=messages, max_tokens=6)
     await client.close()
     return len(answer.choices[0].message.content or "") / 10
 

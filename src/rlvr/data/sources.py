@@ -28,7 +28,8 @@ from rlvr.errors import UserError, first_line
 from rlvr.records import Example
 
 DEFAULT_TASK_ROWS = 1000
-SUPPORTED = ("a built-in task (" + ", ".join(TASKS) + "), reasoning_gym:<task>, a .jsonl or .parquet file, a folder "
+SUPPORTED = ("a built-in task (" + ", ".join(TASKS) + "), reasoning_gym:<task>, verifiers:<environment>, a .jsonl or "
+             ".parquet file, a folder "
              "written by Dataset.save_to_disk, or hf:owner/name[:config]")
 
 Located = tuple[str, Any]  # (where the row came from, e.g. "data.jsonl:12"; the parsed row)
@@ -89,6 +90,11 @@ def read_located(source: str, *, split: str, seed: int, difficulty: int, limit: 
         return ((f"{source} row {i}", row) for i, row in enumerate(rows))
     if source.startswith("hf:"):
         return _read_hf(source, split)
+    if source.startswith("verifiers:"):  # a verifiers environment's own dataset (rlvr.harness.verifiers_env)
+        from rlvr.harness import verifiers_env
+
+        found = verifiers_env.rows(verifiers_env.load(source), split)
+        return ((f"{source} ({split}) row {i}", row) for i, row in enumerate(found))
     path = Path(source)
     if not path.exists():
         raise UserError(f"data source {source!r} does not exist{_task_hint(source)}; give {SUPPORTED}")

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import torch
 
 from rlvr import paths
-from rlvr.config import RewardConfig, TrainConfig
+from rlvr.config import DataConfig, RewardConfig, TrainConfig
 from rlvr.data import expected_format, find_task, load_examples, render_prompt, with_few_shot
 from rlvr.data.lengths import budget_words, prompt_limit, refuse_too_long, too_long
 from rlvr.data.scoring import MATH, verifier_for_columns
@@ -84,12 +86,13 @@ def _shown(row: int, share: float) -> bool:
 def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts:
     """Data and rewards first, checked against each other (a second), then the policy (from `checkpoint`
     when resuming) and the reference when β > 0 (the slow part), then the prompts rendered for the model."""
+    config = with_environment_data(config)
     d = config.data
     task = find_task(d.train)
     load: Callable[[str, str, int | None], list[Example]] = lambda source, split, limit: load_examples(  # noqa: E731
         source, split=split, prompt_field=d.prompt_field, limit=limit, seed=config.seed, difficulty=d.difficulty)
     train_examples = with_every_column(_training_rows(config, load))
-    eval_source = d.eval or (d.train if task else None)
+    eval_source = d.eval or (d.train if task or _has_eval_rows(d.train) else None)
     held = load(eval_source, "test", d.eval_size + d.validation_size) if eval_source else None
     eval_examples, validation_examples = _split_validation(held, d.eval_size, d.validation_size, eval_source)
     # a file's rows are code or maths by their columns; rows with neither are scored by the config's rewards,
@@ -141,6 +144,25 @@ def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts
         format_check=load_reward_function(expected_format(d.template)),
         add_special_tokens=specials,
     )
+
+
+def with_environment_data(config: TrainConfig) -> TrainConfig:
+    """A verifiers environment trains on its own dataset when data.train is left at its default (rlvr.harness)."""
+    from rlvr.harness import verifiers_env
+
+    env, d = config.environment, config.data
+    if not (isinstance(env.name, str) and verifiers_env.is_verifiers(env.name) and d.train == DataConfig.train):
+        return config
+    query = urlencode({k: json.dumps(v) for k, v in env.params.items()})
+    source = env.name + (("&" if "?" in env.name else "?") + query if query else "")
+    return dataclasses.replace(config, data=dataclasses.replace(d, train=source))
+
+
+def _has_eval_rows(source: str) -> bool:
+    """Whether a verifiers environment's source has held-out rows of its own (its eval_dataset)."""
+    from rlvr.harness import verifiers_env
+
+    return source.startswith(verifiers_env.PREFIX) and verifiers_env.load(source).eval_dataset is not None
 
 
 def _training_rows(config: TrainConfig, load: Callable[[str, str, int | None], list[Example]]) -> list[Example]:

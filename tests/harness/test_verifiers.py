@@ -1,0 +1,139 @@
+"""verifiers environments trained unchanged (`environment.name: verifiers:...`): a SingleTurnEnv scored by its
+weighted rubric with a group reward, a MultiTurnEnv game, a ToolEnv whose tool runs; the environment's own
+dataset; resume; the rubric's failures are not scores; the tokens verifiers sees are the ones rlvr trains."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+pytest.importorskip("verifiers")
+pytest.importorskip("openai")
+
+from rlvr import paths
+from rlvr.config import TrainConfig
+from rlvr.errors import UserError
+from rlvr.harness import (
+    Endpoint,
+    verifiers_env,
+)
+from rlvr.harness.group import run_group
+from rlvr.models import build_tiny_model
+from rlvr.rollout import SamplingParams
+from rlvr.run.directory import resume_config
+from rlvr.run.policy import Policy
+from rlvr.samplers import LocalSampler
+from rlvr.samplers import local as local_sampler
+from rlvr.train.trainer import train_grpo
+
+from ..train.test_step import tiny_config
+from . import vf_envs
+
+ENVS = Path(__file__).with_name("vf_envs.py")
+
+
+def settings(kind, *extra):
+    return [f"environment.name=verifiers:{ENVS}?kind={kind}", "generation.max_new_tokens=6", "eval_before=false",
+            "eval_after=false", "sample_every=1", *extra]
+
+
+def lines(run, name):
+    return [json.loads(x) for x in (run / name).read_text().splitlines()]
+
+
+def test_a_single_turn_env_trains_on_its_own_dataset_scored_by_its_weighted_rubric(tmp_path):
+    train_grpo(tiny_config(tmp_path, *settings("single")))
+    run = tmp_path / "run"
+    groups = lines(run, "samples.jsonl")
+    questions = {q["question"] for q in vf_envs.QUESTIONS}
+    assert all(g["prompt"][-1]["content"] in questions for g in groups)  # the environment's rows, not arithmetic's
+    for g in groups:  # correct + 0.5 · length + 0.25 · shortest of the group: verifiers' rubric, as weighted
+        answer = next(q["answer"] for q in vf_envs.QUESTIONS if q["question"] == g["prompt"][-1]["content"])
+        completions = [[{"role": "assistant", "content": c}] for c in g["completions"]]
+        shortest = vf_envs.shortest_in_group(completions)
+        expected = [vf_envs.correct(c, answer) + 0.5 * vf_envs.length(c) + 0.25 * s
+                    for c, s in zip(completions, shortest)]
+        assert g["rewards"] == pytest.approx(expected, abs=1e-5)
+    metrics = lines(run, "metrics.jsonl")
+    assert len(metrics) == 2 and all("env/shortest_in_group" in m and m["env/errors"] == 0 for m in metrics)
+
+
+def test_a_verifiers_run_resumes_exactly(tmp_path):
+    train_grpo(tiny_config(tmp_path / "a", *settings("single"), steps=3))
+    train_grpo(tiny_config(tmp_path / "b", *settings("single"), steps=3),
+               on_step_end=lambda step, m, stop: stop.request_stop() if step == 1 else None)
+    train_grpo(resume_config(TrainConfig, tmp_path / "b" / "run"), resume=True)
+    unbroken, resumed = (load_file(paths.latest_checkpoint(tmp_path / x / "run") / "model" / "model.safetensors")
+                         for x in ("a", "b"))
+    assert all(torch.equal(p, resumed[name]) for name, p in unbroken.items())
+    samples = [(tmp_path / x / "run" / "samples.jsonl").read_text() for x in ("a", "b")]
+    assert samples[0] == samples[1]
+
+
+def test_a_multi_turn_game_trains_its_conversations_as_one_row_each(tmp_path):
+    train_grpo(tiny_config(tmp_path, *settings("game")))
+    metrics = lines(tmp_path / "run", "metrics.jsonl")
+    assert all(m["env/num_turns"] >= 1 and m["env/rows"] == 1 and m["env/turns"] == m["env/num_turns"]
+               for m in metrics)
+    transcript = lines(tmp_path / "run", "samples.jsonl")[0]["transcripts"][0][0]["content"]
+    assert "longer" in transcript or "good" in transcript  # (the environment's own answers, as context)
+
+
+@pytest.fixture()
+def calls_the_tool(monkeypatch):
+    """The random tiny model never writes a tool call: the first message of each conversation (a prompt with no
+    call in it yet) is replaced by one, with made-up log-probs, so that the ToolEnv's tool runs."""
+    real = local_sampler.LocalSampler.complete
+    text = '<tool_call>{"name": "add", "arguments": {"a": 2, "b": 3}}</tool_call>'
+
+    def complete(self, jobs, params):
+        ids = [*self.tokenizer(text, add_special_tokens=False).input_ids, self.tokenizer.eos_token_id]
+        return [s if "<tool_call>" in self.tokenizer.decode(job.ids) else type(s)(ids, [-1.0] * len(ids), True)
+                for job, s in zip(jobs, real(self, jobs, params))]
+
+    monkeypatch.setattr(local_sampler.LocalSampler, "complete", complete)
+
+
+def test_a_tool_env_runs_every_call_and_trains(tmp_path, calls_the_tool):
+    train_grpo(tiny_config(tmp_path, *settings("tool")))
+    metrics = lines(tmp_path / "run", "metrics.jsonl")
+    assert all(m["env/add_calls"] >= 1 and m["env/total_tool_calls"] >= 1 for m in metrics)
+    transcript = lines(tmp_path / "run", "samples.jsonl")[0]["transcripts"][0][0]["content"]
+    assert "<tool_call>" in transcript and "5" in transcript.split("</tool_call>", 1)[1]  # the tool's answer: context
+
+
+def test_a_reward_function_that_raises_is_not_a_score(tmp_path):
+    with pytest.raises(UserError, match=r"reward function broken raised ValueError: the rubric's own bug"):
+        train_grpo(tiny_config(tmp_path, *settings("single"), "environment.params.raise_in_rubric=true"))
+
+
+def test_what_verifiers_reads_back_is_what_rlvr_recorded():
+    model, tokenizer = build_tiny_model(seed=0)
+    policy = Policy(model, device=torch.device("cpu"), dtype=torch.float32)
+    endpoint = Endpoint(LocalSampler(policy.decoding, tokenizer, weights=policy.named_weights), tokenizer,
+                        SamplingParams(6, temperature=1.0))
+    states = []
+    agent = verifiers_env.VerifiersAgent(verifiers_env.load(f"verifiers:{ENVS}?kind=game"), "game")
+    real = agent.run
+    agent.run = lambda link, row: states.append(real(link, row)) or states[-1]
+    try:
+        row = verifiers_env.rows(agent.env, "train")[0]
+        rollouts = run_group(endpoint, agent, row, seeds=[1, 2], timeout_s=60)
+    finally:
+        endpoint.close()
+    for state, rollout in zip(states, rollouts):
+        steps = state["trajectory"]
+        assert rollout.turns == len(steps) >= 1 and rollout.error is None
+        sampled = [t for step in steps for t in step["tokens"]["completion_ids"]]
+        trained = [t for s in rollout.rows for t, m in zip(s.ids, s.model_mask) if m]
+        assert sampled == trained
+        assert rollout.reward == pytest.approx(state["reward"])
+
+
+def test_mistakes_naming_a_verifiers_environment_are_one_line(tmp_path):
+    with pytest.raises(UserError, match=r"loading it raised ValueError: unknown kind 'nope'"):
+        train_grpo(tiny_config(tmp_path / "a", *settings("nope")))
+    with pytest.raises(UserError, match="environment 'verifiers:no_such_env_module': loading it raised .*installed"):
+        train_grpo(tiny_config(tmp_path / "b", "environment.name=verifiers:no_such_env_module"))

@@ -109,3 +109,21 @@ def test_truncated_sampling_log_probs_equal_a_fresh_forward_over_the_same_suppor
         mask = out.completion_mask
         assert float((stats.logprobs - out.logprobs)[mask].abs().max()) < 1e-5
         assert float((whole.logprobs - out.logprobs)[mask].abs().max()) > 1e-2
+
+
+def test_a_shared_prompts_gradient_is_the_same_on_every_pass(tiny):
+    """Rows sharing a long prompt: their gradients through it are summed in a fixed order, so the same batch gives
+    the same gradient bit for bit (a resumed run equals the unbroken one); indexing's backward did not, on a CPU."""
+    model, tok = tiny
+    prompts = [tok("a long prompt " * 12).input_ids, tok("another long one " * 11).input_ids]
+    out = generate(model, prompts, 4, SamplingParams(max_new_tokens=70, temperature=1.0),
+                   stop_ids=[tok.convert_tokens_to_ids("q")], pad_id=tok.pad_token_id, seeds=list(range(8)))
+    row_prompt = torch.arange(2).repeat_interleave(4)
+    grads = []
+    for _ in range(3):
+        model.zero_grad()
+        stats = completion_logprobs(model, out.prompt_ids, out.prompt_mask, row_prompt, out.completion_ids,
+                                    out.completion_mask, 1.0, share_prompt=True)
+        stats.logprobs.sum().backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
+    assert all(torch.equal(g[n], grads[0][n]) for g in grads[1:] for n in g)

@@ -203,6 +203,14 @@ def predicting_hidden(backbone: torch.nn.Module, prompt_ids: torch.Tensor, promp
     return hidden[:, lp - 1 : lp - 1 + completion_ids.shape[1]]
 
 
+def _rows(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """x[index] along the first dimension, as a product with a one-hot matrix: its backward sums the rows that
+    share a prompt by a matrix product, in a fixed order (indexing's backward accumulates them by index_put,
+    whose order on a CPU varies from call to call once the tensors are large: a resumed run would not be exact)."""
+    one_hot = torch.nn.functional.one_hot(index, x.shape[0]).to(x.dtype)
+    return (one_hot @ x.flatten(1)).view(len(index), *x.shape[1:])
+
+
 def _hidden_shared_prompt(backbone: torch.nn.Module, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
                           row_prompt: torch.Tensor, completion_ids: torch.Tensor,
                           completion_mask: torch.Tensor) -> torch.Tensor:
@@ -217,7 +225,7 @@ def _hidden_shared_prompt(backbone: torch.nn.Module, prompt_ids: torch.Tensor, p
     predicting = completion_ids.new_zeros((m, lc, last_prompt_hidden.shape[-1]), dtype=last_prompt_hidden.dtype)
     first_positions = (torch.arange(m, device=predicting.device),
                        torch.zeros(m, dtype=torch.long, device=predicting.device))
-    predicting = predicting.index_put(first_positions, last_prompt_hidden[row_prompt])
+    predicting = predicting.index_put(first_positions, _rows(last_prompt_hidden, row_prompt))
     lengths = completion_mask.sum(-1).tolist()
     for bucket in length_buckets(lengths):
         rows = torch.tensor(bucket, device=completion_ids.device)
@@ -225,7 +233,7 @@ def _hidden_shared_prompt(backbone: torch.nn.Module, prompt_ids: torch.Tensor, p
         if width == 1:
             continue  # a one-token completion is predicted by the prompt alone
         src = row_prompt[rows]
-        sub_cache = DynamicCache(ddp_cache_data=[(k[src], v[src]) for k, v in prompt_kv])
+        sub_cache = DynamicCache(ddp_cache_data=[(_rows(k, src), _rows(v, src)) for k, v in prompt_kv])
         ids, cmask = completion_ids[rows, : width - 1], completion_mask[rows, : width - 1]
         attention = torch.cat([prompt_mask[src], cmask], dim=1)
         pos = prompt_len[src, None] + torch.arange(width - 1, device=ids.device)[None, :]

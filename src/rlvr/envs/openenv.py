@@ -1,0 +1,197 @@
+"""OpenEnv environments (openenv-core's `Environment`: reset / step with typed actions and observations) as driven rlvr
+environments, in this process or over their server.
+
+    environment.name: openenv:path/to/env.py:MyEnv      an Environment class, built with environment.params
+    environment.name: openenv:my_package.env:MyEnv      the same, from an importable module
+    environment.name: openenv:http://127.0.0.1:8000     a running OpenEnv server (create_app), over its WebSocket
+
+The model's message becomes the action: the action's one required text field when it has one (`message`, `code`,
+...), else the message read as the action's JSON fields; a message that makes no valid action is answered with
+the validation error as text (counted as env/invalid_actions), and the conversation goes on. An observation
+becomes the next user message: its one text field, else its fields as JSON (without done, reward and metadata).
+The trajectory's reward is the sum of the rewards its steps returned, given when the environment says done; a
+conversation that runs out of turns first is scored 0, as every environment's (rlvr.rewards.shaping).
+
+One OpenEnv environment (or server session) per trajectory, reset with the trajectory's seed: exact resume holds
+for environments whose randomness follows that seed.
+"""
+
+from __future__ import annotations
+
+import json
+import typing
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+from rlvr.envs.base import Message, Reply
+from rlvr.errors import UserError, first_line
+
+PREFIX = "openenv:"
+HIDDEN = ("done", "reward", "metadata")  # an observation's fields that are not its content
+
+
+def is_openenv(spec: Any) -> bool:
+    return isinstance(spec, str) and spec.startswith(PREFIX)
+
+
+def openenv_factory(spec: str, **params: Any) -> Callable[[], OpenEnv]:
+    """A factory of rlvr environments over the OpenEnv environment `spec` names (see the module docstring)."""
+    target = spec.removeprefix(PREFIX)
+    if target.startswith(("http://", "https://")):
+        url = target.rstrip("/")
+        schema = _fetch_schema(url, spec)
+        return lambda: OpenEnv(_Remote(url), schema, spec)
+    from rlvr.user_code import load_user_object
+
+    cls = load_user_object(target, "environment", "class", "an openenv.core Environment subclass")
+    action_cls = _action_class(cls, spec)
+    try:
+        cls(**params)  # (its parameters fit, said now rather than in the first step)
+    except Exception as e:
+        raise UserError(f"environment {spec!r}: building it with {params} raised {type(e).__name__}: "
+                        f"{first_line(e)}") from None
+    schema = action_cls.model_json_schema()
+    return lambda: OpenEnv(_Local(cls(**params), action_cls), schema, spec)
+
+
+class OpenEnv:
+    """One trajectory of an OpenEnv environment, as rlvr drives it (see the module docstring)."""
+
+    def __init__(self, session: _Local | _Remote, action_schema: dict[str, Any], spec: str) -> None:
+        self.session, self.spec = session, spec
+        self.text_field = _text_field(action_schema)
+        self.total = 0.0
+
+    def reset(self, row: dict[str, Any], messages: list[Message], seed: int) -> list[Message]:
+        observation, _, _ = self.session.reset(seed)
+        self.total = 0.0
+        shown = _content(observation)
+        return [*messages, {"role": "user", "content": shown}] if shown else messages
+
+    def step(self, text: str) -> Reply:
+        if self.text_field is not None:
+            action: dict[str, Any] = {self.text_field: text}
+        else:
+            try:
+                action = json.loads(text)
+                if not isinstance(action, dict):
+                    raise ValueError("not a JSON object")
+            except ValueError as e:
+                return Reply({"role": "user", "content": f"invalid action (write the action as a JSON object): {e}"},
+                             done=False, info={"invalid_actions": 1.0})
+        try:
+            observation, reward, done = self.session.step(action)
+        except _InvalidAction as e:
+            return Reply({"role": "user", "content": f"invalid action: {e}"}, done=False,
+                         info={"invalid_actions": 1.0})
+        self.total += float(reward or 0.0)
+        if done:
+            self.session.close()
+            return Reply(None, done=True, reward=self.total, info={"invalid_actions": 0.0})
+        return Reply({"role": "user", "content": _content(observation)}, done=False, info={"invalid_actions": 0.0})
+
+
+class _InvalidAction(Exception):
+    pass
+
+
+class _Local:
+    """An OpenEnv environment object in this process."""
+
+    def __init__(self, env: Any, action_cls: type) -> None:
+        self.env, self.action_cls = env, action_cls
+
+    def reset(self, seed: int) -> tuple[dict[str, Any], float | None, bool]:
+        return _parts(self.env.reset(seed=seed).model_dump())
+
+    def step(self, action: dict[str, Any]) -> tuple[dict[str, Any], float | None, bool]:
+        from pydantic import ValidationError
+
+        try:
+            typed = self.action_cls(**action)
+        except ValidationError as e:
+            raise _InvalidAction(first_line(e)) from None
+        return _parts(self.env.step(typed).model_dump())
+
+    def close(self) -> None:
+        close = getattr(self.env, "close", None)
+        if callable(close):
+            close()
+
+
+class _Remote:
+    """A session on an OpenEnv server (its WebSocket, through openenv-core's GenericEnvClient)."""
+
+    def __init__(self, url: str) -> None:
+        from openenv.core import GenericEnvClient
+
+        self.client = GenericEnvClient(base_url=url).sync()
+        self.url = url
+
+    def reset(self, seed: int) -> tuple[dict[str, Any], float | None, bool]:
+        return self._result(lambda: self.client.reset(seed=seed))
+
+    def step(self, action: dict[str, Any]) -> tuple[dict[str, Any], float | None, bool]:
+        return self._result(lambda: self.client.step(action))
+
+    def _result(self, call: Callable[[], Any]) -> tuple[dict[str, Any], float | None, bool]:
+        try:
+            result = call()
+        except Exception as e:
+            text = first_line(e)
+            if "validation" in text.lower() or "invalid" in text.lower():
+                raise _InvalidAction(text) from None
+            raise UserError(f"the OpenEnv server at {self.url} failed: {type(e).__name__}: {text} (is it running? "
+                            f"start it with openenv's create_app and uvicorn)") from None
+        return dict(result.observation or {}), result.reward, bool(result.done)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _parts(observation: dict[str, Any]) -> tuple[dict[str, Any], float | None, bool]:
+    return observation, observation.get("reward"), bool(observation.get("done"))
+
+
+def _content(observation: dict[str, Any]) -> str:
+    """An observation as the text of a message: its one text field, else its fields as JSON."""
+    shown = {k: v for k, v in observation.items() if k not in HIDDEN}
+    texts = [v for v in shown.values() if isinstance(v, str)]
+    if len(shown) == 1 and texts:
+        return texts[0]
+    return json.dumps(shown, default=str) if shown else ""
+
+
+def _text_field(schema: dict[str, Any]) -> str | None:
+    """The action's one required text field, when it has exactly one (and no other required field)."""
+    properties = schema.get("properties", {})
+    required = [k for k in schema.get("required", []) if k != "metadata"]
+    texts = [k for k in required if properties.get(k, {}).get("type") == "string"]
+    if len(required) == 1 and texts:
+        return str(texts[0])
+    strings = [str(k) for k, v in properties.items() if k != "metadata" and v.get("type") == "string"]
+    return strings[0] if not required and len(strings) == 1 else None
+
+
+def _action_class(cls: Any, spec: str) -> Any:
+    """The action type an OpenEnv Environment class's step() takes (its annotation)."""
+    try:
+        hints = typing.get_type_hints(cls.step)
+    except Exception:
+        hints = {}
+    action = hints.get("action")
+    if not (isinstance(action, type) and hasattr(action, "model_json_schema")):
+        raise UserError(f"environment {spec!r}: its step(action) has no Action class annotation (openenv-core "
+                        "environments annotate it: def step(self, action: MyAction) -> MyObservation)")
+    return action
+
+
+def _fetch_schema(url: str, spec: str) -> dict[str, Any]:
+    """The action's JSON schema, from the server's /schema."""
+    try:
+        with urllib.request.urlopen(f"{url}/schema", timeout=10) as response:
+            return json.loads(response.read())["action"]  # type: ignore[no-any-return]
+    except Exception as e:
+        raise UserError(f"environment {spec!r}: no OpenEnv server answers at {url} ({type(e).__name__}: "
+                        f"{first_line(e)}); start it first (openenv create_app, served by uvicorn)") from None

@@ -1,0 +1,109 @@
+"""OpenEnv environments as driven rlvr environments (`environment.name: openenv:...`): the action from the model's
+message, the observation as the next message, the episode's reward; in process and over openenv-core's server;
+training, exact resume and `rlvr eval`."""
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+pytest.importorskip("openenv.core")
+
+from rlvr import paths
+from rlvr.config import TrainConfig
+from rlvr.envs.loading import load_environment
+from rlvr.errors import UserError
+from rlvr.run.directory import resume_config
+from rlvr.train.trainer import train_grpo
+
+from ..train.test_step import tiny_config
+
+GAME = Path(__file__).with_name("openenv_envs.py")
+LOCAL = f"openenv:{GAME}:NumberGuess"
+
+
+def settings(name, *extra):
+    return [f"environment.name={name}", "environment.params={}" if name.startswith("openenv:http") else
+            "environment.params.max_tries=2", "environment.max_turns=3", "environment.max_tokens=300",
+            "environment.reply_to_cut=true", "rewards=[{name: environment_reward}]", "generation.max_new_tokens=4",
+            "eval_before=false",
+            "eval_after=false", "sample_every=1", *extra]
+
+
+def test_the_model_plays_the_openenv_game_by_its_rules():
+    env = load_environment(LOCAL, max_tries=3)()
+    first = env.reset({}, [{"role": "user", "content": "play"}], seed=5)
+    assert first[-1] == {"role": "user", "content": "Guess a digit from 0 to 9."}
+    secret = __import__("random").Random(5).randrange(10)
+    wrong = (secret + 1) % 10
+    reply = env.step(f"I say {wrong}")
+    assert reply.message == {"role": "user", "content": "higher" if wrong < secret else "lower"} and not reply.done
+    done = env.step(f"then {secret}")
+    assert done.done and done.reward == 1.0 and done.message is None
+
+
+def test_mistakes_are_one_line():
+    with pytest.raises(UserError, match=r"building it with \{'nope': 1\} raised TypeError"):
+        load_environment(LOCAL, nope=1)
+    with pytest.raises(UserError, match="no OpenEnv server answers at http://127.0.0.1:9"):
+        load_environment("openenv:http://127.0.0.1:9")
+
+
+def test_an_openenv_game_trains_resumes_exactly_and_evaluates(tmp_path):
+    train_grpo(tiny_config(tmp_path / "a", *settings(LOCAL), steps=3))
+    metrics = [json.loads(x) for x in (tmp_path / "a" / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert all(m["env/turns"] >= 1 and "env/invalid_actions" in m for m in metrics)
+    train_grpo(tiny_config(tmp_path / "b", *settings(LOCAL), steps=3),
+               on_step_end=lambda step, m, stop: stop.request_stop() if step == 1 else None)
+    train_grpo(resume_config(TrainConfig, tmp_path / "b" / "run"), resume=True)
+    unbroken, resumed = (load_file(paths.latest_checkpoint(tmp_path / x / "run") / "model" / "model.safetensors")
+                         for x in ("a", "b"))
+    assert all(torch.equal(p, resumed[name]) for name, p in unbroken.items())
+    samples = [(tmp_path / x / "run" / "samples.jsonl").read_text() for x in ("a", "b")]
+    assert samples[0] == samples[1]
+    from rlvr.cli import main
+
+    assert main(["eval", "--model", "tiny", "--data", "arithmetic", "--limit", "2", "--samples", "2",
+                 "--max-new-tokens", "4", "--set", f"environment.name={LOCAL}", "--set", "environment.max_turns=2",
+                 "--output-dir", str(tmp_path / "e")]) == 0
+    settings_ = json.loads((tmp_path / "e" / "settings.json").read_text())
+    assert settings_["environment"]["name"] == LOCAL
+
+
+@pytest.fixture()
+def server():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, str(GAME), str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(150):  # (up to 30 s for the server to start)
+            try:
+                urllib.request.urlopen(f"{url}/health", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.2)
+        else:
+            pytest.fail("the OpenEnv server did not start within 30 s")
+        yield url
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def test_an_openenv_server_trains_as_the_same_game_in_process(tmp_path, server):
+    train_grpo(tiny_config(tmp_path / "local", *settings(LOCAL, "environment.params.max_tries=3")))
+    train_grpo(tiny_config(tmp_path / "remote", *settings(f"openenv:{server}")))
+    local, remote = ([json.loads(x) for x in (tmp_path / d / "run" / "samples.jsonl").read_text().splitlines()]
+                     for d in ("local", "remote"))
+    assert [g["transcripts"] for g in local] == [g["transcripts"] for g in remote]  # the same games, step by step
+    assert [g["rewards"] for g in local] == [g["rewards"] for g in remote]

@@ -26,7 +26,8 @@ def test_every_example_is_tested():
 
 @pytest.mark.parametrize("name", sorted(["your_reward_and_data", "dataset_in_memory", "lora_then_transformers",
                                          "custom_environment", "evaluate_your_verifier", "ported_from_trl",
-                                         "reasoning_gym_task"]))
+                                         "reasoning_gym_task", "agent_harness", "verifiers_environment",
+                                         "openenv_environment"]))
 def test_the_example_runs(name, tmp_path):
     out = tmp_path / "out"
     done = run(name, out)
@@ -83,6 +84,28 @@ def check_gym(out, printed):
     assert "held-out accuracy before:" in printed
 
 
+def check_agent(out, printed):
+    config = trained(out)
+    assert config["environment"]["name"] == "__main__:solve" and config["rewards"][0]["name"] == "agent_reward"
+    metrics = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert all(m["env/turns"] >= 1 and m["env/errors"] == 0 and "env/calls" in m for m in metrics)
+
+
+def check_verifiers(out, printed):
+    config = trained(out)
+    assert config["data"]["train"].startswith("verifiers:")  # the environment's own rows
+    metrics = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert all("env/correct" in m and "env/brief" in m and m["reward/unscored"] == 0 for m in metrics)
+
+
+def check_openenv(out, printed):
+    trained(out)
+    first = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
+    assert first["env/turns"] >= 1 and "env/invalid_actions" in first
+
+
 CHECKS = {"your_reward_and_data": check_your_reward, "dataset_in_memory": check_dataset,
           "lora_then_transformers": check_lora, "custom_environment": check_environment,
-          "evaluate_your_verifier": check_evaluation, "ported_from_trl": check_trl, "reasoning_gym_task": check_gym}
+          "evaluate_your_verifier": check_evaluation, "ported_from_trl": check_trl, "reasoning_gym_task": check_gym,
+          "agent_harness": check_agent, "verifiers_environment": check_verifiers,
+          "openenv_environment": check_openenv}

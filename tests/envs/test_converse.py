@@ -347,3 +347,49 @@ def test_an_environment_with_async_methods_converses_as_a_plain_one(tiny, monkey
     assert calling(env, "reset", {}, ASK, 0) == ASK  # (what the sampler's reset goes through)
     (awaited,) = run(tiny, [env])
     assert awaited.messages == plain.messages and awaited.ids == plain.ids and awaited.reward == 1.0
+
+
+def test_every_call_of_a_message_runs_each_answered_by_its_own_tool_message(tiny, monkeypatch):
+    calls = ('<tool_call>{"name":"python","arguments":{"code":"print(6*7)"}}</tool_call>'
+             '<tool_call>{"name":"python","arguments":{"code":"print(2+3)"}}</tool_call>')  # (within 160 tokens)
+    t, env, tokenizer = template_tool_run(tiny, monkeypatch, [calls, "42 and 5."])
+    assert [m["role"] for m in t.messages] == ["system", "user", "assistant", "tool", "tool", "assistant"]
+    assert [t.messages[3]["content"], t.messages[4]["content"]] == ["42\n", "5\n"]
+    assert t.info == {"turns": 2.0, "tool_calls": 2.0, "tool_errors": 0.0, "tool_timeouts": 0.0}
+    rendered = tokenizer.apply_chat_template(t.messages, tools=env.tools, tokenize=False)
+    assert tokenizer.decode([*t.prompt_ids, *t.ids]) == rendered.rstrip("\n")  # both results, as the template has it
+
+
+class Adder:
+    """A user's environment that takes the parsed calls: step(text, tool_calls), one tool message per call."""
+
+    def __init__(self):
+        self.seen = []
+        self.tools = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {
+            "a": {"type": "integer"}, "b": {"type": "integer"}}}}}]
+
+    def reset(self, row, messages, seed):
+        return messages
+
+    def step(self, text, tool_calls):
+        self.seen.append(tool_calls)
+        if not tool_calls:
+            return Reply(None, done=True, reward=1.0)
+        return Reply([{"role": "tool", "content": str(c["arguments"]["a"] + c["arguments"]["b"])} for c in tool_calls],
+                     done=False)
+
+
+def test_an_environment_that_takes_tool_calls_gets_every_call_of_the_message_parsed(tiny, monkeypatch):
+    model, tokenizer = tiny
+    tokenizer.chat_template = TOOL_CHAT  # (no response template: the Hermes/Qwen <tool_call> form is read)
+    two = ('<tool_call>{"name": "add", "arguments": {"a": 2, "b": 3}}</tool_call>'
+           '<think><tool_call>{"name": "add", "arguments": {"a": 0, "b": 0}}</tool_call></think>'
+           '<tool_call>{"name": "add", "arguments": "{\\"a\\": 4, \\"b\\": 5}"}</tool_call>')
+    scripted_model(monkeypatch, tokenizer, [two, "9 and 5."])
+    env = Adder()
+    t = conv.start(tokenizer, env.reset({}, ASK, seed=0), env.tools)
+    conv.converse(model, tokenizer, [t], [env], SamplingParams(400, 1.0), max_turns=4, max_tokens=1200,
+                  stop_ids=[tokenizer.eos_token_id], seeds=[0])
+    assert [[(c["name"], c["arguments"]) for c in calls] for calls in env.seen] == [
+        [("add", {"a": 2, "b": 3}), ("add", {"a": 4, "b": 5})], []]  # (none inside thinking; string arguments read)
+    assert [m["content"] for m in t.messages if m["role"] == "tool"] == ["5", "9"] and t.reward == 1.0

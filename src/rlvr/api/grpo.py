@@ -53,7 +53,9 @@ class GRPO:
             Rows have a `prompt` (text or chat messages); every other column reaches the rewards.
         eval_data: held-out rows, in any of the same forms; evaluated before and after training.
         config: a `TrainConfig`, a dict of its keys, or a YAML file; `**settings` set top-level keys on top.
-        environment: a multi-turn environment class (or its name) for the rollouts (rlvr.envs).
+        environment: what the rollouts talk to (or its name): a multi-turn environment class (rlvr.envs), an
+            agent function `fn(link, row)` that runs its own loop against the policy's OpenAI-compatible
+            endpoint, a loaded verifiers environment, or an OpenEnv Environment class (rlvr.harness).
         callbacks: called after every step as `callback(step, metrics)` (or `.on_step_end(step, metrics)`);
             returning True stops the run there, saved, to be resumed later.
         output_dir: the run directory (default `runs/latest`).

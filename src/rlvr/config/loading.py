@@ -144,7 +144,10 @@ def canonical(cls: type, values: dict[str, Any]) -> dict[str, Any]:
 
 
 def _is_code(value: Any) -> bool:
-    """Whether `value` is code given from Python (a function, a class, a callable object) rather than a name."""
+    """Whether `value` is code given from Python (a function, a class, a callable object, a loaded verifiers
+    environment) rather than a name."""
+    if type(value).__module__.split(".")[0] == "verifiers" and hasattr(value, "rollout"):
+        return True
     return callable(value) and not isinstance(value, (str, dict, list))
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import numbers
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -37,7 +38,9 @@ Message = dict[str, str]  # {"role": ..., "content": ...}
 class Reply:
     """What the environment answers to one model message."""
 
-    message: Message | None  # the environment's turn ({"role": "tool" | "user", "content": ...}); None when done
+    # the environment's turn ({"role": "tool" | "user", "content": ...}), or several (one tool message per call of
+    # the model's message); None when done
+    message: Message | list[Message] | None
     done: bool
     reward: float | None = None  # the trajectory's reward when done; None = the task's verifier decides
     keep: int | None = None  # characters of the model's message that stand (a tool call ends its turn); None = all
@@ -80,6 +83,38 @@ def _awaited(result: Any) -> Any:
     return asyncio.run(wait())
 
 
+def step_arguments(env: Any, tokenizer: Any, text: str) -> tuple[Any, ...]:
+    """What `env.step` is called with for the model's message `text`: (text,), or (text, tool_calls) when its step
+    takes `tool_calls`: every call of the message in the chat template's format (rlvr.harness.template: the
+    tokenizer's parse_response, else Hermes/Qwen `<tool_call>` JSON; none inside thinking), each
+    {"id", "name", "arguments": {...}}, arguments parsed (text when they are not JSON)."""
+    try:
+        wants = "tool_calls" in inspect.signature(env.step).parameters
+    except (TypeError, ValueError):
+        wants = False
+    if not wants:
+        return (text,)
+    from rlvr.harness.template import reply
+
+    calls = []
+    tools = getattr(env, "tools", None) or [{"type": "function", "function": {"name": "any", "parameters": {}}}]
+    for call in reply(tokenizer, text, tools).tool_calls:
+        arguments = call["function"]["arguments"]
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            pass
+        calls.append({"id": call["id"], "name": call["function"]["name"], "arguments": arguments})
+    return text, calls
+
+
+def replies(reply: Reply) -> list[Message]:
+    """The environment's messages of a Reply (its one message, or its list)."""
+    if reply.message is None:
+        return []
+    return list(reply.message) if isinstance(reply.message, list) else [reply.message]
+
+
 def wait_for(env: Any, method: str, future: Future[Any], seconds: float | None, started: float) -> Any:
     """What `calling(env, method, ...)`, sent to a worker thread at `started` (time.monotonic), returned; a
     one-line UserError when it has not within `seconds` of that (the worker thread is left behind: it
@@ -103,9 +138,11 @@ def checked_reply(env: Any, reply: Any) -> Reply:
     if reply.reward is not None and not _is_number(reply.reward):
         raise UserError(f"{name} returned a Reply whose reward is {_describe(reply.reward)} (a reward is a number, "
                         "or None to let the task's verifiers score the final answer)")
-    if reply.message is not None and not _is_message(reply.message):
+    if reply.message is not None and not (_is_message(reply.message) or (
+            isinstance(reply.message, list) and reply.message and all(_is_message(m) for m in reply.message))):
         raise UserError(f"{name} returned a Reply whose message is {_describe(reply.message)} "
-                        "(a message is {'role': 'user' or 'tool', 'content': text}, or None when done)")
+                        "(a message is {'role': 'user' or 'tool', 'content': text}, a list of them, or None when "
+                        "done)")
     if reply.keep is not None and (not isinstance(reply.keep, int) or isinstance(reply.keep, bool) or reply.keep < 0):
         raise UserError(f"{name} returned a Reply whose keep is {_describe(reply.keep)} (the number of characters "
                         "of the model's message that stand, or None for all)")

@@ -10,7 +10,7 @@ from typing import Any
 
 from rlvr.envs.base import Environment
 from rlvr.envs.guess import GuessNumber
-from rlvr.envs.openenv import is_openenv, openenv_factory
+from rlvr.envs.openenv import class_factory, is_openenv, is_openenv_class, openenv_factory
 from rlvr.envs.python_tool import PythonTool
 from rlvr.errors import UserError
 from rlvr.sandbox import isolation
@@ -37,6 +37,8 @@ def load_agent(spec: str, params: dict[str, Any] | None = None) -> Any:
                              "methods, or an agent function fn(link, row)")
     if inspect.isclass(found):
         return None
+    if verifiers_env.is_verifiers(found):  # (a loaded verifiers environment, given from Python)
+        return verifiers_env.VerifiersAgent(found, type(found).__name__)
     try:
         inspect.signature(found).bind(None, None)
     except TypeError:
@@ -72,6 +74,8 @@ def load_environment(spec: str, **params: Any) -> Callable[[], Environment]:
         hint = f" (did you mean '{close[0]}'?)" if close else ""
         raise UserError(f"unknown environment '{spec}'{hint}; built-ins: {', '.join(ENVIRONMENTS)}, or "
                         "'module.path:Class' / 'path/to/file.py:Class'")
+    if is_openenv_class(cls):  # (an OpenEnv environment given from Python, or named without openenv:)
+        return class_factory(cls, spec, params)
     missing = [m for m in ("reset", "step") if not callable(getattr(cls, m, None))]
     if missing:
         raise UserError(f"environment '{spec}' has no {' or '.join(missing)} method "

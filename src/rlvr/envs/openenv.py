@@ -44,7 +44,20 @@ def openenv_factory(spec: str, **params: Any) -> Callable[[], OpenEnv]:
         return lambda: OpenEnv(_Remote(url), schema, spec)
     from rlvr.user_code import load_user_object
 
-    cls = load_user_object(target, "environment", "class", "an openenv.core Environment subclass")
+    return class_factory(load_user_object(target, "environment", "class", "an openenv.core Environment subclass"),
+                         spec, params)
+
+
+def is_openenv_class(cls: Any) -> bool:
+    """Whether `cls` is an openenv-core Environment class (given from Python, or named without the prefix)."""
+    import sys
+
+    core = sys.modules.get("openenv.core")
+    return core is not None and isinstance(cls, type) and issubclass(cls, core.Environment)
+
+
+def class_factory(cls: Any, spec: str, params: dict[str, Any]) -> Callable[[], OpenEnv]:
+    """A factory of rlvr environments over instances of the OpenEnv Environment class `cls`."""
     action_cls = _action_class(cls, spec)
     try:
         cls(**params)  # (its parameters fit, said now rather than in the first step)

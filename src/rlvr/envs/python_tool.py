@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from rlvr.envs.base import Message, Reply
+from rlvr.envs.base import Message, Reply, replies
 from rlvr.errors import UserError
 from rlvr.sandbox import Limits, RunResult, run_python
 
@@ -157,12 +157,16 @@ class PythonTool:
             return self._failed_call(f"the tool call could not be read: {e}")
         if not calls:
             return Reply(message=None, done=True)
-        function = calls[0].get("function") or {}
-        arguments = function.get("arguments")
-        code = arguments.get("code") if isinstance(arguments, dict) and function.get("name") == "python" else None
-        if not isinstance(code, str):
-            return self._failed_call("call the `python` tool with a `code` string")
-        return self._run(code, lambda output: output, keep=None)
+        answers, info = [], {"tool_calls": 0.0, "tool_errors": 0.0, "tool_timeouts": 0.0}
+        for call in calls[:max(1, self.max_calls - self.calls)]:  # every call of the message, within max_calls
+            function = call.get("function") or {}
+            arguments = function.get("arguments")
+            code = arguments.get("code") if isinstance(arguments, dict) and function.get("name") == "python" else None
+            done = (self._failed_call("call the `python` tool with a `code` string") if not isinstance(code, str)
+                    else self._run(code, lambda output: output, keep=None))
+            answers += replies(done)
+            info = {k: v + done.info.get(k, 0.0) for k, v in info.items()}
+        return Reply(message=answers, done=False, info=info)
 
     def _failed_call(self, why: str) -> Reply:
         """A call that could not run: the model reads why, and it counts as a call and as an error."""

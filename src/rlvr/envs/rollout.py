@@ -31,7 +31,16 @@ from typing import Any, cast
 import torch
 
 from rlvr.deadline import DaemonPool
-from rlvr.envs.base import Environment, Message, Reply, calling, checked_reply, wait_for
+from rlvr.envs.base import (
+    Environment,
+    Message,
+    Reply,
+    calling,
+    checked_reply,
+    replies,
+    step_arguments,
+    wait_for,
+)
 from rlvr.envs.kv_batch import KVBatch, Parked
 from rlvr.rollout import SamplingParams, sample_next
 from rlvr.seeds import uniforms
@@ -160,7 +169,7 @@ def converse(model: torch.nn.Module, tokenizer: Any, trajectories: list[Trajecto
             for row, parked in (batch.park(over) if over else {}).items():
                 ids, lps = writing[row]
                 text = tokenizer.decode(ids, skip_special_tokens=True)
-                reply = pool.submit(calling, envs[row], "step", text)
+                reply = pool.submit(calling, envs[row], "step", *step_arguments(envs[row], tokenizer, text))
                 waiting[row] = _Waiting(envs[row], reply, time.monotonic(), step + rejoin_after, parked, ids, lps,
                                         ids[-1] in stop_ids, text)
                 writing[row] = ([], [])
@@ -241,9 +250,10 @@ def _record(t: Trajectory, ids: list[int], logprobs: list[tuple[float, float]], 
             t.info["cut_before_reply"] = 1.0
         return len(ids), []
     closing = "" if ended else fmt.end_of_turn  # a cut message is closed by the context, not the model
-    context = fmt.encode(closing + fmt.after_end + fmt.reply_text(reply.message or {"role": "user", "content": ""}))
+    answer = replies(reply) or [{"role": "user", "content": ""}]
+    context = fmt.encode(closing + fmt.after_end + fmt.replies_text(answer))
     t.add(context, None)
-    t.messages.append(reply.message or {"role": "user", "content": ""})
+    t.messages.extend(answer)
     if len(t.ids) >= max_tokens:
         t.done = t.truncated = True
     return len(ids), context

@@ -50,6 +50,10 @@ def load(spec: str, params: dict[str, Any] | None = None) -> Any:
     """The verifiers environment `spec` names (loaded once per process for the same spec and arguments)."""
     vf = _verifiers()
     name, _, query = spec.removeprefix(PREFIX).partition("?")
+    from rlvr.user_code import registered
+
+    if _is_environment(given := registered(name)):  # (an environment object given from Python)
+        return given
     try:
         args = {k: yaml.safe_load(v) if v else None for k, v in parse_qsl(query, keep_blank_values=True,
                                                                           strict_parsing=bool(query))}
@@ -115,9 +119,11 @@ class VerifiersAgent:
 
     def __init__(self, env: Any, name: str) -> None:
         self.env, self.name = env, f"verifiers environment '{name}'"
-        self.raised: list[str] = []  # reward functions' exceptions during the current scoring
-        for rubric in _rubrics(env.rubric):
-            rubric.funcs = [self._watched(f) for f in rubric.funcs]
+        if not hasattr(env, "_rlvr_raised"):  # (its reward functions watched once, however many agents it gets)
+            env._rlvr_raised = []  # reward functions' exceptions during the current scoring
+            for rubric in _rubrics(env.rubric):
+                rubric.funcs = [self._watched(f) for f in rubric.funcs]
+        self.raised: list[str] = env._rlvr_raised
 
     def run(self, link: Any, row: dict[str, Any]) -> Any:
         from openai import AsyncOpenAI
@@ -141,7 +147,7 @@ class VerifiersAgent:
     def score(self, row: dict[str, Any], outcomes: list[Any]) -> list[tuple[float | None, dict[str, float]]]:
         states = [s for s in outcomes if s is not None]
         if states:
-            self.raised = []
+            self.raised.clear()
             asyncio.run(self.env.rubric.score_group(states))
             if self.raised:
                 raise UserError(f"{self.name}: reward function {self.raised[0]} (the group is unscored: verifiers "

@@ -17,7 +17,7 @@ from typing import Any
 
 from rlvr.config import EnvironmentConfig
 from rlvr.deadline import DaemonPool
-from rlvr.envs.base import Environment, calling, checked_reply, wait_for
+from rlvr.envs.base import Environment, calling, checked_reply, step_arguments, wait_for
 from rlvr.envs.rollout import Trajectory, TurnFormat, record_turn, tool_call_complete
 from rlvr.envs.sampling import conversations
 from rlvr.records import Rollout
@@ -62,7 +62,8 @@ def take_turns(generate: Generate, tokenizer: Any, stop_ids: list[int], trajecto
                 ids, logprobs = _until_done(envs[i], tokenizer, out.token_ids, out.logprobs, timeout_s)
                 text = tokenizer.decode(ids, skip_special_tokens=True)
                 ended = bool(ids) and ids[-1] in stop_ids
-                sent.append((i, ids, logprobs, ended, text, pool.submit(calling, envs[i], "step", text),
+                sent.append((i, ids, logprobs, ended, text,
+                             pool.submit(calling, envs[i], "step", *step_arguments(envs[i], tokenizer, text)),
                              time.monotonic()))
             for i, ids, logprobs, ended, text, reply, when in sent:
                 t = trajectories[i]

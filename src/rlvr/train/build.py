@@ -149,12 +149,16 @@ def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts
 def with_environment_data(config: TrainConfig) -> TrainConfig:
     """A verifiers environment trains on its own dataset when data.train is left at its default (rlvr.harness)."""
     from rlvr.harness import verifiers_env
+    from rlvr.user_code import registered
 
     env, d = config.environment, config.data
-    if not (isinstance(env.name, str) and verifiers_env.is_verifiers(env.name) and d.train == DataConfig.train):
+    given = isinstance(env.name, str) and verifiers_env.is_verifiers(registered(env.name))
+    if not (isinstance(env.name, str) and (verifiers_env.is_verifiers(env.name) or given)
+            and d.train == DataConfig.train):
         return config
     query = urlencode({k: json.dumps(v) for k, v in env.params.items()})
-    source = env.name + (("&" if "?" in env.name else "?") + query if query else "")
+    name = f"{verifiers_env.PREFIX}{env.name}" if given else env.name
+    source = name + (("&" if "?" in name else "?") + query if query else "")
     return dataclasses.replace(config, data=dataclasses.replace(d, train=source))
 
 

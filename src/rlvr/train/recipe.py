@@ -23,7 +23,7 @@ from rlvr.run.policy import Policy
 from rlvr.run.world import SINGLE, World
 from rlvr.train import evaluation
 from rlvr.train.ahead import AheadSource
-from rlvr.train.build import build_parts
+from rlvr.train.build import build_parts, with_environment_data
 from rlvr.train.rollouts import RolloutSource
 
 
@@ -45,6 +45,7 @@ class PolicyRecipe:
                             f"batch_size / group_size a multiple of {world.size}")
         config.check_ranks(world.size)  # (what it cannot run on these ranks, before the models load)
         self.world = world
+        config = with_environment_data(config)  # (a verifiers environment's own dataset, recorded as the data)
         self.parts = p = build_parts(config, checkpoint)
         # the effective config (config.yaml) records the rewards as run: which one is the correctness reward
         self.config = c = dataclasses.replace(config, rewards=p.reward_entries)

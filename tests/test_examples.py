@@ -27,7 +27,7 @@ def test_every_example_is_tested():
 @pytest.mark.parametrize("name", sorted(["your_reward_and_data", "dataset_in_memory", "lora_then_transformers",
                                          "custom_environment", "evaluate_your_verifier", "ported_from_trl",
                                          "reasoning_gym_task", "agent_harness", "verifiers_environment",
-                                         "openenv_environment"]))
+                                         "openenv_environment", "feedback_agent"]))
 def test_the_example_runs(name, tmp_path):
     out = tmp_path / "out"
     done = run(name, out)
@@ -104,8 +104,16 @@ def check_openenv(out, printed):
     assert first["env/turns"] >= 1 and "env/invalid_actions" in first
 
 
+def check_feedback(out, printed):
+    trained(out)
+    metrics = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert all(m["env/errors"] == 0 and 1 <= m["env/turns"] <= 2 and "env/first_try" in m for m in metrics)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["before"] is not None and summary["after"] is not None  # held-out, through the agent
+
+
 CHECKS = {"your_reward_and_data": check_your_reward, "dataset_in_memory": check_dataset,
           "lora_then_transformers": check_lora, "custom_environment": check_environment,
           "evaluate_your_verifier": check_evaluation, "ported_from_trl": check_trl, "reasoning_gym_task": check_gym,
           "agent_harness": check_agent, "verifiers_environment": check_verifiers,
-          "openenv_environment": check_openenv}
+          "openenv_environment": check_openenv, "feedback_agent": check_feedback}

@@ -81,3 +81,15 @@ def test_an_agent_that_raises_hangs_or_returns_nonsense_leaves_its_rollout_unsco
     assert nan.reward is None and nan.error is None  # (NaN: unscored, as a reward's None)
     silent, = run_group(endpoint, lambda link, row: 1.0, {}, seeds=[1], timeout_s=30)
     assert silent.reward is None and silent.error == "the agent function never called the endpoint: nothing to train on"
+
+
+def test_every_rollout_of_a_large_step_connects_at_once_without_a_reset(endpoint):
+    """A step's rollouts start together: the server's listen backlog holds them all (the default of 5 reset the
+    connections past it, and those rollouts failed)."""
+    from rlvr.harness.group import run_rollouts
+
+    def once(link, row):
+        return float(len(link.chat([{"role": "user", "content": "hi"}], max_tokens=1)["choices"]))
+
+    rollouts = run_rollouts(endpoint, once, [(ROW, seed) for seed in range(256)], 8, timeout_s=120)
+    assert [r.error for r in rollouts if r.error] == [] and all(r.reward == 1.0 for r in rollouts)

@@ -72,6 +72,14 @@ class RolloutKey:
     recorder: Recorder
 
 
+class _Server(ThreadingHTTPServer):
+    """A thread per connection; a listen backlog for every rollout of a step connecting at once (the default of 5
+    resets connections past it: an agent would see ConnectionResetError)."""
+
+    daemon_threads = True
+    request_queue_size = 4096
+
+
 class Endpoint:
     """An OpenAI-compatible server over `sampler` (the policy's current weights), drawing under `params`."""
 
@@ -83,8 +91,7 @@ class Endpoint:
         self._open: dict[str, Recorder] = {}
         self._finished: set[str] = set()
         self._lock = threading.Lock()
-        self.server = ThreadingHTTPServer((host, 0), _handler(self))
-        self.server.daemon_threads = True
+        self.server = _Server((host, 0), _handler(self))
         self._thread = threading.Thread(target=self.server.serve_forever, name="rlvr-harness-endpoint", daemon=True)
         self._thread.start()
 

@@ -27,7 +27,7 @@ def solve(link, row):
     """One rollout: any agent loop. `link` reaches the policy (`link.openai()` is an openai.OpenAI client on this
     rollout's URL); `row` is the dataset row. Returns the reward (and metrics of its own)."""
     client = link.openai()
-    messages = [{"role": "user", "content": row["prompt"]}]
+    messages = list(row["prompt"])  # (with the chat template, a row's prompt comes as messages)
     calls = 0
     for _ in range(3):  # the model may call the tool twice, then must answer
         answer = client.chat.completions.create(model="policy", messages=messages, tools=[CALCULATOR],

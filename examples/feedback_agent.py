@@ -26,7 +26,7 @@ def right(text, answer):
 
 def retry(link, row):
     """Two tries at most, the second after the agent's feedback; the policy is reached with link.chat."""
-    messages = [{"role": "user", "content": row["prompt"]}]
+    messages = list(row["prompt"])  # (the chat template's rows: the prompt as messages)
     first = link.chat(messages)["choices"][0]["message"]
     if right(first["content"], row["answer"]):
         return 1.0, {"first_try": 1.0}

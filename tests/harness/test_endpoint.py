@@ -101,6 +101,8 @@ def test_a_text_completion_and_the_model_list(served):
     ({"messages": HI, "max_tokens": 13}, 400, "max_tokens=13: ask for 1 to 12 tokens"),
     ({"messages": HI, "n": 0}, 400, "n=0: ask for 1 to 16 choices"),
     ({"messages": []}, 400, "messages must be a non-empty list"),
+    ({"messages": [{"role": "user", "content": HI}]}, 400, "messages[0].content is list"),  # (a row's messages)
+    ({"messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}]}, 200, None),  # (content parts)
     ({"messages": HI, "temperature": 1.0, "seed": 7}, 200, None),  # (the run's own values, and a seed ignored)
 ])
 def test_requests_the_run_cannot_serve_are_refused_naming_the_cause(served, body, status, message):

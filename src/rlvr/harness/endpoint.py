@@ -72,6 +72,19 @@ class RolloutKey:
     recorder: Recorder
 
 
+def _text_content(message: dict[str, Any], i: int) -> dict[str, Any]:
+    """A message whose content is text: OpenAI's content parts ([{"type": "text", "text": ...}]) joined; None, or
+    no content (an assistant message of tool calls), kept; anything else refused (400) naming the message."""
+    content = message.get("content")
+    if content is None or isinstance(content, str):
+        return message
+    if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text"
+                                         and isinstance(p.get("text"), str) for p in content):
+        return {**message, "content": "".join(p["text"] for p in content)}
+    raise Refused(400, f"messages[{i}].content is {type(content).__name__} {str(content)[:60]!r}: give text, or "
+                       "a list of {type: text, text} parts")
+
+
 class _Server(ThreadingHTTPServer):
     """A thread per connection; a listen backlog for every rollout of a step connecting at once (the default of 5
     resets connections past it: an agent would see ConnectionResetError)."""
@@ -195,6 +208,7 @@ class Endpoint:
             messages = body.get("messages")
             if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
                 raise Refused(400, "messages must be a non-empty list of {role, content} objects")
+            messages = [_text_content(m, i) for i, m in enumerate(messages)]
             spliced = spliced_prompt(recorder.turns, messages, body.get("tools"), self.turn_format)
             return spliced if spliced is not None else chat_prompt_ids(self.tokenizer, messages, body.get("tools"))
         prompt = body.get("prompt")

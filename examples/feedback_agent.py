@@ -1,6 +1,7 @@
 """An agent loop with feedback, trained through the policy's endpoint: it asks a question, checks the answer, and
 when it is wrong (or not in \\boxed{}) says so and asks once more. The reward is 1 for a right first answer, 0.5 for
-a right second one. The measured job (docs/environments.md): SmolLM2-135M-Instruct on 1-digit addition, 40 steps.
+a right second one. The measured job (docs/environments.md): SmolLM2-135M-Instruct on 1-digit addition, 40 steps of
+4 prompts × 8 runs.
 
     python examples/feedback_agent.py                       # SmolLM2, 40 steps, runs/examples/feedback
     python examples/feedback_agent.py --model tiny --max-steps 2
@@ -37,5 +38,5 @@ def retry(link, row):
 
 
 grpo = GRPO(args.model, train_data="arithmetic", environment=retry, max_steps=args.max_steps, seed=args.seed,
-            output_dir=args.output_dir, config={"data": {"few_shot": []}})
+            output_dir=args.output_dir, config={"data": {"few_shot": []}, "sampling": {"batch_size": 32}})
 grpo.train()  # metrics.jsonl: reward/agent_reward, env/first_try, env/turns; summary.json: held-out before/after

@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, ...]] = [
      "rlvr.config", "rlvr.records", "rlvr.advantages", "rlvr.kl", "rlvr.losses", "rlvr.correction", "rlvr.optim",
      "rlvr.paths", "rlvr.intact"),
     ("rlvr.data", "rlvr.models", "rlvr.rollout", "rlvr.graphed", "rlvr.logprobs", "rlvr.rewards", "rlvr.sandbox",
-     "rlvr.envs", "rlvr.samplers", "rlvr.harness"),
+     "rlvr.envs", "rlvr.samplers", "rlvr.harness", "rlvr.adapters"),
     ("rlvr.run",),
     ("rlvr.train", "rlvr.sft", "rlvr.reward_models", "rlvr.ppo", "rlvr.evaluate", "rlvr.sample", "rlvr.dashboard"),
     ("rlvr.pipeline",),

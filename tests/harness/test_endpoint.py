@@ -8,8 +8,8 @@ import urllib.request
 import pytest
 import torch
 
+from rlvr.envs.template import chat_prompt_ids
 from rlvr.harness import Endpoint
-from rlvr.harness.template import chat_prompt_ids
 from rlvr.models import build_tiny_model
 from rlvr.rollout import SamplingParams
 from rlvr.run.policy import Policy

@@ -93,3 +93,32 @@ def test_every_rollout_of_a_large_step_connects_at_once_without_a_reset(endpoint
 
     rollouts = run_rollouts(endpoint, once, [(ROW, seed) for seed in range(256)], 8, timeout_s=120)
     assert [r.error for r in rollouts if r.error] == [] and all(r.reward == 1.0 for r in rollouts)
+
+
+def test_the_time_limit_counts_the_agents_own_time_not_its_wait_for_the_policy():
+    """On a slow machine the whole step's decoding is shared: an agent waiting 1.5 s for its answer is not late
+    under a limit of 1 s, one that spends 1.5 s itself is."""
+    from .test_template import Scripted
+
+    class Slow(Scripted):
+        def complete(self, jobs, params):
+            time.sleep(1.5)
+            return super().complete(jobs, params)
+
+    tokenizer = build_tiny_model(seed=0)[1]
+    served = Endpoint(Slow(tokenizer, "ok"), tokenizer, PARAMS)
+
+    def waits(link, row):
+        return float(len(link.chat([{"role": "user", "content": "hi"}])["choices"]))
+
+    def dawdles(link, row):
+        link.chat([{"role": "user", "content": "hi"}])
+        time.sleep(1.5)
+        return 1.0
+
+    try:
+        assert [r.reward for r in run_group(served, waits, ROW, seeds=[1, 2], timeout_s=1)] == [1.0, 1.0]
+        late = run_group(served, dawdles, ROW, seeds=[3], timeout_s=1)[0]
+        assert late.reward is None and "within environment.timeout_s=1 s of its own time" in late.error
+    finally:
+        served.close()

@@ -1,11 +1,11 @@
-"""rlvr.harness.template: the model's tool calls as OpenAI tool_calls, and tool-call histories rendered once."""
+"""rlvr.envs.template: the model's tool calls as OpenAI tool_calls, and tool-call histories rendered once."""
 
 import json
 
 import pytest
 
+from rlvr.envs.template import chat_prompt_ids, reply
 from rlvr.harness import Endpoint
-from rlvr.harness.template import chat_prompt_ids, reply
 from rlvr.models import build_tiny_model
 from rlvr.rollout import SamplingParams
 from rlvr.samplers import Sampled

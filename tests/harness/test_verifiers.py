@@ -13,12 +13,10 @@ pytest.importorskip("verifiers")
 pytest.importorskip("openai")
 
 from rlvr import paths
+from rlvr.adapters import verifiers_env
 from rlvr.config import TrainConfig
 from rlvr.errors import UserError
-from rlvr.harness import (
-    Endpoint,
-    verifiers_env,
-)
+from rlvr.harness import Endpoint
 from rlvr.harness.group import run_group
 from rlvr.models import build_tiny_model
 from rlvr.rollout import SamplingParams

@@ -146,9 +146,8 @@ def canonical(cls: type, values: dict[str, Any]) -> dict[str, Any]:
 def _is_code(value: Any) -> bool:
     """Whether `value` is code given from Python (a function, a class, a callable object, a loaded verifiers
     environment) rather than a name."""
-    if type(value).__module__.split(".")[0] == "verifiers" and hasattr(value, "rollout"):
-        return True
-    return callable(value) and not isinstance(value, (str, dict, list))
+    verifiers = type(value).__module__.split(".")[0] == "verifiers" and hasattr(value, "rollout")
+    return verifiers or (callable(value) and not isinstance(value, (str, dict, list)))
 
 
 def _section_lists(cls: type, hints: dict[str, Any]) -> dict[str, Any]:

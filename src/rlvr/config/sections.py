@@ -217,7 +217,9 @@ class EnvironmentConfig:
     reproducible: raise it when tools take longer than that many steps."""
     timeout_s: float = 60.0
     """Seconds each call of the environment's methods (reset, step, ...) may take: a call past it ends the
-    run with one line naming the environment and the method, the last checkpoint kept. 0 = no limit."""
+    run with one line naming the environment and the method, the last checkpoint kept. An agent function's run
+    (rlvr.harness): seconds of its own time, waiting for the policy's answers not counted; a run past it is
+    unscored. 0 = no limit."""
     reply_to_cut: bool = False
     """A message cut at generation.max_new_tokens (the model never closed its turn) still goes to step(), and
     the conversation goes on if the environment does (its turn closed by the template). false: the cut ends

@@ -90,8 +90,8 @@ def read_located(source: str, *, split: str, seed: int, difficulty: int, limit: 
         return ((f"{source} row {i}", row) for i, row in enumerate(rows))
     if source.startswith("hf:"):
         return _read_hf(source, split)
-    if source.startswith("verifiers:"):  # a verifiers environment's own dataset (rlvr.harness.verifiers_env)
-        from rlvr.harness import verifiers_env
+    if source.startswith("verifiers:"):  # a verifiers environment's own dataset (rlvr.adapters.verifiers_env)
+        from rlvr.adapters import verifiers_env
 
         found = verifiers_env.rows(verifiers_env.load(source), split)
         return ((f"{source} ({split}) row {i}", row) for i, row in enumerate(found))

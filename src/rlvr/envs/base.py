@@ -85,7 +85,7 @@ def _awaited(result: Any) -> Any:
 
 def step_arguments(env: Any, tokenizer: Any, text: str) -> tuple[Any, ...]:
     """What `env.step` is called with for the model's message `text`: (text,), or (text, tool_calls) when its step
-    takes `tool_calls`: every call of the message in the chat template's format (rlvr.harness.template: the
+    takes `tool_calls`: every call of the message in the chat template's format (rlvr.envs.template: the
     tokenizer's parse_response, else Hermes/Qwen `<tool_call>` JSON; none inside thinking), each
     {"id", "name", "arguments": {...}}, arguments parsed (text when they are not JSON)."""
     try:
@@ -94,7 +94,7 @@ def step_arguments(env: Any, tokenizer: Any, text: str) -> tuple[Any, ...]:
         wants = False
     if not wants:
         return (text,)
-    from rlvr.harness.template import reply
+    from rlvr.envs.template import reply
 
     calls = []
     tools = getattr(env, "tools", None) or [{"type": "function", "function": {"name": "any", "parameters": {}}}]

@@ -26,7 +26,7 @@ def load_agent(spec: str, params: dict[str, Any] | None = None) -> Any:
     or from Python the function itself), `fn(link, row)`, which runs its own loop against the policy's endpoint;
     a verifiers environment (`verifiers:<module>`, built with `params`) as its adapter; None when `spec` names an
     environment rlvr drives (a built-in or a class)."""
-    from rlvr.harness import verifiers_env
+    from rlvr.adapters import verifiers_env
 
     if verifiers_env.is_verifiers(spec):
         env = verifiers_env.load(spec, params) if isinstance(spec, str) else spec

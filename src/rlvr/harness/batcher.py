@@ -27,8 +27,12 @@ class Batcher:
         self._waiting.put((jobs, future))
         return future
 
-    def close(self) -> None:
+    def close(self, wait_s: float = 600.0) -> None:
+        """Stop after the engine call under way, and wait for it (up to `wait_s`): a process must not end while
+        this thread is inside the engine (its C++ threads abort the exit)."""
         self._waiting.put(None)
+        if self._thread is not threading.current_thread():
+            self._thread.join(wait_s)
 
     def _work(self) -> None:
         while (first := self._waiting.get()) is not None:

@@ -14,7 +14,7 @@ What is drawn is fixed by the run, not the agent:
 The response carries what verifiers and vLLM clients read back: `prompt_token_ids`, each choice's `token_ids`
 and `logprobs.content`, `finish_reason` ("length" at the token budget, "tool_calls" when the model called one)
 and `usage`; a turn whose answer could not be written whole (the client left) is taken back: nothing trains
-on draws no agent saw. With `tools` offered, the model's calls come as `tool_calls` (rlvr.harness.template).
+on draws no agent saw. With `tools` offered, the model's calls come as `tool_calls` (rlvr.envs.template).
 `stream: true` is answered as server-sent events, each choice whole in one chunk. A client's retry
 (`x-stainless-retry-count` above 0, as the openai SDK sends it) of a request already answered gets that answer
 again: a retry is never a new draw.
@@ -35,10 +35,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from rlvr.envs.rollout import TurnFormat
+from rlvr.envs.template import chat_prompt_ids, completion_text, reply, text_prompt_ids
 from rlvr.harness.batcher import Batcher
 from rlvr.harness.recorder import Recorder, Turn
 from rlvr.harness.splice import spliced_prompt
-from rlvr.harness.template import chat_prompt_ids, completion_text, reply, text_prompt_ids
 from rlvr.rollout import SamplingParams
 from rlvr.samplers.protocol import Job, Sampled, Sampler
 from rlvr.seeds import seed_of

@@ -4,7 +4,8 @@
 an `openai.OpenAI` client takes (`link.openai()` makes one), `link.chat(messages, **params)` posts one request
 without it; `row` is the dataset row. It returns the rollout's reward: a float, None (unscored), or
 (reward, {metric: value}). Its G runs go on worker threads that nobody joins (rlvr.deadline.DaemonPool): one
-past `timeout_s` is unscored, its key revoked (a later call is refused, 410), and the group goes on. One that
+past `timeout_s` of its own time (the time it waited for the policy's answers, which the whole step's decoding
+shares, is not counted) is unscored, its key revoked (a later call is refused, 410), and the group goes on. One that
 raises is unscored, with its error kept. The turns each run was served become its training rows
 (rlvr.harness.rows).
 """
@@ -18,13 +19,13 @@ import math
 import time
 import urllib.request
 from collections.abc import Callable
-from concurrent.futures import Future, TimeoutError
+from concurrent.futures import FIRST_COMPLETED, Future, TimeoutError, wait
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from rlvr.deadline import DaemonPool
 from rlvr.errors import UserError, first_line
-from rlvr.harness.endpoint import Endpoint
+from rlvr.harness.endpoint import Endpoint, RolloutKey
 from rlvr.harness.rows import Segment, segments
 
 
@@ -68,7 +69,7 @@ class HarnessRollout:
 
 class Agent(Protocol):
     """What runs a rollout against the endpoint and scores a group of them: an agent function (`FunctionAgent`), or
-    an adapter (rlvr.harness.verifiers_env). `run` returns the run's outcome. `score` turns the outcomes of one
+    an adapter (rlvr.adapters.verifiers_env). `run` returns the run's outcome. `score` turns the outcomes of one
     row's runs (None where a run failed) into (reward, metrics) each, a reward of None leaving that run unscored;
     a UserError from it leaves the whole group unscored, with its message."""
 
@@ -109,15 +110,18 @@ def run_rollouts(endpoint: Endpoint, agent: Callable[..., Any] | Agent, jobs: li
     futures: list[Future[Any]] = [pool.submit(runner.run, Link(k.base_url, k.key), row)
                                   for k, (row, _) in zip(keys, jobs)]
     pool.close()
-    due = time.monotonic() + timeout_s if timeout_s else math.inf
+    late = _overtime(futures, keys, timeout_s)
     outcomes: list[Any] = []
     errors: list[str | None] = []
-    for future in futures:
+    for future, over in zip(futures, late):
         outcome, error = None, None
         try:
-            outcome = future.result(timeout=max(0.0, due - time.monotonic()) if math.isfinite(due) else None)
+            if over:
+                raise TimeoutError
+            outcome = future.result()
         except TimeoutError:
-            error = f"{runner.name} did not return within environment.timeout_s={timeout_s:g} s"
+            error = (f"{runner.name} did not return within environment.timeout_s={timeout_s:g} s of its own time "
+                     "(the time it waited for the policy's answers not counted)")
         except UserError as e:
             error = str(e)
         except Exception as e:  # the agent's own failure: this rollout is unscored, the others go on
@@ -139,6 +143,23 @@ def run_rollouts(endpoint: Endpoint, agent: Callable[..., Any] | Agent, jobs: li
     return [HarnessRollout(segments(served), None if error else reward, metrics, error, len(served),
                            key.recorder.tool_parse_errors)
             for served, (reward, metrics), error, key in zip(turns, scored, errors, keys)]
+
+
+def _overtime(futures: list[Future[Any]], keys: list[RolloutKey], timeout_s: float) -> list[bool]:
+    """Wait for the runs; which ones ran past `timeout_s` (0: no limit) of their own time: the time since they
+    started less what they spent waiting for the policy's answers, which the whole step's decoding shares."""
+    start, over = time.monotonic(), [False] * len(futures)
+    pending = set(range(len(futures)))
+    while pending:
+        wait([futures[i] for i in pending], timeout=0.25 if timeout_s else None, return_when=FIRST_COMPLETED)
+        now = time.monotonic()
+        for i in list(pending):
+            if futures[i].done():
+                pending.discard(i)
+            elif timeout_s and now - start - keys[i].recorder.waited(now) > timeout_s:
+                over[i] = True
+                pending.discard(i)
+    return over
 
 
 def _scored(returned: Any, name: str) -> tuple[float | None, dict[str, float]]:

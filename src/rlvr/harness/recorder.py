@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,18 +36,29 @@ class Recorder:
         self._requests: dict[tuple[int, ...], int] = {}  # prompt ids -> how many requests sent them so far
         self._lock = threading.Lock()
         self._in_flight = 0
+        self._waited = 0.0  # seconds during which at least one of its requests was being answered
+        self._since = 0.0  # when the current such stretch began (time.monotonic)
 
     def enter(self, limit: int) -> bool:
         """One more request being answered, unless `limit` already are (then False)."""
         with self._lock:
             if self._in_flight >= limit:
                 return False
+            if self._in_flight == 0:
+                self._since = time.monotonic()
             self._in_flight += 1
             return True
 
     def leave(self) -> None:
         with self._lock:
             self._in_flight -= 1
+            if self._in_flight == 0:
+                self._waited += time.monotonic() - self._since
+
+    def waited(self, now: float) -> float:
+        """Seconds the rollout has spent waiting for the policy's answers, up to `now` (time.monotonic)."""
+        with self._lock:
+            return self._waited + (now - self._since if self._in_flight else 0.0)
 
     def request_index(self, prompt_ids: list[int]) -> int:
         """k: how many earlier requests of this rollout sent these prompt ids (so a repeated request draws anew,

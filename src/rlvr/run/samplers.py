@@ -10,14 +10,28 @@ from typing import Any
 
 import torch
 
-from rlvr.config import GenerationConfig
+from rlvr.config import EnvironmentConfig, GenerationConfig
 from rlvr.run.world import World, barrier, gather_across
 from rlvr.samplers import Sampler
 from rlvr.samplers.build import build_sampler, give_weights
 
 
 def rank_sampler(generation: GenerationConfig, world: World, **kwargs: Any) -> Sampler:
-    """build_sampler's sampler for this rank of `world` (kwargs: build_sampler's)."""
+    """build_sampler's sampler for this rank of `world` (kwargs: build_sampler's); where the environment names an
+    agent (an agent function, a verifiers environment: rlvr.harness), the sampler that runs it over that one."""
+    from rlvr.envs.loading import load_agent
+
+    environment: EnvironmentConfig | None = kwargs.get("environment")
+    agent = load_agent(environment.name, environment.params) if environment is not None and environment.name else None
+    if environment is None or agent is None:
+        return _rank_sampler(generation, world, **kwargs)
+    from rlvr.harness.sampler import HarnessSampler
+
+    inner = _rank_sampler(generation, world, **{**kwargs, "environment": None, "make_env": None})
+    return HarnessSampler(inner, kwargs["tokenizer"], agent, environment)
+
+
+def _rank_sampler(generation: GenerationConfig, world: World, **kwargs: Any) -> Sampler:
     if generation.backend != "vllm" or generation.vllm.mode != "server" or world.size == 1:
         return build_sampler(generation, ranks=world.size, **kwargs)
     sampler = build_sampler(generation, ranks=world.size, **kwargs) if world.is_main else None

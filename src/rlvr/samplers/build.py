@@ -22,18 +22,7 @@ def build_sampler(generation: GenerationConfig, *, model: torch.nn.Module, decod
     to rlvr's own engine, `weights` hands out its full weights (a sampler with a copy loads them); `ranks`:
     how many processes sample (each its own share of the prompts: with vLLM colocated, each from an engine in
     its process; as a server, from one server, which only the process that `pushes` gives the weights;
-    rlvr.run.samplers starts it on rank 0 and shares its address). An environment that names an agent function
-    (rlvr.harness) gives the sampler that runs it over this one."""
-    from rlvr.envs.loading import load_agent
-
-    agent = load_agent(environment.name, environment.params) if environment is not None and environment.name else None
-    if environment is not None and agent is not None:
-        from rlvr.harness.sampler import HarnessSampler
-
-        inner = build_sampler(generation, model=model, decoding=decoding, weights=weights, tokenizer=tokenizer,
-                              device=device, dtype=dtype, add_special_tokens=add_special_tokens, seed=seed,
-                              ranks=ranks, pushes=pushes)
-        return HarnessSampler(inner, tokenizer, agent, environment)
+    rlvr.run.samplers starts it on rank 0 and shares its address)."""
     if generation.backend == "local":
         return LocalSampler(decoding, tokenizer, add_special_tokens=add_special_tokens, environment=environment,
                             make_env=make_env, weights=weights, cuda_graphs=generation.cuda_graphs)

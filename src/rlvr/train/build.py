@@ -86,7 +86,6 @@ def _shown(row: int, share: float) -> bool:
 def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts:
     """Data and rewards first, checked against each other (a second), then the policy (from `checkpoint`
     when resuming) and the reference when β > 0 (the slow part), then the prompts rendered for the model."""
-    config = with_environment_data(config)
     d = config.data
     task = find_task(d.train)
     load: Callable[[str, str, int | None], list[Example]] = lambda source, split, limit: load_examples(  # noqa: E731
@@ -148,7 +147,7 @@ def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts
 
 def with_environment_data(config: TrainConfig) -> TrainConfig:
     """A verifiers environment trains on its own dataset when data.train is left at its default (rlvr.harness)."""
-    from rlvr.harness import verifiers_env
+    from rlvr.adapters import verifiers_env
     from rlvr.user_code import registered
 
     env, d = config.environment, config.data
@@ -164,7 +163,7 @@ def with_environment_data(config: TrainConfig) -> TrainConfig:
 
 def _has_eval_rows(source: str) -> bool:
     """Whether a verifiers environment's source has held-out rows of its own (its eval_dataset)."""
-    from rlvr.harness import verifiers_env
+    from rlvr.adapters import verifiers_env
 
     return source.startswith(verifiers_env.PREFIX) and verifiers_env.load(source).eval_dataset is not None
 

@@ -1,7 +1,7 @@
-"""An agent loop with feedback, trained through the policy's endpoint: it asks a question, checks the answer, and
-when it is wrong (or not in \\boxed{}) says so and asks once more. The reward is 1 for a right first answer, 0.5 for
-a right second one. The measured job (docs/environments.md): SmolLM2-135M-Instruct on 1-digit addition, 40 steps of
-4 prompts × 8 runs.
+"""An agent loop with feedback, trained through the policy's endpoint: it asks a question (after an example
+exchange of its own), checks the answer, and when it is wrong (or not in \\boxed{}) says so and asks once more.
+The reward is 1 for a right first answer, 0.5 for a right second one. The measured job (docs/environments.md):
+SmolLM2-135M-Instruct on 1-digit addition, 40 steps of 4 prompts × 8 runs.
 
     python examples/feedback_agent.py                       # SmolLM2, 40 steps, runs/examples/feedback
     python examples/feedback_agent.py --model tiny --max-steps 2
@@ -25,9 +25,13 @@ def right(text, answer):
     return boxed_contents(text or "")[-1:] == [str(answer)]
 
 
+EXAMPLE = [{"role": "user", "content": "What is 10 + 10? Put your final answer in \\boxed{}."},
+           {"role": "assistant", "content": "\\boxed{20}"}]  # the agent shows the form once, in its own prompt
+
+
 def retry(link, row):
     """Two tries at most, the second after the agent's feedback; the policy is reached with link.chat."""
-    messages = list(row["prompt"])  # (the chat template's rows: the prompt as messages)
+    messages = [*EXAMPLE, *row["prompt"]]  # (the chat template's rows: the prompt as messages)
     first = link.chat(messages)["choices"][0]["message"]
     if right(first["content"], row["answer"]):
         return 1.0, {"first_try": 1.0}

@@ -191,9 +191,14 @@ def test_a_harness_run_trains_logs_its_agent_and_resumes_exactly(tmp_path):
     assert samples[0] == samples[1]  # the same draws, the same rows
 
 
-def test_an_async_openai_agent_trains(tmp_path):
+def test_an_async_openai_agent_trains_and_resumes_exactly(tmp_path):
     pytest.importorskip("openai")
-    assert train_grpo(tiny_config(tmp_path, *agent("with_openai")))["steps"] == 2
+    assert train_grpo(tiny_config(tmp_path / "a", *agent("with_openai"), steps=3))["steps"] == 3
+    train_grpo(tiny_config(tmp_path / "b", *agent("with_openai"), steps=3),
+               on_step_end=lambda step, m, stop: stop.request_stop() if step == 1 else None)
+    train_grpo(resume_config(TrainConfig, tmp_path / "b" / "run"), resume=True)
+    samples = [(tmp_path / x / "run" / "samples.jsonl").read_text() for x in ("a", "b")]
+    assert samples[0] == samples[1]
 
 
 def test_agent_mistakes_are_one_line(tmp_path):

@@ -58,9 +58,10 @@ def test_a_single_turn_env_trains_on_its_own_dataset_scored_by_its_weighted_rubr
     assert len(metrics) == 2 and all("env/shortest_in_group" in m and m["env/errors"] == 0 for m in metrics)
 
 
-def test_a_verifiers_run_resumes_exactly(tmp_path):
-    train_grpo(tiny_config(tmp_path / "a", *settings("single"), steps=3))
-    train_grpo(tiny_config(tmp_path / "b", *settings("single"), steps=3),
+@pytest.mark.parametrize("kind", ["single", "game"])
+def test_a_verifiers_run_resumes_exactly(tmp_path, kind):
+    train_grpo(tiny_config(tmp_path / "a", *settings(kind), steps=3))
+    train_grpo(tiny_config(tmp_path / "b", *settings(kind), steps=3),
                on_step_end=lambda step, m, stop: stop.request_stop() if step == 1 else None)
     train_grpo(resume_config(TrainConfig, tmp_path / "b" / "run"), resume=True)
     unbroken, resumed = (load_file(paths.latest_checkpoint(tmp_path / x / "run") / "model" / "model.safetensors")
@@ -135,3 +136,16 @@ def test_mistakes_naming_a_verifiers_environment_are_one_line(tmp_path):
         train_grpo(tiny_config(tmp_path / "a", *settings("nope")))
     with pytest.raises(UserError, match="environment 'verifiers:no_such_env_module': loading it raised .*installed"):
         train_grpo(tiny_config(tmp_path / "b", "environment.name=verifiers:no_such_env_module"))
+
+
+def test_rlvr_eval_judges_each_run_by_the_rubric(tmp_path):
+    from rlvr.cli import main
+    from rlvr.evaluate.store import EvalStore
+
+    source = f"verifiers:{ENVS}?kind=digit"
+    assert main(["eval", "--model", "tiny", "--data", source, "--limit", "4", "--samples", "2", "--max-new-tokens",
+                 "8", "--set", f"environment.name={source}", "--output-dir", str(tmp_path / "e")]) == 0
+    judged = [s for r in EvalStore(tmp_path / "e").read() for s in [r.greedy, *r.samples]]
+    assert len(judged) == 12  # right where the rubric's reward (a digit written: 1, else 0) reaches 0.5
+    assert all(s.correct["strict"] == float(any(c.isdigit() for c in s.text)) for s in judged)
+    assert {s.correct["strict"] for s in judged} == {0.0, 1.0}

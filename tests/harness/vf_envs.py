@@ -23,6 +23,10 @@ def shortest_in_group(completions, **kwargs):
     return [float(s == min(sizes)) for s in sizes]
 
 
+def has_digit(completion, **kwargs):
+    return float(any(c.isdigit() for c in completion[-1]["content"] or ""))
+
+
 def broken(completion, **kwargs):
     raise ValueError("the rubric's own bug")
 
@@ -51,6 +55,8 @@ def load_environment(kind="single", rows=8, raise_in_rubric=False):
         funcs = [correct, length, shortest_in_group] + ([broken] if raise_in_rubric else [])
         rubric = vf.Rubric(funcs=funcs, weights=[1.0, 0.5, 0.25] + ([1.0] if raise_in_rubric else []))
         return vf.SingleTurnEnv(dataset=dataset, eval_dataset=dataset, rubric=rubric)
+    if kind == "digit":
+        return vf.SingleTurnEnv(dataset=dataset, rubric=vf.Rubric(funcs=[has_digit]))
     if kind == "game":
         return Guess(dataset=dataset, rubric=vf.Rubric(funcs=[length]), max_turns=3)
     if kind == "tool":

@@ -90,6 +90,8 @@ def load_benchmark(name: str, *, data_dir: str | None = None, limit: int | None 
         found = _humaneval(limit)
     elif find_task(name) is not None:
         found = _task(name, limit, seed, difficulty, split)
+    elif name.startswith("verifiers:"):
+        found = _verifiers(name, limit)
     elif Path(name).suffix in (".jsonl", ".parquet") or Path(name).exists():
         found = _file(name, limit, judged)
     else:
@@ -153,6 +155,20 @@ def _task(name: str, limit: int | None, seed: int, difficulty: int, split: str) 
     task = find_task(name)
     assert task is not None  # (load_benchmark found it)
     return Benchmark(name=name, examples=rows, origin=origin, scoring=task.scoring, max_new_tokens=256)
+
+
+def _verifiers(name: str, limit: int | None) -> Benchmark:
+    """A verifiers environment's held-out rows (its eval_dataset, else its dataset), each run judged by its rubric:
+    right where the run's reward reaches 0.5 (`agent_passed`; run with environment.name set to the same)."""
+    from rlvr.adapters import verifiers_env
+
+    env = verifiers_env.load(name)
+    split = "test" if env.eval_dataset is not None else "train"
+    rows = load_examples(name, split=split, limit=limit)
+    scoring = Scoring(rewards=(("agent_reward", 1.0),), strict="agent_passed", lenient="agent_passed",
+                      extraction=("the rubric's reward at least 0.5", "the rubric's reward at least 0.5"))
+    return Benchmark(name=name, examples=rows, origin=f"{name} ({'eval_dataset' if split == 'test' else 'dataset'})",
+                     scoring=scoring, max_new_tokens=512)
 
 
 def _file(path: str, limit: int | None, judged: bool) -> Benchmark:

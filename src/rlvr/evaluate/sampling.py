@@ -7,6 +7,7 @@ ended within the budget keeps its verdict, so only longer ones are judged again.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -76,6 +77,9 @@ def _judge(out: Rollout, tokenizer: Any, benchmark: Benchmark, verifiers: list[R
            budgets: Sequence[int], scorer: Scorer | None) -> list[SampleRecord]:
     """One SampleRecord per completion of `out`, in row order."""
     rows = [ex for ex in out.examples for _ in range(out.group_size)]
+    if out.env_rewards is not None:  # (what each run's environment or agent scored: agent_passed reads it)
+        rows = [dataclasses.replace(ex, columns={**ex.columns, "env_reward": r})
+                for ex, r in zip(rows, out.env_rewards)]
     ids = completion_token_ids(out)
     verdicts = _verdicts(verifiers, rows, out.completions, ids)
     by_budget = {mode: [[v] * len(budgets) for v in verdicts[mode]] for mode in MODES}

@@ -22,7 +22,7 @@ from rlvr.rewards.math import math_accuracy, math_accuracy_lenient
 from rlvr.rewards.puzzles import sudoku
 from rlvr.rewards.reward_model import reward_model
 from rlvr.rewards.scores import TRL_KEYWORDS
-from rlvr.rewards.shaping import agent_reward, environment_reward, overlong_penalty
+from rlvr.rewards.shaping import agent_passed, agent_reward, environment_reward, overlong_penalty
 from rlvr.sandbox import isolation
 
 BUILTIN_REWARDS: dict[str, Callable[..., Any]] = {
@@ -39,6 +39,7 @@ BUILTIN_REWARDS: dict[str, Callable[..., Any]] = {
     "overlong_penalty": overlong_penalty,
     "environment_reward": environment_reward,  # what a multi-turn rollout's environment scored (rlvr.envs)
     "agent_reward": agent_reward,  # what a harness rollout's agent function returned (rlvr.harness)
+    "agent_passed": agent_passed,  # that reward reaching a threshold: rlvr eval's verdict on a verifiers environment
     "reward_model": reward_model,  # a trained reward model, normalised (rlvr.rewards.reward_model)
     "code_tests": code_tests,
     "code_tests_all": code_tests_all,
@@ -52,7 +53,7 @@ ANSWER_CHECKS = ("math_accuracy", "math_accuracy_lenient", "countdown", "sudoku"
 (logged as `accuracy`, followed by the curriculum) without being told. The others score the form
 (boxed_format, ...), the length, the language, a preference (reward_model), or pass on the environment's
 score (environment_reward, which only a run that knows its environment can call correctness)."""
-PASSED_ON = ("environment_reward", "agent_reward")
+PASSED_ON = ("environment_reward", "agent_reward", "agent_passed")
 """The built-ins that pass on a score made elsewhere: correctness only when a config says so."""
 
 

@@ -87,3 +87,14 @@ def agent_reward(completions: list[Any], env_reward: list[float | None] | None =
         raise UserError("the agent_reward reward needs harness rollouts: set environment.name to an agent "
                         "function, 'path/to/file.py:fn' with fn(link, row)")
     return [None if r is None else float(r) for r in env_reward]
+
+
+def agent_passed(completions: list[Any], env_reward: list[float | None] | None = None, pass_threshold: float = 0.5,
+                 **kwargs: Any) -> list[float | None]:
+    """1.0 where a harness rollout's reward (what its agent or its verifiers rubric gave: `agent_reward`) reaches
+    `pass_threshold`, else 0.0; None (unscored) stays None. How `rlvr eval` judges a verifiers environment's runs.
+
+    >>> agent_passed(["a", "b", "c"], env_reward=[1.0, 0.25, None])
+    [1.0, 0.0, None]
+    """
+    return [None if r is None else float(r >= pass_threshold) for r in agent_reward(completions, env_reward)]

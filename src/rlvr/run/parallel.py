@@ -173,14 +173,28 @@ def full_state_dict(model: torch.nn.Module) -> dict[str, Any]:
 
 def optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
     """One process's optimizer state keyed by parameter name, so that a run of several ranks, under either
-    strategy, can continue from it (they save theirs in parts: rlvr.run.sharded)."""
+    strategy, can continue from it (they save theirs in parts: rlvr.run.sharded). Before any step was taken, its
+    groups' settings alone: get_optimizer_state_dict would first give every parameter the state of one zero step,
+    in this optimizer too, and the run's next step would not be the one a run saved at other times takes."""
+    if not optimizer.state:
+        names = {id(p): n for n, p in model.named_parameters()}
+        return {"state": {}, "param_groups": [{**{k: v for k, v in g.items() if k != "params"},
+                                               "params": [names[id(p)] for p in g["params"]]}
+                                              for g in optimizer.param_groups]}
     return get_optimizer_state_dict(model, optimizer, options=StateDictOptions(full_state_dict=True))
 
 
 def load_optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
     """Restore `optimizer_state`'s output, or an optimizer's own state dict (checkpoints of earlier rlvr
-    versions, keyed by position among the trainable parameters), into a whole or a sharded model."""
-    if state["state"] and all(isinstance(k, int) for k in state["state"]):
+    versions, keyed by position among the trainable parameters), into a whole or a sharded model. A state saved
+    before any step was taken (every step so far skipped: no reward signal) restores the groups' settings only:
+    set_optimizer_state_dict would give every parameter a state of one zero step, and the next step's bias
+    correction would not be the unbroken run's."""
+    if not state["state"]:
+        for group, saved in zip(optimizer.param_groups, state["param_groups"]):
+            group.update({k: v for k, v in saved.items() if k != "params"})
+        return
+    if all(isinstance(k, int) for k in state["state"]):
         names = [n for n, p in model.named_parameters() if p.requires_grad]  # the optimizer's order
         state = {"state": {names[i]: v for i, v in state["state"].items()},
                  "param_groups": [{**g, "params": [names[i] for i in g["params"]]} for g in state["param_groups"]]}

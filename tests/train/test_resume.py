@@ -230,3 +230,19 @@ def test_the_newest_checkpoints_are_kept(tmp_path, keep, kept):
     train_grpo(tiny_config(tmp_path, DIGITS, "save_every=1", f"keep_checkpoints={keep}", "eval_before=false",
                            "eval_after=false", steps=4))
     assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir()) == [f"step-{s:06d}" for s in kept]
+
+
+def test_an_optimizer_that_took_no_step_is_saved_and_restored_without_one():
+    """Every step so far skipped (no reward signal): saving must not give the optimizer a state of one zero step
+    (torch's get_optimizer_state_dict does), nor loading (set_optimizer_state_dict), or the next real step's bias
+    correction differs from the unbroken run's."""
+    from rlvr.run.parallel import load_optimizer_state, optimizer_state
+
+    model = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.5)
+    optimizer.param_groups[0]["lr"] = 0.25  # (where the schedule had moved it)
+    saved = optimizer_state(model, optimizer)
+    assert saved["state"] == {} and optimizer.state == {} and saved["param_groups"][0]["lr"] == 0.25
+    fresh = torch.optim.AdamW(model.parameters(), lr=0.5)
+    load_optimizer_state(model, fresh, saved)
+    assert fresh.state == {} and fresh.param_groups[0]["lr"] == 0.25

@@ -11,18 +11,14 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-import torch
-from safetensors.torch import load_file
 
 pytest.importorskip("openenv.core")
 
-from rlvr import paths
-from rlvr.config import TrainConfig
 from rlvr.envs.loading import load_environment
 from rlvr.errors import UserError
-from rlvr.run.directory import resume_config
 from rlvr.train.trainer import train_grpo
 
+from ..train.resumed import assert_resumes_exactly
 from ..train.test_step import tiny_config
 
 GAME = Path(__file__).with_name("openenv_envs.py")
@@ -57,17 +53,9 @@ def test_mistakes_are_one_line():
 
 
 def test_an_openenv_game_trains_resumes_exactly_and_evaluates(tmp_path):
-    train_grpo(tiny_config(tmp_path / "a", *settings(LOCAL), steps=3))
+    assert_resumes_exactly(tmp_path, *settings(LOCAL))
     metrics = [json.loads(x) for x in (tmp_path / "a" / "run" / "metrics.jsonl").read_text().splitlines()]
     assert all(m["env/turns"] >= 1 and "env/invalid_actions" in m for m in metrics)
-    train_grpo(tiny_config(tmp_path / "b", *settings(LOCAL), steps=3),
-               on_step_end=lambda step, m, stop: stop.request_stop() if step == 1 else None)
-    train_grpo(resume_config(TrainConfig, tmp_path / "b" / "run"), resume=True)
-    unbroken, resumed = (load_file(paths.latest_checkpoint(tmp_path / x / "run") / "model" / "model.safetensors")
-                         for x in ("a", "b"))
-    assert all(torch.equal(p, resumed[name]) for name, p in unbroken.items())
-    samples = [(tmp_path / x / "run" / "samples.jsonl").read_text() for x in ("a", "b")]
-    assert samples[0] == samples[1]
     from rlvr.cli import main
 
     assert main(["eval", "--model", "tiny", "--data", "arithmetic", "--limit", "2", "--samples", "2",

@@ -7,22 +7,20 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file
 
-from rlvr import paths
-from rlvr.config import AlgorithmConfig, TrainConfig
+from rlvr.config import AlgorithmConfig
 from rlvr.errors import UserError
 from rlvr.harness.group import HarnessRollout
 from rlvr.harness.rollout import harness_rollout
 from rlvr.harness.rows import Segment
 from rlvr.records import Example, ScoredRollout, TrainBatch
-from rlvr.run.directory import resume_config
 from rlvr.run.world import SINGLE
 from rlvr.samplers import local as local_sampler
 from rlvr.train.batch import batch_logprobs, micro_batches, outcome_advantages
 from rlvr.train.trainer import Trainer, train_grpo
 from rlvr.train.update import batch_counts, micro_batch_loss
 
+from ..train.resumed import assert_resumes_exactly
 from ..train.test_step import tiny_config
 
 AGENTS = Path(__file__).with_name("agents.py")
@@ -173,32 +171,17 @@ def test_a_trajectory_with_no_turns_keeps_an_empty_unscored_row():
 
 
 def test_a_harness_run_trains_logs_its_agent_and_resumes_exactly(tmp_path):
-    settings = agent("keeps_history")
-    summary = train_grpo(tiny_config(tmp_path / "a", *settings, steps=3))
-    assert summary["steps"] == 3
+    assert_resumes_exactly(tmp_path, *agent("keeps_history"))
     lines = [json.loads(x) for x in (tmp_path / "a" / "run" / "metrics.jsonl").read_text().splitlines()]
-    assert all(line["env/turns"] == 2 and line["env/rows"] == 1 and "env/chars" in line for line in lines)
+    assert len(lines) == 3 and all(line["env/turns"] == 2 and line["env/rows"] == 1 and "env/chars" in line
+                                   for line in lines)
     assert all("reward/agent_reward/mean" in line and line["reward/std"] > 0 for line in lines)
     assert any(line["grad_norm"] > 0 for line in lines)
-    config = tiny_config(tmp_path / "b", *settings, steps=3)
-    train_grpo(config, on_step_end=lambda step, m, stop: stop.request_stop() if step == 1 else None)
-    train_grpo(resume_config(TrainConfig, tmp_path / "b" / "run"), resume=True)
-    unbroken, resumed = (load_file(paths.latest_checkpoint(tmp_path / x / "run") / "model" / "model.safetensors")
-                         for x in ("a", "b"))
-    for name, p in unbroken.items():
-        assert torch.equal(p, resumed[name]), name
-    samples = [(tmp_path / x / "run" / "samples.jsonl").read_text() for x in ("a", "b")]
-    assert samples[0] == samples[1]  # the same draws, the same rows
 
 
 def test_an_async_openai_agent_trains_and_resumes_exactly(tmp_path):
     pytest.importorskip("openai")
-    assert train_grpo(tiny_config(tmp_path / "a", *agent("with_openai"), steps=3))["steps"] == 3
-    train_grpo(tiny_config(tmp_path / "b", *agent("with_openai"), steps=3),
-               on_step_end=lambda step, m, stop: stop.request_stop() if step == 1 else None)
-    train_grpo(resume_config(TrainConfig, tmp_path / "b" / "run"), resume=True)
-    samples = [(tmp_path / x / "run" / "samples.jsonl").read_text() for x in ("a", "b")]
-    assert samples[0] == samples[1]
+    assert_resumes_exactly(tmp_path, *agent("with_openai"))
 
 
 def test_agent_mistakes_are_one_line(tmp_path):

@@ -7,25 +7,22 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file
 
 pytest.importorskip("verifiers")
 pytest.importorskip("openai")
 
-from rlvr import paths
 from rlvr.adapters import verifiers_env
-from rlvr.config import TrainConfig
 from rlvr.errors import UserError
 from rlvr.harness import Endpoint
 from rlvr.harness.group import run_group
 from rlvr.models import build_tiny_model
 from rlvr.rollout import SamplingParams
-from rlvr.run.directory import resume_config
 from rlvr.run.policy import Policy
 from rlvr.samplers import LocalSampler
 from rlvr.samplers import local as local_sampler
 from rlvr.train.trainer import train_grpo
 
+from ..train.resumed import assert_resumes_exactly
 from ..train.test_step import tiny_config
 from . import vf_envs
 
@@ -60,15 +57,7 @@ def test_a_single_turn_env_trains_on_its_own_dataset_scored_by_its_weighted_rubr
 
 @pytest.mark.parametrize("kind", ["single", "game"])
 def test_a_verifiers_run_resumes_exactly(tmp_path, kind):
-    train_grpo(tiny_config(tmp_path / "a", *settings(kind), steps=3))
-    train_grpo(tiny_config(tmp_path / "b", *settings(kind), steps=3),
-               on_step_end=lambda step, m, stop: stop.request_stop() if step == 1 else None)
-    train_grpo(resume_config(TrainConfig, tmp_path / "b" / "run"), resume=True)
-    unbroken, resumed = (load_file(paths.latest_checkpoint(tmp_path / x / "run") / "model" / "model.safetensors")
-                         for x in ("a", "b"))
-    assert all(torch.equal(p, resumed[name]) for name, p in unbroken.items())
-    samples = [(tmp_path / x / "run" / "samples.jsonl").read_text() for x in ("a", "b")]
-    assert samples[0] == samples[1]
+    assert_resumes_exactly(tmp_path, *settings(kind))
 
 
 def test_a_multi_turn_game_trains_its_conversations_as_one_row_each(tmp_path):

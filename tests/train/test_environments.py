@@ -4,16 +4,12 @@ its counts in the step metrics, transcripts in samples.jsonl, and exact resume."
 import json
 
 import pytest
-import torch
-from safetensors.torch import load_file
 
-from rlvr import paths
-from rlvr.config import TrainConfig
 from rlvr.errors import UserError
-from rlvr.run.directory import resume_config
 from rlvr.samplers import local as sampling_module
 from rlvr.train.trainer import Trainer, train_grpo
 
+from .resumed import assert_resumes_exactly
 from .test_step import tiny_config
 
 GAME = ["environment.name=guess_number", "environment.params.max_turns=3", "environment.max_tokens=300",
@@ -57,16 +53,7 @@ def test_a_step_with_an_environment_trains_on_conversations(tmp_path, monkeypatc
 
 
 def test_a_resumed_run_with_an_environment_equals_the_unbroken_run(tmp_path):
-    train_grpo(tiny_config(tmp_path / "a", *GAME, steps=3))
-    config = tiny_config(tmp_path / "b", *GAME, steps=3)
-    train_grpo(config, on_step_end=lambda step, m, stop: stop.request_stop() if step == 1 else None)
-    train_grpo(resume_config(TrainConfig, tmp_path / "b" / "run"), resume=True)
-    unbroken, resumed = (load_file(paths.latest_checkpoint(tmp_path / x / "run") / "model" / "model.safetensors")
-                         for x in ("a", "b"))
-    for name, p in unbroken.items():
-        assert torch.equal(p, resumed[name]), name
-    samples = [(tmp_path / x / "run" / "samples.jsonl").read_text() for x in ("a", "b")]
-    assert samples[0] == samples[1]  # the same games, the same conversations
+    assert_resumes_exactly(tmp_path, *GAME)  # the same games, the same conversations
 
 
 def test_environment_mistakes_are_one_line_errors(tmp_path):

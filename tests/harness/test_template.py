@@ -124,3 +124,19 @@ def test_a_continued_conversation_keeps_the_sampled_ids_where_rendering_again_wo
         assert rollout.recorder.turns[2].prompt_ids == chat_prompt_ids(tokenizer, rewritten, TOOLS)  # (a new segment)
     finally:
         endpoint.close()
+
+
+@pytest.mark.parametrize("text, calls, content, unreadable", [
+    ('[TOOL_CALLS][{"name": "add", "arguments": {"a": 1, "b": 2}}, {"name": "add", "arguments": {"a": 3, "b": 4}}]',
+     [{"a": 1, "b": 2}, {"a": 3, "b": 4}], "", 0),  # Mistral
+    ('Adding. [TOOL_CALLS][{"name": "add", "arguments": {"a": 1', [], None, 1),  # Mistral, cut
+    ('<|python_tag|>{"name": "add", "parameters": {"a": 5, "b": 6}}', [{"a": 5, "b": 6}], "", 0),  # Llama 3
+    ('{"name": "add", "parameters": {"a": 1, "b": 1}}; {"name": "add", "parameters": {"a": 2, "b": 2}}',
+     [{"a": 1, "b": 1}, {"a": 2, "b": 2}], "", 0),  # Llama 3, two calls
+    ('{"answer": 5}', [], None, 0),  # JSON that is no call: text
+])
+def test_the_other_common_call_forms_are_read(tokenizer, text, calls, content, unreadable):
+    got = reply(tokenizer, text, TOOLS)
+    assert [json.loads(c["function"]["arguments"]) for c in got.tool_calls] == calls
+    assert got.content == (text if content is None else content) and got.unreadable == unreadable
+    assert all(c["function"]["name"] == "add" for c in got.tool_calls)

@@ -5,8 +5,9 @@ before rendering, or templates that `tojson` them would encode them twice.
 
 The model's tool calls become OpenAI `tool_calls`: read by transformers' `parse_response` where the tokenizer
 has a response template, else in the Hermes / Qwen form, `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`,
-every call of the message, none inside `<think>...</think>`. A call that cannot be read stays in the text and
-is counted (`unreadable`); the message's text is what remains outside the calls."""
+every call of the message, none inside `<think>...</think>`; Mistral's `[TOOL_CALLS][{...}, ...]`; or Llama 3's,
+the whole message a JSON object `{"name": ..., "parameters": {...}}` (`;` between several). A call that cannot
+be read stays in the text and is counted (`unreadable`); the message's text is what remains outside the calls."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from typing import Any
 
 HERMES_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 THINKING = re.compile(r"<think>.*?(</think>|$)", re.DOTALL)
+MISTRAL_CALLS = "[TOOL_CALLS]"
+LLAMA_TAG = "<|python_tag|>"
 
 
 def chat_prompt_ids(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[int]:
@@ -80,7 +83,38 @@ def reply(tokenizer: Any, text: str, tools: list[dict[str, Any]] | None) -> Repl
             return Reply(text, unreadable=1)
         calls = [_openai_call(c.get("function") or c) for c in parsed.get("tool_calls") or []]
         return Reply(str(parsed.get("content") or "") if calls else text, calls)
-    return _hermes(text)
+    if HERMES_CALL.search(text):
+        return _hermes(text)
+    return _mistral(text) if MISTRAL_CALLS in text else _llama(text)
+
+
+def _mistral(text: str) -> Reply:
+    """Mistral's form: `[TOOL_CALLS]` then a JSON list of {name, arguments}, after any text."""
+    content, _, calls_text = text.partition(MISTRAL_CALLS)
+    try:
+        calls = json.loads(calls_text.strip())
+        calls = calls if isinstance(calls, list) else [calls]
+        if not calls or not all(isinstance(c, dict) and isinstance(c.get("name"), str) for c in calls):
+            raise ValueError("no name")
+    except ValueError:
+        return Reply(text, unreadable=1)
+    return Reply(content.strip(), [_openai_call(c) for c in calls])
+
+
+def _llama(text: str) -> Reply:
+    """Llama 3's form: the whole message one JSON object {name, parameters} (after `<|python_tag|>`, if any),
+    or several separated by `;`; any other message is text."""
+    body = text.strip().removeprefix(LLAMA_TAG).strip()
+    if not body.startswith("{"):
+        return Reply(text)
+    try:
+        calls = [json.loads(part) for part in body.split(";") if part.strip()]
+    except ValueError:
+        return Reply(text, unreadable=int(text.strip().startswith(LLAMA_TAG)))
+    if not all(isinstance(c, dict) and isinstance(c.get("name"), str) and
+               ("parameters" in c or "arguments" in c) for c in calls):
+        return Reply(text)
+    return Reply("", [_openai_call(c) for c in calls])
 
 
 def _hermes(text: str) -> Reply:
@@ -105,6 +139,7 @@ def _hermes(text: str) -> Reply:
 
 def _openai_call(call: dict[str, Any]) -> dict[str, Any]:
     arguments = call.get("arguments", call.get("parameters", {}))
-    return {"id": f"call_{secrets.token_hex(6)}", "type": "function",
+    # (nine letters and digits: what Mistral's templates insist on, and any other's accept)
+    return {"id": secrets.token_hex(5)[:9], "type": "function",
             "function": {"name": call["name"],
                          "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments)}}

@@ -140,3 +140,30 @@ def test_the_other_common_call_forms_are_read(tokenizer, text, calls, content, u
     assert [json.loads(c["function"]["arguments"]) for c in got.tool_calls] == calls
     assert got.content == (text if content is None else content) and got.unreadable == unreadable
     assert all(c["function"]["name"] == "add" for c in got.tool_calls)
+
+
+def test_a_stop_string_ends_the_answer_and_the_record_where_it_completes(tokenizer):
+    from .test_endpoint import post
+
+    endpoint = Endpoint(Scripted(tokenizer, "Hello STOP world"), tokenizer, SamplingParams(200, temperature=1.0))
+    try:
+        rollout = endpoint.open(seed=1)
+        ask = [{"role": "user", "content": "hi"}]
+        status, answer = post(f"{rollout.base_url}/chat/completions", {"messages": ask, "stop": ["STOP", "zzz"]})
+        choice = answer["choices"][0]
+        assert status == 200 and choice["message"]["content"] == "Hello " and choice["finish_reason"] == "stop"
+        turn = rollout.recorder.turns[0]
+        kept = tokenizer.decode(turn.token_ids)
+        assert kept == "Hello STOP" and not turn.closed  # (no token after the one completing the stop string)
+        assert choice["token_ids"] == turn.token_ids and len(choice["logprobs"]["content"]) == len(turn.token_ids)
+        # the next turn continues the cut one: its ids verbatim, closed by the template's end marker as context
+        post(f"{rollout.base_url}/chat/completions",
+             {"messages": [*ask, choice["message"], {"role": "user", "content": "go on"}]})
+        second = rollout.recorder.turns[1]
+        assert second.prompt_ids[:len(turn.prompt_ids) + len(turn.token_ids)] == turn.prompt_ids + turn.token_ids
+        assert tokenizer.decode(second.prompt_ids[len(turn.prompt_ids) + len(turn.token_ids):]).startswith(
+            "<|im_end|>")
+        status, answer = post(f"{rollout.base_url}/chat/completions", {"messages": ask, "stop": [""]})
+        assert status == 400 and "stop=['']" in answer["error"]["message"]
+    finally:
+        endpoint.close()

@@ -72,6 +72,31 @@ class RolloutKey:
     recorder: Recorder
 
 
+def _stop_strings(body: dict[str, Any]) -> list[str]:
+    """The request's `stop`: a string or a list of up to 4 (OpenAI's limit), none empty; else a 400."""
+    stop = body.get("stop")
+    stops = [] if stop is None else [stop] if isinstance(stop, str) else stop
+    if not isinstance(stops, list) or len(stops) > 4 or not all(isinstance(x, str) and x for x in stops):
+        raise Refused(400, f"stop={stop!r}: give a string or a list of up to 4 non-empty strings")
+    return stops
+
+
+def _at_stop(tokenizer: Any, sampled: Sampled, stops: list[str]) -> tuple[Sampled, str]:
+    """The draw cut at its first token whose text completes a stop string, and the text before that string (the
+    tokens after it were never decoded for the agent: each token depends only on those before it, so the cut
+    draw is exactly what decoding that stopped there draws); the whole draw and text without a stop."""
+    text = completion_text(tokenizer, sampled.token_ids)
+    if not stops or not any(x in text for x in stops):
+        return sampled, text
+    for k in range(1, len(sampled.token_ids) + 1):
+        head = completion_text(tokenizer, sampled.token_ids[:k])
+        found = [head.index(x) for x in stops if x in head]
+        if found:
+            floors = None if sampled.floors is None else sampled.floors[:k]
+            return Sampled(sampled.token_ids[:k], sampled.logprobs[:k], True, floors), head[:min(found)]
+    return sampled, text
+
+
 def _text_content(message: dict[str, Any], i: int) -> dict[str, Any]:
     """A message whose content is text: OpenAI's content parts ([{"type": "text", "text": ...}]) joined; None, or
     no content (an assistant message of tool calls), kept; anything else refused (400) naming the message."""
@@ -167,11 +192,14 @@ class Endpoint:
         prompt_ids = self._prompt_ids(body, chat, recorder)
         request_seed = seed_of(recorder.seed, _content_hash(prompt_ids), recorder.request_index(prompt_ids))
         seeds = [seed_of(request_seed, i) for i in range(n)]
+        stops = _stop_strings(body)
         done = self.batcher.submit([Job(prompt_ids, seed, budget) for seed in seeds]).result()
-        texts = [completion_text(self.tokenizer, s.token_ids) for s in done]
+        cut = [_at_stop(self.tokenizer, s, stops) for s in done]
+        closed = [s.stopped and c[0] is s for s, c in zip(done, cut)]  # (not cut at a stop string)
+        done, texts = [d for d, _ in cut], [t for _, t in cut]
         replies = [reply(self.tokenizer, text, body.get("tools")) for text in texts] if chat else []
         turns = [Turn(prompt_ids, s.token_ids, s.logprobs, seed, "stop" if s.stopped else "length", body, i,
-                      replies[i].message() if chat else None, s.floors)
+                      replies[i].message() if chat else None, s.floors, closed[i])
                  for i, (s, seed) in enumerate(zip(done, seeds))]
         recorder.tool_parse_errors += sum(r.unreadable for r in replies)
         response = self._response(prompt_ids, done, turns, texts)

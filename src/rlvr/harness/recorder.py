@@ -22,6 +22,7 @@ class Turn:
     choice: int = 0  # which of the request's n choices
     message: dict[str, Any] | None = field(default=None, compare=False)  # the assistant message answered (chat)
     floors: list[float] | None = None  # where top-k / top-p cut each token's distribution (Sampled.floors)
+    closed: bool = True  # the model ended its turn itself (its stop token), not the budget or a stop string
 
 
 class Recorder:

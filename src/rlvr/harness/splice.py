@@ -36,7 +36,7 @@ def spliced_prompt(turns: list[Turn], messages: list[dict[str, Any]], tools: lis
             bridge = fmt.replies_text(after)
         except ValueError:  # (a template that rewrites earlier turns: rendered whole)
             return None
-        closing = "" if turn.finish_reason != "length" else fmt.end_of_turn
+        closing = "" if turn.closed else fmt.end_of_turn  # (cut by the budget or a stop string: closed as context)
         return [*turn.prompt_ids, *turn.token_ids, *fmt.encode(closing + fmt.after_end + bridge)]
     return None
 

@@ -1,5 +1,7 @@
 """Agent functions the harness tests train with (loaded by path, as a user's file is)."""
 
+import json
+
 
 def _question(row):
     prompt = row["prompt"]
@@ -41,3 +43,23 @@ def always_raises(link, row):
 
 def takes_one_argument(link):
     return 0.0
+
+
+ADD = {"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {
+    "a": {"type": "integer"}, "b": {"type": "integer"}}}}}
+
+
+def calculator(link, row):
+    """The openai client with a tool offered: every call of a message run, its result sent back, until an answer."""
+    client = link.openai()
+    messages = [{"role": "user", "content": _question(row)}]
+    for _ in range(3):
+        answer = client.chat.completions.create(model="policy", messages=messages, tools=[ADD]).choices[0].message
+        messages.append(answer.model_dump(exclude_none=True))
+        if not answer.tool_calls:
+            break
+        for call in answer.tool_calls:
+            given = json.loads(call.function.arguments)
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": str(given["a"] + given["b"])})
+    calls = sum(m["role"] == "tool" for m in messages)
+    return float(any(c.isdigit() for c in messages[-1].get("content") or "")), {"calls": float(calls)}

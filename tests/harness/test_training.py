@@ -208,3 +208,17 @@ def test_rlvr_eval_judges_each_runs_last_message(tmp_path, drawn):
     judged = [x for r in EvalStore(tmp_path / "e").read() for x in [r.greedy, *r.samples]]
     assert len(judged) == 6 and len(second) == 6
     assert sorted(x.text for x in judged) == sorted(second)
+
+
+def test_an_openai_agent_with_a_tool_trains_resumes_exactly_and_evaluates(tmp_path, calls_the_tool):
+    pytest.importorskip("openai")
+    from rlvr.cli import main
+
+    assert_resumes_exactly(tmp_path, *agent("calculator"))
+    lines = [json.loads(x) for x in (tmp_path / "a" / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert all(line["env/calls"] >= 1 and line["env/turns"] >= 2 and line["env/errors"] == 0 for line in lines)
+    transcript = json.loads((tmp_path / "a" / "run" / "samples.jsonl").read_text().splitlines()[0])["transcripts"]
+    assert "<tool_response>" in transcript[0][0]["content"] or "5" in transcript[0][0]["content"]
+    assert main(["eval", "--model", "tiny", "--data", "arithmetic", "--limit", "2", "--samples", "2",
+                 "--max-new-tokens", "6", "--set", f"environment.name={AGENTS}:calculator", "--set",
+                 "data.template=chat", "--output-dir", str(tmp_path / "e")]) == 0

@@ -19,7 +19,6 @@ from rlvr.models import build_tiny_model
 from rlvr.rollout import SamplingParams
 from rlvr.run.policy import Policy
 from rlvr.samplers import LocalSampler
-from rlvr.samplers import local as local_sampler
 from rlvr.train.trainer import train_grpo
 
 from ..train.resumed import assert_resumes_exactly
@@ -55,9 +54,16 @@ def test_a_single_turn_env_trains_on_its_own_dataset_scored_by_its_weighted_rubr
     assert len(metrics) == 2 and all("env/shortest_in_group" in m and m["env/errors"] == 0 for m in metrics)
 
 
-@pytest.mark.parametrize("kind", ["single", "game"])
-def test_a_verifiers_run_resumes_exactly(tmp_path, kind):
+@pytest.mark.parametrize("kind", ["single", "game", "tool"])
+def test_a_verifiers_run_resumes_exactly_and_evaluates(tmp_path, kind, request):
+    from rlvr.cli import main
+
+    if kind == "tool":
+        request.getfixturevalue("calls_the_tool")
     assert_resumes_exactly(tmp_path, *settings(kind))
+    source = f"verifiers:{ENVS}?kind={kind}"
+    assert main(["eval", "--model", "tiny", "--data", source, "--limit", "2", "--samples", "2", "--max-new-tokens",
+                 "6", "--set", f"environment.name={source}", "--output-dir", str(tmp_path / "e")]) == 0
 
 
 def test_a_multi_turn_game_trains_its_conversations_as_one_row_each(tmp_path):
@@ -67,21 +73,6 @@ def test_a_multi_turn_game_trains_its_conversations_as_one_row_each(tmp_path):
                for m in metrics)
     transcript = lines(tmp_path / "run", "samples.jsonl")[0]["transcripts"][0][0]["content"]
     assert "longer" in transcript or "good" in transcript  # (the environment's own answers, as context)
-
-
-@pytest.fixture()
-def calls_the_tool(monkeypatch):
-    """The random tiny model never writes a tool call: the first message of each conversation (a prompt with no
-    call in it yet) is replaced by one, with made-up log-probs, so that the ToolEnv's tool runs."""
-    real = local_sampler.LocalSampler.complete
-    text = '<tool_call>{"name": "add", "arguments": {"a": 2, "b": 3}}</tool_call>'
-
-    def complete(self, jobs, params):
-        ids = [*self.tokenizer(text, add_special_tokens=False).input_ids, self.tokenizer.eos_token_id]
-        return [s if "<tool_call>" in self.tokenizer.decode(job.ids) else type(s)(ids, [-1.0] * len(ids), True)
-                for job, s in zip(jobs, real(self, jobs, params))]
-
-    monkeypatch.setattr(local_sampler.LocalSampler, "complete", complete)
 
 
 def test_a_tool_env_runs_every_call_and_trains(tmp_path, calls_the_tool):

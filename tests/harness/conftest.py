@@ -1,0 +1,20 @@
+"""What the harness tests share."""
+
+import pytest
+
+from rlvr.samplers import local as local_sampler
+
+
+@pytest.fixture()
+def calls_the_tool(monkeypatch):
+    """The random tiny model never writes a tool call: the first message of each conversation (a prompt with no
+    call in it yet) is replaced by one, with made-up log-probs, so that the ToolEnv's tool runs."""
+    real = local_sampler.LocalSampler.complete
+    text = '<tool_call>{"name": "add", "arguments": {"a": 2, "b": 3}}</tool_call>'
+
+    def complete(self, jobs, params):
+        ids = [*self.tokenizer(text, add_special_tokens=False).input_ids, self.tokenizer.eos_token_id]
+        return [s if "<tool_call>" in self.tokenizer.decode(job.ids) else type(s)(ids, [-1.0] * len(ids), True)
+                for job, s in zip(jobs, real(self, jobs, params))]
+
+    monkeypatch.setattr(local_sampler.LocalSampler, "complete", complete)

@@ -222,3 +222,25 @@ def test_an_openai_agent_with_a_tool_trains_resumes_exactly_and_evaluates(tmp_pa
     assert main(["eval", "--model", "tiny", "--data", "arithmetic", "--limit", "2", "--samples", "2",
                  "--max-new-tokens", "6", "--set", f"environment.name={AGENTS}:calculator", "--set",
                  "data.template=chat", "--output-dir", str(tmp_path / "e")]) == 0
+
+
+def test_dynamic_sampling_keeps_a_split_trajectorys_rows_with_their_group():
+    from rlvr.train.dynamic import concat_scored, take_groups
+
+    runs = [HarnessRollout([segment([1, 2], [([5], True)])], 1.0), HarnessRollout([segment([1, 2], [([6], True)])], 0.0),
+            HarnessRollout([segment([3], [([7], True)]), segment([3, 4], [([8, 9], True)])], 1.0),
+            HarnessRollout([segment([3], [([4], True)])], 0.0)]
+    rollout = harness_rollout([Example("p"), Example("q")], 2, runs, Tokens())
+    rewards = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
+    scored = ScoredRollout(rollout, rewards, {"agent_reward": rewards}, {})
+    second = take_groups(scored, [1]).rollout
+    assert second.trajectory_of_rows.tolist() == [0, 0, 1] and second.prompt_of_rows.tolist() == [0, 1, 2]
+    assert [r[m].tolist() for r, m in zip(second.completion_ids, second.model_mask)] == [[7], [8, 9], [4]]
+    again = concat_scored([take_groups(scored, [0]), take_groups(scored, [1])]).rollout
+    assert again.trajectory_of_rows.tolist() == rollout.trajectory_of_rows.tolist()
+    assert again.completions == rollout.completions
+
+
+def test_dynamic_sampling_trains_on_harness_rollouts(tmp_path):
+    summary = train_grpo(tiny_config(tmp_path, *agent("rewrites_history"), "sampling.dynamic_sampling=true"))
+    assert summary["steps"] == 2

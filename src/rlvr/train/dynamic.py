@@ -63,18 +63,28 @@ def fill_informative(first: ScoredRollout, sample_more: Callable[[int], ScoredRo
 def take_groups(scored: ScoredRollout, groups: list[int]) -> ScoredRollout:
     """The ScoredRollout of the given groups (prompts), in that order."""
     r, g = scored.rollout, scored.rollout.group_size
-    rows = torch.tensor([p * g + j for p in groups for j in range(g)], dtype=torch.long)
+    trajectories = [p * g + j for p in groups for j in range(g)]
     index = torch.tensor(groups, dtype=torch.long)
+    # the rows of those trajectories (a harness trajectory may have several), and the prompts they continue
+    of, row_prompt = r.trajectory_of_rows.tolist(), r.prompt_of_rows.tolist()
+    at = {t: k for k, t in enumerate(trajectories)}
+    rows = torch.tensor(sorted((i for i in range(len(of)) if of[i] in at), key=lambda i: (at[of[i]], i)),
+                        dtype=torch.long)
+    heads = list(dict.fromkeys(row_prompt[i] for i in rows.tolist()))
     rollout = Rollout(
         examples=[r.examples[p] for p in groups], group_size=g,
-        prompt_ids=r.prompt_ids[index], prompt_mask=r.prompt_mask[index],
+        prompt_ids=r.prompt_ids[heads], prompt_mask=r.prompt_mask[heads],
         completion_ids=r.completion_ids[rows], completion_mask=r.completion_mask[rows],
         sampling_logprobs=r.sampling_logprobs[rows], truncated=r.truncated[rows],
-        completions=[r.completions[i] for i in rows.tolist()],
+        completions=[r.completions[t] for t in trajectories],
         model_mask=r.model_mask[rows] if r.model_mask is not None else None,
-        **_any({name: [getattr(r, name)[i] for i in rows.tolist()] for name in CONVERSATION_FIELDS
+        **_any({name: [getattr(r, name)[t] for t in trajectories] for name in CONVERSATION_FIELDS
                 if getattr(r, name) is not None}),
         support_floors=r.support_floors[rows] if r.support_floors is not None else None, version=r.version,
+        row_trajectory=(None if r.row_trajectory is None
+                        else torch.tensor([at[of[i]] for i in rows.tolist()], dtype=torch.long)),
+        row_prompt=(None if r.row_prompt is None
+                    else torch.tensor([heads.index(row_prompt[i]) for i in rows.tolist()], dtype=torch.long)),
     )
     return ScoredRollout(
         rollout=rollout, rewards=scored.rewards[index],

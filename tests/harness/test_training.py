@@ -227,7 +227,8 @@ def test_an_openai_agent_with_a_tool_trains_resumes_exactly_and_evaluates(tmp_pa
 def test_dynamic_sampling_keeps_a_split_trajectorys_rows_with_their_group():
     from rlvr.train.dynamic import concat_scored, take_groups
 
-    runs = [HarnessRollout([segment([1, 2], [([5], True)])], 1.0), HarnessRollout([segment([1, 2], [([6], True)])], 0.0),
+    runs = [HarnessRollout([segment([1, 2], [([5], True)])], 1.0),
+            HarnessRollout([segment([1, 2], [([6], True)])], 0.0),
             HarnessRollout([segment([3], [([7], True)]), segment([3, 4], [([8, 9], True)])], 1.0),
             HarnessRollout([segment([3], [([4], True)])], 0.0)]
     rollout = harness_rollout([Example("p"), Example("q")], 2, runs, Tokens())

@@ -36,7 +36,8 @@ HELPERS = {"rlvr_job": "the grpo_vs_trl and ppo_vs_grpo tiny runs", "ppo_job": "
            "trl_job": "its own tiny run below, on the TRL of this venv (pip install -e '.[dev]')"}
 # the scripts run here with --help
 USAGE = ["arithmetic_baselines", "generation", "grpo_vs_trl", "learning_vs_trl", "lora_sampling", "multiturn",
-         "optimizer", "overlap", "ppo_vs_grpo", "samplers", "scaling", "step_memory", "threads_under_load"]
+         "optimizer", "overlap", "ppo_vs_grpo", "reward_curve", "samplers", "scaling", "step_memory",
+         "threads_under_load"]
 # what of a script is not run here, and why
 SKIPPED = {
     "scaling": "its run is `rlvr train --nproc 2` (torchrun, two processes) under DDP and FSDP after a one-process "

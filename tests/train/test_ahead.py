@@ -48,7 +48,11 @@ GAME = ["environment.name=guess_number", "environment.params.max_turns=2", "envi
         "rewards=[{name: environment_reward}]", "generation.max_new_tokens=6"]
 
 
-@pytest.mark.parametrize("extra", [[], LORA, GAME], ids=["full", "lora", "environment"])
+AGENT = [f"environment.name={Path(__file__).parents[1] / 'harness' / 'agents.py'}:rewrites_history",
+         "rewards=[{name: agent_reward}]", "generation.max_new_tokens=6"]
+
+
+@pytest.mark.parametrize("extra", [[], LORA, GAME, AGENT], ids=["full", "lora", "environment", "agent"])
 def test_staleness_0_through_the_worker_is_the_synchronous_run(tmp_path, extra, monkeypatch):
     if extra is GAME:  # (any letter ends a message of the random tiny model, so that games run several turns)
         from .test_environments import short_messages

@@ -19,16 +19,28 @@ from rlvr.samplers.build import build_sampler, give_weights
 def rank_sampler(generation: GenerationConfig, world: World, **kwargs: Any) -> Sampler:
     """build_sampler's sampler for this rank of `world` (kwargs: build_sampler's); where the environment names an
     agent (an agent function, a verifiers environment: rlvr.harness), the sampler that runs it over that one."""
+    environment: EnvironmentConfig | None = kwargs.get("environment")
+    if agent_of(environment) is None:
+        return _rank_sampler(generation, world, **kwargs)
+    inner = _rank_sampler(generation, world, **{**kwargs, "environment": None, "make_env": None})
+    return running_agent(inner, kwargs["tokenizer"], environment)
+
+
+def agent_of(environment: EnvironmentConfig | None) -> Any:
+    """The agent `environment` names (an agent function, a verifiers environment: rlvr.harness), or None."""
     from rlvr.envs.loading import load_agent
 
-    environment: EnvironmentConfig | None = kwargs.get("environment")
-    agent = load_agent(environment.name, environment.params) if environment is not None and environment.name else None
+    return load_agent(environment.name, environment.params) if environment is not None and environment.name else None
+
+
+def running_agent(inner: Sampler, tokenizer: Any, environment: EnvironmentConfig | None) -> Sampler:
+    """`inner` sampling through the agent `environment` names (rlvr.harness.sampler), or `inner` itself."""
+    agent = agent_of(environment)
     if environment is None or agent is None:
-        return _rank_sampler(generation, world, **kwargs)
+        return inner
     from rlvr.harness.sampler import HarnessSampler
 
-    inner = _rank_sampler(generation, world, **{**kwargs, "environment": None, "make_env": None})
-    return HarnessSampler(inner, kwargs["tokenizer"], agent, environment)
+    return HarnessSampler(inner, tokenizer, agent, environment)
 
 
 def _rank_sampler(generation: GenerationConfig, world: World, **kwargs: Any) -> Sampler:

@@ -151,6 +151,18 @@ def check_samplers(stdout: str, out: Path) -> None:
         assert m["tokens"] > 0 and m["push_s"] is None and m["logp_diff_max"] < 1e-3
 
 
+def write_metrics(out: Path) -> None:
+    """A run's metrics.jsonl whose reward rises: 0.1, 0.2, then 0.8, 0.9."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "metrics.jsonl").write_text("".join(json.dumps({"step": i + 1, "reward/mean": r}) + "\n"
+                                               for i, r in enumerate([0.1, 0.2, 0.8, 0.9])))
+
+
+def check_reward_curve(stdout: str, out: Path) -> None:
+    assert "| first 2 steps | 0.150 | [-0.485, 0.785] |" in stdout and "| last − first | +0.700 |" in stdout
+    assert "beyond its interval: no" in stdout  # (two steps a window: intervals too wide to tell)
+
+
 def write_trl_job(out: Path) -> None:
     """The tiny model as a folder TRL loads, and a job of one step of 1 prompt x 2 completions of 4 tokens."""
     from rlvr.data import load_examples
@@ -207,6 +219,7 @@ TINY = [
     Case("generation", [script("generation"), "--model", "tiny", "--batches", "8", "--new-tokens", "4",
                         "--repeats", "1"], check_generation),
     Case("samplers", ["-c", SAMPLERS], check_samplers),
+    Case("reward_curve", [script("reward_curve"), "{out}", "--window", "2"], check_reward_curve, write_metrics),
 ]
 HELP = [Case(name, [script(name), "--help"], usage_of(name)) for name in USAGE]
 

@@ -208,7 +208,8 @@ def _rows(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     share a prompt by a matrix product, in a fixed order (indexing's backward accumulates them by index_put,
     whose order on a CPU varies from call to call once the tensors are large: a resumed run would not be exact)."""
     one_hot = torch.nn.functional.one_hot(index, x.shape[0]).to(x.dtype)
-    return (one_hot @ x.flatten(1)).view(len(index), *x.shape[1:])
+    with torch.autocast(x.device.type, enabled=False):  # (in x's own precision: the rows exactly, their dtype)
+        return (one_hot @ x.flatten(1)).view(len(index), *x.shape[1:])
 
 
 def _hidden_shared_prompt(backbone: torch.nn.Module, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,

@@ -129,3 +129,13 @@ def test_rlvr_eval_judges_each_run_by_the_rubric(tmp_path):
     assert len(judged) == 12  # right where the rubric's reward (a digit written: 1, else 0) reaches 0.5
     assert all(s.correct["strict"] == float(any(c.isdigit() for c in s.text)) for s in judged)
     assert {s.correct["strict"] for s in judged} == {0.0, 1.0}
+
+
+def test_loading_an_environment_leaves_the_processs_signal_handlers_as_they_were():
+    """A verifiers Environment sets Ctrl-C and SIGTERM handlers when it is built (SIGTERM then exits at once):
+    rlvr's stop-and-save must stay what a signal does."""
+    import signal
+
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    verifiers_env.load(f"verifiers:{ENVS}?kind=single&rows=3")
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before

@@ -26,7 +26,9 @@ import functools
 import inspect
 import json
 import math
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl
@@ -75,6 +77,7 @@ def _load(vf: Any, name: str, args: dict[str, Any], spec: str) -> Any:
                                 "a verifiers environment module with load_environment(**args)")
     else:
         make = functools.partial(vf.load_environment, name)
+    handlers = _signal_handlers()
     try:
         env = make(**args)
     except UserError:
@@ -82,10 +85,26 @@ def _load(vf: Any, name: str, args: dict[str, Any], spec: str) -> Any:
     except Exception as e:
         raise UserError(f"environment {spec!r}: loading it raised {type(e).__name__}: {first_line(e)} (is the "
                         f"module installed, with load_environment({', '.join(args)})?)") from None
+    finally:
+        _restore(handlers)
     if not _is_environment(env):
         raise UserError(f"environment {spec!r}: load_environment returned a {type(env).__name__}, not a verifiers "
                         "Environment")
     return env
+
+
+def _signal_handlers() -> dict[int, Any]:
+    """This process's Ctrl-C and SIGTERM handlers (the main thread's to set): a verifiers Environment replaces
+    them when it is built (SIGTERM then exits at once, 143), and rlvr's own say what a stop saves."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+
+def _restore(handlers: dict[int, Any]) -> None:
+    for signum, handler in handlers.items():
+        if handler is not None:
+            signal.signal(signum, handler)
 
 
 def _verifiers() -> Any:

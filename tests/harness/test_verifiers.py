@@ -96,18 +96,26 @@ def test_what_verifiers_reads_back_is_what_rlvr_recorded():
     states = []
     agent = verifiers_env.VerifiersAgent(verifiers_env.load(f"verifiers:{ENVS}?kind=game"), "game")
     real = agent.run
-    agent.run = lambda link, row: states.append(real(link, row)) or states[-1]
+
+    def run(link, row):
+        state = real(link, row)
+        states.append(state)  # (in the order the runs end, which is not the order of their seeds)
+        return state
+
+    agent.run = run
     try:
         row = verifiers_env.rows(agent.env, "train")[0]
         rollouts = run_group(endpoint, agent, row, seeds=[1, 2], timeout_s=60)
     finally:
         endpoint.close()
-    for state, rollout in zip(states, rollouts):
+    assert len(states) == len(rollouts) == 2
+    trained = [[t for s in r.rows for t, m in zip(s.ids, s.model_mask) if m] for r in rollouts]
+    for state in states:  # each run's state is the rollout whose trained tokens are the ones it read back
         steps = state["trajectory"]
-        assert rollout.turns == len(steps) >= 1 and rollout.error is None
         sampled = [t for step in steps for t in step["tokens"]["completion_ids"]]
-        trained = [t for s in rollout.rows for t, m in zip(s.ids, s.model_mask) if m]
-        assert sampled == trained
+        assert sampled in trained
+        rollout = rollouts[trained.index(sampled)]
+        assert rollout.turns == len(steps) >= 1 and rollout.error is None
         assert rollout.reward == pytest.approx(state["reward"])
 
 

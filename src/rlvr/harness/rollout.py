@@ -39,14 +39,14 @@ def sample_harness(fn: Callable[..., Any] | Agent, sampler: Sampler, tokenizer: 
     """G runs of `fn(link, row)` per example (G = len(seeds[p])), served by `sampler` under `params` through an
     endpoint open for this call only, as one Rollout (`env_rewards`: what each run returned; `env_info`: its
     metrics, turns, rows and tool-call errors)."""
+    g = len(seeds[0]) if seeds else 0
     endpoint = Endpoint(sampler, tokenizer, params)
     try:
-        g = len(seeds[0]) if seeds else 1
         runs = run_rollouts(endpoint, fn, [(agent_row(ex), seed) for ex, group in zip(examples, seeds)
-                                           for seed in group], g, timeout_s, name)
+                                           for seed in group], max(1, g), timeout_s, name)
     finally:
         endpoint.close()
-    return harness_rollout(examples, len(seeds[0]) if seeds else 0, runs, tokenizer)
+    return harness_rollout(examples, g, runs, tokenizer)
 
 
 def harness_rollout(examples: list[Example], group_size: int, runs: list[HarnessRollout], tokenizer: Any) -> Rollout:

@@ -18,6 +18,7 @@ from typing import Any
 
 from rlvr.config import EnvironmentConfig
 from rlvr.errors import UserError
+from rlvr.harness.group import Agent
 from rlvr.harness.rollout import sample_harness
 from rlvr.records import Rollout
 from rlvr.rewards.batch import completion_token_ids
@@ -28,10 +29,11 @@ from rlvr.samplers.protocol import GroupDone, Job, Sampled, Sampler, SampleReque
 class HarnessSampler:
     """`inner`, sampling through the agent function `agent` (see the module docstring)."""
 
-    def __init__(self, inner: Sampler, tokenizer: Any, agent: Callable[..., Any],
+    def __init__(self, inner: Sampler, tokenizer: Any, agent: Callable[..., Any] | Agent,
                  environment: EnvironmentConfig) -> None:
         self.inner, self.tokenizer, self.agent, self.environment = inner, tokenizer, agent, environment
-        self.name = f"agent function '{environment.name if isinstance(environment.name, str) else agent.__name__}'"
+        # (an adapter names itself, as its runs' errors do: "verifiers environment '...'")
+        self.name = getattr(agent, "name", None) or f"agent function '{environment.name}'"
 
     def __getattr__(self, name: str) -> Any:  # engine, ...: the inner sampler's
         return getattr(self.__dict__["inner"], name)

@@ -57,7 +57,7 @@ def completion_token_ids(rollout: Rollout) -> list[list[int]]:
     if rollout.row_trajectory is None:
         return [row[mask].tolist() for row, mask in zip(rollout.completion_ids, rollout.completion_mask)]
     model = (rollout.model_mask if rollout.model_mask is not None else rollout.completion_mask).tolist()
-    last = {int(t): row for row, t in enumerate(rollout.row_trajectory.tolist())}
+    last = _last_rows(rollout)
     out = []
     for t in range(rollout.num_prompts * rollout.group_size):
         marks = model[last[t]] if t in last else []
@@ -73,9 +73,14 @@ def completion_truncated(rollout: Rollout) -> list[bool]:
     """Whether each completion was cut at its token budget (a harness trajectory: its last row)."""
     if rollout.row_trajectory is None:
         return [bool(t) for t in rollout.truncated.tolist()]
-    last = {int(t): row for row, t in enumerate(rollout.row_trajectory.tolist())}
+    last = _last_rows(rollout)
     return [bool(rollout.truncated[last[t]]) if t in last else False
             for t in range(rollout.num_prompts * rollout.group_size)]
+
+
+def _last_rows(rollout: Rollout) -> dict[int, int]:
+    """Each trajectory's last row (a harness trajectory may have several: rlvr.harness)."""
+    return {int(t): row for row, t in enumerate(rollout.trajectory_of_rows.tolist())}
 
 
 def score_rollout(rollout: Rollout, specs: list[RewardSpec]) -> ScoredRollout:

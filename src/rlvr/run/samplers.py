@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from rlvr.config import EnvironmentConfig, GenerationConfig
+from rlvr.harness.sampler import HarnessSampler
 from rlvr.run.world import World, barrier, gather_across
 from rlvr.samplers import Sampler
 from rlvr.samplers.build import build_sampler, give_weights
@@ -20,10 +21,11 @@ def rank_sampler(generation: GenerationConfig, world: World, **kwargs: Any) -> S
     """build_sampler's sampler for this rank of `world` (kwargs: build_sampler's); where the environment names an
     agent (an agent function, a verifiers environment: rlvr.harness), the sampler that runs it over that one."""
     environment: EnvironmentConfig | None = kwargs.get("environment")
-    if agent_of(environment) is None:
+    agent = agent_of(environment)
+    if environment is None or agent is None:
         return _rank_sampler(generation, world, **kwargs)
     inner = _rank_sampler(generation, world, **{**kwargs, "environment": None, "make_env": None})
-    return running_agent(inner, kwargs["tokenizer"], environment)
+    return HarnessSampler(inner, kwargs["tokenizer"], agent, environment)
 
 
 def agent_of(environment: EnvironmentConfig | None) -> Any:
@@ -31,16 +33,6 @@ def agent_of(environment: EnvironmentConfig | None) -> Any:
     from rlvr.envs.loading import load_agent
 
     return load_agent(environment.name, environment.params) if environment is not None and environment.name else None
-
-
-def running_agent(inner: Sampler, tokenizer: Any, environment: EnvironmentConfig | None) -> Sampler:
-    """`inner` sampling through the agent `environment` names (rlvr.harness.sampler), or `inner` itself."""
-    agent = agent_of(environment)
-    if environment is None or agent is None:
-        return inner
-    from rlvr.harness.sampler import HarnessSampler
-
-    return HarnessSampler(inner, tokenizer, agent, environment)
 
 
 def _rank_sampler(generation: GenerationConfig, world: World, **kwargs: Any) -> Sampler:

@@ -32,8 +32,8 @@ import torch
 from rlvr.config import TrainConfig
 from rlvr.deadline import call_with_time_limit, overdue_in
 from rlvr.errors import StepAbandoned, UserError
+from rlvr.harness.sampler import HarnessSampler
 from rlvr.run.policy import Policy
-from rlvr.run.samplers import agent_of, running_agent
 from rlvr.run.world import World, barrier, gather_across, own_group
 from rlvr.samplers import Sampler
 from rlvr.train.build import RunParts
@@ -271,11 +271,12 @@ class AheadSource(RolloutSource):
                 print("rlvr: sampling ahead with rlvr's own engine on a GPU was measured slower than the synchronous "
                       "loop (decoding and training share one process: docs/async.md); a vLLM server on a GPU of its "
                       "own (generation.backend vllm) is what overlaps", file=sys.stderr)
-        driven = agent_of(c.environment) is None  # (an agent's runs: the copy samples through it, rlvr.harness)
-        sampler = self.worker_sampler or running_agent(
-            CopySampler(p.policy, p.tokenizer, self.policy.autocast, add_special_tokens=p.add_special_tokens,
-                        environment=c.environment if driven else None, make_env=self.make_env),
-            p.tokenizer, c.environment)
+        sampler = self.worker_sampler or CopySampler(p.policy, p.tokenizer, self.policy.autocast,
+                                                     add_special_tokens=p.add_special_tokens,
+                                                     environment=None if self.agent else c.environment,
+                                                     make_env=self.make_env)
+        if self.worker_sampler is None and self.agent is not None:  # (an agent's runs: through the copy too)
+            sampler = HarnessSampler(sampler, p.tokenizer, self.agent, c.environment)
         world = own_group(self.world)  # (every rank starts it at the same step)
         self.ahead = RolloutsAhead(sampler, lambda b, s: self.sample_and_score(b, s, world),
                                    lambda: copy.deepcopy(self.prompts.state_dict()),

@@ -21,12 +21,11 @@ from typing import Any
 from rlvr.config import TrainConfig
 from rlvr.config.choices import Backend
 from rlvr.envs import load_environment
-from rlvr.envs.loading import load_agent
 from rlvr.records import Rollout, ScoredRollout
 from rlvr.rewards.batch import score_rollout
 from rlvr.rollout import SamplingParams
 from rlvr.run.policy import Policy
-from rlvr.run.samplers import push_weights, rank_sampler
+from rlvr.run.samplers import agent_of, push_weights, rank_sampler
 from rlvr.run.world import World, any_across, gather_across, shard
 from rlvr.samplers import Sampler, SampleRequest
 from rlvr.seeds import seeds_for
@@ -48,9 +47,9 @@ class RolloutSource:
         stream = CurriculumStream if config.data.curriculum else PromptStream
         self.prompts = stream(len(parts.train), s.batch_size // s.group_size, config.seed)
         # multi-turn rollouts: each sample a conversation with the environment (rlvr.envs)
-        # (an agent function instead runs its own loop: the sampler is built to run it, rlvr.harness)
-        driven = env.name is not None and load_agent(env.name, env.params) is None
-        self.make_env = load_environment(env.name, **env.params) if driven and env.name is not None else None
+        # (an agent instead runs its own loop: the sampler is built to run it, rlvr.harness)
+        self.agent = agent_of(env)
+        self.make_env = load_environment(env.name, **env.params) if env.name and self.agent is None else None
         self.version = 0  # the policy's weights version this source was last told of (`updated`)
         self.sampler = self.build_sampler(config.generation.backend)
 

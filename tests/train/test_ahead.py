@@ -3,6 +3,7 @@ k = 0 is the synchronous run bit for bit and k = 1 is itself when repeated or re
 worker ends the run in one line with the last checkpoint kept."""
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -37,6 +38,23 @@ def same_run(a: Path, b: Path, keys=("reward/mean", "loss", "kl", "grad_norm", "
     assert wa and wa.keys() == wb.keys()
     same_weights = all(torch.equal(wa[k], wb[k]) for k in wa)
     return same_weights and [[m[k] for k in keys] for m in logged(a)] == [[m[k] for k in keys] for m in logged(b)]
+
+
+def hang_from_batch(first: int, on_hang=lambda: None):
+    """digit_share until the `first`-th batch it scores (one call per batch), which it never returns from:
+    which batch hangs does not depend on how far the worker got when the test looked."""
+    import itertools
+
+    from .reward_fns import digit_share
+
+    calls = itertools.count(1)
+
+    def reward(completions, **kwargs):
+        if next(calls) >= first:
+            on_hang()
+            time.sleep(3600)
+        return digit_share(completions)
+    return reward
 
 
 def train(tmp_path: Path, name: str, *extra: str, steps: int = 4, **kwargs):
@@ -240,21 +258,16 @@ def test_a_reward_past_its_limit_in_the_worker_ends_the_run_in_seconds_with_the_
     from rlvr.run.loop import run_training
     from rlvr.train.trainer import Trainer
 
-    from . import reward_fns
-
     trainer = Trainer(tiny_config(tmp_path, DIGITS, *ONE_THREAD, "sampling.max_staleness=1",
                                   "sampling.overlap_rewards=false", steps=5))
-
-    def hang_from_now(step, metrics, stop):
-        if step == 1:
-            trainer.parts.rewards[0] = RewardSpec("mine:hang", reward_fns.hang, 1.0, 1.0)
+    name = trainer.parts.rewards[0].name  # (the run's correctness reward: its name stays)
+    trainer.parts.rewards[0] = RewardSpec(name, hang_from_batch(3), 1.0, 1.0)
     start = time.monotonic()
-    with pytest.raises(UserError, match=r"reward function 'mine:hang' did not return within its time limit of 1 s "
-                                        r"in the worker sampling ahead"):
-        run_training(trainer, on_step_end=hang_from_now)
+    with pytest.raises(UserError, match=re.escape(f"reward function '{name}' did not return within its time limit "
+                                                  "of 1 s in the worker sampling ahead")):
+        run_training(trainer)
     assert time.monotonic() - start < 30  # (the worker timeout is 1800 s)
-    finished = paths.latest_checkpoint(tmp_path / "run").name
-    assert finished in ("step-000001", "step-000002")  # (batch 2 may have been scored before the swap)
+    assert paths.latest_checkpoint(tmp_path / "run").name == "step-000002"
 
 
 def test_ctrl_c_while_the_worker_is_stuck_saves_the_finished_steps_in_seconds(tmp_path):
@@ -268,17 +281,13 @@ def test_ctrl_c_while_the_worker_is_stuck_saves_the_finished_steps_in_seconds(tm
     from rlvr.run.loop import run_training
     from rlvr.train.trainer import Trainer
 
-    from . import reward_fns
-
     trainer = Trainer(tiny_config(tmp_path, DIGITS, *ONE_THREAD, "sampling.max_staleness=1",
                                   "sampling.overlap_rewards=false", steps=5))
-
-    def hang_from_now(step, metrics, stop):
-        if step == 1:
-            trainer.parts.rewards[0] = RewardSpec("mine:hang", reward_fns.hang, 1.0, None)
-            threading.Timer(3.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+    ctrl_c_soon = threading.Timer(3.0, os.kill, (os.getpid(), signal.SIGINT)).start
+    name = trainer.parts.rewards[0].name
+    trainer.parts.rewards[0] = RewardSpec(name, hang_from_batch(3, on_hang=ctrl_c_soon), 1.0, None)
     start = time.monotonic()
-    summary = run_training(trainer, on_step_end=hang_from_now)
+    summary = run_training(trainer)
     assert time.monotonic() - start < 30
-    assert summary["stopped_at"] in (1, 2)
-    assert paths.latest_checkpoint(tmp_path / "run").name == f"step-{summary['stopped_at']:06d}"
+    assert summary["stopped_at"] == 2
+    assert paths.latest_checkpoint(tmp_path / "run").name == "step-000002"

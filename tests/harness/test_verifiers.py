@@ -3,6 +3,7 @@ weighted rubric with a group reward, a MultiTurnEnv game, a ToolEnv whose tool r
 dataset; resume; the rubric's failures are not scores; the tokens verifiers sees are the ones rlvr trains."""
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -147,3 +148,27 @@ def test_loading_an_environment_leaves_the_processs_signal_handlers_as_they_were
     before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     verifiers_env.load(f"verifiers:{ENVS}?kind=single&rows=3")
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+
+
+def test_verifiers_0_4_which_has_only_its_v1_api_is_refused_in_one_line(tmp_path, monkeypatch):
+    """verifiers 0.4.0's package root holds `__version__` and the `v1` subpackage, nothing of the classic API."""
+    import types
+
+    v04 = types.ModuleType("verifiers")
+    v04.__version__ = "0.4.0"
+    monkeypatch.setitem(sys.modules, "verifiers", v04)
+    with pytest.raises(UserError, match=r"^verifiers 0\.4\.0 is installed, whose v1 Taskset/Harness API rlvr does "
+                                        r"not train .*: pip install 'verifiers==0\.3\.1'$"):
+        train_grpo(tiny_config(tmp_path, *settings("single")))
+
+
+def test_another_classic_version_is_named_once_and_used(monkeypatch, capsys):
+    import verifiers
+
+    monkeypatch.setattr(verifiers, "__version__", "0.3.2")
+    monkeypatch.setattr(verifiers_env, "_said", set())
+    for _ in range(2):
+        assert isinstance(verifiers_env.load(f"verifiers:{ENVS}?kind=single&rows=3"), verifiers.Environment)
+    said = [line for line in capsys.readouterr().err.splitlines() if "rlvr" in line]  # (datasets' bars aside)
+    assert said == ["rlvr: verifiers 0.3.2 is installed; rlvr supports verifiers 0.3.1 (its classic Environment "
+                    "API): if something fails, pip install 'verifiers==0.3.1'"]

@@ -38,7 +38,7 @@ import yaml
 from rlvr.errors import UserError, first_line
 
 PREFIX = "verifiers:"
-SUPPORTED = ("0.3.1",)  # the classic API (0.4 moved it to verifiers.legacy and built v1 beside it)
+SUPPORTED = ("0.3.1",)  # the classic API (0.4.0 replaced it with verifiers.v1)
 _loaded: dict[str, Any] = {}
 _said: set[str] = set()
 
@@ -113,6 +113,10 @@ def _verifiers() -> Any:
     except ImportError:
         raise UserError("verifiers environments need the verifiers package: pip install 'verifiers==0.3.1'") from None
     version = getattr(vf, "__version__", "?")
+    if not hasattr(vf, "Environment"):  # (0.4.0 ships only verifiers.v1: Tasksets run by harness programs)
+        raise UserError(f"verifiers {version} is installed, whose v1 Taskset/Harness API rlvr does not train (its "
+                        "harnesses are programs that uv installs from the network when a run starts); rlvr trains "
+                        "verifiers' classic environments: pip install 'verifiers==0.3.1'")
     if version not in SUPPORTED and "version" not in _said:
         _said.add("version")
         print(f"rlvr: verifiers {version} is installed; rlvr supports verifiers {', '.join(SUPPORTED)} (its classic "

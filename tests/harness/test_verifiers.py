@@ -89,6 +89,12 @@ def test_a_reward_function_that_raises_is_not_a_score(tmp_path):
         train_grpo(tiny_config(tmp_path, *settings("single"), "environment.params.raise_in_rubric=true"))
 
 
+def test_a_group_reward_of_the_wrong_length_is_one_line_not_a_traceback(tmp_path):
+    """verifiers' guard catches a reward function's exception, not score_group's own on the list it returned."""
+    with pytest.raises(UserError, match=r"its rubric's score_group raised IndexError: .* \(the group is unscored\)"):
+        train_grpo(tiny_config(tmp_path / "a", *settings("single"), "environment.params.short_group=true"))
+
+
 def test_what_verifiers_reads_back_is_what_rlvr_recorded():
     model, tokenizer = build_tiny_model(seed=0)
     policy = Policy(model, device=torch.device("cpu"), dtype=torch.float32)
@@ -172,3 +178,43 @@ def test_another_classic_version_is_named_once_and_used(monkeypatch, capsys):
     said = [line for line in capsys.readouterr().err.splitlines() if "rlvr" in line]  # (datasets' bars aside)
     assert said == ["rlvr: verifiers 0.3.2 is installed; rlvr supports verifiers 0.3.1 (its classic Environment "
                     "API): if something fails, pip install 'verifiers==0.3.1'"]
+
+
+@pytest.fixture
+def judge_url():
+    """An OpenAI-compatible judge on loopback that always answers "yes" (HTTP/1.1: the client keeps its
+    connections, as a real judge's does)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Judge(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            body = json.dumps({"id": "j", "object": "chat.completion", "created": 0, "model": "judge", "choices": [
+                {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "yes"}}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Judge)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_judge_rubrics_one_client_scores_every_group_of_every_step(tmp_path, judge_url):
+    """A JudgeRubric's AsyncOpenAI client, shared by every rollout, belongs to the event loop it was first used
+    on: rollouts and rubrics each on an event loop of their own would fail from the second group on."""
+    train_grpo(tiny_config(tmp_path, f"environment.name=verifiers:{ENVS}?kind=judge&rows=4&judge={judge_url}",
+                           "generation.max_new_tokens=6", "eval_before=false", "eval_after=false", "sample_every=1"))
+    run = tmp_path / "run"
+    assert [m["env/errors"] for m in lines(run, "metrics.jsonl")] == [0, 0]
+    assert all(g["rewards"] == [1.0] * len(g["rewards"]) for g in lines(run, "samples.jsonl"))

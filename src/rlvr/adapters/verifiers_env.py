@@ -22,6 +22,7 @@ The environment's dataset is the run's training data when `data.train` names the
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import inspect
 import json
@@ -142,11 +143,10 @@ class VerifiersAgent:
 
     def __init__(self, env: Any, name: str) -> None:
         self.env, self.name = env, f"verifiers environment '{name}'"
-        if not hasattr(env, "_rlvr_raised"):  # (its reward functions watched once, however many agents it gets)
-            env._rlvr_raised = []  # reward functions' exceptions during the current scoring
+        if not hasattr(env, "_rlvr_watched"):  # (its reward functions watched once, however many agents it gets)
+            env._rlvr_watched = True
             for rubric in _rubrics(env.rubric):
-                rubric.funcs = [self._watched(f) for f in rubric.funcs]
-        self.raised: list[str] = env._rlvr_raised
+                rubric.funcs = [_watched(f) for f in rubric.funcs]
 
     def run(self, link: Any, row: dict[str, Any]) -> Any:
         from openai import AsyncOpenAI
@@ -161,7 +161,7 @@ class VerifiersAgent:
             finally:
                 await openai.close()
 
-        state = asyncio.run(rollout())
+        state = _on_the_loop(rollout())
         error = state.get("error")
         if error is not None:
             raise UserError(f"{self.name}'s rollout ended with an error: {type(error).__name__}: {first_line(error)}")
@@ -170,34 +170,69 @@ class VerifiersAgent:
     def score(self, row: dict[str, Any], outcomes: list[Any]) -> list[tuple[float | None, dict[str, float]]]:
         states = [s for s in outcomes if s is not None]
         if states:
-            self.raised.clear()
-            asyncio.run(self.env.rubric.score_group(states))
-            if self.raised:
-                raise UserError(f"{self.name}: reward function {self.raised[0]} (the group is unscored: verifiers "
+            async def score_group() -> list[str]:
+                raised = _RAISED.set([])  # (the tasks score_group starts share this list: their context's copy)
+                try:
+                    await self.env.rubric.score_group(states)
+                    return _RAISED.get()
+                finally:
+                    _RAISED.reset(raised)
+            try:
+                raised = _on_the_loop(score_group())
+            except Exception as e:  # (outside verifiers' own guard: a group function's list of the wrong length)
+                raise UserError(f"{self.name}: its rubric's score_group raised {type(e).__name__}: {first_line(e)} "
+                                "(the group is unscored)") from None
+            if raised:
+                raise UserError(f"{self.name}: reward function {raised[0]} (the group is unscored: verifiers "
                                 "would have scored it 0.0)")
         return [(None, {}) if s is None else (_number(s.get("reward")), _metrics(s.get("metrics")))
                 for s in outcomes]
 
-    def _watched(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """`fn`, noting an exception before verifiers turns it into a score of 0.0 (its signature kept)."""
-        if inspect.iscoroutinefunction(fn):
-            @functools.wraps(fn)
-            async def watched_async(*args: Any, **kwargs: Any) -> Any:
-                try:
-                    return await fn(*args, **kwargs)
-                except Exception as e:
-                    self.raised.append(f"{getattr(fn, '__name__', fn)!s} raised {type(e).__name__}: {first_line(e)}")
-                    raise
-            return watched_async
 
+# The reward functions' exceptions during one group's scoring (verifiers catches them and writes 0.0).
+_RAISED: contextvars.ContextVar[list[str]] = contextvars.ContextVar("rlvr_verifiers_raised")
+
+
+def _watched(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn`, noting an exception before verifiers turns it into a score of 0.0 (its signature kept)."""
+    def note(e: Exception) -> None:
+        if (raised := _RAISED.get(None)) is not None:
+            raised.append(f"{getattr(fn, '__name__', fn)!s} raised {type(e).__name__}: {first_line(e)}")
+
+    if inspect.iscoroutinefunction(fn):
         @functools.wraps(fn)
-        def watched(*args: Any, **kwargs: Any) -> Any:
+        async def watched_async(*args: Any, **kwargs: Any) -> Any:
             try:
-                return fn(*args, **kwargs)
+                return await fn(*args, **kwargs)
             except Exception as e:
-                self.raised.append(f"{getattr(fn, '__name__', fn)!s} raised {type(e).__name__}: {first_line(e)}")
+                note(e)
                 raise
-        return watched
+        return watched_async
+
+    @functools.wraps(fn)
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:
+            note(e)
+            raise
+    return watched
+
+
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_lock = threading.Lock()
+
+
+def _on_the_loop(coroutine: Any) -> Any:
+    """`coroutine`'s result, run on the one event loop every verifiers rollout and rubric of this process runs on
+    (a thread of its own), as verifiers runs them: objects an environment shares, such as a JudgeRubric's
+    AsyncOpenAI client, belong to the loop they were first used on and fail on any other."""
+    global _loop
+    with _loop_lock:
+        if _loop is None:
+            _loop = asyncio.new_event_loop()
+            threading.Thread(target=_loop.run_forever, name="rlvr-verifiers-loop", daemon=True).start()
+    return asyncio.run_coroutine_threadsafe(coroutine, _loop).result()
 
 
 def _rubrics(rubric: Any) -> list[Any]:

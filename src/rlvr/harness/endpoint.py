@@ -36,7 +36,7 @@ from typing import Any
 
 from rlvr.envs.rollout import TurnFormat
 from rlvr.envs.template import chat_prompt_ids, completion_text, reply, text_prompt_ids
-from rlvr.harness.batcher import Batcher
+from rlvr.harness.batcher import Batcher, Closed
 from rlvr.harness.recorder import Recorder, Turn
 from rlvr.harness.splice import spliced_prompt
 from rlvr.rollout import SamplingParams
@@ -193,7 +193,10 @@ class Endpoint:
         request_seed = seed_of(recorder.seed, _content_hash(prompt_ids), recorder.request_index(prompt_ids))
         seeds = [seed_of(request_seed, i) for i in range(n)]
         stops = _stop_strings(body)
-        done = self.batcher.submit([Job(prompt_ids, seed, budget) for seed in seeds]).result()
+        try:
+            done = self.batcher.submit([Job(prompt_ids, seed, budget) for seed in seeds]).result()
+        except Closed as e:
+            raise Refused(410, str(e)) from None
         cut = [_at_stop(self.tokenizer, s, stops) for s in done]
         closed = [s.stopped and c[0] is s for s, c in zip(done, cut)]  # (not cut at a stop string)
         done, texts = [d for d, _ in cut], [t for _, t in cut]

@@ -17,9 +17,11 @@ class NumberGuess(Environment):
     """Guess a number from 0 to 9 (seeded); each step's reward is 1.0 on the right number, which ends the game."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
+    alive = 0  # instances built and not yet closed, in this process
 
     def __init__(self, max_tries: int = 3):
         super().__init__()
+        NumberGuess.alive += 1
         self.max_tries, self.secret, self.tries = max_tries, 0, 0
         self._state = State()
 
@@ -41,17 +43,20 @@ class NumberGuess(Environment):
     def state(self) -> State:
         return self._state
 
+    def close(self) -> None:
+        NumberGuess.alive -= 1
 
-def serve(port):
-    """The same environment behind openenv-core's server (as `uvicorn` would run it)."""
+
+def serve(port, sessions=64):
+    """The same environment behind openenv-core's server (as `uvicorn` would run it), `sessions` at most at once."""
     import uvicorn
     from openenv.core import create_app
 
-    app = create_app(NumberGuess, GuessAction, GuessObservation, max_concurrent_envs=64)
+    app = create_app(NumberGuess, GuessAction, GuessObservation, max_concurrent_envs=sessions)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 
 if __name__ == "__main__":
     import sys
 
-    serve(int(sys.argv[1]))
+    serve(*map(int, sys.argv[1:]))

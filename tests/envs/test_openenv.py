@@ -65,12 +65,25 @@ def test_an_openenv_game_trains_resumes_exactly_and_evaluates(tmp_path):
     assert settings_["environment"]["name"] == LOCAL
 
 
+def test_every_game_is_closed_however_it_ended(tmp_path):
+    """One turn of a game of two tries: most games run out of turns rather than end; each is closed anyway."""
+    from rlvr.user_code import load_user_object
+
+    game = load_user_object(LOCAL.removeprefix("openenv:"), "environment", "class", "")  # (the class rlvr loads)
+    alive = game.alive  # (games other tests built and kept)
+    train_grpo(tiny_config(tmp_path, *settings(LOCAL, "environment.max_turns=1")))
+    games = [json.loads(x) for x in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+    assert any(r == 0.0 for g in games for r in g["rewards"])  # (games that did not end)
+    assert game.alive == alive
+
+
 @pytest.fixture()
-def server():
+def server(request):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, str(GAME), str(port)], stdout=subprocess.DEVNULL,
+    sessions = getattr(request, "param", 64)
+    proc = subprocess.Popen([sys.executable, str(GAME), str(port), str(sessions)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -95,3 +108,10 @@ def test_an_openenv_server_trains_as_the_same_game_in_process(tmp_path, server):
                      for d in ("local", "remote"))
     assert [g["transcripts"] for g in local] == [g["transcripts"] for g in remote]  # the same games, step by step
     assert [g["rewards"] for g in local] == [g["rewards"] for g in remote]
+
+
+@pytest.mark.parametrize("server", [8], indirect=True)  # (a step's 8 games at once, no more)
+def test_a_server_with_room_for_one_steps_games_serves_every_step(tmp_path, server):
+    """A game that runs out of turns gives its server session back: the next step's games find room."""
+    train_grpo(tiny_config(tmp_path, *settings(f"openenv:{server}", "environment.max_turns=1"), steps=3))
+    assert len((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()) == 3

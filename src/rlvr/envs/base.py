@@ -48,6 +48,9 @@ class Reply:
 
 
 class Environment(Protocol):
+    """What rlvr calls of an environment; optional too: `close()` (called once its trajectory is over, however it
+    ended), `bind(tokenizer)`, `message_done(text)`, `tools`, and `step(text, tool_calls)`."""
+
     def reset(self, row: dict[str, Any], messages: list[Message], seed: int) -> list[Message]: ...
     def step(self, text: str) -> Reply: ...
 

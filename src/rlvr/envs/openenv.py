@@ -60,7 +60,7 @@ def class_factory(cls: Any, spec: str, params: dict[str, Any]) -> Callable[[], O
     """A factory of rlvr environments over instances of the OpenEnv Environment class `cls`."""
     action_cls = _action_class(cls, spec)
     try:
-        cls(**params)  # (its parameters fit, said now rather than in the first step)
+        _Local(cls(**params), action_cls).close()  # (its parameters fit, said now rather than in the first step)
     except Exception as e:
         raise UserError(f"environment {spec!r}: building it with {params} raised {type(e).__name__}: "
                         f"{first_line(e)}") from None
@@ -100,9 +100,13 @@ class OpenEnv:
                          info={"invalid_actions": 1.0})
         self.total += float(reward or 0.0)
         if done:
-            self.session.close()
             return Reply(None, done=True, reward=self.total, info={"invalid_actions": 0.0})
         return Reply({"role": "user", "content": _content(observation)}, done=False, info={"invalid_actions": 0.0})
+
+
+    def close(self) -> None:
+        """The trajectory is over (rlvr calls this however it ended): the environment or server session goes."""
+        self.session.close()
 
 
 class _InvalidAction(Exception):

@@ -48,18 +48,25 @@ def conversations(run: Callable[[list[Trajectory], list[Environment]], None], to
     """The conversations' start (an environment each, reset to the row), `run` (an engine's turn loop) to
     take them to their end, and the Rollout they make."""
     trajectories, envs, starts = [], [], []
-    for p, (example, first) in enumerate(zip(examples, messages)):
-        seed = seed_of(seeds[p * group_size], 1) % (2**31 - 1)  # one task per group
-        for _ in range(group_size):
-            env = make_env()
-            if callable(getattr(env, "bind", None)):  # an environment that adapts to the policy's tokenizer
-                calling(env, "bind", tokenizer, seconds=timeout_s)
-            opening = checked_messages(env, calling(env, "reset", dict(example.columns), [dict(m) for m in first],
-                                                    seed, seconds=timeout_s))
-            trajectories.append(start(tokenizer, opening, getattr(env, "tools", None)))
-            envs.append(env)
-            starts.append(len(opening))
-    run(trajectories, envs)
+    made: list[Environment] = []
+    try:
+        for p, (example, first) in enumerate(zip(examples, messages)):
+            seed = seed_of(seeds[p * group_size], 1) % (2**31 - 1)  # one task per group
+            for _ in range(group_size):
+                env = make_env()
+                made.append(env)
+                if callable(getattr(env, "bind", None)):  # an environment that adapts to the policy's tokenizer
+                    calling(env, "bind", tokenizer, seconds=timeout_s)
+                opening = checked_messages(env, calling(env, "reset", dict(example.columns),
+                                                        [dict(m) for m in first], seed, seconds=timeout_s))
+                trajectories.append(start(tokenizer, opening, getattr(env, "tools", None)))
+                envs.append(env)
+                starts.append(len(opening))
+        run(trajectories, envs)
+    except BaseException:
+        close_all(made, timeout_s, failing=True)
+        raise
+    close_all(made, timeout_s)
     for trajectory in trajectories:  # (logged in every multi-turn run, 0 where no message was cut)
         trajectory.info.setdefault("cut_before_reply", 0.0)
     warn_if_mostly_cut(trajectories, params.max_new_tokens)
@@ -82,6 +89,19 @@ def conversations(run: Callable[[list[Trajectory], list[Environment]], None], to
         transcripts=[x.messages[n:] for x, n in zip(trajectories, starts)],
         support_floors=t["support_floors"] if params.truncates else None,
     )
+
+
+def close_all(envs: list[Environment], timeout_s: float | None, failing: bool = False) -> None:
+    """Each environment's optional `close()` (its trajectory over, however it ended: done, out of turns or
+    tokens, or the step failing), so that what it holds (a server session, a process) is given back. While the
+    step is failing anyway, a close that fails too is not what the run says."""
+    for env in envs:
+        if callable(getattr(env, "close", None)):
+            try:
+                calling(env, "close", seconds=min(timeout_s or 5.0, 5.0) if failing else timeout_s)
+            except Exception:
+                if not failing:
+                    raise
 
 
 _WARNED: list[bool] = []  # once per process: the warning below

@@ -16,7 +16,7 @@ from rlvr.harness.rows import Segment
 from rlvr.records import Example, ScoredRollout, TrainBatch
 from rlvr.run.world import SINGLE
 from rlvr.samplers import local as local_sampler
-from rlvr.train.batch import batch_logprobs, micro_batches, outcome_advantages
+from rlvr.train.batch import batch_logprobs, make_batch, micro_batches, outcome_advantages
 from rlvr.train.trainer import Trainer, train_grpo
 from rlvr.train.update import batch_counts, micro_batch_loss
 
@@ -160,6 +160,22 @@ def test_a_split_trajectorys_rows_share_its_advantage_and_it_counts_once():
             total += float(micro_batch_loss(batch, mb, lp, algo, counts=counts, max_new_tokens=8).loss)
         losses[split] = total
     assert losses[True] == pytest.approx(losses[False], abs=1e-6)
+
+
+def test_mask_truncated_leaves_out_every_row_of_a_trajectory_whose_last_turn_was_cut():
+    scored = split_batch(True)
+    runs = scored.rollout
+    cut = [segment([1, 2], [([5, 6], True)]), segment([1, 2, 3], [([7, 8, 9], True)])]
+    cut[-1].truncated = True
+    rollout = harness_rollout([Example("q")], 2, [HarnessRollout(cut, 1.0), HarnessRollout(
+        [segment([1, 2], [([4], True)])], 0.0)], Tokens())
+    assert runs.trajectory_of_rows.tolist() == rollout.trajectory_of_rows.tolist() == [0, 0, 1]
+    assert rollout.truncated.tolist() == [False, True, False]  # (only the last row's turn was cut)
+    scored = ScoredRollout(rollout, scored.rewards, scored.reward_components, {})
+    algo = AlgorithmConfig(mask_truncated=True, beta=0.0)
+    batch = make_batch(scored, outcome_advantages(scored, algo), policy=None, algo=algo, micro_batch_tokens=100,
+                       temperature=1.0, kl_penalty=False)
+    assert batch.loss_mask.any(dim=1).tolist() == [False, False, True]
 
 
 def test_a_trajectory_with_no_turns_keeps_an_empty_unscored_row():

@@ -24,6 +24,7 @@ from rlvr.advantages import (
 from rlvr.config import AlgorithmConfig
 from rlvr.losses import high_entropy_tokens
 from rlvr.records import Rollout, ScoredRollout, TrainBatch
+from rlvr.rewards.batch import completion_truncated
 from rlvr.run.policy import Policy
 from rlvr.run.world import SINGLE, World, gather_across, sum_across
 from rlvr.train.objective import user_advantages
@@ -167,14 +168,14 @@ def make_batch(
     sampler's own log-probs as π_old: the ratio is then π_θ over the policy that sampled it, clipped as PPO
     clips an off-policy batch (Schulman et al. 2017). `loss_mask` is the completion mask (the model's own
     tokens only, when the rollout says which) without unscored rows, and without truncated rows under
-    `mask_truncated` (DAPO). Without `kl_penalty` (PPO: the KL is in its token rewards) there is no log π_ref
-    and the loss has no KL term.
+    `mask_truncated` (DAPO; every row of a truncated trajectory). Without `kl_penalty` (PPO: the KL is in its
+    token rewards) there is no log π_ref and the loss has no KL term.
     """
     rollout = scored.rollout
     # only the policy's own tokens carry a loss and a KL term (a multi-turn rollout's environment tokens do not)
     loss_mask = (rollout.model_mask if rollout.model_mask is not None else rollout.completion_mask).clone()
-    if algo.mask_truncated:
-        loss_mask[rollout.truncated] = False
+    if algo.mask_truncated:  # (every row of a truncated trajectory: a harness trajectory's last row says)
+        loss_mask[torch.tensor(completion_truncated(rollout))[rollout.trajectory_of_rows]] = False
     # unscored completions (rlvr.rewards.batch.unscored), every row of theirs
     loss_mask[scored.rewards.isnan().view(-1)[rollout.trajectory_of_rows]] = False
     old, entropy_mask = None, None

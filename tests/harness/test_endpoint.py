@@ -212,3 +212,29 @@ def test_an_agent_that_floods_its_rollout_is_refused_past_the_limit(monkeypatch)
         assert len(flooding.recorder.turns) == 2
     finally:
         endpoint.close()
+
+
+def test_a_conversation_sent_as_content_parts_continues_its_turn_as_one_written_as_text(served, monkeypatch):
+    """An agent whose messages are OpenAI content parts: its second request extends the first turn's ids (never
+    rendered again), as the same conversation written as plain text does."""
+    import rlvr.harness.endpoint as module
+
+    endpoint, _, _ = served
+    spliced = []
+    real = module.spliced_prompt
+    monkeypatch.setattr(module, "spliced_prompt", lambda *a: spliced.append(real(*a) is not None) or real(*a))
+    prompts = []
+    for parts in (False, True):
+        rollout = endpoint.open(seed=seed_of(4, 1))
+        text = (lambda t: [{"type": "text", "text": t}]) if parts else (lambda t: t)
+        messages = [{"role": "user", "content": text("What is 2 + 2?")}]
+        _, first = post(f"{rollout.base_url}/chat/completions", {"model": "policy", "messages": messages})
+        said = first["choices"][0]["message"]["content"]
+        messages += [{"role": "assistant", "content": text(said)}, {"role": "user", "content": text("Sure?")}]
+        _, second = post(f"{rollout.base_url}/chat/completions", {"model": "policy", "messages": messages})
+        turns = rollout.recorder.turns
+        assert second["prompt_token_ids"][:len(turns[0].prompt_ids) + len(turns[0].token_ids)] == \
+            turns[0].prompt_ids + turns[0].token_ids  # (continued, not rendered again)
+        prompts.append(second["prompt_token_ids"])
+    assert prompts[0] == prompts[1]
+    assert spliced == [False, True, False, True]  # (each second request continued its first turn)

@@ -97,6 +97,14 @@ def _at_stop(tokenizer: Any, sampled: Sampled, stops: list[str]) -> tuple[Sample
     return sampled, text
 
 
+def _chat_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """A chat request's messages, each with text content (or none), else refused (400)."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+        raise Refused(400, "messages must be a non-empty list of {role, content} objects")
+    return [_text_content(m, i) for i, m in enumerate(messages)]
+
+
 def _text_content(message: dict[str, Any], i: int) -> dict[str, Any]:
     """A message whose content is text: OpenAI's content parts ([{"type": "text", "text": ...}]) joined; None, or
     no content (an assistant message of tool calls), kept; anything else refused (400) naming the message."""
@@ -189,6 +197,8 @@ class Endpoint:
         if not isinstance(n, int) or not 1 <= n <= MAX_CHOICES:
             raise Refused(400, f"n={n!r}: ask for 1 to {MAX_CHOICES} choices")
         chat = route == "chat/completions"
+        if chat:  # (its messages as compared with the next request's: rlvr.harness.splice)
+            body = {**body, "messages": _chat_messages(body)}
         prompt_ids = self._prompt_ids(body, chat, recorder)
         request_seed = seed_of(recorder.seed, _content_hash(prompt_ids), recorder.request_index(prompt_ids))
         seeds = [seed_of(request_seed, i) for i in range(n)]
@@ -236,10 +246,7 @@ class Endpoint:
         """A chat request's ids continue the recorded turn it extends (rlvr.harness.splice), else are rendered
         whole; a text prompt's are its tokens."""
         if chat:
-            messages = body.get("messages")
-            if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
-                raise Refused(400, "messages must be a non-empty list of {role, content} objects")
-            messages = [_text_content(m, i) for i, m in enumerate(messages)]
+            messages = body["messages"]
             spliced = spliced_prompt(recorder.turns, messages, body.get("tools"), self.turn_format)
             return spliced if spliced is not None else chat_prompt_ids(self.tokenizer, messages, body.get("tools"))
         prompt = body.get("prompt")

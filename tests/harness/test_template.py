@@ -133,6 +133,8 @@ def test_a_continued_conversation_keeps_the_sampled_ids_where_rendering_again_wo
     ('<|python_tag|>{"name": "add", "parameters": {"a": 5, "b": 6}}', [{"a": 5, "b": 6}], "", 0),  # Llama 3
     ('{"name": "add", "parameters": {"a": 1, "b": 1}}; {"name": "add", "parameters": {"a": 2, "b": 2}}',
      [{"a": 1, "b": 1}, {"a": 2, "b": 2}], "", 0),  # Llama 3, two calls
+    ('{"name": "add", "parameters": {"a": 1, "note": "x; y"}}; {"name": "add", "parameters": {"a": 2}};',
+     [{"a": 1, "note": "x; y"}, {"a": 2}], "", 0),  # Llama 3, a ';' inside an argument
     ('{"answer": 5}', [], None, 0),  # JSON that is no call: text
 ])
 def test_the_other_common_call_forms_are_read(tokenizer, text, calls, content, unreadable):
@@ -167,3 +169,19 @@ def test_a_stop_string_ends_the_answer_and_the_record_where_it_completes(tokeniz
         assert status == 400 and "stop=['']" in answer["error"]["message"]
     finally:
         endpoint.close()
+
+
+def test_a_call_marker_that_is_a_special_token_is_read_though_decoding_skips_special_tokens(tokenizer):
+    """Mistral's [TOOL_CALLS] is a special token of its vocabulary: the sampled call after it is still a call, and
+    the end of turn is still left out of the text."""
+    from rlvr.envs.template import completion_text
+
+    tokenizer.add_special_tokens({"additional_special_tokens": ["[TOOL_CALLS]"]})
+    marker = tokenizer.convert_tokens_to_ids("[TOOL_CALLS]")
+    call = '[{"name": "add", "arguments": {"a": 1, "b": 2}}]'
+    ids = [marker, *tokenizer(call, add_special_tokens=False).input_ids, tokenizer.eos_token_id]
+    assert tokenizer.decode(ids, skip_special_tokens=True) == call  # (the marker gone: no call to read)
+    text = completion_text(tokenizer, ids)
+    assert text == "[TOOL_CALLS]" + call
+    assert [json.loads(c["function"]["arguments"]) for c in reply(tokenizer, text, TOOLS).tool_calls] == [
+        {"a": 1, "b": 2}]

@@ -42,6 +42,7 @@ from rlvr.envs.base import (
     wait_for,
 )
 from rlvr.envs.kv_batch import KVBatch, Parked
+from rlvr.envs.template import completion_text
 from rlvr.rollout import SamplingParams, sample_next
 from rlvr.seeds import uniforms
 
@@ -168,7 +169,7 @@ def converse(model: torch.nn.Module, tokenizer: Any, trajectories: list[Trajecto
                     batch.feed(row, token)
             for row, parked in (batch.park(over) if over else {}).items():
                 ids, lps = writing[row]
-                text = tokenizer.decode(ids, skip_special_tokens=True)
+                text = completion_text(tokenizer, ids)
                 reply = pool.submit(calling, envs[row], "step", *step_arguments(envs[row], tokenizer, text))
                 waiting[row] = _Waiting(envs[row], reply, time.monotonic(), step + rejoin_after, parked, ids, lps,
                                         ids[-1] in stop_ids, text)
@@ -190,7 +191,7 @@ def tool_call_complete(env: Environment, tokenizer: Any, ids: list[int], timeout
     """Whether the environment takes the message as it stands (`message_done`: a complete tool call)."""
     if getattr(env, "message_done", None) is None:
         return False
-    return bool(calling(env, "message_done", tokenizer.decode(ids, skip_special_tokens=True), seconds=timeout_s))
+    return bool(calling(env, "message_done", completion_text(tokenizer, ids), seconds=timeout_s))
 
 
 @dataclass
@@ -240,7 +241,7 @@ def _record(t: Trajectory, ids: list[int], logprobs: list[tuple[float, float]], 
     if reply.keep is not None and reply.keep < len(text):  # a tool call: the message ends at its fence
         k = _tokens_covering(fmt.tokenizer, ids, reply.keep)
         ids, logprobs, ended = ids[:k], logprobs[:k], False
-        text = fmt.tokenizer.decode(ids, skip_special_tokens=True)
+        text = completion_text(fmt.tokenizer, ids)
     t.add(ids, logprobs)
     t.messages.append({"role": "assistant", "content": text})
     cut = not ended and reply.keep is None  # the message hit its budget before the model closed it
@@ -262,7 +263,7 @@ def _record(t: Trajectory, ids: list[int], logprobs: list[tuple[float, float]], 
 def _tokens_covering(tokenizer: Any, ids: list[int], chars: int) -> int:
     """The fewest leading tokens of `ids` whose text holds the first `chars` characters."""
     for k in range(1, len(ids) + 1):
-        if len(tokenizer.decode(ids[:k], skip_special_tokens=True)) >= chars:
+        if len(completion_text(tokenizer, ids[:k])) >= chars:
             return k
     return len(ids)
 

@@ -22,6 +22,7 @@ HERMES_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 THINKING = re.compile(r"<think>.*?(</think>|$)", re.DOTALL)
 MISTRAL_CALLS = "[TOOL_CALLS]"
 LLAMA_TAG = "<|python_tag|>"
+TOOL_MARKERS = (MISTRAL_CALLS, LLAMA_TAG, "<tool_call>", "</tool_call>")
 
 
 def chat_prompt_ids(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[int]:
@@ -37,8 +38,34 @@ def text_prompt_ids(tokenizer: Any, prompt: str) -> list[int]:
 
 
 def completion_text(tokenizer: Any, token_ids: list[int]) -> str:
-    """The text of sampled ids, special tokens (the end of turn) left out."""
-    return str(tokenizer.decode(token_ids, skip_special_tokens=True))
+    """The text of sampled ids, special tokens (the end of turn) left out, except the tool-call markers that are
+    special tokens in some vocabularies (Mistral's `[TOOL_CALLS]`, Llama 3's `<|python_tag|>`): the calls after
+    them are read from the text."""
+    markers = _special_markers(tokenizer)
+    if not markers.keys() & set(token_ids):
+        return str(tokenizer.decode(token_ids, skip_special_tokens=True))
+    parts: list[str] = []
+    run: list[int] = []
+    for token in token_ids:
+        if token in markers:
+            parts += [tokenizer.decode(run, skip_special_tokens=True), markers[token]]
+            run = []
+        else:
+            run.append(token)
+    return "".join([*parts, tokenizer.decode(run, skip_special_tokens=True)])
+
+
+_MARKERS: dict[int, tuple[Any, dict[int, str]]] = {}  # id(tokenizer) -> (tokenizer, its special markers' ids)
+
+
+def _special_markers(tokenizer: Any) -> dict[int, str]:
+    """The tool-call markers that are special tokens of `tokenizer` (decoding would skip them), by id."""
+    known = _MARKERS.get(id(tokenizer))
+    if known is None or known[0] is not tokenizer:
+        special = set(getattr(tokenizer, "all_special_ids", None) or [])
+        ids = {m: tokenizer.convert_tokens_to_ids(m) for m in TOOL_MARKERS} if special else {}
+        known = _MARKERS[id(tokenizer)] = (tokenizer, {i: m for m, i in ids.items() if i in special})
+    return known[1]
 
 
 def _arguments_parsed(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -108,13 +135,31 @@ def _llama(text: str) -> Reply:
     if not body.startswith("{"):
         return Reply(text)
     try:
-        calls = [json.loads(part) for part in body.split(";") if part.strip()]
+        calls = _json_objects(body)
     except ValueError:
         return Reply(text, unreadable=int(text.strip().startswith(LLAMA_TAG)))
     if not all(isinstance(c, dict) and isinstance(c.get("name"), str) and
                ("parameters" in c or "arguments" in c) for c in calls):
         return Reply(text)
     return Reply("", [_openai_call(c) for c in calls])
+
+
+def _json_objects(text: str) -> list[Any]:
+    """The JSON values of `text`, separated by `;` (a `;` inside a string is the string's)."""
+    decoder, values, i = json.JSONDecoder(), [], _after_spaces(text, 0)
+    while i < len(text):
+        value, i = decoder.raw_decode(text, i)
+        values.append(value)
+        i = _after_spaces(text, i)
+        if i < len(text):
+            if text[i] != ";":
+                raise ValueError("not ;-separated JSON")
+            i = _after_spaces(text, i + 1)
+    return values
+
+
+def _after_spaces(text: str, i: int) -> int:
+    return len(text) - len(text[i:].lstrip())
 
 
 def _hermes(text: str) -> Reply:

@@ -20,6 +20,7 @@ from rlvr.deadline import DaemonPool
 from rlvr.envs.base import Environment, calling, checked_reply, step_arguments, wait_for
 from rlvr.envs.rollout import Trajectory, TurnFormat, record_turn, tool_call_complete
 from rlvr.envs.sampling import conversations
+from rlvr.envs.template import completion_text
 from rlvr.records import Rollout
 from rlvr.rollout import SamplingParams
 from rlvr.samplers.protocol import Job, Sampled, SampleRequest
@@ -60,7 +61,7 @@ def take_turns(generate: Generate, tokenizer: Any, stop_ids: list[int], trajecto
             sent = []
             for i, out in zip(live, generate(jobs, params)):
                 ids, logprobs = _until_done(envs[i], tokenizer, out.token_ids, out.logprobs, timeout_s)
-                text = tokenizer.decode(ids, skip_special_tokens=True)
+                text = completion_text(tokenizer, ids)
                 ended = bool(ids) and ids[-1] in stop_ids
                 sent.append((i, ids, logprobs, ended, text,
                              pool.submit(calling, envs[i], "step", *step_arguments(envs[i], tokenizer, text)),

@@ -18,6 +18,10 @@ from rlvr.sandbox import Limits, run_python, sandbox_available
 
 from .helpers import FAST, reward
 
+# Seconds past its wall limit by which an attack that would run forever must have been ended (its processes
+# killed and reaped): generous, since 2 busy cores slow the reaping of a fork bomb's processes (7.5 s seen).
+ENDED_WITHIN = 10
+
 pytestmark = pytest.mark.skipif(
     not sandbox_available(),
     reason="bubblewrap is not installed or cannot create namespaces here (apt-get install bubblewrap)",
@@ -44,7 +48,7 @@ def test_fork_bomb(tagged):
     body = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
     start = time.monotonic()
     assert reward(tagged.program(body), "42") == 0.0
-    assert time.monotonic() - start < FAST.wall_seconds + 2
+    assert time.monotonic() - start < FAST.wall_seconds + ENDED_WITHIN
     assert tagged.survivors() == []
 
 
@@ -59,14 +63,14 @@ def test_memory_bomb(tagged):
 def test_infinite_loop(tagged):
     start = time.monotonic()
     assert reward(tagged.program("while True:\n    pass\n"), "42") == 0.0
-    assert time.monotonic() - start < FAST.wall_seconds + 2
+    assert time.monotonic() - start < FAST.wall_seconds + ENDED_WITHIN
     assert tagged.survivors() == []
 
 
 def test_sleep_forever(tagged):
     start = time.monotonic()
     assert reward(tagged.program("import time\ntime.sleep(1000)\n"), "42") == 0.0
-    assert time.monotonic() - start < FAST.wall_seconds + 2
+    assert time.monotonic() - start < FAST.wall_seconds + ENDED_WITHIN
     assert tagged.survivors() == []
 
 
@@ -104,7 +108,7 @@ def test_read_forever(tagged):
     body = "import os\nr, w = os.pipe()\nos.read(r, 1)\n"
     start = time.monotonic()
     assert reward(tagged.program(body), "42") == 0.0
-    assert time.monotonic() - start < FAST.wall_seconds + 2
+    assert time.monotonic() - start < FAST.wall_seconds + ENDED_WITHIN
     assert tagged.survivors() == []
 
 

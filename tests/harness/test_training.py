@@ -208,6 +208,18 @@ def test_agent_mistakes_are_one_line(tmp_path):
         train_grpo(tiny_config(tmp_path / "b", *agent("always_raises")))
 
 
+def test_a_sampler_failing_under_the_agents_is_said_to_be_the_endpoints_not_the_agents(tmp_path, monkeypatch):
+    from rlvr.samplers import LocalSampler
+
+    def broken(self, jobs, params):
+        raise ValueError("the engine broke")
+    monkeypatch.setattr(LocalSampler, "complete", broken)
+    with pytest.raises(UserError, match=r"8 of 8 runs of the agent function .* failed while the policy's endpoint "
+                                        r"failed under them \(8 requests answered with an error; the first: "
+                                        r"ValueError: the engine broke\)$"):
+        train_grpo(tiny_config(tmp_path, *agent("keeps_history")))
+
+
 def test_rlvr_eval_judges_each_runs_last_message(tmp_path, drawn):
     from rlvr.cli import main
     from rlvr.evaluate.store import EvalStore

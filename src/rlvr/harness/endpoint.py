@@ -36,6 +36,7 @@ from typing import Any
 
 from rlvr.envs.rollout import TurnFormat
 from rlvr.envs.template import chat_prompt_ids, completion_text, reply, text_prompt_ids
+from rlvr.errors import first_line
 from rlvr.harness.batcher import Batcher, Closed
 from rlvr.harness.recorder import Recorder, Turn
 from rlvr.harness.splice import spliced_prompt
@@ -136,6 +137,7 @@ class Endpoint:
         self.batcher = Batcher(sampler, params)
         self._open: dict[str, Recorder] = {}
         self._finished: set[str] = set()
+        self.failures: list[str] = []  # the sampler's (or this endpoint's own) failures, each answered with a 500
         self._lock = threading.Lock()
         self.server = _Server((host, 0), _handler(self))
         self._thread = threading.Thread(target=self.server.serve_forever, name="rlvr-harness-endpoint", daemon=True)
@@ -313,6 +315,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(e.status, {"error": {"message": str(e), "type": "invalid_request_error", "code": e.status}})
         except Exception as e:  # the sampler's or the endpoint's own failure: the agent hears of it, the run's
             # side (the rollout's deadline, the sampler's) decides what it means
+            self.endpoint.failures.append(f"{type(e).__name__}: {first_line(e)}")
             self._send(500, {"error": {"message": f"rlvr's endpoint failed: {type(e).__name__}: {e}",
                                        "type": "server_error", "code": 500}})
 

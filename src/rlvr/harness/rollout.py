@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from rlvr.errors import UserError
 from rlvr.harness.endpoint import Endpoint
 from rlvr.harness.group import Agent, HarnessRollout, run_rollouts
 from rlvr.harness.rows import Segment
@@ -46,6 +47,11 @@ def sample_harness(fn: Callable[..., Any] | Agent, sampler: Sampler, tokenizer: 
                                            for seed in group], max(1, g), timeout_s, name)
     finally:
         endpoint.close()
+    failed = sum(run.error is not None for run in runs)
+    if endpoint.failures and 2 * failed > len(runs):  # (the agents failed because the policy could not answer)
+        raise UserError(f"{failed} of {len(runs)} runs of the {name} failed while the policy's endpoint failed under "
+                        f"them ({len(endpoint.failures)} requests answered with an error; the first: "
+                        f"{endpoint.failures[0]})")
     return harness_rollout(examples, g, runs, tokenizer)
 
 

@@ -89,13 +89,17 @@ def _at_stop(tokenizer: Any, sampled: Sampled, stops: list[str]) -> tuple[Sample
     text = completion_text(tokenizer, sampled.token_ids)
     if not stops or not any(x in text for x in stops):
         return sampled, text
-    for k in range(1, len(sampled.token_ids) + 1):
-        head = completion_text(tokenizer, sampled.token_ids[:k])
-        found = [head.index(x) for x in stops if x in head]
-        if found:
-            floors = None if sampled.floors is None else sampled.floors[:k]
-            return Sampled(sampled.token_ids[:k], sampled.logprobs[:k], True, floors), head[:min(found)]
-    return sampled, text
+    def head(k: int) -> str:
+        return completion_text(tokenizer, sampled.token_ids[:k])
+
+    low, high = 1, len(sampled.token_ids)  # (the first k whose text holds a stop string: a prefix's text grows)
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (low, middle) if any(x in head(middle) for x in stops) else (middle + 1, high)
+    text, k = head(low), low
+    cut = min(text.index(x) for x in stops if x in text)
+    floors = None if sampled.floors is None else sampled.floors[:k]
+    return Sampled(sampled.token_ids[:k], sampled.logprobs[:k], True, floors), text[:cut]
 
 
 def _chat_messages(body: dict[str, Any]) -> list[dict[str, Any]]:

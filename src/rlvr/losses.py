@@ -54,14 +54,26 @@ def clipped_policy_loss(
     return -torch.minimum(unclipped, clipped)
 
 
-def sequence_log_ratio(logprobs: torch.Tensor, old_logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """GSPO's log s_i = 1/|y_i| Σ_t log ρ_{i,t} over each row's trained tokens (a mean, never a sum). [N, T] -> [N, 1].
+def sequence_log_ratio(logprobs: torch.Tensor, old_logprobs: torch.Tensor, mask: torch.Tensor,
+                       sequences: torch.Tensor | None = None) -> torch.Tensor:
+    """GSPO's log s_i = 1/|y_i| Σ_t log ρ_{i,t} over each sequence's trained tokens (a mean, never a sum), on each
+    of its rows: a row is a sequence, unless `sequences` [N] says which sequence each row belongs to (an agent's
+    trajectory split over rows: rlvr.harness). [N, T] -> [N, 1].
 
     >>> sequence_log_ratio(torch.tensor([[0.3, 0.1, 9.0]]), torch.zeros(1, 3), torch.tensor([[1, 1, 0]]).bool())
     tensor([[0.2000]])
+    >>> one_sequence = torch.tensor([0, 0])  # (two rows of one sequence: their mean is its)
+    >>> sequence_log_ratio(torch.tensor([[0.3], [0.1]]), torch.zeros(2, 1), torch.ones(2, 1).bool(), one_sequence)
+    tensor([[0.2000],
+            [0.2000]])
     """
-    log_ratio = torch.where(mask, logprobs - old_logprobs, 0.0)
-    return log_ratio.sum(-1, keepdim=True) / mask.sum(-1, keepdim=True).clamp(min=1)
+    log_ratio = torch.where(mask, logprobs - old_logprobs, 0.0).sum(-1)
+    tokens = mask.sum(-1).to(log_ratio.dtype)
+    if sequences is not None:  # (each row's sums become its sequence's)
+        size = int(sequences.max()) + 1 if sequences.numel() else 0
+        log_ratio = log_ratio.new_zeros(size).index_add(0, sequences, log_ratio)[sequences]
+        tokens = tokens.new_zeros(size).index_add(0, sequences, tokens)[sequences]
+    return (log_ratio / tokens.clamp(min=1)).unsqueeze(-1)
 
 
 def gspo_policy_loss(
@@ -71,18 +83,19 @@ def gspo_policy_loss(
     mask: torch.Tensor,
     clip_low: float,
     clip_high: float,
+    sequences: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """GSPO (Zheng et al. 2025, Eq. 7, the token form of Eq. 5): the sequence's importance ratio is the
     geometric mean of its token ratios, s_i = exp(1/|y_i| Σ_t log ρ_{i,t}) (a mean of log-ratios, never a
     sum), clipped per sequence. Per token s_{i,t} = sg(s_i) · π_θ(y_t)/sg(π_θ(y_t)): its value is s_i and its
     gradient s_i ∇log π_θ(y_t), so that with `sequence_mean` the gradient is GSPO's
-    s_i Â_i · 1/|y_i| Σ_t ∇log π_θ(y_t). [N, T] -> [N, T].
+    s_i Â_i · 1/|y_i| Σ_t ∇log π_θ(y_t); `sequences`: as in sequence_log_ratio. [N, T] -> [N, T].
 
     >>> old = torch.zeros(1, 2); new = torch.tensor([[0.2, -0.2]])  # log-ratios averaging 0: s = 1
     >>> gspo_policy_loss(new, old, torch.tensor([1.0]), torch.ones(1, 2, dtype=torch.bool), 3e-4, 4e-4).tolist()
     [[-1.0, -1.0]]
     """
-    mean = sequence_log_ratio(logprobs, old_logprobs, mask)
+    mean = sequence_log_ratio(logprobs, old_logprobs, mask, sequences)
     ratio = torch.exp(mean.detach() + logprobs - logprobs.detach())
     adv = _per_token(advantages, ratio)
     return -torch.minimum(ratio * adv, ratio.clamp(1.0 - clip_low, 1.0 + clip_high) * adv)

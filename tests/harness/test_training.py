@@ -162,6 +162,27 @@ def test_a_split_trajectorys_rows_share_its_advantage_and_it_counts_once():
     assert losses[True] == pytest.approx(losses[False], abs=1e-6)
 
 
+@pytest.mark.parametrize("budget", [10_000, 1])  # (1: every micro-batch as small as the rows allow)
+def test_gspos_ratio_is_a_split_trajectorys_not_each_rows(budget):
+    """GSPO's s_i is the geometric mean of the ratios over a trajectory's tokens: the same loss whether its
+    tokens are one row or two, and the two rows never in different micro-batches, however small they are."""
+    algo = AlgorithmConfig(policy_loss="gspo", beta=0.0)
+    losses = {}
+    for split in (False, True):
+        scored = split_batch(split)
+        rollout, advantages = scored.rollout, outcome_advantages(scored, algo)
+        logprobs = (rollout.completion_ids.float() / -10).requires_grad_()  # log π_θ: the token's id / -10
+        old = logprobs.detach() + rollout.completion_ids.float() / 100 - 0.05  # (ratios unequal within a row)
+        batch = TrainBatch(scored, advantages, old, None, rollout.model_mask.clone())
+        counts = batch_counts(batch, SINGLE)
+        runs = micro_batches(rollout, batch.loss_mask, budget)
+        if split:  # (rows 0 and 1 are trajectory 0's)
+            assert [1 in mb.rows.tolist() for mb in runs if 0 in mb.rows.tolist()] == [True]
+        losses[split] = sum(float(micro_batch_loss(batch, mb, logprobs[mb.rows, :mb.completion_ids.shape[1]], algo,
+                                                   counts=counts, max_new_tokens=8).loss) for mb in runs)
+    assert losses[True] == pytest.approx(losses[False], abs=1e-6) and losses[True] != 0.0
+
+
 def test_mask_truncated_leaves_out_every_row_of_a_trajectory_whose_last_turn_was_cut():
     scored = split_batch(True)
     runs = scored.rollout

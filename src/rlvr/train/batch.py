@@ -82,6 +82,7 @@ class MicroBatch:
     completion_mask: torch.Tensor  # [m, lc]
     loss_mask: torch.Tensor  # [m, lc]
     support_floors: torch.Tensor | None = None  # [m, lc] where the sampler cut its distribution (rlvr.rollout)
+    sequences: torch.Tensor | None = None  # [m] each row's trajectory, numbered here, where one spans rows (harness)
 
 
 def micro_batches(rollout: Rollout, loss_mask: torch.Tensor, max_tokens: int,
@@ -89,15 +90,17 @@ def micro_batches(rollout: Rollout, loss_mask: torch.Tensor, max_tokens: int,
     """Split the N completions into runs of consecutive rows holding at most `max_tokens` real
     tokens: each prompt counted once when it is computed once per micro-batch (`share_prompt`, see
     rlvr.logprobs), else once with every completion, as it is then run.
-    Consecutive rows keep a group's completions together; a row longer than the budget goes alone."""
+    Consecutive rows keep a group's completions together, and a trajectory's rows (rlvr.harness) stay in one
+    micro-batch (GSPO's ratio is the trajectory's); a row (a trajectory) longer than the budget goes alone."""
     prompt_of, n = rollout.prompt_of_rows.tolist(), rollout.completion_ids.shape[0]
+    trajectory_of = rollout.trajectory_of_rows.tolist()
     prompt_len, lengths = rollout.prompt_mask.sum(-1).tolist(), rollout.lengths.tolist()
     runs: list[list[int]] = [[]]
     tokens = 0
     for row in range(n):
         new_prompt = not share_prompt or not runs[-1] or prompt_of[runs[-1][-1]] != prompt_of[row]
         cost = lengths[row] + (prompt_len[prompt_of[row]] if new_prompt else 0)
-        if runs[-1] and tokens + cost > max_tokens:
+        if runs[-1] and tokens + cost > max_tokens and trajectory_of[runs[-1][-1]] != trajectory_of[row]:
             runs.append([])
             cost, tokens = lengths[row] + prompt_len[prompt_of[row]], 0
         runs[-1].append(row)
@@ -120,6 +123,8 @@ def _micro_batch(rollout: Rollout, loss_mask: torch.Tensor, rows: torch.Tensor) 
         completion_mask=rollout.completion_mask[rows, :lc],
         loss_mask=loss_mask[rows, :lc],
         support_floors=None if rollout.support_floors is None else rollout.support_floors[rows, :lc],
+        sequences=None if rollout.row_trajectory is None else
+        torch.unique(rollout.trajectory_of_rows[rows], return_inverse=True)[1],
     )
 
 

@@ -32,11 +32,12 @@ from rlvr.user_code import load_user_object
 
 
 def policy_term(algo: AlgorithmConfig, logprobs: torch.Tensor, old_logprobs: torch.Tensor,
-                advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """The per-token policy-gradient loss [N, T] that `algo.policy_loss` names (POLICY_LOSSES, or yours)."""
+                advantages: torch.Tensor, mask: torch.Tensor, sequences: Sequences = None) -> torch.Tensor:
+    """The per-token policy-gradient loss [N, T] that `algo.policy_loss` names (POLICY_LOSSES, or yours);
+    `sequences` [N]: each row's sequence, where one spans several rows (GSPO's ratio is a sequence's)."""
     name = algo.policy_loss
     if name in POLICY_LOSSES:
-        return POLICY_LOSSES[name].loss(algo, logprobs, old_logprobs, advantages, mask)
+        return POLICY_LOSSES[name].loss(algo, logprobs, old_logprobs, advantages, mask, sequences)
     # (copies: an in-place edit of the user's cannot reach the KL term or the metrics; the clone of `logprobs`
     # passes its gradient through)
     loss = _call(name, "algorithm.policy_loss", algo.timeout_s, user_function(name, "policy loss"),
@@ -49,13 +50,16 @@ def policy_term(algo: AlgorithmConfig, logprobs: torch.Tensor, old_logprobs: tor
 
 
 def clip_shares(algo: AlgorithmConfig, logprobs: torch.Tensor, old_logprobs: torch.Tensor,
-                advantages: torch.Tensor, mask: torch.Tensor) -> tuple[float, float]:
+                advantages: torch.Tensor, mask: torch.Tensor, sequences: Sequences = None) -> tuple[float, float]:
     """The shares of trained tokens the objective's bound acted on, (below, above) (POLICY_LOSSES; your own
     loss: (0, 0))."""
     entry = POLICY_LOSSES.get(algo.policy_loss)
     if entry is None:
         return 0.0, 0.0
-    return entry.clipped(algo, logprobs.detach(), old_logprobs.detach(), advantages, mask)
+    return entry.clipped(algo, logprobs.detach(), old_logprobs.detach(), advantages, mask, sequences)
+
+
+Sequences = torch.Tensor | None  # [N] each row's sequence where one spans several rows (rlvr.harness); None: rows
 
 
 @dataclass(frozen=True)
@@ -63,26 +67,28 @@ class PolicyLoss:
     """A built-in policy-gradient term: its per-token loss [N, T], and the shares of trained tokens its bound acted
     on, (below, above), as logged (clip_low_fraction, clip_high_fraction)."""
 
-    loss: Callable[[AlgorithmConfig, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
-    clipped: Callable[[AlgorithmConfig, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], tuple[float, float]]
+    loss: Callable[[AlgorithmConfig, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, Sequences],
+                   torch.Tensor]
+    clipped: Callable[[AlgorithmConfig, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, Sequences],
+                      tuple[float, float]]
 
 
 def _token_clips(algo: AlgorithmConfig, logprobs: torch.Tensor, old: torch.Tensor, advantages: torch.Tensor,
-                 mask: torch.Tensor) -> tuple[float, float]:
+                 mask: torch.Tensor, sequences: Sequences) -> tuple[float, float]:
     """clip: the tokens whose gradient the clip removed."""
     return clip_fractions(logprobs, old, advantages, mask, algo.clip_low, algo.clip_high)
 
 
 def _sequence_clips(algo: AlgorithmConfig, logprobs: torch.Tensor, old: torch.Tensor, advantages: torch.Tensor,
-                    mask: torch.Tensor) -> tuple[float, float]:
+                    mask: torch.Tensor, sequences: Sequences) -> tuple[float, float]:
     """gspo: the tokens of sequences whose ratio s_i it clipped (the sequence's ratio on each of its tokens)."""
-    mean = sequence_log_ratio(logprobs, old, mask)
+    mean = sequence_log_ratio(logprobs, old, mask, sequences)
     return clip_fractions(mean.expand_as(logprobs), torch.zeros_like(logprobs), advantages, mask, algo.clip_low,
                           algo.clip_high)
 
 
 def _weight_clips(algo: AlgorithmConfig, logprobs: torch.Tensor, old: torch.Tensor, advantages: torch.Tensor,
-                  mask: torch.Tensor) -> tuple[float, float]:
+                  mask: torch.Tensor, sequences: Sequences) -> tuple[float, float]:
     """cispo: the tokens whose weight it truncated (bounded whatever the advantage's sign)."""
     ones = torch.ones_like(logprobs)
     low, _ = clip_fractions(logprobs, old, -ones, mask, algo.clip_low, algo.clip_high)
@@ -91,7 +97,7 @@ def _weight_clips(algo: AlgorithmConfig, logprobs: torch.Tensor, old: torch.Tens
 
 
 def _no_clips(algo: AlgorithmConfig, logprobs: torch.Tensor, old: torch.Tensor, advantages: torch.Tensor,
-              mask: torch.Tensor) -> tuple[float, float]:
+              mask: torch.Tensor, sequences: Sequences) -> tuple[float, float]:
     """sapo: a soft gate, no bound."""
     return 0.0, 0.0
 
@@ -99,13 +105,13 @@ def _no_clips(algo: AlgorithmConfig, logprobs: torch.Tensor, old: torch.Tensor, 
 # The one table from a name (algorithm.policy_loss; rlvr.config.choices.POLICY_LOSSES) to its loss and its clip
 # statistics; the formulas are rlvr.losses' pure functions.
 POLICY_LOSSES: dict[str, PolicyLoss] = {
-    "clip": PolicyLoss(lambda a, lp, old, adv, m: clipped_policy_loss(lp, old, adv, a.clip_low, a.clip_high),
+    "clip": PolicyLoss(lambda a, lp, old, adv, m, s: clipped_policy_loss(lp, old, adv, a.clip_low, a.clip_high),
                        _token_clips),
-    "gspo": PolicyLoss(lambda a, lp, old, adv, m: gspo_policy_loss(lp, old, adv, m, a.clip_low, a.clip_high),
+    "gspo": PolicyLoss(lambda a, lp, old, adv, m, s: gspo_policy_loss(lp, old, adv, m, a.clip_low, a.clip_high, s),
                        _sequence_clips),
-    "cispo": PolicyLoss(lambda a, lp, old, adv, m: cispo_policy_loss(lp, old, adv, a.clip_low, a.clip_high),
+    "cispo": PolicyLoss(lambda a, lp, old, adv, m, s: cispo_policy_loss(lp, old, adv, a.clip_low, a.clip_high),
                         _weight_clips),
-    "sapo": PolicyLoss(lambda a, lp, old, adv, m: sapo_policy_loss(lp, old, adv, a.sapo_tau_pos, a.sapo_tau_neg),
+    "sapo": PolicyLoss(lambda a, lp, old, adv, m, s: sapo_policy_loss(lp, old, adv, a.sapo_tau_pos, a.sapo_tau_neg),
                        _no_clips),
 }
 

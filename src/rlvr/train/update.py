@@ -35,13 +35,15 @@ def grpo_loss(
     constant: float,
     weights: torch.Tensor | None = None,
     row_tokens: torch.Tensor | None = None,
+    sequences: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(scalar loss, per-token KL or None) of rows [m, T]: per token w·ℓ + β·KL(π_θ‖π_ref), aggregated with
     the whole batch's counts so that micro-batch losses add up to the batch's loss (rlvr.losses). ℓ = the
     policy-gradient term `algorithm.policy_loss` names (rlvr.train.objective; `clip`: −min(ρÂ, clip(ρ, 1−ε_low,
     1+ε_high)Â)); w = the rollout correction's importance weights (rlvr.correction) times the entropy mask
-    (`top_entropy_quantile`), 1 if None; `row_tokens`: each row's sequence length when a sequence spans rows."""
-    per_token = policy_term(algo, logprobs, old_logprobs, advantages, mask)
+    (`top_entropy_quantile`), 1 if None; `row_tokens` and `sequences`: each row's sequence length and sequence
+    (rows numbered within these) when a sequence spans rows."""
+    per_token = policy_term(algo, logprobs, old_logprobs, advantages, mask, sequences)
     if weights is not None:
         per_token = per_token * weights
     kl = None
@@ -107,7 +109,7 @@ def micro_batch_loss(batch: TrainBatch, mb: MicroBatch, logprobs: torch.Tensor, 
     row_tokens = None if per_sequence is None else per_sequence[0][rows].to(logprobs)
     loss, kl = grpo_loss(logprobs, old, ref, advantages, mask, algo, num_sequences=num_sequences,
                          num_tokens=num_tokens, constant=algo.loss_constant or max_new_tokens, weights=weights,
-                         row_tokens=row_tokens)
+                         row_tokens=row_tokens, sequences=mb.sequences)
     return MicroLoss(loss, kl, old, advantages, mask, sampled)
 
 
@@ -150,7 +152,7 @@ def policy_update(
                                     max_new_tokens=max_new_tokens, sums=sums if correcting else None)
             (part.loss * world.size).backward()  # type: ignore[no-untyped-call]
         mask, old = part.mask, part.old_logprobs
-        low, high = clip_shares(algo, stats.logprobs, old, part.advantages, mask)
+        low, high = clip_shares(algo, stats.logprobs, old, part.advantages, mask, mb.sequences)
         weight = float(mask.sum()) / num_tokens
         totals["loss"] += float(part.loss.detach())
         totals["kl"] += float((part.kl.detach() * mask).sum()) / num_tokens if part.kl is not None else 0.0

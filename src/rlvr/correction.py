@@ -27,8 +27,9 @@ _MAX_LOG_WEIGHT = 30.0  # exp(30) ≈ 1e13: a sequence weight beyond it is as go
 
 
 def log_weights(old_logprobs: torch.Tensor, sampler_logprobs: torch.Tensor, mask: torch.Tensor,
-                level: CorrectionLevel) -> torch.Tensor:
-    """[N, T] log w: per token, or every token of a row carrying its row's summed log-ratio (0 off the mask).
+                level: CorrectionLevel, sequences: torch.Tensor | None = None) -> torch.Tensor:
+    """[N, T] log w: per token, or every token of a row carrying its sequence's summed log-ratio (0 off the
+    mask); a row is a sequence, unless `sequences` [N] says which each row belongs to (rlvr.harness).
 
     >>> old, s = torch.tensor([[-1.0, -2.0, 0.0]]), torch.tensor([[-1.5, -1.0, -9.0]])
     >>> m = torch.tensor([[True, True, False]])
@@ -40,7 +41,11 @@ def log_weights(old_logprobs: torch.Tensor, sampler_logprobs: torch.Tensor, mask
     if level == "token":
         return per_token
     if level == "sequence":
-        return torch.where(mask, per_token.sum(-1, keepdim=True).expand_as(per_token), zero)
+        summed = per_token.sum(-1)
+        if sequences is not None:  # (a trajectory split over rows: its rows' sums are its)
+            size = int(sequences.max()) + 1 if sequences.numel() else 0
+            summed = summed.new_zeros(size).index_add(0, sequences, summed)[sequences]
+        return torch.where(mask, summed.unsqueeze(-1).expand_as(per_token), zero)
     raise ValueError(f"unknown rollout correction level {level!r}")
 
 
@@ -70,14 +75,20 @@ NO_SUMS: dict[str, float] = dict.fromkeys(("n", "w", "w2", "w_max", "kept", "kep
 
 
 def correction_sums(old_logprobs: torch.Tensor, sampler_logprobs: torch.Tensor, mask: torch.Tensor,
-                    level: CorrectionLevel, corrected: torch.Tensor) -> dict[str, float]:
+                    level: CorrectionLevel, corrected: torch.Tensor,
+                    sequences: torch.Tensor | None = None) -> dict[str, float]:
     """What `correction_stats` needs, as sums and maxima that add up over micro-batches and ranks.
 
     Units are tokens at the token level and completions at the sequence level; the KL is over tokens either way.
     """
-    log_w = log_weights(old_logprobs, sampler_logprobs, mask, level)
-    if level == "sequence":  # one weight per completion that has tokens
+    log_w = log_weights(old_logprobs, sampler_logprobs, mask, level, sequences)
+    if level == "sequence":  # one weight per completion that has tokens (a split trajectory's: its first row's)
         rows = mask.any(-1)
+        if sequences is not None:
+            seen: set[int] = set()
+            for i, (q, has) in enumerate(zip(sequences.tolist(), rows.tolist())):
+                rows[i] = has and q not in seen
+                seen |= {q} if has else set()
         raw, kept = log_w[:, 0][rows].clamp(max=_MAX_LOG_WEIGHT).exp(), corrected.amax(-1)[rows]
         # (a masked completion's corrected weight is 0 on every token; a kept one's is the same on all)
     else:

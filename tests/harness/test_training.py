@@ -9,6 +9,8 @@ import pytest
 import torch
 
 from rlvr.config import AlgorithmConfig
+from rlvr.config.train import RolloutCorrectionConfig
+from rlvr.correction import NO_SUMS
 from rlvr.errors import UserError
 from rlvr.harness.group import HarnessRollout
 from rlvr.harness.rollout import harness_rollout
@@ -162,25 +164,35 @@ def test_a_split_trajectorys_rows_share_its_advantage_and_it_counts_once():
     assert losses[True] == pytest.approx(losses[False], abs=1e-6)
 
 
+SEQUENCE_LEVEL = {"gspo": AlgorithmConfig(policy_loss="gspo", beta=0.0),
+                  "sequence correction": AlgorithmConfig(beta=0.0, rollout_correction=RolloutCorrectionConfig(
+                      level="sequence", mode="truncate", threshold=10.0))}
+
+
+@pytest.mark.parametrize("objective", SEQUENCE_LEVEL)
 @pytest.mark.parametrize("budget", [10_000, 1])  # (1: every micro-batch as small as the rows allow)
-def test_gspos_ratio_is_a_split_trajectorys_not_each_rows(budget):
-    """GSPO's s_i is the geometric mean of the ratios over a trajectory's tokens: the same loss whether its
-    tokens are one row or two, and the two rows never in different micro-batches, however small they are."""
-    algo = AlgorithmConfig(policy_loss="gspo", beta=0.0)
-    losses = {}
+def test_a_sequence_level_ratio_is_a_split_trajectorys_not_each_rows(objective, budget):
+    """GSPO's s_i (the geometric mean of the ratios over a trajectory's tokens) and the sequence-level rollout
+    correction's w_i (their product, π_old / π_sampler) are the trajectory's: the same loss, and the same
+    correction statistics, whether its tokens are one row or two; its rows never in different micro-batches."""
+    algo = SEQUENCE_LEVEL[objective]
+    losses, stats = {}, {}
     for split in (False, True):
         scored = split_batch(split)
         rollout, advantages = scored.rollout, outcome_advantages(scored, algo)
         logprobs = (rollout.completion_ids.float() / -10).requires_grad_()  # log π_θ: the token's id / -10
         old = logprobs.detach() + rollout.completion_ids.float() / 100 - 0.05  # (ratios unequal within a row)
         batch = TrainBatch(scored, advantages, old, None, rollout.model_mask.clone())
-        counts = batch_counts(batch, SINGLE)
+        counts, sums = batch_counts(batch, SINGLE), dict(NO_SUMS) if objective == "sequence correction" else None
         runs = micro_batches(rollout, batch.loss_mask, budget)
         if split:  # (rows 0 and 1 are trajectory 0's)
             assert [1 in mb.rows.tolist() for mb in runs if 0 in mb.rows.tolist()] == [True]
         losses[split] = sum(float(micro_batch_loss(batch, mb, logprobs[mb.rows, :mb.completion_ids.shape[1]], algo,
-                                                   counts=counts, max_new_tokens=8).loss) for mb in runs)
+                                                   counts=counts, max_new_tokens=8, sums=sums).loss) for mb in runs)
+        stats[split] = sums
     assert losses[True] == pytest.approx(losses[False], abs=1e-6) and losses[True] != 0.0
+    if objective == "sequence correction":
+        assert stats[True] == pytest.approx(stats[False], abs=1e-5) and stats[True]["n"] == 2  # (two trajectories)
 
 
 def test_mask_truncated_leaves_out_every_row_of_a_trajectory_whose_last_turn_was_cut():

@@ -103,7 +103,7 @@ def micro_batch_loss(batch: TrainBatch, mb: MicroBatch, logprobs: torch.Tensor, 
     ref = None if batch.ref_logprobs is None else batch.ref_logprobs[rows, :lc].to(logprobs)
     advantages = batch.advantages[rows, :lc].to(logprobs)
     sampled = batch.rollout.sampling_logprobs[rows, :lc].to(logprobs)
-    weights = _token_weights(batch, rows, old, sampled, mask, algo, sums)
+    weights = _token_weights(batch, rows, old, sampled, mask, algo, sums, mb.sequences)
     num_sequences, num_tokens = counts
     per_sequence = trajectory_tokens(batch)
     row_tokens = None if per_sequence is None else per_sequence[0][rows].to(logprobs)
@@ -200,10 +200,11 @@ def _say_lost_step(norm: float, world: World) -> None:
 
 
 def _token_weights(batch: TrainBatch, rows: torch.Tensor, old: torch.Tensor, sampled: torch.Tensor,
-                   mask: torch.Tensor, algo: AlgorithmConfig, sums: dict[str, float] | None) -> torch.Tensor | None:
+                   mask: torch.Tensor, algo: AlgorithmConfig, sums: dict[str, float] | None,
+                   sequences: torch.Tensor | None = None) -> torch.Tensor | None:
     """What multiplies each token's policy-gradient term, or None: the rollout correction's π_old / π_sampler
     (when `sums` collects its statistics) times the entropy mask (the high-entropy tokens only)."""
-    weights = _correct(old, sampled, mask, algo, sums) if sums is not None else None
+    weights = _correct(old, sampled, mask, algo, sums, sequences) if sums is not None else None
     if batch.entropy_mask is not None:
         keep = batch.entropy_mask[rows, : old.shape[1]].to(old)
         weights = keep if weights is None else weights * keep
@@ -211,11 +212,11 @@ def _token_weights(batch: TrainBatch, rows: torch.Tensor, old: torch.Tensor, sam
 
 
 def _correct(old: torch.Tensor, sampled: torch.Tensor, mask: torch.Tensor, algo: AlgorithmConfig,
-             sums: dict[str, float]) -> torch.Tensor:
+             sums: dict[str, float], sequences: torch.Tensor | None = None) -> torch.Tensor:
     """The rollout correction's weights of a micro-batch (rlvr.correction), their statistics added to `sums`."""
     rc = algo.rollout_correction
-    weights = corrected_weights(log_weights(old, sampled, mask, rc.level), mask, rc.mode, rc.threshold)
-    for key, value in correction_sums(old, sampled, mask, rc.level, weights).items():
+    weights = corrected_weights(log_weights(old, sampled, mask, rc.level, sequences), mask, rc.mode, rc.threshold)
+    for key, value in correction_sums(old, sampled, mask, rc.level, weights, sequences).items():
         sums[key] = max(sums[key], value) if key.endswith("_max") else sums[key] + value
     return weights
 

@@ -42,7 +42,7 @@ from rlvr.envs.base import (
     wait_for,
 )
 from rlvr.envs.kv_batch import KVBatch, Parked
-from rlvr.envs.template import completion_text
+from rlvr.envs.template import completion_text, first_prefix
 from rlvr.rollout import SamplingParams, sample_next
 from rlvr.seeds import uniforms
 
@@ -262,10 +262,7 @@ def _record(t: Trajectory, ids: list[int], logprobs: list[tuple[float, float]], 
 
 def _tokens_covering(tokenizer: Any, ids: list[int], chars: int) -> int:
     """The fewest leading tokens of `ids` whose text holds the first `chars` characters."""
-    for k in range(1, len(ids) + 1):
-        if len(completion_text(tokenizer, ids[:k])) >= chars:
-            return k
-    return len(ids)
+    return first_prefix(len(ids), lambda k: len(completion_text(tokenizer, ids[:k])) >= chars)
 
 
 def transcript_tensors(trajectories: list[Trajectory], pad_id: int) -> dict[str, torch.Tensor]:

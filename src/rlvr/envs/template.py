@@ -15,6 +15,7 @@ import copy
 import json
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +54,20 @@ def completion_text(tokenizer: Any, token_ids: list[int]) -> str:
         else:
             run.append(token)
     return "".join([*parts, tokenizer.decode(run, skip_special_tokens=True)])
+
+
+def first_prefix(n: int, holds: Callable[[int], bool]) -> int:
+    """The fewest leading tokens k (1 ≤ k ≤ n) for which `holds(k)`, found by bisection (a prefix's text only
+    grows: once true, true for every longer prefix); n when none is.
+
+    >>> first_prefix(10, lambda k: k >= 4), first_prefix(10, lambda k: False)
+    (4, 10)
+    """
+    low, high = 1, n
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (low, middle) if holds(middle) else (middle + 1, high)
+    return high
 
 
 _MARKERS: dict[int, tuple[Any, dict[int, str]]] = {}  # id(tokenizer) -> (tokenizer, its special markers' ids)

@@ -35,7 +35,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from rlvr.envs.rollout import TurnFormat
-from rlvr.envs.template import chat_prompt_ids, completion_text, reply, text_prompt_ids
+from rlvr.envs.template import chat_prompt_ids, completion_text, first_prefix, reply, text_prompt_ids
 from rlvr.errors import first_line
 from rlvr.harness.batcher import Batcher, Closed
 from rlvr.harness.recorder import Recorder, Turn
@@ -92,11 +92,8 @@ def _at_stop(tokenizer: Any, sampled: Sampled, stops: list[str]) -> tuple[Sample
     def head(k: int) -> str:
         return completion_text(tokenizer, sampled.token_ids[:k])
 
-    low, high = 1, len(sampled.token_ids)  # (the first k whose text holds a stop string: a prefix's text grows)
-    while low < high:
-        middle = (low + high) // 2
-        low, high = (low, middle) if any(x in head(middle) for x in stops) else (middle + 1, high)
-    text, k = head(low), low
+    k = first_prefix(len(sampled.token_ids), lambda k: any(x in head(k) for x in stops))
+    text = head(k)
     cut = min(text.index(x) for x in stops if x in text)
     floors = None if sampled.floors is None else sampled.floors[:k]
     return Sampled(sampled.token_ids[:k], sampled.logprobs[:k], True, floors), text[:cut]

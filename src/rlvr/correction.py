@@ -22,6 +22,7 @@ from __future__ import annotations
 import torch
 
 from rlvr.config.choices import CorrectionLevel, CorrectionMode
+from rlvr.losses import sequence_totals
 
 _MAX_LOG_WEIGHT = 30.0  # exp(30) ≈ 1e13: a sequence weight beyond it is as good as infinite, and stays finite
 
@@ -41,10 +42,7 @@ def log_weights(old_logprobs: torch.Tensor, sampler_logprobs: torch.Tensor, mask
     if level == "token":
         return per_token
     if level == "sequence":
-        summed = per_token.sum(-1)
-        if sequences is not None:  # (a trajectory split over rows: its rows' sums are its)
-            size = int(sequences.max()) + 1 if sequences.numel() else 0
-            summed = summed.new_zeros(size).index_add(0, sequences, summed)[sequences]
+        summed = sequence_totals(per_token.sum(-1), sequences)  # (a trajectory split over rows: its rows' sum)
         return torch.where(mask, summed.unsqueeze(-1).expand_as(per_token), zero)
     raise ValueError(f"unknown rollout correction level {level!r}")
 

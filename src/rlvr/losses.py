@@ -69,11 +69,20 @@ def sequence_log_ratio(logprobs: torch.Tensor, old_logprobs: torch.Tensor, mask:
     """
     log_ratio = torch.where(mask, logprobs - old_logprobs, 0.0).sum(-1)
     tokens = mask.sum(-1).to(log_ratio.dtype)
-    if sequences is not None:  # (each row's sums become its sequence's)
-        size = int(sequences.max()) + 1 if sequences.numel() else 0
-        log_ratio = log_ratio.new_zeros(size).index_add(0, sequences, log_ratio)[sequences]
-        tokens = tokens.new_zeros(size).index_add(0, sequences, tokens)[sequences]
-    return (log_ratio / tokens.clamp(min=1)).unsqueeze(-1)
+    return (sequence_totals(log_ratio, sequences) / sequence_totals(tokens, sequences).clamp(min=1)).unsqueeze(-1)
+
+
+def sequence_totals(row_values: torch.Tensor, sequences: torch.Tensor | None) -> torch.Tensor:
+    """[N] each row's value summed over the rows of its sequence (`sequences` [N]: each row's, numbered from 0;
+    None: every row its own sequence, the values as they are).
+
+    >>> sequence_totals(torch.tensor([1.0, 2.0, 4.0]), torch.tensor([0, 0, 1])).tolist()
+    [3.0, 3.0, 4.0]
+    """
+    if sequences is None:
+        return row_values
+    size = int(sequences.max()) + 1 if sequences.numel() else 0
+    return row_values.new_zeros(size).index_add(0, sequences, row_values)[sequences]
 
 
 def gspo_policy_loss(

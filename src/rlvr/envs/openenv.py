@@ -103,7 +103,6 @@ class OpenEnv:
             return Reply(None, done=True, reward=self.total, info={"invalid_actions": 0.0})
         return Reply({"role": "user", "content": _content(observation)}, done=False, info={"invalid_actions": 0.0})
 
-
     def close(self) -> None:
         """The trajectory is over (rlvr calls this however it ended): the environment or server session goes."""
         self.session.close()

@@ -11,6 +11,8 @@ from concurrent.futures import Future
 from rlvr.rollout import SamplingParams
 from rlvr.samplers.protocol import Job, Sampled, Sampler
 
+CLOSED = "the endpoint has closed: the rollouts it served are over"
+
 
 class Batcher:
     """`submit(jobs)` -> a Future of their completions, drawn by `sampler.complete` under `params` (each job's own
@@ -28,7 +30,7 @@ class Batcher:
         future: Future[list[Sampled]] = Future()
         with self._lock:
             if self._closed:  # (a late call of an agent whose rollout was given up: nothing will serve it)
-                future.set_exception(Closed("the endpoint has closed: the rollouts it served are over"))
+                future.set_exception(Closed(CLOSED))
             else:
                 self._waiting.put((jobs, future))
         return future
@@ -49,7 +51,7 @@ class Batcher:
                 batch.append(more)
             self._draw(batch)
         while (left := self._next()) is not None:
-            left[1].set_exception(Closed("the endpoint has closed: the rollouts it served are over"))
+            left[1].set_exception(Closed(CLOSED))
 
     def _next(self) -> tuple[Sequence[Job], Future[list[Sampled]]] | None:
         """The next waiting request, or None when there is none or the endpoint is closing (the marker kept)."""

@@ -393,3 +393,31 @@ def test_an_environment_that_takes_tool_calls_gets_every_call_of_the_message_par
     assert [[(c["name"], c["arguments"]) for c in calls] for calls in env.seen] == [
         [("add", {"a": 2, "b": 3}), ("add", {"a": 4, "b": 5})], []]  # (none inside thinking; string arguments read)
     assert [m["content"] for m in t.messages if m["role"] == "tool"] == ["5", "9"] and t.reward == 1.0
+
+
+def test_a_failing_step_closes_every_environment_it_made_and_says_its_own_error(tiny):
+    """The turn loop fails mid-rollout: each environment made is closed (one whose close fails too does not hide
+    the step's error), as they are when trajectories end."""
+    from rlvr.envs.sampling import conversations
+    from rlvr.records import Example
+
+    _, tokenizer = tiny
+    made = []
+
+    class Holding(Scripted):
+        def __init__(self):
+            super().__init__([])
+            self.closed = 0
+            made.append(self)
+
+        def close(self):
+            self.closed += 1
+            if len(made) > 1 and self is made[1]:
+                raise OSError("its server is gone too")
+
+    def broken_loop(trajectories, envs):
+        raise RuntimeError("the engine broke")
+    with pytest.raises(RuntimeError, match="the engine broke"):
+        conversations(broken_loop, tokenizer, [Example("q"), Example("r")], [ASK, ASK], 2, SamplingParams(8),
+                      make_env=Holding, seeds=list(range(4)))
+    assert [env.closed for env in made] == [1, 1, 1, 1]

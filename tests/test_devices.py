@@ -75,3 +75,57 @@ def test_bf16_reaches_the_rollout_thread(tmp_path, monkeypatch):
                                        r.completion_mask).logprobs
         gaps[dtype] = float((fp32 - r.sampling_logprobs).abs().max())
     assert gaps["float32"] < 1e-4 < 1e-2 < gaps["bfloat16"]
+
+
+@pytest.mark.parametrize(("units", "expected"), [("amx", torch.bfloat16), ("avx512_bf16", torch.float32),
+                                                 (None, torch.float32)])
+def test_auto_precision_follows_the_cpus_bf16_units(monkeypatch, units, expected):
+    """`auto` on a CPU: bf16 autocast where AMX makes it faster, fp32 elsewhere, each said in words that name
+    the CPU; the flags faked, so that the choice is tested on any machine."""
+    import rlvr.models.devices as devices
+
+    monkeypatch.setattr(devices, "cpu_bf16_units", lambda: units)
+    monkeypatch.setattr(devices, "cpu_name", lambda: "Some CPU 9000")
+    dtype, said = devices.precision("auto", torch.device("cpu"))
+    assert dtype == expected == compute_dtype("auto", torch.device("cpu"))
+    assert "model.dtype=auto" in said and "Some CPU 9000" in said
+    assert ("has AMX" in said) == (units == "amx") and said.startswith("bfloat16" if units == "amx" else "float32")
+    # asked for, bf16 is used anyway, with a warning only where the CPU lacks the units
+    dtype, said = devices.precision("bfloat16", torch.device("cpu"))
+    assert dtype == torch.bfloat16 and ("slower" in said) == (units is None)
+    assert devices.precision("float32", torch.device("cpu")) == (torch.float32, "float32 (model.dtype=float32)")
+
+
+def test_the_cpus_units_are_read_from_torch(monkeypatch):
+    import rlvr.models.devices as devices
+
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False, raising=False)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True, raising=False)
+    assert devices.cpu_bf16_units() == "avx512_bf16"
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True, raising=False)
+    assert devices.cpu_bf16_units() == "amx"
+    monkeypatch.delattr(torch.cpu, "_is_amx_tile_supported")
+    monkeypatch.delattr(torch.cpu, "_is_avx512_bf16_supported")
+    assert devices.cpu_bf16_units() is None  # (a torch without the checks: fp32)
+    assert devices.cpu_name()
+
+
+def test_a_run_says_its_precision_and_records_it(tmp_path, monkeypatch, capsys):
+    """The line at the start, the effective config (auto resolved: a resumed run keeps it) and summary.json; on
+    a CPU faked to have AMX, `auto` trains in bf16."""
+    import json
+
+    import yaml
+
+    import rlvr.models.devices as devices
+    from rlvr.train.trainer import train_grpo
+
+    monkeypatch.setattr(devices, "cpu_bf16_units", lambda: "amx")
+    config = tiny_config(tmp_path, DIGITS, "model.dtype=auto", "eval_before=false", steps=1)
+    summary = train_grpo(config)
+    said = capsys.readouterr().err
+    assert "rlvr: precision bfloat16 autocast" in said and "AMX" in said
+    assert summary["precision"].startswith("bfloat16") and "AMX" in summary["precision"]
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["precision"] == summary["precision"]
+    assert yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())["model"]["dtype"] == "bfloat16"
+    assert config.model.dtype == "auto"  # (the caller's config is left as given)

@@ -4,16 +4,17 @@
     .venv/bin/python -m tests.pins.jobs --compare before.json after.json     # bit for bit
     .venv/bin/python -m tests.pins.jobs --record                 # tests/pins/recorded.json (see below)
 
-Each job runs through the `rlvr` command (PPO through its API) on the random `tiny` model with one thread, so
-two runs of the same code give identical numbers: a refactor that claims to change nothing must leave every
+Each job runs through the `rlvr` command (PPO through its API) on the random `tiny` model with one thread and in
+fp32 (`model.dtype=float32`: `auto` would pick bf16 on a CPU with AMX), so two runs of the same code on one
+machine give identical numbers: a refactor that claims to change nothing must leave every
 metric (timings and memory aside) and every weight bit for bit the same (`--out` before and after, `--compare`).
 The jobs cover full fine-tuning and LoRA, PPO, SFT and the reward model; the GRPO jobs have a reward that varies
 on a random model's samples, β > 0 and two updates per batch, and run synchronously and sampling ahead
 (`max_staleness` 0 and 1), so that every stage of the step does work.
 
-tests/pins/test_pins.py runs them in the suite against recorded.json, whose numbers are rounded and compared
-within a relative 1e-5 (another CPU's kernels may differ in the last bits). Refresh it with `--record` only in a
-commit that says why the numbers moved.
+tests/pins/test_pins.py runs them in the suite against recorded.json, within the tolerances it explains (another
+CPU's kernels sum in another order). Refresh it with `--record` (on any machine) only in a commit that says why
+the numbers moved.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ RLVR = [sys.executable, "-m", "rlvr"]
 DIGITS = (f"rewards=[{{name: '{ROOT / 'tests' / 'train' / 'reward_fns.py'}:digit_share'}}, "
           "{name: boxed_format, weight: 0.1}]")
 GRPO = ["--config", str(ROOT / "configs" / "tiny.yaml"), "--set", DIGITS, "--set", "threads=1", "--set",
-        "algorithm.beta=0.04", "--set", "algorithm.updates_per_batch=2", "--set", "sample_every=1", "--max-steps", "4"]
+        "model.dtype=float32", "--set", "algorithm.beta=0.04", "--set", "algorithm.updates_per_batch=2", "--set",
+        "sample_every=1", "--max-steps", "4"]
 JOBS: dict[str, list[str]] = {
     "grpo": ["train", *GRPO],
     "grpo_variants": ["train", *GRPO, "--set", "algorithm.advantage_scale=batch_std", "--set",
@@ -47,9 +49,11 @@ JOBS: dict[str, list[str]] = {
     "lora": ["train", *GRPO, "--set", "model.lora.rank=4", "--set", "optim.lr=1e-2"],
     "ahead0": ["train", *GRPO, "--set", "sampling.max_staleness=0"],
     "ahead1": ["train", *GRPO, "--set", "sampling.max_staleness=1"],
-    "sft": ["sft", "--model", "tiny", "--max-steps", "6", "--set", "threads=1", "--set", "batch_size=8", "--set",
-            "optim.lr=3e-3", "--set", "packing=true", "--set", "max_length=64", "--set", "eval_every=3"],
-    "rm": ["rm", "--model", "tiny", "--max-steps", "6", "--set", "threads=1", "--set", "batch_size=8"],
+    "sft": ["sft", "--model", "tiny", "--max-steps", "6", "--set", "threads=1", "--set", "model.dtype=float32",
+            "--set", "batch_size=8", "--set", "optim.lr=3e-3", "--set", "packing=true", "--set", "max_length=64",
+            "--set", "eval_every=3"],
+    "rm": ["rm", "--model", "tiny", "--max-steps", "6", "--set", "threads=1", "--set", "model.dtype=float32",
+           "--set", "batch_size=8"],
     "ppo": [],
 }
 # PPO has no command of its own: three steps through its API. Its summary is left out of the
@@ -58,7 +62,8 @@ PPO = f"""
 import sys
 from rlvr.config import load_config
 from rlvr.ppo.trainer import train_ppo
-config = load_config("{ROOT / 'configs' / 'tiny.yaml'}", [{DIGITS!r}, "threads=1", "algorithm.beta=0.04",
+config = load_config("{ROOT / 'configs' / 'tiny.yaml'}", [{DIGITS!r}, "threads=1", "model.dtype=float32",
+                     "algorithm.beta=0.04",
                      f"output_dir={{sys.argv[1]}}", "eval_before=false", "eval_after=false", "sample_every=0"],
                      max_steps=3)
 train_ppo(config)
@@ -109,9 +114,10 @@ def stable_metrics(run_dir: Path) -> list[dict]:
 
 
 def summary_of(run_dir: Path) -> dict:
-    summary = json.loads((run_dir / "summary.json").read_text())  # paths (data, checkpoint) name the temporary folder
+    # paths (data, checkpoint) name the temporary folder; `machine` names this one's CPU
+    summary = json.loads((run_dir / "summary.json").read_text())
     return {k: v for k, v in summary.items()
-            if not any(word in k for word in VARIABLE) and k not in ("checkpoint", "run_dir", "data")}
+            if not any(word in k for word in VARIABLE) and k not in ("checkpoint", "run_dir", "data", "machine")}
 
 
 def run_jobs(names: list[str]) -> dict:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.metadata
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from rlvr.evaluate.sampling import Plan, Scorer, sample_problems
 from rlvr.evaluate.store import EvalStore
 from rlvr.evaluate.summary import summarise
 from rlvr.models import load_configured
-from rlvr.models.devices import autocast, compute_dtype, resolve_device
+from rlvr.models.devices import autocast, compute_dtype, precision, resolve_device
 from rlvr.rollout import SamplingParams
 from rlvr.run.samplers import push_weights, rank_sampler
 from rlvr.run.world import World, barrier, gather_across, join
@@ -158,6 +159,8 @@ def _sample_missing(config: EvalConfig, benchmark: Benchmark, settings: dict[str
                     world: World) -> None:
     model, tokenizer, device, dtype = load_configured(config.model, config.seed)
     model.eval()
+    if world.is_main:
+        print(f"rlvr: precision {precision(config.model.dtype, device)[1]}", file=sys.stderr)
     scorer = scorer or _configured_scorer(config)
     prompts = _prompts(config, benchmark, settings, tokenizer)
     specials = settings["template"] != "chat"  # the chat template writes its own special tokens

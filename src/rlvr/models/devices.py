@@ -1,17 +1,26 @@
-"""Where a run computes and in what precision: the GPU path.
+"""Where a run computes and in what precision.
 
 Weights, gradients and optimizer state stay fp32; with `model.dtype: bfloat16` the forward passes
 (rollout, reference, update) run under `torch.autocast`, and the frozen reference is stored in
-bf16. `auto` picks CUDA when there is one and bf16 on a GPU that supports it.
+bf16. `auto` picks CUDA when there is one, and bf16 where the hardware makes it faster: a GPU that
+supports it, or a CPU with AMX matrix units (Intel Xeon since Sapphire Rapids), where bf16 matmuls ran
+3-4x faster than fp32 on 2 cores (docs/performance.md). A CPU without them (AMD EPYC before Zen 4, most
+laptops) computes bf16 far slower than fp32 (about 1 GFLOP/s against 50-175 on a 2-core AMD EPYC),
+so `auto` stays fp32 there. AVX512-BF16 without AMX (AMD Zen 4, Intel Cooper Lake) has not been measured
+and stays fp32 until it is.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import os
+import platform
 import re
 import resource
 import sys
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -42,14 +51,93 @@ def resolve_device(name: str) -> torch.device:
 
 
 def compute_dtype(name: str, device: torch.device) -> torch.dtype:
-    """The forward passes' precision: `auto` is bf16 on a GPU that supports it, fp32 elsewhere.
+    """The forward passes' precision: `auto` is bf16 on a GPU that supports it and on a CPU with AMX bf16
+    units, fp32 elsewhere (`precision` says why).
 
-    >>> compute_dtype("auto", torch.device("cpu"))
-    torch.float32
+    >>> compute_dtype("float32", torch.device("cpu")), compute_dtype("bfloat16", torch.device("cpu"))
+    (torch.float32, torch.bfloat16)
     """
-    if name == "auto":
-        return torch.bfloat16 if device.type == "cuda" and torch.cuda.is_bf16_supported() else torch.float32
-    return DTYPES[name]
+    return precision(name, device)[0]
+
+
+def precision(name: str, device: torch.device) -> tuple[torch.dtype, str]:
+    """(the forward passes' dtype, why, in words) for `model.dtype` = `name` on `device`: the line a run says
+    at its start and records in summary.json.
+
+    >>> precision("float32", torch.device("cpu"))[1]
+    'float32 (model.dtype=float32)'
+    """
+    if name != "auto":
+        dtype = DTYPES[name]
+        slow = (dtype == torch.bfloat16 and device.type == "cpu" and cpu_bf16_units() is None)
+        warning = f"; this CPU, {cpu_name()}, has no bf16 matrix units: expect it slower than float32" if slow else ""
+        return dtype, f"{DTYPE_NAMES[dtype]} (model.dtype={name}{warning})"
+    if device.type == "cuda":
+        bf16 = torch.cuda.is_bf16_supported()
+        card = torch.cuda.get_device_name(device)
+        return ((torch.bfloat16, f"bfloat16 autocast, fp32 weights (model.dtype=auto: {card} supports bf16)")
+                if bf16 else (torch.float32, f"float32 (model.dtype=auto: {card} has no bf16)"))
+    units, cpu = cpu_bf16_units(), cpu_name()
+    if units == "amx":
+        return torch.bfloat16, (f"bfloat16 autocast, fp32 weights (model.dtype=auto: this CPU, {cpu}, has AMX "
+                                "bf16 matrix units; model.dtype=float32 for fp32)")
+    why = ("has AVX512-BF16 but no AMX, where bf16 is not known to be faster" if units == "avx512_bf16"
+           else "has no bf16 matrix units, where bf16 runs slower than fp32")
+    return torch.float32, f"float32 (model.dtype=auto: this CPU, {cpu}, {why})"
+
+
+DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16"}
+C = TypeVar("C")
+
+
+def resolved_precision(config: C, say: bool) -> tuple[C, str]:
+    """A run's `config` with model.dtype `auto` resolved for this machine, so that its config.yaml records the
+    precision it trains in and a resumed run keeps it; and the line saying which and why (`precision`),
+    printed when `say` (rank 0) and kept in summary.json. The config given is left as it is."""
+    model: Any = config.model  # type: ignore[attr-defined]
+    dtype, said = precision(model.dtype, resolve_device(model.device))
+    if say:
+        print(f"rlvr: precision {said}", file=sys.stderr)
+    resolved = dataclasses.replace(model, dtype=DTYPE_NAMES[dtype])
+    return dataclasses.replace(config, model=resolved), said  # type: ignore[type-var]
+
+
+def cpu_bf16_units() -> str | None:
+    """The CPU's bf16 matrix arithmetic that torch can use: `amx` (AMX tiles), `avx512_bf16`, or None.
+    torch's own CPU feature checks (what its compiler reads); None where this torch has none."""
+    cpu = torch.cpu
+    if getattr(cpu, "_is_amx_tile_supported", lambda: False)():
+        return "amx"
+    if getattr(cpu, "_is_avx512_bf16_supported", lambda: False)():
+        return "avx512_bf16"
+    return None
+
+
+def machine_name(device: str) -> str:
+    """What computes a run on `device` (a model.device setting), in words: the GPU's name, else the CPU's with its
+    core count (rlvr records it beside the precision; every benchmark table names it).
+
+    >>> "cores" in machine_name("cpu")
+    True
+    """
+    resolved = resolve_device(device)
+    if resolved.type == "cuda":
+        return torch.cuda.get_device_name(resolved)
+    return f"{cpu_name()}, {os.cpu_count()} cores"
+
+
+@functools.cache
+def cpu_name() -> str:
+    """The CPU's model name ("AMD EPYC 9B14", "Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz"), for the
+    precision line and every benchmark table; `platform.processor()` where /proc/cpuinfo is absent."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "an unknown CPU"
 
 
 def autocast(device: torch.device, dtype: torch.dtype) -> AbstractContextManager[Any]:

@@ -149,9 +149,10 @@ def launch(build: Callable[[Any, Path | None, World], Recipe], config: Any, *, r
     """Run `build(config, checkpoint, world)` to its end in config.output_dir: fresh, or resumed from the
     latest checkpoint (`build` loads that checkpoint's weights; the rest of its state is restored here).
     Under torchrun, this process is one rank of the world its environment describes."""
-    from rlvr.models.devices import resolve_device
+    from rlvr.models.devices import resolve_device, resolved_precision
 
     run_dir, world = Path(config.output_dir), World.from_env()
+    config, said = resolved_precision(config, say=world.is_main)
     checkpoint, broken = resume_point(run_dir) if resume else (None, [])
     with run_lock(run_dir) if world.is_main else nullcontext():
         if checkpoint is not None:
@@ -177,7 +178,8 @@ def launch(build: Callable[[Any, Path | None, World], Recipe], config: Any, *, r
                 restore_rng(checkpoint, state, world)
                 before = state["before"] if "before" in state else _legacy_before(run_dir)
                 _at_the_end(recipe, run_dir)
-            return run_training(recipe, before=before, resumed=checkpoint is not None, on_step_end=on_step_end)
+            return run_training(recipe, before=before, resumed=checkpoint is not None, on_step_end=on_step_end,
+                                precision=said)
         finally:
             if isinstance(recipe, Closes):
                 recipe.close()
@@ -196,13 +198,15 @@ def _at_the_end(recipe: Recipe, run_dir: Path) -> None:
 
 
 def run_training(recipe: Recipe, *, before: dict[str, Any] | None = None, resumed: bool = False,
-                 on_step_end: OnStepEnd | None = None) -> dict[str, Any]:
-    """The loop itself, for a recipe built and (when `resumed`) restored already."""
+                 on_step_end: OnStepEnd | None = None, precision: str | None = None) -> dict[str, Any]:
+    """The loop itself, for a recipe built and (when `resumed`) restored already; `precision`, the run's
+    precision in words, goes into its summary."""
     with run_lock(Path(recipe.config.output_dir)) if recipe.world.is_main else nullcontext():
-        return _run(recipe, before, resumed, on_step_end)
+        return _run(recipe, before, resumed, on_step_end, precision)
 
 
-def _run(recipe: Recipe, before: dict[str, Any] | None, resumed: bool, on_step_end: OnStepEnd | None) -> dict[str, Any]:
+def _run(recipe: Recipe, before: dict[str, Any] | None, resumed: bool, on_step_end: OnStepEnd | None,
+         precision: str | None) -> dict[str, Any]:
     run_dir, schedule, main = Path(recipe.config.output_dir), recipe.schedule, recipe.world.is_main
     if main:
         save_config(recipe.config, run_dir / paths.CONFIG)
@@ -242,6 +246,10 @@ def _run(recipe: Recipe, before: dict[str, Any] | None, resumed: bool, on_step_e
         measured = (last if reuse else _evaluate(recipe, "after")) if schedule.eval_after else None
         after = measured.result if measured is not None else None
         summary = recipe.summary(before, after, time.perf_counter() - start, path)
+        if precision is not None:  # (and the machine it was chosen for: speeds and noise depend on it)
+            from rlvr.models.devices import machine_name
+
+            summary |= {"precision": precision, "machine": machine_name(recipe.config.model.device)}
         if schedule.keep_best:
             best = best if reuse else best_kept.consider(run_dir, after, best, save, main)
             summary["best"] = _best_summary(recipe, before, best, run_dir)

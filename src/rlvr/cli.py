@@ -1,4 +1,4 @@
-"""Command line: `rlvr train | eval | grade | rm | sft | sample | export | pipeline | report | dashboard | explore …`.
+"""Command line: `rlvr train | eval | grade | rm | sft | sample | export | pipeline | compare | report | dashboard …`.
 
 User mistakes print one line and exit 2; bugs keep their traceback. Each command's parser and runner
 live with its package (`<package>/cli.py`); the runners import the models and the training machinery
@@ -24,7 +24,7 @@ from rlvr.dashboard.cli import (
     run_report,
 )
 from rlvr.errors import UserError
-from rlvr.evaluate.cli import add_eval_parser, run_eval_command
+from rlvr.evaluate.cli import add_compare_parser, add_eval_parser, run_compare, run_eval_command
 from rlvr.lifeline import end_with_parent
 from rlvr.pipeline.cli import add_pipeline_parser, run_pipeline_command
 from rlvr.reward_models.cli import add_rm_parser, run_rm
@@ -64,6 +64,7 @@ COMMANDS = {
     "sft": (add_sft_parser, run_sft),
     "export": (add_export_parser, run_export),
     "pipeline": (add_pipeline_parser, run_pipeline_command),
+    "compare": (add_compare_parser, run_compare),
     "report": (add_report_parser, run_report),
     "dashboard": (add_dashboard_parser, run_dashboard),
     "explore": (add_explore_parser, run_explore),

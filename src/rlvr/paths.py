@@ -4,6 +4,7 @@
     RUN_DIR/metrics.jsonl          one JSON object per step (and tensorboard/, its mirror)
     RUN_DIR/samples.jsonl          groups of completions recorded every `sample_every` steps (GRPO)
     RUN_DIR/summary.json           written when the run finishes
+    RUN_DIR/heldout.json           with it (GRPO, PPO): each held-out problem's verdicts before and after
     RUN_DIR/checkpoints/step-000010/{model/, trainer.pt, config.yaml, ...}
     RUN_DIR/best/                  with keep_best: the checkpoint of the best validation accuracy (rlvr.run.best)
 
@@ -21,6 +22,7 @@ CONFIG = "config.yaml"
 METRICS = "metrics.jsonl"
 SAMPLES = "samples.jsonl"
 SUMMARY = "summary.json"
+HELDOUT = "heldout.json"
 TENSORBOARD = "tensorboard"
 CHECKPOINTS = "checkpoints"
 BEST = "best"

@@ -24,6 +24,8 @@ VLLMMode = Literal["colocated", "server"]
 ExtractionMode = Literal["strict", "lenient"]
 # The layouts a format reward checks (rlvr.rewards.format): one \boxed{} answer, R1-Zero's tags, the tags in order.
 FormatName = Literal["boxed", "think_answer", "soft_think_answer"]
+# What a control run trains on instead of the verifiers' rewards (rlvr.rewards.control).
+Control = Literal["none", "random", "format"]
 
 BASELINES: tuple[Baseline, ...] = get_args(Baseline)
 SCALES: tuple[Scale, ...] = get_args(Scale)
@@ -38,3 +40,4 @@ BACKENDS: tuple[Backend, ...] = get_args(Backend)
 VLLM_MODES: tuple[VLLMMode, ...] = get_args(VLLMMode)
 MODES: tuple[ExtractionMode, ...] = get_args(ExtractionMode)
 FORMAT_NAMES: tuple[FormatName, ...] = get_args(FormatName)
+CONTROLS: tuple[Control, ...] = get_args(Control)

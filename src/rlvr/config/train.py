@@ -16,6 +16,7 @@ from rlvr.config.choices import (
     POLICY_LOSSES,
     Aggregation,
     Baseline,
+    Control,
     CorrectionLevel,
     CorrectionMode,
     KLEstimator,
@@ -327,6 +328,11 @@ class TrainConfig:
     reports it beside the last. Ties keep the earlier."""
     threads: int = 0
     """CPU threads for torch (0 = all cores)."""
+    control: Control = "none"
+    """Make this run a control (rlvr.rewards.control): `random` trains on a coin per reward at the rate that reward
+    paid on the prompt's group, `format` on the format rewards alone; everything else (seeds, data order,
+    evaluation) is the run's, so `rlvr compare RUN CONTROL` gives what the rewards themselves taught. `none`:
+    train on the rewards."""
     reflection_phrases: list[str] = field(default_factory=lambda: list(DEFAULT_REFLECTION_PHRASES))
     """Phrases counted as reflection in the `reflection_rate` metric (whole words, any case)."""
 
@@ -363,6 +369,9 @@ class TrainConfig:
             (self.environment.name is None or self.data.template == "chat",
              f"environment {self.environment.name!r} talks in chat turns: set data.template to chat"),
             (self.threads >= 0, "threads must be >= 0 (0 = all cores)"),
+            (self.control == "none" or not self.algorithm.process_reward_model,
+             f"control={self.control} replaces the outcome rewards, which a process reward model's advantages do "
+             "not use: drop algorithm.process_reward_model for the control run"),
             (all(r.timeout_s >= 0 for r in self.rewards or []), "rewards[].timeout_s must be >= 0 (0 = no limit)"),
             (len(flagged) <= 1,
              f"rewards {' and '.join(map(repr, flagged[:2]))} both say correctness: true, and `accuracy` can follow "

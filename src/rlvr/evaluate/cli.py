@@ -104,3 +104,23 @@ def run_eval_command(args: argparse.Namespace) -> int:
     plot = ", curves.png" if (Path(config.output_dir) / "curves.png").exists() else ""
     print(f"results: {Path(config.output_dir) / 'summary.json'}, samples.jsonl, report.md{plot}")
     return 0
+
+
+def add_compare_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    """Add ``compare`` to the ``rlvr`` command's subparsers; run it with `run_compare`."""
+    p = subparsers.add_parser("compare", help="a run's held-out gain over its control run (rlvr train --control "
+                                              "random), paired, with a 95%% interval")
+    p.add_argument("run", help="the run's directory")
+    p.add_argument("control", help="the control run's directory (the same config, with --control)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    return p
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    import json
+
+    from rlvr.evaluate.compare import compare_runs, describe
+
+    result = compare_runs(Path(args.run), Path(args.control))
+    print(json.dumps(result, indent=2) if args.json else describe(result, Path(args.run), Path(args.control)))
+    return 0

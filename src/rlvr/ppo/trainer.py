@@ -59,7 +59,8 @@ class PPOTrainer(PolicyRecipe):
             ref = (batch_logprobs(self.policy, rollout, o.no_grad_tokens, g.temperature, reference=True)
                    if self.policy.reference is not None and a.beta > 0 else None)
             values = self.critic.values(rollout)
-        advantages, returns = ppo_advantages(scored.rewards.view(-1).nan_to_num(0.0), rollout.sampling_logprobs,
+        rewards = self.rewarded(scored).rewards  # (a control run's made-up ones: rlvr.rewards.control)
+        advantages, returns = ppo_advantages(rewards.view(-1).nan_to_num(0.0), rollout.sampling_logprobs,
                                              ref, values, mask, beta=a.beta, gamma=s.gamma, lam=s.lam)
         with clock("logprobs"):  # log π_old when μ > 1; the batch without log π_ref: the KL is in the rewards
             batch = make_batch(scored, advantages, policy=self.policy, algo=a, micro_batch_tokens=o.no_grad_tokens,

@@ -1,10 +1,12 @@
-"""``rlvr train [--config Y] [--set k=v] [--output-dir D] [--max-steps N] [--resume RUN_DIR]``: GRPO."""
+"""``rlvr train [--config Y] [--set k=v] [--output-dir D] [--max-steps N] [--resume RUN_DIR] [--control random]``:
+GRPO."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
+from rlvr.config.choices import CONTROLS
 from rlvr.run.launcher import is_main_rank
 from rlvr.run.options import add_run_options, printed, run_config
 
@@ -14,13 +16,16 @@ def add_train_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
     p = subparsers.add_parser("train", help="run GRPO (no arguments: SmolLM2-135M-Instruct on 1-digit arithmetic, CPU)")
     add_run_options(p, config_help="YAML config file (see configs/)", set_example="generation.temperature=0.7",
                     default_dir="runs/latest", steps_help="number of training steps")
+    p.add_argument("--control", choices=[c for c in CONTROLS if c != "none"],
+                   help="a control run: the same job trained on coins at each reward's rate per group (random) or on "
+                        "the format rewards alone (format); `rlvr compare RUN CONTROL` gives the gain over it")
     return p
 
 
 def run_train(args: argparse.Namespace) -> int:
     from rlvr.config import TrainConfig
 
-    config = run_config(TrainConfig, args)
+    config = run_config(TrainConfig, args, control=args.control)
 
     if printed(config, args):
 

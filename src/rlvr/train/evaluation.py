@@ -3,6 +3,7 @@
     evaluation = held_out(sampler, parts, config, step, world)   # greedy, strict and lenient, 95% intervals
     eval_metrics(evaluation), describe(evaluation)                # eval/strict …, one line: its Evaluation record
     summary(config, parts, step, before, after, seconds)          # summary.json: before, after, paired gain
+    verdicts(parts, before, after)                                # heldout.json: each problem's, for rlvr compare
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 from rlvr.config import TrainConfig
 from rlvr.evaluate.accuracy import Interval, evaluate_accuracy, paired_gain_interval
+from rlvr.rewards.control import DESCRIPTIONS as CONTROL_DESCRIPTIONS
 from rlvr.run.world import World
 from rlvr.samplers import Sampler
 from rlvr.train.build import Prompts, RunParts
@@ -77,7 +79,22 @@ def summary(config: TrainConfig, parts: RunParts, steps: int, before: dict[str, 
     }
     result = compared(before, after)
     skipped = {"heldout_skipped": parts.heldout_skipped} if parts.heldout_skipped else {}
+    if c.control != "none":  # what a control run controls for (rlvr.rewards.control)
+        head["control"] = {"kind": c.control, "trained_on": CONTROL_DESCRIPTIONS[c.control]}
     return {**head, "after": result["heldout"], **({"gain": result["gain"]} if "gain" in result else {}), **skipped}
+
+
+def verdicts(parts: RunParts, before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[str, Any]:
+    """heldout.json: which held-out problems (their rows) and each one's greedy verdict before and after, strict
+    and lenient (1 = correct), also of the questions alone: what `rlvr compare` pairs a run and its control by."""
+    def of(evaluation: dict[str, Any] | None) -> dict[str, Any] | None:
+        if evaluation is None:
+            return None
+        alone = {"alone": of(evaluation["alone"])} if "alone" in evaluation else {}
+        return {mode: [int(v) for v in evaluation[f"{mode}_correct"]] for mode in ("strict", "lenient")} | alone
+
+    rows = [p.example.index for p in parts.eval] if parts.eval else []
+    return {"rows": rows, "before": of(before), "after": of(after)}
 
 
 def compared(before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[str, Any]:

@@ -108,6 +108,12 @@ def step_metrics(record: StepRecord, updates: list[dict[str, float]], seconds: d
     return m
 
 
+def control_metrics(trained: ScoredRollout, world: World) -> dict[str, float]:
+    """A control run's made-up rewards (rlvr.rewards.control), over the global batch: what it trained on."""
+    rewards = torch.cat([r.view(-1) for r in gather_across(trained.rewards, world)])
+    return {"control/reward/mean": _nan_stats(rewards)[0]}
+
+
 def emergence_metrics(scored: ScoredRollout, phrases: list[str],
                       format_check: Callable[..., list[Any]]) -> dict[str, float]:
     """Length distribution, reflection rate, share in the expected format, per-group reward spread

@@ -10,6 +10,7 @@ The run core (rlvr.run.loop) runs either one; each step ends in `advance()`.
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -17,7 +18,8 @@ from rlvr import paths
 from rlvr.config import TrainConfig
 from rlvr.errors import UserError
 from rlvr.optim import build_optimizer
-from rlvr.records import Evaluation
+from rlvr.records import Evaluation, ScoredRollout
+from rlvr.rewards.control import controlled
 from rlvr.run.loop import Schedule
 from rlvr.run.policy import Policy
 from rlvr.run.world import SINGLE, World
@@ -71,6 +73,12 @@ class PolicyRecipe:
         if k and self.step_count % k == 0:
             self.policy.refresh_reference()
 
+    def rewarded(self, scored: ScoredRollout) -> ScoredRollout:
+        """What the step trains on: `scored` as the verifiers scored it, or with a control run's made-up rewards
+        (rlvr.rewards.control); the run logs the verifiers' own either way."""
+        weights = {spec.name: spec.weight for spec in self.parts.rewards}
+        return controlled(scored, self.config.control, weights, self.config.seed, self.step_count)
+
     def close(self) -> None:
         self.source.close()
 
@@ -83,6 +91,10 @@ class PolicyRecipe:
 
     def summary(self, before: dict[str, Any] | None, after: dict[str, Any] | None, seconds: float,
                 checkpoint: Path) -> dict[str, Any]:
+        """summary.json's content; heldout.json written beside it (rank 0)."""
+        if self.world.is_main and (before or after):
+            held = evaluation.verdicts(self.parts, before, after)
+            (Path(self.config.output_dir) / paths.HELDOUT).write_text(json.dumps(held) + "\n")
         return evaluation.summary(self.config, self.parts, self.step_count, before, after, seconds)
 
     def compared(self, before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[str, Any]:

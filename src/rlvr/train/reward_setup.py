@@ -27,6 +27,7 @@ from rlvr.config import RewardConfig, TrainConfig
 from rlvr.errors import UserError
 from rlvr.records import Example, Scoring
 from rlvr.rewards import RewardSpec, load_reward_function
+from rlvr.rewards.control import check_control
 from rlvr.rewards.loading import checks_answers
 from rlvr.rewards.registry import PASSED_ON, is_builtin, required_columns
 from rlvr.rewards.routing import applies_to, only_where
@@ -47,6 +48,7 @@ def run_rewards(config: TrainConfig, scoring: Scoring, train: list[Example], sou
     training rows `train` of `source`; the correctness reward chosen (see the module docstring)."""
     entries = config.rewards or default_rewards(config, scoring)
     specs = reward_specs(entries)  # (first: a misspelt name is told as such)
+    check_control(config.control, [spec.name for spec in specs])  # (what a control keeps: rlvr.rewards.control)
     chosen = correctness_entry(entries, say=World.from_env().is_main)
     if chosen is None and config.data.curriculum:
         raise UserError(f"data.curriculum follows the correctness reward, and none of the rewards "

@@ -29,7 +29,14 @@ from rlvr.run.clock import Stopwatch
 from rlvr.run.loop import OnStepEnd, StepResult, launch
 from rlvr.run.world import SINGLE, World, gather_across
 from rlvr.train.batch import make_batch, outcome_advantages
-from rlvr.train.metrics import MetricSources, gather_step, sample_groups, step_metrics, step_record
+from rlvr.train.metrics import (
+    MetricSources,
+    control_metrics,
+    gather_step,
+    sample_groups,
+    step_metrics,
+    step_record,
+)
 from rlvr.train.process import process_batch_advantages
 from rlvr.train.recipe import PolicyRecipe
 from rlvr.train.update import policy_update
@@ -59,7 +66,8 @@ class Trainer(PolicyRecipe):
         clock = Stopwatch()
         with clock("rollout"):  # 1. sample G completions per prompt, 2. score them with the verifiers
             scored, fill = self.source.take(self.step_count)
-        advantages = self.advantages(scored)  # 3. group-relative advantages, [N, Lc]
+        trained = self.rewarded(scored)  # (a control run's made-up rewards: rlvr.rewards.control)
+        advantages = self.advantages(trained)  # 3. group-relative advantages, [N, Lc]
         with clock("logprobs"):  # 4. log π_old (μ > 1, or the sampler's of an older version) and log π_ref (β > 0)
             batch = make_batch(scored, advantages, policy=self.policy, algo=a, micro_batch_tokens=o.no_grad_tokens,
                                temperature=g.temperature, stale=scored.rollout.version < self.step_count)
@@ -74,6 +82,8 @@ class Trainer(PolicyRecipe):
         infos = gather_across(batch.rollout.env_info, self.world) if self.config.environment.name else []
         metrics = step_metrics(record, updates, clock.seconds, self.sources) | env_metrics(  # the global batch's
             [info for part in infos for info in part or []])
+        if trained is not scored:  # what a control run trained on (the metrics above are the verifiers')
+            metrics |= control_metrics(trained, self.world)
         if self.source.sampler.holds_copy:  # its copy was checked against the policy's weights (or the run stopped)
             metrics["sampler/weights_verified"] = 1.0
         if self.config.sampling.max_staleness is not None:  # (one version samples a whole batch: mean = max)

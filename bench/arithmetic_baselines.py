@@ -15,6 +15,7 @@ import argparse
 import time
 
 import torch
+from machine import machine_line
 
 from rlvr.data import load_examples, render_prompt, with_few_shot
 from rlvr.models.loading import load_model
@@ -57,6 +58,7 @@ def main() -> None:
     model.eval()
     tokenizer.padding_side = "left"
     strict, lenient = load_reward_function("math_accuracy"), load_reward_function("math_accuracy_lenient")
+    print(machine_line("float32"))
     print(f"| difficulty | example exchange | greedy strict | greedy lenient | sampled mean strict | "
           f"pass@{args.samples} strict | seconds |\n|---|---|---|---|---|---|---|")
     for difficulty, name, shot in CASES:

@@ -162,7 +162,10 @@ def main() -> None:
     baseline = a.baseline or next(iter(runs))
     if baseline not in runs:
         raise SystemExit(f"bench/arms.py: no finished run of the baseline arm {baseline!r} (arms: {', '.join(runs)})")
+    from machine import runs_line  # (bench/, on the path of a script run as one)
+
     table = compare({name: [learning.per_run(r) for r in arm] for name, arm in runs.items()}, baseline)
+    print(runs_line(r["summary"] for arm in runs.values() for r in arm))
     print(markdown(table, dict(arms), baseline))
     saved.write_text(json.dumps(record | {"baseline": baseline, "table": table}, indent=1))
     plot(runs, out)

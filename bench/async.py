@@ -27,6 +27,7 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 
 from grpo_vs_trl import make_job  # noqa: E402
+from machine import job_precision, machine_line  # noqa: E402
 from rlvr_job import job_overrides  # noqa: E402
 
 
@@ -95,6 +96,7 @@ def main() -> None:
                               if not kv.startswith(("output_dir=", "threads="))] + a.sets, a.benchmark_steps)
     rows = [run(name, sets, k, steps, threads, out) for name, (sets, steps) in jobs.items()
             if name in a.jobs.split(",") for k in [None, *a.staleness]]
+    print(machine_line(job_precision(a.sets, "auto"), "auto"))
     print(table(rows))
     (out / "async.json").write_text(json.dumps({"threads": threads, "rows": rows}, indent=2))
 

@@ -21,6 +21,7 @@ import argparse
 import time
 
 import torch
+from machine import machine_line
 from overlap import SMOLLM2  # (this folder: the random network's shape, as that bench builds it)
 
 from rlvr.data import load_examples, render_prompt
@@ -133,6 +134,7 @@ def main() -> None:
     args.model = args.shape or args.model
     card = torch.cuda.get_device_name() if args.device == "cuda" else f"{torch.get_num_threads()} CPU threads"
     print(f"model {args.model}, {args.new_tokens} new tokens, greedy, {card}, torch {torch.__version__}")
+    print(machine_line(f"{args.dtype} (--dtype)", args.device))
     print(f"{'batch':>5}  {'engine':<22} {'seconds':>8} {'tokens/s':>9} {'vs HF':>6}")
     with torch.no_grad():
         for b in [int(x) for x in args.batches.split(",")]:

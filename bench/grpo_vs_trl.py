@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 import torch
+from machine import job_precision, machine_line
 
 HERE = Path(__file__).resolve().parent
 TRL_VENV = HERE / ".venv-trl"
@@ -145,6 +146,7 @@ def main() -> None:
     print(f"\n{args.steps} steps of {args.prompts_per_step} prompts x {args.group_size} completions, "
           f"<= {args.max_new_tokens} tokens, "
           f"T={args.temperature}, lr {args.lr}, beta {args.beta}; fp32 matmul rate here {rate / 1e9:.0f} GFLOP/s")
+    print(machine_line(job_precision(args.rlvr_set, "auto"), "auto") + ("" if args.skip_trl else "; TRL: float32"))
     print(f"{'engine':<11} {'s/step':>7} {'compl tok/s':>11} {'mean len':>8} {'peak RSS':>9} {'steps/h':>8} "
           f"{'TFLOP/step':>10} {'of matmul':>9}")
     for r in rows:

@@ -4,6 +4,7 @@ at the checkpoint keep_best chose, with the spread over seeds and intervals, and
     .venv/bin/python bench/learning.py --config configs/addition.yaml [--seeds 0 1 2] [--parallel 2]
         [--set KEY=VALUE ...] [--out runs/learning/addition]
     .venv/bin/python bench/learning.py --seeds 0 1 2     # the default job (`rlvr train`), runs/learning/default
+    .venv/bin/python bench/learning.py --seeds 0 1 2 --control random    # each seed beside its control run
     .venv/bin/python bench/learning.py --report RUN_DIR [RUN_DIR ...] [--out DIR]   # runs made already
 
 Each seed is `rlvr train --config C --set seed=S` in OUT/seed-S (a seed whose run finished is not run
@@ -14,8 +15,11 @@ other at two threads). Give `--set eval_every=N` for a curve.
 Per run: before, after, the peak of the curve (the best held-out accuracy of any evaluated step:
 optimistic, since it is chosen on the numbers it reports), the checkpoint chosen on the validation slice
 (keep_best; its held-out accuracy is an honest estimate), whether the run ends within the 95% interval of
-its peak, and the paired gain with its interval (Newcombe). Over seeds: the mean with the standard
-deviation and a 95% t-interval of the mean. Writes learning.json, curves.png (held-out accuracy against
+its peak, and the paired gain with its interval (Newcombe). With `--control random` (or `format`), each seed
+also runs as a control (`rlvr train --control`, in OUT/control-random/seed-S: the same seed, data order and
+everything else, trained on coins at each reward's rate; rlvr.rewards.control): its accuracy after training, and
+the run's paired gain over it (`rlvr compare`), what the rewards themselves taught. Over seeds: the mean with the
+standard deviation and a 95% t-interval of the mean. Writes learning.json, curves.png (held-out accuracy against
 step, every seed and the mean) and metrics.png (the step metrics beside it: reward, entropy, KL, clip
 fractions, zero-variance share, length, learning rate, gradient norm) to --out.
 """
@@ -35,6 +39,9 @@ from pathlib import Path
 from typing import TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # (this folder's machine.py, also when imported by a test)
+from machine import runs_line  # noqa: E402
+
 # two-sided 95% quantiles of Student's t for 1..10 degrees of freedom (beyond: the normal's 1.96 would be
 # optimistic by < 10%, so 2.0 from 11 on)
 T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
@@ -45,17 +52,20 @@ STEP_METRICS = ("accuracy", "reward/std", "entropy", "kl", "clip_high_fraction",
                 "zero_variance_fraction", "completion_length/mean", "lr", "grad_norm")
 
 
-def train(config: str | None, seed: int, threads: int, sets: list[str], out: Path) -> Path:
-    """The run of one seed (skipped when it finished already); config None: the default job."""
-    run = out / f"seed-{seed}"
+def train(config: str | None, seed: int, threads: int, sets: list[str], out: Path, control: str | None = None) -> Path:
+    """The run of one seed (skipped when it finished already), or its control run; config None: the default job."""
+    home = out / f"control-{control}" if control else out
+    home.mkdir(parents=True, exist_ok=True)
+    run = home / f"seed-{seed}"
     if (run / "summary.json").is_file():
         return run
     command = [sys.executable, "-m", "rlvr", "train", *(["--config", config] if config else []),
-               "--set", f"seed={seed}", "--set", f"threads={threads}", "--output-dir", str(run)]
+               "--set", f"seed={seed}", "--set", f"threads={threads}", "--output-dir", str(run),
+               *(["--control", control] if control else [])]
     for item in sets:
         command += ["--set", item]
     resume = ["--resume", str(run)] if (run / "checkpoints").is_dir() else []
-    log = (out / f"seed-{seed}.log").open("w")
+    log = (home / f"seed-{seed}.log").open("w")
     subprocess.run(command if not resume else [sys.executable, "-m", "rlvr", "train", *resume], check=True,
                    stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
     return run
@@ -93,6 +103,16 @@ def _interval_at(metrics: dict, summary: dict) -> dict:
     return wilson_interval(round(metrics["eval/strict"] * n), n).__dict__
 
 
+def against_control(row: dict, run: Path, control: Path) -> dict:
+    """`row` with the control's accuracy after training and the run's paired gain over it (rlvr compare)."""
+    from rlvr.evaluate.compare import compare_runs
+
+    compared = compare_runs(run, control)["strict"]
+    gain = compared["gain_over_control"]
+    return row | {"control": compared["control"]["mean"], "over_control": gain["mean"],
+                  "over_control_low": gain["low"], "over_control_high": gain["high"]}
+
+
 def per_run(r: dict) -> dict:
     """One run's row: before, after, peak, chosen (keep_best), ends within the peak's interval, gain."""
     s, curve = r["summary"], r["curve"]
@@ -128,14 +148,19 @@ def table(rows: list[dict]) -> str:
     """The per-seed rows and the row over seeds, in percent (a Markdown table)."""
     pct = lambda v: "–" if v is None else f"{100 * v:.1f}"  # noqa: E731
     chosen, alone = any("chosen" in r for r in rows), any("after_alone_strict" in r for r in rows)
+    controlled = all("control" in r for r in rows)
+    interval = lambda m, lo, hi: f"{100 * m:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]"  # noqa: E731
     head = ["seed", "before", "after", "peak (step)", "ends in peak's interval", "gain [95%]"]
+    head += ["control: after", "gain over the control [95%]"] if controlled else []
     head += ["chosen by validation (step)", "its gain"] if chosen else []
     head += ["question alone, strict: before → after", "lenient: before → after"] if alone else []
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [str(r["seed"]), pct(r["before"]), pct(r["after"]), f"{pct(r['peak'])} ({r['peak_step']})",
                  "yes" if r["holds"] else "**no**",
-                 f"{100 * r['gain']:+.1f} [{100 * r['gain_low']:+.1f}, {100 * r['gain_high']:+.1f}]"]
+                 interval(r["gain"], r["gain_low"], r["gain_high"])]
+        if controlled:
+            cells += [pct(r["control"]), interval(r["over_control"], r["over_control_low"], r["over_control_high"])]
         if chosen:
             gain = r.get("chosen_gain")
             cells += [f"{pct(r.get('chosen'))} ({r.get('chosen_step', '–')})",
@@ -143,7 +168,7 @@ def table(rows: list[dict]) -> str:
         if alone:
             cells += [f"{pct(r.get(f'before_alone_{m}'))} → {pct(r.get(f'after_alone_{m}'))}" for m in MODES]
         lines.append("| " + " | ".join(cells) + " |")
-    keys = ("before", "after", "peak", "gain", "chosen", "chosen_gain",
+    keys = ("before", "after", "peak", "gain", "control", "over_control", "chosen", "chosen_gain",
             *(f"{w}_alone_{m}" for m in MODES for w in ("before", "after")))
     agg = {k: over_seeds([r[k] for r in rows if k in r]) for k in keys if any(k in r for r in rows)}
     fmt = lambda a: (f"{100 * a['mean']:.1f} ± {100 * a['sd']:.1f}" if a["sd"] is not None  # noqa: E731
@@ -153,6 +178,10 @@ def table(rows: list[dict]) -> str:
                              if gain["low"] is not None else "")
     cells = [f"mean ± sd ({len(rows)} seeds)", fmt(agg["before"]), fmt(agg["after"]), fmt(agg["peak"]),
              f"{sum(r['holds'] for r in rows)} of {len(rows)}", gain_text]
+    if controlled:
+        over = agg["over_control"]
+        cells += [fmt(agg["control"]), fmt(over) + (f" [{100 * over['low']:+.1f}, {100 * over['high']:+.1f}]"
+                                                    if over["low"] is not None else "")]
     if chosen:
         cells += [fmt(agg["chosen"]), fmt(agg["chosen_gain"])]
     if alone:
@@ -198,20 +227,28 @@ def main() -> None:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--parallel", type=int, default=2, help="runs side by side, each with cores / parallel threads")
     p.add_argument("--set", dest="sets", action="append", default=[], help="KEY=VALUE for every run")
+    p.add_argument("--control", choices=["random", "format"],
+                   help="also run each seed as a control (rlvr train --control) and report the gain over it")
     p.add_argument("--report", nargs="+", type=Path, help="report these finished runs instead of training")
     p.add_argument("--out", type=Path)
     a = p.parse_args()
     job = Path(a.config).stem if a.config else "default"
     out = a.out or (Path(a.report[0]).parent if a.report else ROOT / "runs" / "learning" / job)
     out.mkdir(parents=True, exist_ok=True)
+    controls: list[Path] = []
     if a.report:
         run_dirs = list(a.report)
     else:
         threads = max(1, (os.cpu_count() or 1) // a.parallel)
-        run_dirs = side_by_side(lambda s: train(a.config, s, threads, a.sets, out), a.seeds, a.parallel, out)
+        jobs = [(seed, None) for seed in a.seeds] + ([(seed, a.control) for seed in a.seeds] if a.control else [])
+        done = side_by_side(lambda job: train(a.config, job[0], threads, a.sets, out, job[1]), jobs, a.parallel, out)
+        run_dirs, controls = done[:len(a.seeds)], done[len(a.seeds):]
     runs = [read_run(Path(d)) for d in run_dirs]
     rows = [per_run(r) for r in runs]
+    if controls:
+        rows = [against_control(row, Path(run), control) for row, run, control in zip(rows, run_dirs, controls)]
     text = table(rows)
+    print(runs_line(r["summary"] for r in runs))
     print(text)
     (out / "learning.json").write_text(json.dumps({"config": a.config, "sets": a.sets, "rows": rows, "runs": runs},
                                                   indent=1))

@@ -35,6 +35,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from grpo_vs_trl import trl_python  # noqa: E402
+from machine import job_precision, machine_line  # noqa: E402
 
 MODES = ("strict", "lenient")
 
@@ -163,6 +164,7 @@ def main() -> None:
     curves = {engine: [base] + [scored(engine, *point) for point in points] for engine, points in runs.items()}
     print(f"\nheld-out arithmetic, greedy, {base['problems']} problems; 95% Wilson intervals; "
           "'alone': the question without the example exchange\n")
+    print(machine_line(job_precision([], "auto"), "auto") + ("; TRL: float32" if "TRL" in runs else ""))
     print(f"| engine | step | training time | strict | lenient | strict, alone | lenient, alone |\n|{'---|' * 7}")
     for engine, points in curves.items():
         for q in points:

@@ -21,6 +21,7 @@ import statistics
 import time
 
 import torch
+from machine import job_precision, machine_line
 
 from rlvr.config import load_config
 from rlvr.run import policy as policy_module
@@ -92,6 +93,7 @@ def main() -> None:
                     w.copy_(base[n])
     print(f"\n{args.model}, LoRA r={args.rank} all-linear, {args.prompts} prompts × {args.group_size}, "
           f"≤{args.new_tokens} tokens, {torch.get_num_threads()} threads, median of {args.repeats}\n")
+    print(machine_line(job_precision([])))  # (model.device=cpu, model.dtype as the default job's)
     print(f"| rollout | s/rollout | completion tok/s | vs apart | base weights after {args.repeats + 1} rollouts |")
     print("|---|---|---|---|---|")
     for name, s, tokens in rows:

@@ -20,6 +20,7 @@ import statistics
 import time
 
 import torch
+from machine import job_precision, machine_line
 
 from rlvr.config import load_config
 from rlvr.deadline import DaemonPool
@@ -128,6 +129,7 @@ def main() -> None:
     n = len(examples) * group_size
     print(f"\n{len(examples)} prompts x {group_size} conversations ({n}), "
           f"{torch.get_num_threads()} threads, median of {args.repeats}")
+    print(machine_line(job_precision([f"model.dtype={c.model.dtype}"])))  # (model.device=cpu)
     print("| engine | s/rollout | model tokens | tool calls | model tokens/s | speed-up |\n|---|---|---|---|---|---|")
     for name, seconds, tokens, calls in rows:
         print(f"| {name} | {seconds:.1f} | {tokens} | {calls:.0f} | {tokens / seconds:.0f} | "

@@ -12,6 +12,8 @@ import subprocess
 import sys
 import time
 
+from machine import machine_line
+
 KINDS = ("foreach", "fused", "single")
 
 
@@ -39,12 +41,15 @@ def main() -> None:
     p.add_argument("kind", nargs="?", choices=KINDS, help="measure this one only, in this process (default: each "
                    "in its own process)")
     p.add_argument("--model", default="smollm2", help="whose parameters (`tiny`: the random test model)")
+    p.add_argument("--row", action="store_true", help=argparse.SUPPRESS)  # (one of the default run's processes)
     args = p.parse_args()
+    if not args.row:
+        print(machine_line("float32"), flush=True)
     if args.kind:
         measure(args.kind, args.model)
     else:
         for kind in KINDS:
-            subprocess.run([sys.executable, __file__, kind, "--model", args.model], check=True)
+            subprocess.run([sys.executable, __file__, kind, "--model", args.model, "--row"], check=True)
 
 
 if __name__ == "__main__":

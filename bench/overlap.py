@@ -24,6 +24,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "src"))
 
+from machine import machine_line
+
 from rlvr.rollout import SamplingParams, generate
 
 SMOLLM2 = dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
@@ -116,6 +118,8 @@ def main() -> None:
     name = torch.cuda.get_device_name() if a.device.startswith("cuda") else f"CPU, {torch.get_num_threads()} threads"
     print(f"{name}; {a.prompts}×{a.group} completions of {a.tokens} tokens; training batches of "
           f"{a.prompts * a.group // 4}×{a.train_tokens} tokens\n")
+    cuda = a.device.startswith("cuda")
+    print(machine_line("bfloat16 autocast, fp32 weights" if cuda else "float32", a.device))
     print("| case | decoding s | × alone | training steps/s | × alone |\n|---|---|---|---|---|")
     for case, seconds, rate in rows:
         d = f"{seconds:.2f} | {seconds / alone_decode:.2f}" if seconds is not None else "– | –"

@@ -12,6 +12,7 @@ its spread over them. The two directories of a pair must hold the same problems 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 from pathlib import Path
@@ -55,7 +56,11 @@ def main() -> None:
     if len(args.dirs) % 2:
         parser.error("give the directories in pairs: BEFORE_DIR AFTER_DIR")
     pairs = list(zip(args.dirs[::2], args.dirs[1::2], strict=True))
+    from machine import runs_line  # (bench/, on the path of a script run as one)
+
     gains: dict[str, list[float]] = {mode: [] for mode in MODES}
+    print(runs_line(json.loads((d / "summary.json").read_text()) if (d / "summary.json").is_file() else {}
+                    for d in args.dirs))  # (`rlvr eval` may not record them: "not recorded")
     print("| before | after | " + " | ".join(f"{m} before | {m} after | {m} gain (points)" for m in MODES) + " |")
     print("|---" * (2 + 3 * len(MODES)) + "|")
     for before_dir, after_dir in pairs:

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from grpo_vs_trl import job_parser, make_job, matmul_rate, row, run_job
+from machine import job_precision, machine_line
 
 
 def main() -> None:
@@ -26,6 +27,7 @@ def main() -> None:
             for name, script in (("GRPO", "rlvr_job"), ("PPO", "ppo_job"))]
     print(f"\n{args.steps} steps of {args.prompts_per_step} prompts x {args.group_size} completions, "
           f"<= {args.max_new_tokens} tokens, beta {args.beta}")
+    print(machine_line(job_precision([], "auto"), "auto"))
     print(f"{'trainer':<8} {'s/step':>7} {'mean len':>8} {'peak RSS':>9}")
     for r in rows:
         print(f"{r['engine']:<8} {r['s_per_step']:7.1f} {r['mean_len']:8.1f} {r['peak_gb']:7.2f}GB")

@@ -19,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from learning import T95, over_seeds
+from machine import runs_line
 
 
 def difference(first: list[float], last: list[float]) -> tuple[float, float, float]:
@@ -44,6 +45,8 @@ def main() -> None:
     first, last = values[:args.window], values[-args.window:]
     a, b = over_seeds(first), over_seeds(last)  # (a window's steps as the samples)
     d, low, high = difference(first, last)
+    summary = args.run / "summary.json"  # (a run stopped early has none)
+    print(runs_line([json.loads(summary.read_text()) if summary.is_file() else {}]))
     print(f"| {args.key} ({len(values)} steps) | mean | 95% interval |")
     print("|---|---|---|")
     print(f"| first {args.window} steps | {a['mean']:.3f} | [{a['low']:.3f}, {a['high']:.3f}] |")

@@ -143,6 +143,8 @@ def main() -> None:
     if args.one:
         Path(args.json).write_text(json.dumps(rollouts(args.one, args.batches)))
         return
+    from machine import job_precision, machine_line  # (bench/, on the path of a script run as one)
+
     out = Path(tempfile.mkdtemp(prefix="bench-samplers-"))
     results = []
     for engine in ("local", "vllm", "hf"):
@@ -152,6 +154,7 @@ def main() -> None:
         results.append(json.loads(target.read_text()))
     print(f"\nrollouts: {args.batches} batches of {JOB['prompts_per_step']} prompts x {JOB['group_size']} completions, "
           f"<= {JOB['max_new_tokens']} tokens, T={JOB['temperature']}, fp32, {JOB['threads']} threads")
+    print(machine_line("float32"))
     print(f"{'engine':10s} {'tok/s':>7s} {'vs local':>8s} {'push s':>7s} {'peak RSS':>9s} {'logp diff mean':>15s} "
           f"{'max':>9s}")
     local = results[0]["tokens_per_s"]
@@ -162,6 +165,7 @@ def main() -> None:
     if args.skip_steps:
         return
     print(f"\nGRPO steps: the job for {args.steps} steps (bench/rlvr_job.py), generation.backend = ...")
+    print(machine_line(job_precision([], "auto"), "auto"))
     print(f"{'backend':10s} {'s/step':>7s} {'steps/h':>8s} {'peak RSS':>9s} {'mean len':>9s}")
     for backend in ("local", "vllm"):
         r = step_run(backend, args.steps, out)

@@ -27,6 +27,7 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 
 from grpo_vs_trl import job_parser, make_job  # noqa: E402
+from machine import job_precision, machine_line  # noqa: E402
 from rlvr_job import job_overrides  # noqa: E402
 
 
@@ -62,6 +63,7 @@ def main() -> None:
     rows = [run(job, 1, threads, out)] + [run(job, args.nproc, threads, out, s) for s in args.strategies.split(",")]
     print(f"\n{args.steps} steps ({args.steps - 1} timed) of {args.prompts_per_step} prompts x {args.group_size} "
           f"completions, <= {args.max_new_tokens} tokens, {threads} threads in all")
+    print(machine_line(job_precision([], "auto"), "auto"))
     print(f"{'processes':<18} {'strategy':>8} {'s/step':>7} {'steps/h':>8} {'compl tok/s':>11} {'peak/process':>12} "
           f"{'wall':>7}")
     one = rows[0]

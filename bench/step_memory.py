@@ -20,6 +20,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from grpo_vs_trl import job_parser, make_job  # noqa: E402
+from machine import job_precision, machine_line  # noqa: E402
 from rlvr_job import job_config  # noqa: E402
 
 LAST = [time.perf_counter()]
@@ -43,8 +44,9 @@ def main() -> None:
     from rlvr.train.trainer import Trainer
     from rlvr.train.update import policy_update
 
-    print(f"settings: {args.rlvr_set or 'the defaults'}\n\n| after | peak RSS | RSS now | phase seconds |\n"
-          "|---|---|---|---|")
+    print(f"settings: {args.rlvr_set or 'the defaults'}\n\n"
+          f"{machine_line(job_precision(args.rlvr_set, 'auto'), 'auto')}\n"
+          "| after | peak RSS | RSS now | phase seconds |\n|---|---|---|---|")
     rss("start")
     trainer = Trainer(config)
     rss("building the trainer")

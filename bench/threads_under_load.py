@@ -118,6 +118,8 @@ def main() -> None:
     args = p.parse_args()
     if args.child is not None:
         return child(json.loads(args.child), args.steps, args.prompts, args.out, tuple(args.sets))
+    from machine import job_precision, machine_line  # (bench/; not in the child, which imports torch itself)
+
     names = args.settings.split(",")
     print(f"{len(os.sched_getaffinity(0))} CPUs; {args.prompts} prompts × 8 completions, 64 tokens; "
           f"median of steps 2..{args.steps}", flush=True)
@@ -128,7 +130,8 @@ def main() -> None:
         rows.append((name, quiet, loaded))
         print(f"  measured {name}: quiet {quiet['wall']:.1f} s, loaded {loaded['wall']:.1f} s", flush=True)
     base_q, base_l = rows[0][1]["wall"], rows[0][2]["wall"]
-    print(f"\n| setting | threads / interop | quiet s/step | quiet CPU s | loaded s/step | loaded CPU s "
+    print(f"\n{machine_line(job_precision(args.sets, 'auto'), 'auto')}")
+    print(f"| setting | threads / interop | quiet s/step | quiet CPU s | loaded s/step | loaded CPU s "
           f"| quiet vs {names[0]} | loaded vs {names[0]} |")
     print("|---|---|---|---|---|---|---|---|")
     for name, quiet, loaded in rows:

@@ -100,3 +100,18 @@ def test_without_a_config_the_default_job_is_trained(tmp_path, monkeypatch):
     assert default[1:4] == ["-m", "rlvr", "train"] and "--config" not in default  # `rlvr train`: the default job
     assert default[default.index("--output-dir") + 1] == str(tmp_path / "seed-3") and default[-1] == "optim.lr=1e-5"
     assert given[4:6] == ["--config", "configs/addition.yaml"]
+
+
+def test_controls_beside_the_seeds(tmp_path):
+    """`--control random`: each seed beside its control run (rlvr train --control, the same seed), the control's
+    accuracy after training and the run's paired gain over it in the table."""
+    sets = ["model.name=tiny", "data.train_size=32", "data.eval_size=6", "sampling.group_size=4",
+            "sampling.batch_size=8", "generation.max_new_tokens=8", "sample_every=0", DIGITS]
+    runs = [learning.train(None, 0, 1, [*sets, "max_steps=2"], tmp_path, control) for control in (None, "random")]
+    assert runs[1] == tmp_path / "control-random" / "seed-0"
+    assert json.loads((runs[1] / "summary.json").read_text())["control"]["kind"] == "random"
+    row = learning.against_control(learning.per_run(learning.read_run(runs[0])), *runs)
+    assert row["over_control"] == pytest.approx(row["after"] - row["control"])
+    assert row["over_control_low"] <= row["over_control"] <= row["over_control_high"]
+    text = learning.table([row])
+    assert "gain over the control [95%]" in text.splitlines()[0]

@@ -31,9 +31,11 @@ WORKERS = max(2, min(4, len(os.sched_getaffinity(0))))
 # scripts with tests of their own
 COVERED = {"arms": "tests/test_bench_arms.py", "async": "tests/test_bench_async.py",
            "learning": "tests/test_bench_learning.py", "paired_gain": "tests/test_bench_paired_gain.py"}
-# helper processes of other scripts (python bench/X.py JOB.json RESULT.json): no --help; run through their callers
+# helpers of other scripts (processes: python bench/X.py JOB.json RESULT.json; machine: a module): no --help; run
+# through their callers
 HELPERS = {"rlvr_job": "the grpo_vs_trl and ppo_vs_grpo tiny runs", "ppo_job": "the ppo_vs_grpo tiny run",
-           "trl_job": "its own tiny run below, on the TRL of this venv (pip install -e '.[dev]')"}
+           "trl_job": "its own tiny run below, on the TRL of this venv (pip install -e '.[dev]')",
+           "machine": "every tiny run below (the first line of each table)"}
 # the scripts run here with --help
 USAGE = ["arithmetic_baselines", "generation", "grpo_vs_trl", "learning_vs_trl", "lora_sampling", "multiturn",
          "optimizer", "overlap", "ppo_vs_grpo", "reward_curve", "samplers", "scaling", "step_memory",
@@ -271,6 +273,8 @@ def test_a_tiny_run_prints_its_table(case, launched):
         pytest.skip("trl is not installed in this venv (pip install -e '.[dev]')")
     stdout, out = finished(launched, case)
     case.check(stdout, out)
+    if case.name not in ("samplers", "trl_job"):  # (those two print no table here) the machine and precision
+        assert rows(stdout, "machine: ") or rows(stdout, "measured on: ")
 
 
 @pytest.mark.parametrize("what", SKIPPED)

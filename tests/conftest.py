@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from rlvr.models import build_tiny_model
+from rlvr.models.devices import BF16_UNITS_ENV
 from rlvr.sandbox import sandbox_available
 from rlvr.sandbox.command import ISOLATION_ENV, UNISOLATED
 
@@ -13,6 +14,11 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     # process it starts inherits that: the tests that stop runs with Ctrl-C would see it ignored. A terminal's
     # Ctrl-C is what they test, so the suite starts from Python's own handler wherever it was started.
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+# `model.dtype: auto` would pick bf16 on a CPU with AMX and fp32 elsewhere: the suite decides as on a CPU without
+# bf16 units, so that every expectation written in fp32 holds on every machine (child processes inherit it).
+# tests/test_devices.py fakes the other CPUs where it tests the choice.
+os.environ[BF16_UNITS_ENV] = "none"
 
 if not sandbox_available():
     # The suite's own test programs are benign: on a machine without bubblewrap, the tests of code rewards

@@ -5,7 +5,7 @@ import torch
 
 from rlvr.errors import UserError
 from rlvr.models.devices import autocast, compute_dtype, peak_memory_gb, resolve_device
-from rlvr.train.trainer import Trainer
+from rlvr.train.trainer import Trainer, train_grpo
 
 from .train.test_step import DIGITS, tiny_config
 
@@ -84,7 +84,7 @@ def test_auto_precision_follows_the_cpus_bf16_units(monkeypatch, units, expected
     the CPU; the flags faked, so that the choice is tested on any machine."""
     import rlvr.models.devices as devices
 
-    monkeypatch.setattr(devices, "cpu_bf16_units", lambda: units)
+    monkeypatch.setenv(devices.BF16_UNITS_ENV, units or "none")
     monkeypatch.setattr(devices, "cpu_name", lambda: "Some CPU 9000")
     dtype, said = devices.precision("auto", torch.device("cpu"))
     assert dtype == expected == compute_dtype("auto", torch.device("cpu"))
@@ -99,6 +99,8 @@ def test_auto_precision_follows_the_cpus_bf16_units(monkeypatch, units, expected
 def test_the_cpus_units_are_read_from_torch(monkeypatch):
     import rlvr.models.devices as devices
 
+    monkeypatch.delenv(devices.BF16_UNITS_ENV)  # (the suite's own setting: none)
+
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False, raising=False)
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True, raising=False)
     assert devices.cpu_bf16_units() == "avx512_bf16"
@@ -108,6 +110,11 @@ def test_the_cpus_units_are_read_from_torch(monkeypatch):
     monkeypatch.delattr(torch.cpu, "_is_avx512_bf16_supported")
     assert devices.cpu_bf16_units() is None  # (a torch without the checks: fp32)
     assert devices.cpu_name()
+    monkeypatch.setenv(devices.BF16_UNITS_ENV, "amx")  # told, as the suite tells it "none"
+    assert devices.cpu_bf16_units() == "amx"
+    monkeypatch.setenv(devices.BF16_UNITS_ENV, "yes")
+    with pytest.raises(UserError, match="RLVR_CPU_BF16_UNITS='yes' must be amx, avx512_bf16 or none"):
+        devices.cpu_bf16_units()
 
 
 def test_a_run_says_its_precision_and_records_it(tmp_path, monkeypatch, capsys):
@@ -120,7 +127,7 @@ def test_a_run_says_its_precision_and_records_it(tmp_path, monkeypatch, capsys):
     import rlvr.models.devices as devices
     from rlvr.train.trainer import train_grpo
 
-    monkeypatch.setattr(devices, "cpu_bf16_units", lambda: "amx")
+    monkeypatch.setenv(devices.BF16_UNITS_ENV, "amx")
     config = tiny_config(tmp_path, DIGITS, "model.dtype=auto", "eval_before=false", steps=1)
     summary = train_grpo(config)
     said = capsys.readouterr().err
@@ -129,3 +136,24 @@ def test_a_run_says_its_precision_and_records_it(tmp_path, monkeypatch, capsys):
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["precision"] == summary["precision"]
     assert yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())["model"]["dtype"] == "bfloat16"
     assert config.model.dtype == "auto"  # (the caller's config is left as given)
+
+
+def test_bf16_runs_correct_the_rollout_by_default(tmp_path):
+    """Left unset, algorithm.rollout_correction.level is decided by the precision: token-level truncated importance
+    weights in bf16 (whose sampler and trainer log-probs differ by ~1e-2 nats a token), none in fp32; a level
+    given is kept. The effective config records the choice."""
+    import yaml
+
+    bf16 = Trainer(tiny_config(tmp_path / "bf16", DIGITS, "model.dtype=bfloat16"))
+    assert bf16.config.algorithm.rollout_correction.level == "token"
+    assert "rollout_correction/ratio_mean" in bf16.step().metrics
+    fp32 = Trainer(tiny_config(tmp_path / "fp32", DIGITS, "model.dtype=float32"))
+    assert fp32.config.algorithm.rollout_correction.level == "none"
+    assert "rollout_correction/ratio_mean" not in fp32.step().metrics
+    kept = Trainer(tiny_config(tmp_path / "kept", DIGITS, "model.dtype=bfloat16",
+                               "algorithm.rollout_correction.level=none"))
+    assert kept.config.algorithm.rollout_correction.level == "none"
+    summary = train_grpo(tiny_config(tmp_path / "run", DIGITS, "model.dtype=bfloat16", "eval_before=false", steps=1))
+    assert summary["precision"].startswith("bfloat16")
+    saved = yaml.safe_load((tmp_path / "run" / "run" / "config.yaml").read_text())
+    assert saved["algorithm"]["rollout_correction"]["level"] == "token"

@@ -92,7 +92,7 @@ def test_a_control_trains_on_coins_with_the_runs_own_samples_and_data_order(tmp_
     """Step for step, the control samples the prompts the run samples, the same completions at step 1 (same
     seeds, same weights), logs the verifiers' rewards, and trains on coins drawn from each group's own values."""
     runs = {}
-    for control in ("none", "random"):
+    for control in ("none", "random", "format"):
         trainer = Trainer(tiny_config(tmp_path / control, SHARE, f"control={control}", steps=3))
         seen, real_rewarded = [], trainer.rewarded
 
@@ -119,6 +119,15 @@ def test_a_control_trains_on_coins_with_the_runs_own_samples_and_data_order(tmp_
             assert bool(((c == low) | (c == high)).all())  # each coin lands on a value its own group had
     assert any(not torch.equal(s.rewards, t.rewards) for s, t in ctrl)
     assert all(t is s for s, t in real)
+    formats, format_metrics = runs["format"]  # the format reward alone: the same samples, trained on boxed_format
+    assert [e.index for s, _ in formats for e in s.rollout.examples] == [e.index for s, _ in real
+                                                                        for e in s.rollout.examples]
+    for scored, trained in formats:
+        name = next(n for n in scored.reward_components if n.endswith("digit_share"))
+        assert bool((trained.reward_components[name] == 0).all())
+        assert torch.equal(trained.reward_components["boxed_format"], scored.reward_components["boxed_format"])
+        assert torch.allclose(trained.rewards, 0.1 * scored.reward_components["boxed_format"])
+    assert format_metrics[0]["accuracy"] == real_metrics[0]["accuracy"]
 
 
 def test_rlvr_compare_pairs_a_run_with_its_control(tmp_path):

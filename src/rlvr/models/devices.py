@@ -102,9 +102,20 @@ def resolved_precision(config: C, say: bool) -> tuple[C, str]:
     return dataclasses.replace(config, model=resolved), said  # type: ignore[type-var]
 
 
+BF16_UNITS_ENV = "RLVR_CPU_BF16_UNITS"  # amx, avx512_bf16 or none: decide `auto` as on such a CPU (the tests: none)
+BF16_UNITS = ("amx", "avx512_bf16")
+
+
 def cpu_bf16_units() -> str | None:
     """The CPU's bf16 matrix arithmetic that torch can use: `amx` (AMX tiles), `avx512_bf16`, or None.
-    torch's own CPU feature checks (what its compiler reads); None where this torch has none."""
+    torch's own CPU feature checks (what its compiler reads); None where this torch has none. $RLVR_CPU_BF16_UNITS
+    (amx, avx512_bf16 or none) says it instead: the test suite sets none, so that its numbers are fp32's on every
+    CPU, and fakes the others where it tests the choice."""
+    told = os.environ.get(BF16_UNITS_ENV)
+    if told is not None:
+        if told not in (*BF16_UNITS, "none"):
+            raise UserError(f"{BF16_UNITS_ENV}={told!r} must be amx, avx512_bf16 or none (or unset: this CPU's own)")
+        return None if told == "none" else told
     cpu = torch.cpu
     if getattr(cpu, "_is_amx_tile_supported", lambda: False)():
         return "amx"

@@ -41,6 +41,9 @@ def _print_summary(summary: dict[str, Any], run_dir: str) -> None:
     if "stopped_at" in summary or not is_main_rank():
         return
     print(f"\nrun directory: {run_dir}")
+    if summary.get("control"):
+        print(f"  a control run, trained on {summary['control']['trained_on']}; the real run's gain over it: "
+              f"rlvr compare RUN {run_dir}")
     if summary.get("heldout_skipped"):
         print(f"  no held-out evaluation: {summary['heldout_skipped']}")
     _print_accuracy({k: summary.get(k) for k in ("before", "after")}, summary.get("gain"), counted=True)

@@ -14,6 +14,8 @@ import json
 from pathlib import Path
 from typing import Any, ClassVar
 
+import torch
+
 from rlvr import paths
 from rlvr.config import TrainConfig
 from rlvr.errors import UserError
@@ -49,8 +51,11 @@ class PolicyRecipe:
         self.world = world
         config = with_environment_data(config)  # (a verifiers environment's own dataset, recorded as the data)
         self.parts = p = build_parts(config, checkpoint)
-        # the effective config (config.yaml) records the rewards as run: which one is the correctness reward
-        self.config = c = dataclasses.replace(config, rewards=p.reward_entries)
+        # the effective config (config.yaml) records the rewards as run (which one is the correctness reward) and
+        # the rollout correction as the precision decided it
+        correction = config.algorithm.rollout_correction.for_precision(bf16=p.dtype == torch.bfloat16)
+        self.config = c = dataclasses.replace(config, rewards=p.reward_entries, algorithm=dataclasses.replace(
+            config.algorithm, rollout_correction=correction))
         self.tokenizer = p.tokenizer
         # π_θ as the ranks train it, and π_ref when β > 0: a frozen copy, or with LoRA the policy's own network
         # with its adapters off (rlvr.run.policy)

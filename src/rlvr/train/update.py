@@ -141,7 +141,7 @@ def policy_update(
     num_tokens = counts[1]
     totals = dict.fromkeys(("loss", "kl", "clip_low_fraction", "clip_high_fraction", "entropy",
                             "sampler/logp_abs_diff_mean"), 0.0)
-    largest, correcting, sums = 0.0, algo.rollout_correction.level != "none", dict(NO_SUMS)  # (every key, every rank)
+    largest, correcting, sums = 0.0, algo.rollout_correction.applied != "none", dict(NO_SUMS)  # (every key, every rank)
     optimizer.zero_grad(set_to_none=True)
     runs = policy.equal_counts(micro_batches(batch.rollout, batch.loss_mask, micro_batch_tokens,
                                              policy.share_prompt()))
@@ -215,8 +215,8 @@ def _correct(old: torch.Tensor, sampled: torch.Tensor, mask: torch.Tensor, algo:
              sums: dict[str, float], sequences: torch.Tensor | None = None) -> torch.Tensor:
     """The rollout correction's weights of a micro-batch (rlvr.correction), their statistics added to `sums`."""
     rc = algo.rollout_correction
-    weights = corrected_weights(log_weights(old, sampled, mask, rc.level, sequences), mask, rc.mode, rc.threshold)
-    for key, value in correction_sums(old, sampled, mask, rc.level, weights, sequences).items():
+    weights = corrected_weights(log_weights(old, sampled, mask, rc.applied, sequences), mask, rc.mode, rc.threshold)
+    for key, value in correction_sums(old, sampled, mask, rc.applied, weights, sequences).items():
         sums[key] = max(sums[key], value) if key.endswith("_max") else sums[key] + value
     return weights
 

@@ -159,8 +159,6 @@ def _sample_missing(config: EvalConfig, benchmark: Benchmark, settings: dict[str
                     world: World) -> None:
     model, tokenizer, device, dtype = load_configured(config.model, config.seed)
     model.eval()
-    if world.is_main:
-        print(f"rlvr: precision {precision(config.model.dtype, device)[1]}", file=sys.stderr)
     scorer = scorer or _configured_scorer(config)
     prompts = _prompts(config, benchmark, settings, tokenizer)
     specials = settings["template"] != "chat"  # the chat template writes its own special tokens
@@ -183,6 +181,8 @@ def _sample_missing(config: EvalConfig, benchmark: Benchmark, settings: dict[str
     sampler = rank_sampler(config.generation, world, model=model, decoding=decoding, weights=weights,
                            tokenizer=tokenizer, device=device, dtype=dtype, add_special_tokens=specials,
                            environment=config.environment, seed=config.seed)
+    if world.is_main:  # (once the problems have passed their checks: a mistake is one line)
+        print(f"rlvr: precision {precision(config.model.dtype, device)[1]}", file=sys.stderr)
     try:
         push_weights(sampler, weights, 0, world)
         _sample_chunks(config, benchmark, sampler, tokenizer, prompts, plan, store, done, ids, scorer, progress, world)

@@ -90,14 +90,12 @@ DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16"}
 C = TypeVar("C")
 
 
-def resolved_precision(config: C, say: bool) -> tuple[C, str]:
+def resolved_precision(config: C) -> tuple[C, str]:
     """A run's `config` with model.dtype `auto` resolved for this machine, so that its config.yaml records the
-    precision it trains in and a resumed run keeps it; and the line saying which and why (`precision`),
-    printed when `say` (rank 0) and kept in summary.json. The config given is left as it is."""
+    precision it trains in and a resumed run keeps it; and the words saying which and why (`precision`), which
+    the run prints once it is sure to train and keeps in summary.json. The config given is left as it is."""
     model: Any = config.model  # type: ignore[attr-defined]
     dtype, said = precision(model.dtype, resolve_device(model.device))
-    if say:
-        print(f"rlvr: precision {said}", file=sys.stderr)
     resolved = dataclasses.replace(model, dtype=DTYPE_NAMES[dtype])
     return dataclasses.replace(config, model=resolved), said  # type: ignore[type-var]
 

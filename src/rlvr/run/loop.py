@@ -152,7 +152,7 @@ def launch(build: Callable[[Any, Path | None, World], Recipe], config: Any, *, r
     from rlvr.models.devices import resolve_device, resolved_precision
 
     run_dir, world = Path(config.output_dir), World.from_env()
-    config, said = resolved_precision(config, say=world.is_main)
+    config, said = resolved_precision(config)
     checkpoint, broken = resume_point(run_dir) if resume else (None, [])
     with run_lock(run_dir) if world.is_main else nullcontext():
         if checkpoint is not None:
@@ -213,6 +213,8 @@ def _run(recipe: Recipe, before: dict[str, Any] | None, resumed: bool, on_step_e
         if resumed:
             truncate_jsonl(run_dir / paths.SAMPLES, recipe.step_count)
     writer = _writer(recipe, resumed) if main else None
+    if main and precision is not None and recipe.step_count < schedule.total_steps:  # (once all checks passed)
+        print(f"rlvr: precision {precision}", file=sys.stderr)
     try:
         if not resumed and schedule.eval_before:
             first = _evaluate(recipe, "before")

@@ -119,9 +119,11 @@ def test_a_callback_that_raises_is_one_line_after_the_run_saved(tmp_path):
 def test_resuming_names_python_s_own_fix_and_refuses_other_rows(tmp_path):
     run = grpo(tmp_path, "run", rewards=[reward_fns.digit_share], max_steps=1)
     run.train()
-    with pytest.raises(UserError, match="already holds a run: continue it with resume=True, or pick another "
-                                        "output_dir"):
+    with pytest.raises(UserError, match="already holds a run: continue it with resume=True, start afresh over it "
+                                        "with overwrite=True, or pick another output_dir"):
         grpo(tmp_path, "run", rewards=[reward_fns.digit_share], max_steps=1).train()
+    with pytest.raises(UserError, match="give one"):
+        grpo(tmp_path, "run", rewards=[reward_fns.digit_share], max_steps=1).train(resume=True, overwrite=True)
     with pytest.raises(UserError, match="the train data given differs from the rows"):
         grpo(tmp_path, "run", rewards=[reward_fns.digit_share], train_data=ROWS[:8], max_steps=2).train(resume=True)
 

@@ -9,6 +9,7 @@ import torch
 from safetensors.torch import load_file
 
 from rlvr import paths
+from rlvr.cli import main
 from rlvr.config import TrainConfig
 from rlvr.errors import UserError
 from rlvr.run.directory import resume_config
@@ -118,6 +119,22 @@ def test_a_fresh_run_never_mixes_with_an_old_one(tmp_path):
     train_grpo(config)
     assert [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()] == [1]
     assert not (run / "samples.jsonl").exists()  # removed, and not rewritten (sample_every=0)
+
+
+def test_overwrite_starts_afresh_over_a_checkpointed_run(tmp_path, capsys):
+    """--overwrite (overwrite=True) deletes the run the directory holds and starts a new one there: its
+    metrics and checkpoints are the new run's alone; with --resume it is refused."""
+    config = tiny_config(tmp_path, DIGITS, "eval_before=false", "eval_after=false", steps=2)
+    train_grpo(config)
+    run = Path(config.output_dir)
+    (run / "checkpoints" / "step-000009").mkdir()  # (a step the new run never reaches: gone with the old run)
+    args = ["train", "--config", str(run / "config.yaml"), "--output-dir", str(run), "--max-steps", "1"]
+    assert main(args) == 2 and "start afresh over it with --overwrite" in capsys.readouterr().err
+    assert main([*args, "--overwrite"]) == 0
+    assert [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()] == [1]
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-000001"]
+    assert main(["train", "--resume", str(run), "--overwrite"]) == 2
+    assert "drop --config/--output-dir/--overwrite" in capsys.readouterr().err
 
 
 def test_evaluations_belong_to_the_weights_they_measure(tmp_path):

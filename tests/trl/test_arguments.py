@@ -126,3 +126,34 @@ def test_every_trl_name_rlvr_recognises_is_in_the_porting_guide():
     guide = (Path(__file__).resolve().parents[2] / "docs" / "from_trl.md").read_text()
     missing = [name for name in TRL_NAMES if f"`{name}`" not in guide]
     assert not missing, f"docs/from_trl.md does not name {missing}"
+
+
+@pytest.mark.parametrize("given, key, expected", [
+    ({"max_prompt_length": 256}, "data.max_prompt_tokens", 256),
+    ({"max_steps": 10, "warmup_ratio": 0.25}, "optim.warmup_steps", 3),
+    ({"max_steps": 10, "num_iterations": 2, "warmup_ratio": 0.25}, "optim.warmup_steps", 3),  # of 10 updates
+    ({"max_steps": 10, "warmup_steps": 4, "warmup_ratio": 0.5}, "optim.warmup_steps", 4),  # steps over the ratio
+    ({"evaluation_strategy": "steps", "eval_steps": 5}, "eval_every", 5),
+    ({"no_cuda": True}, "model.device", "cpu"),
+])
+def test_arguments_older_trl_and_transformers_took_land_where_rlvr_has_them(given, key, expected):
+    translation = translate(given, ROWS)
+    assert translation.settings[key] == expected
+    assert all("\n" not in note for note in translation.notes)
+
+
+def test_a_gone_argument_is_noted_taken_at_its_old_default_or_refused_as_gone_from_trl():
+    assert "starts afresh" in " ".join(translate({"overwrite_output_dir": True}, ROWS).notes)
+    assert translate({"use_liger_loss": False}, ROWS).settings == translate({}, ROWS).settings
+    with pytest.raises(UserError, match="use_liger_loss=True is gone from TRL"):
+        translate({"use_liger_loss": True}, ROWS)
+    with pytest.raises(UserError, match="give eval_strategy alone"):
+        translate({"evaluation_strategy": "steps", "eval_strategy": "steps"}, ROWS)
+
+
+def test_max_steps_counts_optimizer_steps_as_in_trl():
+    """TRL's max_steps are optimizer steps; rlvr's sampled batches take num_iterations of them each."""
+    translation = translate({"max_steps": 10, "num_iterations": 4}, ROWS)
+    assert translation.settings["max_steps"] == 3 and translation.settings["algorithm.updates_per_batch"] == 4
+    assert any("counts optimizer steps" in note for note in translation.notes)
+    assert translate({"max_steps": 10}, ROWS).settings["max_steps"] == 10

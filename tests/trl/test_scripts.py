@@ -15,7 +15,7 @@ import yaml
 
 SCRIPTS = Path(__file__).with_name("scripts")
 IMPORT = "from rlvr.trl import GRPOConfig, GRPOTrainer"
-CPU_SCRIPTS = ["quickstart", "open_r1", "lora", "weights"]
+CPU_SCRIPTS = ["quickstart", "open_r1", "lora", "weights", "habits"]
 
 
 @pytest.fixture(scope="module")
@@ -51,16 +51,16 @@ def test_the_script_trains_on_rlvr(name, tiny_folder, tmp_path):
     config = yaml.safe_load((out / "config.yaml").read_text())
     steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert steps == [1, 2] and config["model"]["name"] == str(tiny_folder)
-    CHECKS[name](out, config)
+    CHECKS[name](out, config, done)
 
 
-def check_quickstart(out, config):
+def check_quickstart(out, config, done):
     """TRL's defaults where the script gives none; text prompts asked as they are (TRL's standard form)."""
     assert config["optim"]["lr"] == 1e-6 and config["algorithm"]["beta"] == 0.0 and config["seed"] == 42
     assert config["algorithm"]["loss_aggregation"] == "token_mean" and config["data"]["template"] == "plain"
 
 
-def check_open_r1(out, config):
+def check_open_r1(out, config, done):
     """Both rewards ran unchanged; the first listed, accuracy, is the correctness reward; the model was saved."""
     from transformers import AutoModelForCausalLM
 
@@ -70,7 +70,7 @@ def check_open_r1(out, config):
     AutoModelForCausalLM.from_pretrained(out / "model")
 
 
-def check_lora(out, config):
+def check_lora(out, config, done):
     """peft_config became model.lora, and the saved adapters load with peft onto the base."""
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
@@ -80,13 +80,30 @@ def check_lora(out, config):
     PeftModel.from_pretrained(base, out / "adapters")
 
 
-def check_weights(out, config):
+def check_weights(out, config, done):
     assert [r["weight"] for r in config["rewards"]] == [1.0, 0.5]
     assert config["algorithm"]["advantage_scale"] == "batch_std" and config["algorithm"]["beta"] == 0.04
     assert config["algorithm"]["loss_aggregation"] == "sequence_mean" and config["sampling"]["batch_size"] == 8
 
 
-CHECKS = {"quickstart": check_quickstart, "open_r1": check_open_r1, "lora": check_lora, "weights": check_weights}
+def check_habits(out, config, done):
+    """Run twice into one output_dir: the second started afresh (metrics.jsonl holds its 2 steps, not 4) and said
+    so; train() gave TRL's TrainOutput; save_model wrote into the folder the first run's save left."""
+    import json
+
+    from transformers import AutoModelForCausalLM
+
+    assert done.stderr.count("holds an earlier run: starting afresh over it") == 1, done.stderr[-2000:]
+    outputs = json.loads((out.parent / f"{out.name}.train_outputs.json").read_text())
+    assert [o["global_step"] for o in outputs] == [2, 2]
+    assert all(isinstance(o["training_loss"], float) and o["metrics"]["train_runtime"] > 0 for o in outputs)
+    losses = [json.loads(line)["loss"] for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert outputs[1]["training_loss"] == pytest.approx(sum(losses) / len(losses))
+    AutoModelForCausalLM.from_pretrained(out / "final")
+
+
+CHECKS = {"quickstart": check_quickstart, "open_r1": check_open_r1, "lora": check_lora, "weights": check_weights,
+          "habits": check_habits}
 
 
 @pytest.mark.skipif(importlib.util.find_spec("trl") is None, reason="TRL is not installed (pip install trl)")

@@ -85,18 +85,21 @@ class GRPO:
         self.run_dir = run_dir
         self.summary: dict[str, Any] | None = None
 
-    def train(self, resume: bool = False) -> dict[str, Any]:
+    def train(self, resume: bool = False, overwrite: bool = False) -> dict[str, Any]:
         """Train as configured and return the run's summary (as in summary.json); `resume=True` continues the
-        run in output_dir from its latest checkpoint, with the same model, rewards and data given again."""
+        run in output_dir from its latest checkpoint, with the same model, rewards and data given again;
+        `overwrite=True` starts afresh over the run output_dir holds, deleting it (else that is refused)."""
         from rlvr.train.trainer import train_grpo
 
         quiet_libraries()
         failed: list[str] = []
         with python_caller():
-            if not resume and paths.latest_checkpoint(self.run_dir) is not None:
+            if resume and overwrite:
+                raise UserError("resume=True continues the run in output_dir, overwrite=True deletes it: give one")
+            if not (resume or overwrite) and paths.latest_checkpoint(self.run_dir) is not None:
                 raise holds_a_run(self.run_dir)
             self._write_inputs(resume)
-            summary = train_grpo(self.config, resume=resume, on_step_end=self._step_end(failed))
+            summary = train_grpo(self.config, resume=resume, on_step_end=self._step_end(failed), overwrite=overwrite)
         if failed:
             raise UserError(f"{failed[0]}; the run stopped there, saved: fix it and continue with resume=True")
         self.summary = summary

@@ -26,12 +26,11 @@ def run_rm(args: argparse.Namespace) -> int:
     config = run_config(RewardModelConfig, args, **{"data": args.data, "model.name": args.model})
 
     if printed(config, args):
-
         return 0
     # torch and the models only once the config is known to be sound
     from rlvr.reward_models.train import train_reward_model
 
-    summary = train_reward_model(config, resume=bool(args.resume))
+    summary = train_reward_model(config, resume=bool(args.resume), overwrite=args.overwrite)
     if "stopped_at" in summary or not is_main_rank():
         return 0
     print(f"\nrun directory: {summary['run_dir']}   "

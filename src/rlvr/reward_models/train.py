@@ -46,10 +46,11 @@ from rlvr.run.parallel import Trained
 from rlvr.run.world import SINGLE, World, gather_across, map_sharded, shard
 
 
-def train_reward_model(config: RewardModelConfig, *, resume: bool = False,
-                       on_step_end: OnStepEnd | None = None) -> dict[str, Any]:
-    """Train a reward model as `config` says (`resume`: continue the run in config.output_dir); return its summary."""
-    return launch(RewardModelTrainer, config, resume=resume, on_step_end=on_step_end)
+def train_reward_model(config: RewardModelConfig, *, resume: bool = False, on_step_end: OnStepEnd | None = None,
+                       overwrite: bool = False) -> dict[str, Any]:
+    """Train a reward model as `config` says (`resume`: continue the run in config.output_dir; `overwrite`: start
+    afresh over the run it holds); return its summary."""
+    return launch(RewardModelTrainer, config, resume=resume, on_step_end=on_step_end, overwrite=overwrite)
 
 
 class RewardModelTrainer:

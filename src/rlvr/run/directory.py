@@ -1,7 +1,8 @@
 """The rules of a run directory: a fresh run never mixes with an old one, and `--resume` continues one.
 
     fresh   refused over a directory that holds a checkpointed run (it would append to the old
-            metrics and skip saving at the old run's steps); the files of a run that died before
+            metrics and skip saving at the old run's steps), unless asked to overwrite it (--overwrite,
+            overwrite=True, TRL's habit under rlvr.trl): then that run is deleted; the files of a run that died before
             its first checkpoint are removed, so nothing stale is appended to; a folder holding
             such files without a run's config.yaml (an `rlvr eval` output, say) is refused, never emptied
     resume  the newest intact checkpoint (rlvr.intact), with the config it was saved with (plus overrides);
@@ -27,15 +28,15 @@ from rlvr.intact import newest_intact
 
 C = TypeVar("C", bound=Config)
 # What a run writes outside checkpoints/: cleared when a run that never checkpointed starts again.
-RUN_FILES = (paths.METRICS, paths.SAMPLES, paths.SUMMARY, paths.TENSORBOARD, paths.BEST,
+RUN_FILES = (paths.METRICS, paths.SAMPLES, paths.SUMMARY, paths.TENSORBOARD, paths.BEST, paths.HELDOUT,
              "eval_before.json", "eval_after.json")  # (the last two: runs checkpointed before the run core)
 
 
-def start_fresh(run_dir: Path) -> None:
-    """Make `run_dir` ready for a new run, or refuse with the fix when it holds one."""
-    if paths.latest_checkpoint(run_dir) is not None:
+def start_fresh(run_dir: Path, overwrite: bool = False) -> None:
+    """Make `run_dir` ready for a new run, or refuse with the fix when it holds one (`overwrite`: delete it)."""
+    if paths.latest_checkpoint(run_dir) is not None and not overwrite:
         raise holds_a_run(run_dir)
-    stale = [name for name in RUN_FILES if (run_dir / name).exists()]
+    stale = [name for name in RUN_FILES + ((paths.CHECKPOINTS,) if overwrite else ()) if (run_dir / name).exists()]
     if stale and not (run_dir / paths.CONFIG).is_file():
         raise UserError(f"{run_dir} holds {', '.join(stale)} but is not a run directory (no config.yaml): "
                         f"pick another {for_caller('--output-dir', 'output_dir')}")
@@ -106,7 +107,8 @@ def past_the_end(run_dir: Path, reached: int, total: int) -> UserError:
 def holds_a_run(run_dir: Path) -> UserError:
     """The one-line error of a fresh run asked to start in a directory that holds a checkpointed run."""
     return UserError(f"{run_dir} already holds a run: continue it with "
-                     f"{for_caller(f'--resume {run_dir}', 'resume=True')}, or pick another "
+                     f"{for_caller(f'--resume {run_dir}', 'resume=True')}, start afresh over it with "
+                     f"{for_caller('--overwrite', 'overwrite=True')}, or pick another "
                      f"{for_caller('--output-dir', 'output_dir')}")
 
 

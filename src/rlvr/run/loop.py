@@ -145,10 +145,10 @@ OnStepEnd = Callable[[int, dict[str, float], StopFlag], None]
 
 
 def launch(build: Callable[[Any, Path | None, World], Recipe], config: Any, *, resume: bool = False,
-           on_step_end: OnStepEnd | None = None) -> dict[str, Any]:
-    """Run `build(config, checkpoint, world)` to its end in config.output_dir: fresh, or resumed from the
-    latest checkpoint (`build` loads that checkpoint's weights; the rest of its state is restored here).
-    Under torchrun, this process is one rank of the world its environment describes."""
+           on_step_end: OnStepEnd | None = None, overwrite: bool = False) -> dict[str, Any]:
+    """Run `build(config, checkpoint, world)` to its end in config.output_dir: fresh (`overwrite`: over the run
+    it holds), or resumed from the latest checkpoint (`build` loads that checkpoint's weights; the rest of its
+    state is restored here). Under torchrun, this process is one rank of the world its environment describes."""
     from rlvr.models.devices import resolve_device, resolved_precision
 
     run_dir, world = Path(config.output_dir), World.from_env()
@@ -160,7 +160,7 @@ def launch(build: Callable[[Any, Path | None, World], Recipe], config: Any, *, r
             if world.is_main:
                 set_aside(broken, checkpoint)
         elif world.is_main:
-            start_fresh(run_dir)
+            start_fresh(run_dir, overwrite)
         join(world, resolve_device(config.model.device), config.distributed.timeout_s)
         tag_warnings(world)
         configure_process(config.threads, config.seed)

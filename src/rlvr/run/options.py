@@ -16,13 +16,16 @@ C = TypeVar("C", bound=Config)
 
 def add_run_options(p: argparse.ArgumentParser, *, config_help: str, set_example: str, default_dir: str,
                     steps_help: str) -> None:
-    """--config, --set KEY=VALUE (repeatable), --output-dir, --max-steps, --resume RUN_DIR and --print-config."""
+    """--config, --set KEY=VALUE (repeatable), --output-dir, --max-steps, --resume RUN_DIR, --overwrite and
+    --print-config."""
     p.add_argument("--config", help=config_help)
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help=f"override one setting, e.g. --set {set_example} (repeatable)")
     p.add_argument("--output-dir", help=f"run directory (default: {default_dir})")
     p.add_argument("--max-steps", type=int, help=steps_help)
     p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its latest checkpoint")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start afresh in the run directory, deleting the run it holds (its checkpoints and logs)")
     p.add_argument("--print-config", action="store_true",
                    help="print the effective config (YAML, each key's meaning above it) and exit without running")
 
@@ -43,8 +46,8 @@ def run_config(cls: type[C], args: argparse.Namespace, **cli: Any) -> C:
     `cli` maps config keys to the command's own options (None = not given)."""
     cli = {"max_steps": args.max_steps, **cli}
     if args.resume:
-        if args.config or args.output_dir:
-            raise UserError("--resume continues a run with its own config and directory: drop --config/--output-dir "
-                            "(use --set to change a setting)")
+        if args.config or args.output_dir or args.overwrite:
+            raise UserError("--resume continues a run with its own config and directory: drop --config/--output-dir/"
+                            "--overwrite (use --set to change a setting)")
         return resume_config(cls, Path(args.resume), args.overrides, **cli)
     return load_command_config(cls, args.config, args.overrides, output_dir=args.output_dir, **cli)

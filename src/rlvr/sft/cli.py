@@ -27,11 +27,10 @@ def run_sft(args: argparse.Namespace) -> int:
     config = run_config(SFTConfig, args, **{"data": args.data, "model.name": args.model})
 
     if printed(config, args):
-
         return 0
     from rlvr.sft.train import train_sft  # torch and the models only once the config is known to be sound
 
-    summary = train_sft(config, resume=bool(args.resume))
+    summary = train_sft(config, resume=bool(args.resume), overwrite=args.overwrite)
     if "stopped_at" in summary or not is_main_rank():
         return 0
     print(f"\nrun directory: {summary['run_dir']}   "

@@ -38,9 +38,11 @@ from rlvr.sft.masking import trained_count
 from rlvr.sft.packing import MicroBatch, micro_batches
 
 
-def train_sft(config: SFTConfig, *, resume: bool = False, on_step_end: OnStepEnd | None = None) -> dict[str, Any]:
-    """Fine-tune as `config` says (`resume`: continue the run in config.output_dir); return its summary."""
-    return launch(SFTTrainer, config, resume=resume, on_step_end=on_step_end)
+def train_sft(config: SFTConfig, *, resume: bool = False, on_step_end: OnStepEnd | None = None,
+              overwrite: bool = False) -> dict[str, Any]:
+    """Fine-tune as `config` says (`resume`: continue the run in config.output_dir; `overwrite`: start afresh
+    over the run it holds); return its summary."""
+    return launch(SFTTrainer, config, resume=resume, on_step_end=on_step_end, overwrite=overwrite)
 
 
 class SFTTrainer:

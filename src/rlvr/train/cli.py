@@ -28,11 +28,10 @@ def run_train(args: argparse.Namespace) -> int:
     config = run_config(TrainConfig, args, control=args.control)
 
     if printed(config, args):
-
         return 0
     from rlvr.train.trainer import train_grpo  # torch and the models only once the config is known to be sound
 
-    summary = train_grpo(config, resume=bool(args.resume))
+    summary = train_grpo(config, resume=bool(args.resume), overwrite=args.overwrite)
     _print_summary(summary, config.output_dir)
     return 0
 

@@ -42,9 +42,11 @@ from rlvr.train.recipe import PolicyRecipe
 from rlvr.train.update import policy_update
 
 
-def train_grpo(config: TrainConfig, *, resume: bool = False, on_step_end: OnStepEnd | None = None) -> dict[str, Any]:
-    """Run GRPO as `config` says (`resume`: continue the run in config.output_dir); return its summary."""
-    return launch(Trainer, config, resume=resume, on_step_end=on_step_end)
+def train_grpo(config: TrainConfig, *, resume: bool = False, on_step_end: OnStepEnd | None = None,
+               overwrite: bool = False) -> dict[str, Any]:
+    """Run GRPO as `config` says (`resume`: continue the run in config.output_dir; `overwrite`: start afresh over
+    the run it holds); return its summary."""
+    return launch(Trainer, config, resume=resume, on_step_end=on_step_end, overwrite=overwrite)
 
 
 class Trainer(PolicyRecipe):

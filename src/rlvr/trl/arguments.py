@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlvr.errors import UserError
+from rlvr.trl.gone import GONE, gone_settings, renamed
 from rlvr.trl.recorded import DEFAULTS, TRL_VERSION
 
 Settings = dict[str, Any]  # rlvr config keys, dotted ("optim.lr") -> value
@@ -48,7 +49,11 @@ TRACKERS = ("tensorboard", "wandb", "trackio", "mlflow")
 
 def translate(given: dict[str, Any], train_rows: int | None) -> Translation:
     """The rlvr settings of the TRL arguments `given` (the rest at TRL's defaults), for `train_rows` prompts
-    (to count TRL's epochs in steps; None: a stream, whose max_steps must be given)."""
+    (to count TRL's epochs in steps; None: a stream, whose max_steps must be given). Arguments of older TRL and
+    transformers that scripts still pass are taken where they have a place (rlvr.trl.gone)."""
+    out = Translation()
+    given = renamed(given, out.notes)
+    gone = {name: given.pop(name) for name in list(given) if name in GONE}
     unknown = [name for name in given if name not in DEFAULTS]
     if unknown:
         from difflib import get_close_matches
@@ -57,13 +62,16 @@ def translate(given: dict[str, Any], train_rows: int | None) -> Translation:
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise UserError(f"GRPOConfig has no argument {unknown[0]!r} (TRL {TRL_VERSION}){hint}")
     args = {**DEFAULTS, **given}
-    out = Translation()
     handled: set[str] = set()
     for names, handler in HANDLERS:
         out.settings.update(handler(args, given, out.notes))
         handled.update(names)
     _train_length(args, out, train_rows)
     handled.update(("max_steps", "num_train_epochs"))
+    if gone.get("warmup_ratio") and args["warmup_steps"]:  # (transformers 4 took warmup_steps over the ratio)
+        out.notes.append(f"warmup_ratio={gone.pop('warmup_ratio')!r}: warmup_steps={args['warmup_steps']} is given, "
+                         "which takes precedence (as in transformers 4)")
+    out.settings.update(gone_settings(gone, out.settings["max_steps"] * args["num_iterations"], out.notes))
     for name, value in given.items():
         if name in handled or value == DEFAULTS[name]:
             continue
@@ -259,8 +267,14 @@ HANDLERS: list[tuple[tuple[str, ...], Callable[[dict[str, Any], dict[str, Any], 
 
 
 def _train_length(args: dict[str, Any], out: Translation, train_rows: int | None) -> None:
-    """max_steps, or TRL's epochs in steps: every prompt sampled num_generations times, per_step completions a step."""
-    steps = args["max_steps"]
+    """max_steps, or TRL's epochs in steps: every prompt sampled num_generations times, per_step completions a step.
+    TRL's max_steps counts optimizer steps, rlvr's sampled batches, each taking num_iterations of them."""
+    steps, updates = args["max_steps"], args["num_iterations"]
+    if steps is not None and steps > 0 and updates > 1:
+        batches = math.ceil(steps / updates)
+        out.notes.append(f"max_steps={steps} counts optimizer steps, as in TRL: with num_iterations={updates}, rlvr "
+                         f"samples {batches} batches of {updates} updates each (its max_steps={batches})")
+        steps = batches
     if steps is None or steps <= 0:
         if train_rows is None:
             raise UserError("the train_dataset is a stream (IterableDataset): give GRPOConfig(max_steps=...)")
@@ -268,6 +282,6 @@ def _train_length(args: dict[str, Any], out: Translation, train_rows: int | None
         steps = math.ceil(args["num_train_epochs"] * train_rows * args["num_generations"] / per_step)
     out.settings["max_steps"] = int(steps)
     warmup = out.settings["optim.warmup_steps"]
-    if 0 < warmup < 1:  # (transformers reads a warmup below 1 as a share of the steps)
-        out.settings["optim.warmup_steps"] = math.ceil(warmup * steps)
+    if 0 < warmup < 1:  # (transformers reads a warmup below 1 as a share of the optimizer steps)
+        out.settings["optim.warmup_steps"] = math.ceil(warmup * steps * updates)
     out.settings["optim.warmup_steps"] = int(out.settings["optim.warmup_steps"])

@@ -18,15 +18,23 @@ directory is `output_dir`, as rlvr's: config.yaml, metrics.jsonl, checkpoints/, 
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from transformers.trainer_utils import TrainOutput
+
+from rlvr import paths
 from rlvr.api import GRPO
 from rlvr.errors import UserError
 from rlvr.rewards.registry import BUILTIN_REWARDS
 from rlvr.trl.arguments import translate
+from rlvr.trl.gone import GONE
 from rlvr.trl.recorded import DEFAULTS
 
 
@@ -36,18 +44,21 @@ class GRPOConfig:
     reward_weights: list[float] | None  # (set in __init__ with every other argument; read by GRPOTrainer)
 
     def __init__(self, **kwargs: Any) -> None:
-        unknown = [k for k in kwargs if k not in DEFAULTS]
+        unknown = [k for k in kwargs if k not in DEFAULTS and k not in GONE]
         if unknown:
             translate({unknown[0]: kwargs[unknown[0]]}, 0)  # one line naming it, with the nearest TRL name
         # (the others are checked when the trainer is built, knowing the data's size)
         self._given = set(kwargs)
         for name, default in DEFAULTS.items():
             setattr(self, name, kwargs.get(name, default))
+        for name in set(kwargs) & set(GONE):  # (older TRL's and transformers 4's: rlvr.trl.gone)
+            setattr(self, name, kwargs[name])
 
     def given(self) -> dict[str, Any]:
         """The arguments given, or changed since, with their values."""
-        return {name: getattr(self, name) for name in DEFAULTS
-                if name in self._given or getattr(self, name) != DEFAULTS[name]}
+        known = {name: getattr(self, name) for name in DEFAULTS
+                 if name in self._given or getattr(self, name) != DEFAULTS[name]}
+        return known | {name: getattr(self, name) for name in sorted(self._given & set(GONE))}
 
     def __repr__(self) -> str:
         return f"GRPOConfig({', '.join(f'{k}={v!r}' for k, v in self.given().items())})"
@@ -90,28 +101,63 @@ class GRPOTrainer:
                           eval_data=eval_dataset, tokenizer=processing_class, callbacks=callbacks or (),
                           config=settings)
         self.config = self._grpo.config  # the rlvr config the run uses (config.yaml)
+        self.summary: dict[str, Any] | None = None  # rlvr's summary of the last train() (summary.json)
 
-    def train(self, resume_from_checkpoint: bool | str | None = None) -> dict[str, Any]:
+    def train(self, resume_from_checkpoint: bool | str | None = None) -> TrainOutput:
         """Train; `resume_from_checkpoint=True` (or a checkpoint of this output_dir) continues from the latest
-        intact checkpoint. Returns rlvr's summary (summary.json)."""
+        intact checkpoint. Without it, an output_dir holding an earlier run (the script run again) is started
+        afresh over, as TRL does, said in one line. Returns TRL's `TrainOutput`: global_step in optimizer steps
+        (TRL's count), training_loss the mean of the steps' losses; rlvr's summary (summary.json) is `.summary`."""
+        run_dir = self._grpo.run_dir
         if isinstance(resume_from_checkpoint, str):
-            inside = Path(resume_from_checkpoint).resolve().is_relative_to(self._grpo.run_dir.resolve())
-            if not inside:
+            if not Path(resume_from_checkpoint).resolve().is_relative_to(run_dir.resolve()):
                 raise UserError(f"resume_from_checkpoint={resume_from_checkpoint!r} is not a checkpoint of "
-                                f"output_dir {self._grpo.run_dir}: rlvr resumes a run in its own directory (True)")
-        return self._grpo.train(resume=bool(resume_from_checkpoint))
+                                f"output_dir {run_dir}: rlvr resumes a run in its own directory (True)")
+        resume = bool(resume_from_checkpoint)
+        overwrite = not resume and paths.latest_checkpoint(run_dir) is not None
+        if overwrite:
+            print(f"rlvr.trl: {run_dir} holds an earlier run: starting afresh over it, as TRL does "
+                  "(resume_from_checkpoint=True would continue it)", file=sys.stderr)
+        self.summary = self._grpo.train(resume=resume, overwrite=overwrite)
+        return train_output(self.summary, run_dir, self.config.algorithm.updates_per_batch)
 
     def save_model(self, output_dir: str | None = None) -> Path:
         """The trained model as a folder transformers (and peft) load: `output_dir`, or output_dir/model when it
-        is the run directory itself (None, or args.output_dir), which holds the run's checkpoints."""
+        is the run directory itself (None, or args.output_dir), which holds the run's checkpoints. As in TRL, a
+        folder that exists is written into: the model's files replace those of the same name."""
         target = Path(output_dir) if output_dir else self._grpo.run_dir
         if target.resolve() == self._grpo.run_dir.resolve():
             target = target / "model"
-        return self._grpo.save(target)
+        if not (target.is_dir() and any(target.iterdir())):
+            return self._grpo.save(target)
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+        try:
+            for item in self._grpo.save(staging / "model").iterdir():
+                old = target / item.name
+                if old.is_dir() and not old.is_symlink():
+                    shutil.rmtree(old)
+                os.replace(item, old)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return target
 
     def evaluate(self, **kwargs: Any) -> dict[str, Any]:
         """rlvr's evaluation of the trained model on the eval_dataset (pass@k, maj@k): rlvr.GRPO.evaluate."""
         return self._grpo.evaluate(**kwargs)
+
+
+def train_output(summary: dict[str, Any], run_dir: Path, updates_per_batch: int) -> TrainOutput:
+    """TRL's (transformers') TrainOutput of a run: its optimizer steps, the mean of its steps' losses
+    (metrics.jsonl), and TRL's train_* metrics."""
+    steps = int(summary.get("stopped_at", summary.get("steps", 0))) * updates_per_batch
+    metrics_file = run_dir / paths.METRICS
+    rows = [json.loads(line) for line in metrics_file.read_text().splitlines()] if metrics_file.is_file() else []
+    losses = [row["loss"] for row in rows if "loss" in row and "step" in row]
+    loss = sum(losses) / len(losses) if losses else 0.0
+    runtime = float(summary.get("train_seconds", 0.0))
+    metrics = {"train_runtime": runtime, "train_loss": loss,
+               "train_steps_per_second": steps / runtime if runtime else 0.0}
+    return TrainOutput(global_step=steps, training_loss=loss, metrics=metrics)
 
 
 def _refuse_given(**arguments: Any) -> None:

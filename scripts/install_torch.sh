@@ -15,10 +15,10 @@ if "$PY" -c "import torch" 2>/dev/null; then
     exit 0
 fi
 if [ -n "${RLVR_TORCH_INDEX:-}" ]; then
-    exec "$PY" -m pip install -q torch --index-url "$RLVR_TORCH_INDEX"
+    exec "$PY" -m pip install torch --index-url "$RLVR_TORCH_INDEX"
 fi
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
-    exec "$PY" -m pip install -q "torch>=2.4"
+    exec "$PY" -m pip install "torch>=2.4"   # (the CUDA build: a long download, pip shows its progress)
 fi
 probe=$(mktemp -d)
 if "$PY" -m pip download -q --no-index --no-deps torch==2.13.0 -d "$probe" >/dev/null 2>&1; then
@@ -27,6 +27,6 @@ if "$PY" -m pip download -q --no-index --no-deps torch==2.13.0 -d "$probe" >/dev
 fi
 rm -rf "$probe"
 if [ "$(uname -s)" = "Linux" ]; then
-    exec "$PY" -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu
+    exec "$PY" -m pip install torch --index-url https://download.pytorch.org/whl/cpu
 fi
-exec "$PY" -m pip install -q "torch>=2.4"
+exec "$PY" -m pip install "torch>=2.4"

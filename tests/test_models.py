@@ -36,7 +36,7 @@ def test_loading_errors_are_user_errors(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(UserError, match="model path not found"):
         load_model(str(tmp_path / "nope"))
-    with pytest.raises(UserError, match="could not load model"):
+    with pytest.raises(UserError, match="not in the local Hugging Face cache, and HF_HUB_OFFLINE is set"):
         load_model("someone/surely-not-a-cached-model")
     with pytest.raises(UserError, match="GGUF file not found"):
         load_model(str(tmp_path / "x.gguf"))
@@ -96,3 +96,39 @@ def test_a_gguf_converted_by_another_rank_meanwhile_is_used_not_an_error(tmp_pat
     target = loading.convert_gguf(gguf, tmp_path / "cache")
     assert (target / "config.json").is_file()
     assert [p.name for p in target.parent.iterdir()] == [target.name]  # this rank's copy is gone
+
+
+@pytest.mark.parametrize("hub, said", [
+    ("offline", "and HF_HUB_OFFLINE is set: did you mean 'smollm2'?"),
+    ("unreachable", "and the Hub could not be reached (ConnectionError): did you mean 'smollm2'?"),
+    ("not there", "nor on the Hub: did you mean 'smollm2'?"),
+])
+def test_a_misspelled_model_name_is_one_line_naming_the_nearest_within_two_seconds(monkeypatch, hub, said):
+    """`smolm2`: no folder, no known name, not in the Hub cache: one line with the nearest names, whether the
+    Hub is off, unreachable or has no such model (asked once, with a 2-second limit), not transformers' retries."""
+    import time
+
+    import huggingface_hub
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    asked = []
+
+    def model_info(self, name, timeout=None):
+        asked.append(timeout)
+        if hub == "unreachable":
+            raise ConnectionError("Name or service not known")
+        missing = RepositoryNotFoundError.__new__(RepositoryNotFoundError)  # (as the Hub's 404 is raised)
+        Exception.__init__(missing, "404 Repository Not Found")
+        raise missing
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", model_info)
+    if hub == "offline":
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    else:
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    started = time.perf_counter()
+    with pytest.raises(UserError) as e:
+        load_model("smolm2")
+    assert time.perf_counter() - started < 2.0
+    assert str(e.value).startswith("model 'smolm2' is no folder, no name rlvr knows") and said in str(e.value)
+    assert "\n" not in str(e.value) and asked == ([] if hub == "offline" else [2.0])

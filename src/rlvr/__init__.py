@@ -24,12 +24,18 @@ if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
 
 # The front door, imported on first use (`rlvr --help` and the light commands start without torch):
 #   GRPO, evaluate_model   rlvr.api: training and evaluation from Python
+#   UserError              rlvr.errors: what they raise for a mistake the caller can fix
 #   TrainConfig, EvalConfig, load_config   rlvr.config: the one typed config
 #   Environment, Reply     rlvr.envs: a multi-turn environment of your own
-__all__ = ["GRPO", "Environment", "EvalConfig", "Reply", "TrainConfig", "__version__", "evaluate_model", "load_config"]
+__all__ = ["GRPO", "Environment", "EvalConfig", "Reply", "TrainConfig", "UserError", "__version__", "evaluate_model",
+           "load_config"]
 
 
 def __getattr__(name: str) -> object:
+    if name == "UserError":
+        from rlvr.errors import UserError
+
+        return UserError
     if name in ("GRPO", "evaluate_model"):
         from rlvr import api
 

@@ -1,15 +1,19 @@
 """The one exception type for mistakes a user can fix (bad config, missing file, malformed row).
 
 The CLI prints these as a single line, without a traceback; everything else is a bug and
-keeps its traceback. A fix is worded for whoever called: `--resume RUN_DIR` on the command line,
+keeps its traceback. From Python, the entry points (`front_door`) raise them from the caller's call, without
+rlvr's internal frames. A fix is worded for whoever called: `--resume RUN_DIR` on the command line,
 `resume=True` from Python (`for_caller`, inside `python_caller()`: rlvr.api).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+import os
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import Any, TypeVar
 
 _FROM_PYTHON: ContextVar[bool] = ContextVar("rlvr_from_python", default=False)
 
@@ -38,6 +42,27 @@ def for_caller(cli: str, python: str) -> str:
 
 class UserError(Exception):
     """A problem with the user's input; the message names the cause and the fix."""
+
+
+FULL_TRACEBACK_ENV = "RLVR_FULL_TRACEBACK"  # set (to 1) to keep rlvr's own frames in a UserError's traceback
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def front_door(fn: F) -> F:
+    """An entry point of rlvr's Python API: a UserError raised anywhere within it is raised again from here,
+    without rlvr's frames or the exceptions it was raised from, so the caller's traceback is their own call
+    and the one line naming the cause and the fix. $RLVR_FULL_TRACEBACK=1 keeps every frame (for debugging)."""
+
+    @functools.wraps(fn)
+    def entry(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except UserError as e:
+            if os.environ.get(FULL_TRACEBACK_ENV, "") not in ("", "0"):
+                raise
+            raise e.with_traceback(None) from None
+
+    return entry  # type: ignore[return-value]
 
 
 class StepAbandoned(KeyboardInterrupt):

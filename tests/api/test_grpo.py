@@ -1,6 +1,7 @@
 """rlvr.GRPO: a run from Python with functions and in-memory data, equal to the same run named in a config."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -178,3 +179,25 @@ def test_one_reward_may_be_given_alone(tmp_path):
     assert [r.name for r in grpo(tmp_path, "one", rewards=reward_fns.digit_share).config.rewards] == [
         "tests/train/reward_fns.py:digit_share"]
     assert [r.name for r in grpo(tmp_path, "named", rewards="boxed_format").config.rewards] == ["boxed_format"]
+
+
+def test_a_mistake_from_python_is_a_user_error_with_a_short_traceback(tmp_path):
+    """A reward returning one value for eight completions: rlvr.UserError raised from the caller's own call, the
+    traceback within 10 lines (rlvr's frames dropped); RLVR_FULL_TRACEBACK=1 keeps them."""
+    script = tmp_path / "short_reward.py"
+    script.write_text(
+        "from rlvr import GRPO\n\n\ndef short(completions, **kwargs):\n    return [1.0]\n\n\n"
+        f"GRPO('tiny', rewards=[short], train_data={ROWS!r}, max_steps=1, config={TINY!r}, eval_before=False,\n"
+        f"     eval_after=False, output_dir={str(tmp_path / 'run')!r}).train()\n")
+
+    def traceback(**env):
+        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "OMP_NUM_THREADS": "1", **env})
+        assert done.returncode == 1 and "Traceback" in done.stderr, done.stderr[-3000:]
+        return done.stderr[done.stderr.index("Traceback (most recent call last)"):].strip().splitlines()
+
+    short = traceback()
+    assert len(short) <= 10, "\n".join(short)
+    assert short[-1].startswith("rlvr.errors.UserError: ") and "short" in short[-1], short[-1]
+    assert sum('File "' in line for line in short) == 2  # the caller's line, and the API's entry
+    assert len(traceback(RLVR_FULL_TRACEBACK="1")) > 10

@@ -24,11 +24,12 @@ from rlvr.console import quiet_libraries
 from rlvr.data import find_task
 from rlvr.data.scoring import CODE, MATH, verifier_for_columns
 from rlvr.data.sources import read_located
-from rlvr.errors import python_caller
+from rlvr.errors import front_door, python_caller
 from rlvr.evaluate.benchmarks import MATH_BENCHMARKS
 from rlvr.records import Scoring
 
 
+@front_door
 def evaluate_model(model: Any, data: Any, *, reward: Any = None, correct_at: float | None = None, samples: int = 16,
                    tokenizer: Any = None, output_dir: str | Path = "runs/eval",
                    config: EvalConfig | dict[str, Any] | str | Path | None = None, **settings: Any) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from rlvr.api.inputs import INPUTS, data_file, is_given_in_memory, keep_sources,
 from rlvr.config import RewardConfig, TrainConfig, load_config
 from rlvr.config.loading import config_to_yaml, deep_merge
 from rlvr.console import quiet_libraries
-from rlvr.errors import UserError, first_line, python_caller
+from rlvr.errors import UserError, first_line, front_door, python_caller
 from rlvr.run.directory import holds_a_run
 from rlvr.run.stop import StopFlag
 
@@ -61,6 +61,7 @@ class GRPO:
         output_dir: the run directory (default `runs/latest`).
     """
 
+    @front_door
     def __init__(self, model: Any = None, rewards: Sequence[Any] | None = None, train_data: Any = None,
                  eval_data: Any = None, *, config: TrainConfig | dict[str, Any] | str | Path | None = None,
                  tokenizer: Any = None, environment: Any = None, callbacks: Sequence[Any] = (),
@@ -85,6 +86,7 @@ class GRPO:
         self.run_dir = run_dir
         self.summary: dict[str, Any] | None = None
 
+    @front_door
     def train(self, resume: bool = False, overwrite: bool = False) -> dict[str, Any]:
         """Train as configured and return the run's summary (as in summary.json); `resume=True` continues the
         run in output_dir from its latest checkpoint, with the same model, rewards and data given again;
@@ -105,6 +107,7 @@ class GRPO:
         self.summary = summary
         return summary
 
+    @front_door
     def evaluate(self, data: Any = None, *, reward: Any = None, correct_at: float | None = None, samples: int = 8,
                  model: str = "latest", output_dir: str | Path | None = None, **settings: Any) -> dict[str, Any]:
         """pass@1, pass@k and maj@k of the run's model (`latest`, `best` with keep_best, `base`, or a folder) on
@@ -129,6 +132,7 @@ class GRPO:
                               output_dir=output_dir or self.run_dir / "eval" / name,
                               config=deep_merge(defaults, settings))
 
+    @front_door
     def save(self, path: str | Path, merge: bool = False) -> Path:
         """Write the run's latest model as a folder transformers (and peft, and vLLM) load without rlvr; with
         LoRA, the adapters, or with `merge` one plain checkpoint with them folded in."""

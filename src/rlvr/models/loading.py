@@ -47,6 +47,7 @@ from rlvr.models.adapters import (
     trainable_share,
 )
 from rlvr.models.devices import compute_dtype, resolve_device
+from rlvr.models.hub import hub_problem
 from rlvr.models.packaged import PACKAGED, packaged_gguf, retie
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -186,6 +187,9 @@ def load_pretrained(
     if local.is_dir() and not (local / "config.json").is_file():
         raise UserError(f"{name} is not a model directory: it has no config.json (give a checkpoint saved with "
                         "save_pretrained, such as a run's checkpoints/step-N/model, a .gguf file, `smollm2` or `tiny`)")
+    problem = None if local.exists() else hub_problem(name, [*TINY_MODELS, "smollm2", *PACKAGED])
+    if problem:
+        raise UserError(problem)
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(local) if local.exists() else name)
         model = auto_class.from_pretrained(str(local) if local.exists() else name, dtype=torch.float32, **model_kwargs)

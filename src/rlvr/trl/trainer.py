@@ -31,7 +31,7 @@ from transformers.trainer_utils import TrainOutput
 
 from rlvr import paths
 from rlvr.api import GRPO
-from rlvr.errors import UserError
+from rlvr.errors import UserError, front_door
 from rlvr.rewards.registry import BUILTIN_REWARDS
 from rlvr.trl.arguments import translate
 from rlvr.trl.gone import GONE
@@ -43,6 +43,7 @@ class GRPOConfig:
 
     reward_weights: list[float] | None  # (set in __init__ with every other argument; read by GRPOTrainer)
 
+    @front_door
     def __init__(self, **kwargs: Any) -> None:
         unknown = [k for k in kwargs if k not in DEFAULTS and k not in GONE]
         if unknown:
@@ -68,6 +69,7 @@ class GRPOTrainer:
     """TRL's GRPOTrainer call shape: `GRPOTrainer(model, reward_funcs, args, train_dataset, eval_dataset,
     processing_class, peft_config, callbacks)`, `.train()`, `.save_model()`, `.evaluate()`."""
 
+    @front_door
     def __init__(self, model: Any, reward_funcs: Any = None, args: GRPOConfig | None = None, train_dataset: Any = None,
                  eval_dataset: Any = None, processing_class: Any = None, reward_processing_classes: Any = None,
                  callbacks: Sequence[Callable[..., Any]] | None = None, optimizers: tuple[Any, Any] = (None, None),
@@ -103,6 +105,7 @@ class GRPOTrainer:
         self.config = self._grpo.config  # the rlvr config the run uses (config.yaml)
         self.summary: dict[str, Any] | None = None  # rlvr's summary of the last train() (summary.json)
 
+    @front_door
     def train(self, resume_from_checkpoint: bool | str | None = None) -> TrainOutput:
         """Train; `resume_from_checkpoint=True` (or a checkpoint of this output_dir) continues from the latest
         intact checkpoint. Without it, an output_dir holding an earlier run (the script run again) is started
@@ -121,6 +124,7 @@ class GRPOTrainer:
         self.summary = self._grpo.train(resume=resume, overwrite=overwrite)
         return train_output(self.summary, run_dir, self.config.algorithm.updates_per_batch)
 
+    @front_door
     def save_model(self, output_dir: str | None = None) -> Path:
         """The trained model as a folder transformers (and peft) load: `output_dir`, or output_dir/model when it
         is the run directory itself (None, or args.output_dir), which holds the run's checkpoints. As in TRL, a
@@ -141,6 +145,7 @@ class GRPOTrainer:
             shutil.rmtree(staging, ignore_errors=True)
         return target
 
+    @front_door
     def evaluate(self, **kwargs: Any) -> dict[str, Any]:
         """rlvr's evaluation of the trained model on the eval_dataset (pass@k, maj@k): rlvr.GRPO.evaluate."""
         return self._grpo.evaluate(**kwargs)

@@ -114,10 +114,11 @@ def stable_metrics(run_dir: Path) -> list[dict]:
 
 
 def summary_of(run_dir: Path) -> dict:
-    # paths (data, checkpoint) name the temporary folder; `machine` names this one's CPU
+    # paths (data, checkpoint) name the temporary folder; `machine` names this one's CPU; the tallies of
+    # update/skipped and zero_variance_fraction are pinned with the metrics they count
     summary = json.loads((run_dir / "summary.json").read_text())
-    return {k: v for k, v in summary.items()
-            if not any(word in k for word in VARIABLE) and k not in ("checkpoint", "run_dir", "data", "machine")}
+    return {k: v for k, v in summary.items() if not any(word in k for word in VARIABLE)
+            and k not in ("checkpoint", "run_dir", "data", "machine", "skipped_updates", "no_signal_steps")}
 
 
 def run_jobs(names: list[str]) -> dict:

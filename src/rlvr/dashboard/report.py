@@ -18,6 +18,7 @@ from typing import Any
 from rlvr.dashboard.charts import CHART_CSS, line_chart
 from rlvr.dashboard.run_data import RunData, read_run
 from rlvr.run.metrics import signed
+from rlvr.run.tally import time_line
 
 # chart title -> the metrics drawn in it
 CHARTS: dict[str, tuple[str, ...]] = {
@@ -125,7 +126,9 @@ def summary_tables(summary: dict[str, Any] | None) -> str:
     others = "".join(f"<tr><th>{escape(str(k))}</th><td>{escape(_scalar(v))}</td></tr>" for k, v in summary.items()
                      if not isinstance(v, (dict, list)))
     raw = escape(json.dumps(summary, indent=1, default=str))
-    return (accuracy + (f'<table class="numbers">{others}</table>' if others else "")
+    time = summary.get("time")
+    timing = f'<p class="time">{escape(time_line(time))}</p>' if isinstance(time, dict) else ""
+    return (accuracy + (f'<table class="numbers">{others}</table>' if others else "") + timing
             + f"<details><summary>summary.json</summary><pre>{raw}</pre></details>")
 
 

@@ -38,10 +38,11 @@ from rlvr.run import best as best_kept
 from rlvr.run.checkpoint import load_state, rng_state, save_checkpoint, set_rng_state
 from rlvr.run.directory import past_the_end, refuse_changes, resume_point, set_aside, start_fresh
 from rlvr.run.lock import run_lock
-from rlvr.run.metrics import MetricsWriter, signed, truncate_jsonl
+from rlvr.run.metrics import MetricsWriter, record_samples, truncate_jsonl
 from rlvr.run.process import configure_process
 from rlvr.run.sharded import restore_rng, save_sharded_checkpoint
 from rlvr.run.stop import StopFlag, stop_on_signals
+from rlvr.run.tally import SignalWatch, run_totals, time_line
 from rlvr.run.trackers import open_trackers
 from rlvr.run.world import World, any_across, barrier, join, tag_warnings
 
@@ -256,6 +257,8 @@ def _run(recipe: Recipe, before: dict[str, Any] | None, resumed: bool, on_step_e
             best = best if reuse else best_kept.consider(run_dir, after, best, save, main)
             summary["best"] = _best_summary(recipe, before, best, run_dir)
         if writer is not None:
+            summary |= run_totals(run_dir)  # (skipped updates, and where the time went: said at the end)
+            tqdm.write(time_line(summary["time"]))
             (run_dir / paths.SUMMARY).write_text(json.dumps(summary, indent=2))
             writer.to_trackers(recipe.step_count, measured.metrics if measured is not None else {})
             writer.summary(recipe.step_count, summary)
@@ -298,6 +301,7 @@ def _loop(recipe: Recipe, save: Callable[[], Path], stop: StopFlag, on_step_end:
     bar = progress(total=schedule.total_steps, initial=recipe.step_count, desc=recipe.label, unit="step",
                    disable=not world.is_main)
     evaluation: Evaluation | None = None
+    watch = SignalWatch()  # (steps in a row without a learning signal, said as they happen)
     try:
         # a rank waits for the others at the end of its step, so a signal never abandons a step there
         agreed = False  # the ranks' decision to stop, taken together at the end of each step
@@ -318,6 +322,9 @@ def _loop(recipe: Recipe, save: Callable[[], Path], stop: StopFlag, on_step_end:
                                                   best, save, world.is_main)
                 if writer is not None:
                     writer.write(step, metrics)
+                    said = watch.see(metrics)
+                    if said:
+                        tqdm.write(said, file=sys.stderr)
                 bar.set_postfix(recipe.progress(metrics), refresh=False)
                 bar.update(1)
                 recorded = schedule.sample_every and step % schedule.sample_every == 0 and result.samples
@@ -381,17 +388,6 @@ def _evaluate(recipe: Recipe, when: str) -> Evaluation | None:
     if recipe.world.is_main:
         tqdm.write(f"  {when}: {evaluation.line}")
     return dataclasses.replace(evaluation, result={"step": recipe.step_count, **evaluation.result})
-
-
-def record_samples(run_dir: Path, step: int, groups: list[dict[str, Any]], shown: int = 4) -> None:
-    """Append the step's groups to samples.jsonl and print the first completions of the first group."""
-    with (run_dir / paths.SAMPLES).open("a", encoding="utf-8") as f:
-        for group in groups:
-            f.write(json.dumps({"step": step, **group}, ensure_ascii=False) + "\n")
-    first = groups[0]
-    tqdm.write(f"── samples at step {step}: prompt {first['prompt']!r:.120}")
-    for text, reward, advantage in list(zip(first["completions"], first["rewards"], first["advantages"]))[:shown]:
-        tqdm.write(f"  reward {signed(reward)}  advantage {signed(advantage)}  {text.replace(chr(10), '⏎')[:160]!r}")
 
 
 def _legacy_before(run_dir: Path) -> dict[str, Any] | None:

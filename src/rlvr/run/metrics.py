@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from rlvr import paths
 from rlvr.run.trackers import Tracker, sample_rows
 
@@ -84,3 +86,14 @@ def truncate_jsonl(path: Path, step: int) -> None:
         except (ValueError, KeyError, TypeError):
             continue
     path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+
+
+def record_samples(run_dir: Path, step: int, groups: list[dict[str, Any]], shown: int = 4) -> None:
+    """Append the step's groups to samples.jsonl and print the first completions of the first group."""
+    with (run_dir / paths.SAMPLES).open("a", encoding="utf-8") as f:
+        for group in groups:
+            f.write(json.dumps({"step": step, **group}, ensure_ascii=False) + "\n")
+    first = groups[0]
+    tqdm.write(f"── samples at step {step}: prompt {first['prompt']!r:.120}")
+    for text, reward, advantage in list(zip(first["completions"], first["rewards"], first["advantages"]))[:shown]:
+        tqdm.write(f"  reward {signed(reward)}  advantage {signed(advantage)}  {text.replace(chr(10), '⏎')[:160]!r}")

@@ -102,8 +102,13 @@ class Trainer(PolicyRecipe):
                                         self.config.algorithm.step_separator)
 
     def progress(self, metrics: dict[str, float]) -> dict[str, str]:
+        """The bar's postfix: reward, accuracy, the learning signal (groups whose rewards differ / groups), length,
+        seconds."""
+        groups = self.config.sampling.batch_size // self.config.sampling.group_size
+        signal = round((1 - metrics.get("zero_variance_fraction", 0.0)) * groups)
         return {"reward": f"{metrics['reward/mean']:.2f}", "acc": f"{metrics.get('accuracy', float('nan')):.2f}",
-                "len": f"{metrics['completion_length/mean']:.0f}", "s": f"{metrics['step_seconds']:.0f}"}
+                "signal": f"{signal}/{groups}", "len": f"{metrics['completion_length/mean']:.0f}",
+                "s": f"{metrics['step_seconds']:.0f}"}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if "critic" in state:  # a PPO run continued as GRPO would lose its critic

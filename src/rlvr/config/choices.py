@@ -26,6 +26,8 @@ ExtractionMode = Literal["strict", "lenient"]
 FormatName = Literal["boxed", "think_answer", "soft_think_answer"]
 # What a control run trains on instead of the verifiers' rewards (rlvr.rewards.control).
 Control = Literal["none", "random", "format"]
+# What preflight does with the signs in step 1's batch that a run cannot learn (rlvr.train.preflight).
+Preflight = Literal["warn", "strict", "off"]
 
 BASELINES: tuple[Baseline, ...] = get_args(Baseline)
 SCALES: tuple[Scale, ...] = get_args(Scale)

@@ -144,8 +144,7 @@ def canonical(cls: type, values: dict[str, Any]) -> dict[str, Any]:
 
 
 def _is_code(value: Any) -> bool:
-    """Whether `value` is code given from Python (a function, a class, a callable object, a loaded verifiers
-    environment) rather than a name."""
+    """Whether `value` is code from Python (a function, a class, a callable object, a verifiers environment)."""
     verifiers = type(value).__module__.split(".")[0] == "verifiers" and hasattr(value, "rollout")
     return verifiers or (callable(value) and not isinstance(value, (str, dict, list)))
 
@@ -361,6 +360,7 @@ def _coerce(tp: Any, value: Any, key: str) -> Any:
         shorthand = getattr(tp, "SHORTHAND", None)  # `rewards: [boxed_format]` is `rewards: [{name: boxed_format}]`
         return from_dict(tp, {shorthand: value} if shorthand and isinstance(value, str) else value, key + ".")
     if origin is Literal:
+        value = "off" if value is False and "off" in args else value  # (YAML reads a bare `off` as false)
         if value not in args:
             hint = _suggest(str(value), map(str, args))
             raise UserError(f"config key {key!r} must be one of {list(args)}, got {value!r}{hint}")

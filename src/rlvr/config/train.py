@@ -21,6 +21,7 @@ from rlvr.config.choices import (
     CorrectionLevel,
     CorrectionMode,
     KLEstimator,
+    Preflight,
     RewardAggregation,
     Scale,
     StdEstimator,
@@ -346,8 +347,9 @@ class TrainConfig:
     control: Control = "none"
     """Make this run a control (rlvr.rewards.control): `random` trains on a coin per reward at the rate that reward
     paid on the prompt's group, `format` on the format rewards alone; everything else (seeds, data order,
-    evaluation) is the run's, so `rlvr compare RUN CONTROL` gives what the rewards themselves taught. `none`:
-    train on the rewards."""
+    evaluation) is the run's, so `rlvr compare RUN CONTROL` gives what the rewards themselves taught."""
+    preflight: Preflight = "warn"
+    """Read step 1's batch for signs the run cannot learn (rlvr.train.preflight): `warn` says so, `strict` stops."""
     reflection_phrases: list[str] = field(default_factory=lambda: list(DEFAULT_REFLECTION_PHRASES))
     """Phrases counted as reflection in the `reflection_rate` metric (whole words, any case)."""
 

@@ -37,6 +37,7 @@ from rlvr.train.metrics import (
     step_metrics,
     step_record,
 )
+from rlvr.train.preflight import preflight
 from rlvr.train.process import process_batch_advantages
 from rlvr.train.recipe import PolicyRecipe
 from rlvr.train.update import policy_update
@@ -91,7 +92,14 @@ class Trainer(PolicyRecipe):
         if self.config.sampling.max_staleness is not None:  # (one version samples a whole batch: mean = max)
             staleness = float(self.step_count - 1 - scored.rollout.version)
             metrics |= {"async/staleness_mean": staleness, "async/staleness_max": staleness}
+        if self.step_count == 1:  # the first batch read for signs that the run cannot learn
+            self.preflight(scored, metrics)
         return StepResult(metrics, sample_groups(batch))
+
+    def preflight(self, scored: ScoredRollout, metrics: dict[str, float]) -> None:
+        c, prompt = self.config, scored.rollout.prompt_ids[0][scored.rollout.prompt_mask[0]]
+        preflight(c.preflight, metrics, c.sampling.batch_size // c.sampling.group_size, c.max_new_tokens,
+                  self.tokenizer.decode(prompt[-16:]), self.world.is_main)
 
     def advantages(self, scored: ScoredRollout) -> torch.Tensor:
         """[N, Lc] from the rewards (outcome supervision), or from a process reward model's step scores."""

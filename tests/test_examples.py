@@ -27,7 +27,7 @@ def test_every_example_is_tested():
 @pytest.mark.parametrize("name", sorted(["your_reward_and_data", "dataset_in_memory", "lora_then_transformers",
                                          "custom_environment", "evaluate_your_verifier", "ported_from_trl",
                                          "reasoning_gym_task", "agent_harness", "verifiers_environment",
-                                         "openenv_environment", "feedback_agent"]))
+                                         "openenv_environment", "feedback_agent", "cold_start_then_rl"]))
 def test_the_example_runs(name, tmp_path):
     out = tmp_path / "out"
     done = run(name, out)
@@ -112,7 +112,17 @@ def check_feedback(out, printed):
     assert summary["before"] is not None and summary["after"] is not None  # held-out, through the agent
 
 
-CHECKS = {"your_reward_and_data": check_your_reward, "dataset_in_memory": check_dataset,
+def check_cold_start(out, printed):
+    """The SFT run (rows in memory, written to its inputs/), then GRPO from its model, then the model saved."""
+    sft = out.parent / "out-sft"
+    assert len((sft / "metrics.jsonl").read_text().splitlines()) == 2 and (sft / "inputs" / "train.jsonl").is_file()
+    assert trained(out)["model"]["name"] == str(sft)
+    assert "cold start: 2 steps" in printed and "after RL:" in printed
+    assert (out.parent / "out-model" / "config.json").is_file()
+
+
+CHECKS = {"cold_start_then_rl": check_cold_start, "your_reward_and_data": check_your_reward,
+          "dataset_in_memory": check_dataset,
           "lora_then_transformers": check_lora, "custom_environment": check_environment,
           "evaluate_your_verifier": check_evaluation, "ported_from_trl": check_trl, "reasoning_gym_task": check_gym,
           "agent_harness": check_agent, "verifiers_environment": check_verifiers,

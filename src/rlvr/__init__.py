@@ -23,12 +23,12 @@ if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
     os.environ["GOMP_SPINCOUNT"] = "10000"
 
 # The front door, imported on first use (`rlvr --help` and the light commands start without torch):
-#   GRPO, evaluate_model   rlvr.api: training and evaluation from Python
+#   GRPO, evaluate_model   rlvr.api: training and evaluation from Python (and SFT, RewardModel, PPO)
 #   UserError              rlvr.errors: what they raise for a mistake the caller can fix
 #   TrainConfig, EvalConfig, load_config   rlvr.config: the one typed config
 #   Environment, Reply     rlvr.envs: a multi-turn environment of your own
-__all__ = ["GRPO", "Environment", "EvalConfig", "Reply", "TrainConfig", "UserError", "__version__", "evaluate_model",
-           "load_config"]
+__all__ = ["GRPO", "PPO", "SFT", "Environment", "EvalConfig", "Reply", "RewardModel", "TrainConfig", "UserError",
+           "__version__", "evaluate_model", "load_config"]
 
 
 def __getattr__(name: str) -> object:
@@ -36,7 +36,7 @@ def __getattr__(name: str) -> object:
         from rlvr.errors import UserError
 
         return UserError
-    if name in ("GRPO", "evaluate_model"):
+    if name in ("GRPO", "PPO", "SFT", "RewardModel", "evaluate_model"):
         from rlvr import api
 
         return getattr(api, name)

@@ -21,21 +21,23 @@ run directory, checkpoints, Ctrl-C and resume. What was given in memory is kept 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from rlvr import paths
 from rlvr.api.evaluation import evaluate_model, verifier_of
 from rlvr.api.inputs import INPUTS, data_file, is_given_in_memory, keep_sources, model_source
+from rlvr.api.running import (
+    OnStepEnd,
+    as_callback,
+    config_values,
+    save_from_python,
+    train_from_python,
+)
 from rlvr.config import RewardConfig, TrainConfig, load_config
 from rlvr.config.loading import config_to_yaml, deep_merge
-from rlvr.console import quiet_libraries
-from rlvr.errors import UserError, first_line, front_door, python_caller
-from rlvr.run.directory import holds_a_run
-from rlvr.run.stop import StopFlag
-
-Callback = Callable[[int, dict[str, float]], Any]  # (step, its metrics) -> True to stop the run there (saved)
+from rlvr.errors import UserError, front_door, python_caller
 
 
 class GRPO:
@@ -67,8 +69,8 @@ class GRPO:
                  tokenizer: Any = None, environment: Any = None, callbacks: Sequence[Any] = (),
                  output_dir: str | Path | None = None, **settings: Any) -> None:
         self._given = {"model": model, "tokenizer": tokenizer, "train": train_data, "eval": eval_data}
-        self._callbacks = [_callback(c) for c in callbacks]
-        values = deep_merge(_values(config), settings)
+        self._callbacks = [as_callback(c) for c in callbacks]
+        values = deep_merge(config_values(config, TrainConfig, load_config), settings)
         run_dir = Path(output_dir or values.get("output_dir") or TrainConfig.output_dir)
         inputs = run_dir / INPUTS
         named: dict[str, Any] = {"output_dir": str(run_dir), "data": {}}
@@ -91,21 +93,15 @@ class GRPO:
         """Train as configured and return the run's summary (as in summary.json); `resume=True` continues the
         run in output_dir from its latest checkpoint, with the same model, rewards and data given again;
         `overwrite=True` starts afresh over the run output_dir holds, deleting it (else that is refused)."""
+        self.summary = train_from_python(
+            self.run_dir, lambda step_end: self._launch(resume, step_end, overwrite), self._write_inputs,
+            self._callbacks, resume=resume, overwrite=overwrite)
+        return self.summary
+
+    def _launch(self, resume: bool, on_step_end: OnStepEnd, overwrite: bool) -> dict[str, Any]:
         from rlvr.train.trainer import train_grpo
 
-        quiet_libraries()
-        failed: list[str] = []
-        with python_caller():
-            if resume and overwrite:
-                raise UserError("resume=True continues the run in output_dir, overwrite=True deletes it: give one")
-            if not (resume or overwrite) and paths.latest_checkpoint(self.run_dir) is not None:
-                raise holds_a_run(self.run_dir)
-            self._write_inputs(resume)
-            summary = train_grpo(self.config, resume=resume, on_step_end=self._step_end(failed), overwrite=overwrite)
-        if failed:
-            raise UserError(f"{failed[0]}; the run stopped there, saved: fix it and continue with resume=True")
-        self.summary = summary
-        return summary
+        return train_grpo(self.config, resume=resume, on_step_end=on_step_end, overwrite=overwrite)
 
     @front_door
     def evaluate(self, data: Any = None, *, reward: Any = None, correct_at: float | None = None, samples: int = 8,
@@ -136,11 +132,7 @@ class GRPO:
     def save(self, path: str | Path, merge: bool = False) -> Path:
         """Write the run's latest model as a folder transformers (and peft, and vLLM) load without rlvr; with
         LoRA, the adapters, or with `merge` one plain checkpoint with them folded in."""
-        from rlvr.models.export import export_model
-
-        with python_caller():
-            export_model(self.run_dir, Path(path), merge=merge, cache_dir=self.config.model.cache_dir)
-        return Path(path)
+        return save_from_python(self.run_dir, path, merge, self.config.model.cache_dir)
 
     def _write_inputs(self, resume: bool) -> None:
         """What was given in memory, written where the config says (rlvr.api.inputs)."""
@@ -151,21 +143,6 @@ class GRPO:
             model_source(self._given["model"], self._given["tokenizer"], folder, resume)
         keep_sources([r.name for r in c.rewards or []] + [s for s in (c.environment.name, c.algorithm.policy_loss,
                                                                       c.algorithm.advantage_fn) if s], folder)
-
-    def _step_end(self, failed: list[str]) -> Callable[[int, dict[str, float], StopFlag], None]:
-        """The run core's per-step hook: every callback; True from one, or an exception (kept in `failed`, said
-        after the run saved), stops the run."""
-        def step_end(step: int, metrics: dict[str, float], stop: StopFlag) -> None:
-            for callback in self._callbacks:
-                try:
-                    wants_stop = callback(step, dict(metrics)) is True
-                except Exception as e:  # the user's code: the run saves, then says so in one line
-                    failed.append(f"callback {getattr(callback, '__name__', callback)!s} raised {type(e).__name__}: "
-                                  f"{first_line(e)} at step {step}")
-                    wants_stop = True
-                if wants_stop:
-                    stop.request_stop()
-        return step_end
 
     def _correctness_reward(self) -> dict[str, Any]:
         """The run's correctness reward as it ran (its config.yaml records which), else as it will run."""
@@ -186,28 +163,14 @@ def _plain_reward(reward: RewardConfig) -> dict[str, Any]:
             "timeout_s": reward.timeout_s}
 
 
-def _values(config: TrainConfig | dict[str, Any] | str | Path | None) -> dict[str, Any]:
-    """A config in any accepted form as a mapping of settings."""
-    if config is None:
-        return {}
-    if isinstance(config, TrainConfig):
-        return dataclasses.asdict(config)
-    if isinstance(config, dict):
-        return dict(config)
-    if isinstance(config, (str, Path)):
-        return dataclasses.asdict(load_config(config))
-    raise UserError(f"config is a {type(config).__name__}: give a TrainConfig, a dict of its keys or a YAML file")
+class PPO(GRPO):
+    """A PPO run from Python: GRPO's arguments and conventions, with a learned critic and GAE for the advantages
+    (config `ppo:` sets the critic, λ and γ; rlvr.ppo). What `rlvr.ppo.trainer.train_ppo` runs."""
 
+    def _launch(self, resume: bool, on_step_end: OnStepEnd, overwrite: bool) -> dict[str, Any]:
+        from rlvr.ppo.trainer import train_ppo
 
+        return train_ppo(self.config, resume=resume, on_step_end=on_step_end, overwrite=overwrite)
 
-def _callback(given: Any) -> Callback:
-    if any(cls.__name__ == "TrainerCallback" for cls in type(given).__mro__):
-        raise UserError(f"callback {type(given).__name__} is a transformers TrainerCallback, which rlvr does not run "
-                        "(it has no Trainer state or control): give a function (step, metrics) -> bool | None")
-    if callable(given):
-        return given  # type: ignore[no-any-return]
-    if callable(getattr(given, "on_step_end", None)):
-        method: Callback = given.on_step_end
-        return method
-    raise UserError(f"callback {given!r} is not callable: give a function (step, metrics) -> bool | None, or an "
-                    "object with on_step_end(step, metrics)")
+    def __repr__(self) -> str:
+        return super().__repr__().replace("GRPO(", "PPO(", 1)

@@ -24,10 +24,12 @@ from rlvr.train.recipe import PolicyRecipe
 from rlvr.train.update import policy_update
 
 
-def train_ppo(config: TrainConfig, *, resume: bool = False, on_step_end: OnStepEnd | None = None) -> dict[str, Any]:
+def train_ppo(config: TrainConfig, *, resume: bool = False, on_step_end: OnStepEnd | None = None,
+              overwrite: bool = False) -> dict[str, Any]:
     """Run PPO on the job `config` describes, its critic and GAE as `config.ppo` says (`resume`: continue the
-    run in config.output_dir, with the settings its config.yaml recorded); return its summary."""
-    return launch(PPOTrainer, config, resume=resume, on_step_end=on_step_end)
+    run in config.output_dir, with the settings its config.yaml recorded; `overwrite`: start afresh over the run
+    it holds); return its summary."""
+    return launch(PPOTrainer, config, resume=resume, on_step_end=on_step_end, overwrite=overwrite)
 
 
 class PPOTrainer(PolicyRecipe):

@@ -1,0 +1,90 @@
+"""What every run from Python shares (rlvr.GRPO, PPO, SFT, RewardModel): callbacks after each step, the run
+directory's rules (resume, overwrite, refused otherwise), what was given in memory written before the run
+starts, a callback's failure said once the run has saved, and the trained model saved as a plain folder."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from rlvr import paths
+from rlvr.console import quiet_libraries
+from rlvr.errors import UserError, first_line, python_caller
+from rlvr.run.directory import holds_a_run
+from rlvr.run.stop import StopFlag
+
+Callback = Callable[[int, dict[str, float]], Any]  # (step, its metrics) -> True to stop the run there (saved)
+OnStepEnd = Callable[[int, dict[str, float], StopFlag], None]
+
+
+def as_callback(given: Any) -> Callback:
+    """A callback as given (a function, or an object with on_step_end), or one line saying what it needs."""
+    if any(cls.__name__ == "TrainerCallback" for cls in type(given).__mro__):
+        raise UserError(f"callback {type(given).__name__} is a transformers TrainerCallback, which rlvr does not run "
+                        "(it has no Trainer state or control): give a function (step, metrics) -> bool | None")
+    if callable(given):
+        return given  # type: ignore[no-any-return]
+    if callable(getattr(given, "on_step_end", None)):
+        method: Callback = given.on_step_end
+        return method
+    raise UserError(f"callback {given!r} is not callable: give a function (step, metrics) -> bool | None, or an "
+                    "object with on_step_end(step, metrics)")
+
+
+def train_from_python(run_dir: Path, launch: Callable[[OnStepEnd], dict[str, Any]],
+                      write_inputs: Callable[[bool], None], callbacks: Sequence[Callback], *, resume: bool,
+                      overwrite: bool) -> dict[str, Any]:
+    """Run `launch(on_step_end)` in `run_dir` as a Python caller: a run there is continued (`resume`), deleted
+    (`overwrite`) or refused; what was given in memory written first (`write_inputs(resume)`); the callbacks
+    after every step (True from one, or an exception, stops the run, saved; the exception is said after)."""
+    quiet_libraries()
+    failed: list[str] = []
+
+    def step_end(step: int, metrics: dict[str, float], stop: StopFlag) -> None:
+        for callback in callbacks:
+            try:
+                wants_stop = callback(step, dict(metrics)) is True
+            except Exception as e:  # the user's code: the run saves, then says so in one line
+                failed.append(f"callback {getattr(callback, '__name__', callback)!s} raised {type(e).__name__}: "
+                              f"{first_line(e)} at step {step}")
+                wants_stop = True
+            if wants_stop:
+                stop.request_stop()
+
+    with python_caller():
+        if resume and overwrite:
+            raise UserError("resume=True continues the run in output_dir, overwrite=True deletes it: give one")
+        if not (resume or overwrite) and paths.latest_checkpoint(run_dir) is not None:
+            raise holds_a_run(run_dir)
+        write_inputs(resume)
+        summary = launch(step_end)
+    if failed:
+        raise UserError(f"{failed[0]}; the run stopped there, saved: fix it and continue with resume=True")
+    return summary
+
+
+def save_from_python(run_dir: Path, path: str | Path, merge: bool, cache_dir: str) -> Path:
+    """The run's latest model as a folder transformers (and peft, and vLLM) load without rlvr: with LoRA, the
+    adapters, or with `merge` one plain checkpoint with them folded in."""
+    from rlvr.models.export import export_model
+
+    with python_caller():
+        export_model(run_dir, Path(path), merge=merge, cache_dir=cache_dir)
+    return Path(path)
+
+
+def config_values(config: Any, cls: type, load: Callable[[str | Path], Any]) -> dict[str, Any]:
+    """A config in any accepted form (a `cls`, a dict of its keys, a YAML file `load` reads, None) as settings."""
+    if config is None:
+        return {}
+    if isinstance(config, cls):
+        given: Any = config
+        return dataclasses.asdict(given)
+    if isinstance(config, dict):
+        return dict(config)
+    if isinstance(config, (str, Path)):
+        loaded: Any = load(config)
+        return dataclasses.asdict(loaded)
+    raise UserError(f"config is a {type(config).__name__}: give a {cls.__name__}, a dict of its keys or a YAML file")

@@ -46,3 +46,14 @@ def test_a_run_whose_rewards_are_always_zero_says_so_and_counts_its_skipped_upda
     assert summary["skipped_updates"] == 3 and summary["no_signal_steps"] == 3
     assert set(summary["time"]) >= {"rollout", "update"} and all(v >= 0 for v in summary["time"].values())
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["skipped_updates"] == 3
+
+
+def test_the_learning_rate_schedule_spans_every_update_when_a_batch_takes_several(tmp_path):
+    """μ = 2 updates a step over 4 steps: a linear decay spans the 8 optimizer steps, so no step trains at lr 0
+    (sized for 4, it reached 0 halfway and the last two steps learned nothing)."""
+    config = tiny_config(tmp_path, f"rewards=[{{name: '{REWARD_FNS}:digit_share'}}]", "eval_before=false",
+                         "eval_after=false", "algorithm.updates_per_batch=2", "optim.schedule=linear",
+                         "optim.lr=8e-6", steps=4)
+    train_grpo(config)
+    lrs = [json.loads(line)["lr"] for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert all(a > b for a, b in zip(lrs, lrs[1:])) and lrs[-1] > 0, lrs

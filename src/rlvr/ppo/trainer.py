@@ -35,6 +35,7 @@ def train_ppo(config: TrainConfig, *, resume: bool = False, on_step_end: OnStepE
 class PPOTrainer(PolicyRecipe):
     resume_hint = "rlvr.ppo.trainer.train_ppo(resume_config(TrainConfig, '{run_dir}'), resume=True)"
     label, job = "PPO", "ppo"
+    updates_per_step = 1  # (one policy update a step: rlvr.ppo)
 
     def __init__(self, config: TrainConfig, checkpoint: Path | None = None, world: World = SINGLE):
         if world.distributed:

@@ -38,6 +38,11 @@ class PolicyRecipe:
     label: ClassVar[str]
     job: ClassVar[str]
 
+    @property
+    def updates_per_step(self) -> int:
+        """Optimizer steps a step takes: GRPO's μ (algorithm.updates_per_batch) on each sampled batch."""
+        return self.config.algorithm.updates_per_batch
+
     def __init__(self, config: TrainConfig, checkpoint: Path | None = None, world: World = SINGLE):
         """The policy (from `checkpoint` when resuming), reference, prompts, rewards and optimizer of a run,
         on this rank of `world`."""
@@ -64,7 +69,8 @@ class PolicyRecipe:
         # steps 1-2: prompts, sampler, rewards; sampled when taken, or ahead by a worker (sampling.max_staleness)
         source = RolloutSource if s.max_staleness is None else AheadSource
         self.source: RolloutSource = source(c, p, self.policy, world)
-        self.optimizer, self.scheduler = build_optimizer(p.policy, c.optim, c.max_steps)
+        # the schedule spans every optimizer step the run takes: μ = updates_per_batch of them a step in GRPO
+        self.optimizer, self.scheduler = build_optimizer(p.policy, c.optim, c.max_steps * self.updates_per_step)
         self.step_count = 0
         self.schedule = Schedule(c.max_steps, c.save_every, c.eval_every, c.sample_every, c.eval_before, c.eval_after,
                                  c.keep_checkpoints, c.keep_best)

@@ -30,9 +30,10 @@ def die():
 
 
 def at(point, original, before=None):
-    """`original`, wrapped so that the process dies when called at POINT during step STEP."""
+    """`original`, wrapped so that the process dies when called at POINT during step STEP, or the first time after
+    it: a worker sampling ahead may score the next batch before the main thread has begun the step it is for."""
     def wrapper(*args, **kwargs):
-        if point == POINT and running[0] == STEP and (before is None or before()):
+        if point == POINT and running[0] >= STEP and (before is None or before()):
             die()
         return original(*args, **kwargs)
     return wrapper

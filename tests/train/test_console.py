@@ -2,6 +2,7 @@
 learning signal said as they happen, the bar's share of groups with a signal, skipped updates counted and the
 time by phase at the end."""
 
+import itertools
 import json
 from pathlib import Path
 
@@ -56,4 +57,4 @@ def test_the_learning_rate_schedule_spans_every_update_when_a_batch_takes_severa
                          "optim.lr=8e-6", steps=4)
     train_grpo(config)
     lrs = [json.loads(line)["lr"] for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
-    assert all(a > b for a, b in zip(lrs, lrs[1:])) and lrs[-1] > 0, lrs
+    assert all(a > b for a, b in itertools.pairwise(lrs)) and lrs[-1] > 0, lrs

@@ -15,7 +15,15 @@ from typing import Any
 from rlvr import paths
 
 FIRST_SAID = 3  # steps in a row without a signal before the console says so (then at 6, 12, 24, ...)
+NO_SIGNAL = ("in every group all completions got the same reward, so every advantage is 0 and the rewards move "
+             "nothing: check the untrained model's pass@k on the task (rlvr eval), or make the task easier, the reward "
+             "partial, the group larger or the temperature higher")  # (said by preflight at step 1 too)
 PHASES = {"rollout": "rollout", "logprobs": "log-probs", "update": "update", "weights": "weight sync"}
+
+
+def groups_with_signal(metrics: dict[str, float], groups: int) -> int:
+    """How many of a step's `groups` had rewards that differ (a learning signal), from zero_variance_fraction."""
+    return round((1 - metrics.get("zero_variance_fraction", 0.0)) * groups)
 
 
 def no_signal(metrics: dict[str, float]) -> bool:
@@ -39,10 +47,7 @@ class SignalWatch:
         if self.streak < self.next_said:
             return None
         self.next_said *= 2
-        return (f"rlvr: no learning signal for {self.streak} steps in a row: in every group all completions got the "
-                "same reward, so every advantage is 0 and the rewards move nothing; the model never (or always) "
-                "earns the reward: check the untrained model's pass@k on the task (rlvr eval), or make the task "
-                "easier, the reward partial, the group larger or the temperature higher")
+        return f"rlvr: no learning signal for {self.streak} steps in a row: {NO_SIGNAL}"
 
 
 def run_totals(run_dir: Path) -> dict[str, Any]:

@@ -18,6 +18,7 @@ import re
 from tqdm import tqdm
 
 from rlvr.errors import UserError
+from rlvr.run.tally import NO_SIGNAL, groups_with_signal
 
 PREFILLED = re.compile(r"<([A-Za-z_][\w-]*)>\s*$")  # an opening tag the prompt ends with
 
@@ -30,7 +31,7 @@ def reward_names(metrics: dict[str, float]) -> list[str]:
 
 def first_batch_line(metrics: dict[str, float], groups: int, max_new_tokens: int) -> str:
     """The first batch in one line: groups with a learning signal, completions cut, unscored, each reward's mean."""
-    signal = round((1 - metrics.get("zero_variance_fraction", 0.0)) * groups)
+    signal = groups_with_signal(metrics, groups)
     means = ", ".join(f"{name} {metrics[f'reward/{name}/mean']:.2f}" for name in reward_names(metrics))
     return (f"rlvr: preflight at step 1: a learning signal in {signal} of {groups} groups; "
             f"{100 * metrics.get('truncation_rate', 0.0):.0f}% cut at max_new_tokens={max_new_tokens}; "
@@ -51,9 +52,7 @@ def doomed(metrics: dict[str, float], max_new_tokens: int, prompt_end: str) -> l
                      "completion can never pay; score the pre-filled text with the completion (a reward of your own "
                      "that puts it back), or drop the reward")
     if metrics.get("zero_variance_fraction") == 1.0:
-        found.append("in every group all completions got the same reward, so every advantage is 0 and the rewards "
-                     "move nothing: check the untrained model's pass@k on the task (rlvr eval), or make the task "
-                     "easier, the reward partial, the group larger or the temperature higher")
+        found.append(NO_SIGNAL)
     if metrics.get("truncation_rate") == 1.0:
         found.append(f"every completion was cut at max_new_tokens={max_new_tokens}: none terminated, so none can "
                      "be complete; raise generation.max_new_tokens, or ask for shorter answers (an example "

@@ -27,6 +27,7 @@ from rlvr.records import ScoredRollout
 from rlvr.rewards.reward_model import ProcessRewardScorer
 from rlvr.run.clock import Stopwatch
 from rlvr.run.loop import OnStepEnd, StepResult, launch
+from rlvr.run.tally import groups_with_signal
 from rlvr.run.world import SINGLE, World, gather_across
 from rlvr.train.batch import make_batch, outcome_advantages
 from rlvr.train.metrics import (
@@ -113,7 +114,7 @@ class Trainer(PolicyRecipe):
         """The bar's postfix: reward, accuracy, the learning signal (groups whose rewards differ / groups), length,
         seconds."""
         groups = self.config.sampling.batch_size // self.config.sampling.group_size
-        signal = round((1 - metrics.get("zero_variance_fraction", 0.0)) * groups)
+        signal = groups_with_signal(metrics, groups)
         return {"reward": f"{metrics['reward/mean']:.2f}", "acc": f"{metrics.get('accuracy', float('nan')):.2f}",
                 "signal": f"{signal}/{groups}", "len": f"{metrics['completion_length/mean']:.0f}",
                 "s": f"{metrics['step_seconds']:.0f}"}

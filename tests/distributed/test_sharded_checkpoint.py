@@ -42,3 +42,21 @@ def test_a_full_disk_while_the_parts_are_written_is_one_line_and_keeps_the_earli
     message = str(e.value)
     assert message.startswith(f"no space left on the disk of {tmp_path} to save step 2") and "\n" not in message
     assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["step-000001"]
+
+
+@pytest.mark.parametrize("failing", [1, 2])
+def test_a_rank_lost_at_either_barrier_leaves_no_half_written_folder(tmp_path, monkeypatch, failing):
+    """Another rank dies while this one waits for it (before or after the parts are written): the
+    collective fails here, the temporary folder goes, the earlier checkpoint stands."""
+    save(tmp_path, 1, {"model": {"w": torch.ones(2)}})
+    calls = []
+
+    def another_rank_is_gone(world):
+        calls.append(world)
+        if len(calls) == failing:
+            raise RuntimeError("Connection closed by peer")
+
+    monkeypatch.setattr(sharded, "barrier", another_rank_is_gone)
+    with pytest.raises(RuntimeError, match="closed by peer"):
+        save(tmp_path, 2, {"model": {"w": torch.ones(2)}})
+    assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["step-000001"]

@@ -48,17 +48,17 @@ def save_sharded_checkpoint(run_dir: Path, step: int, *, write: Callable[[Path],
         final.parent.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(tmp, ignore_errors=True)
         (tmp / paths.RANK_RNG).mkdir(parents=True)
-    barrier(world)
-    try:
+    try:  # (a barrier fails too when another rank dies meanwhile)
+        barrier(world)
         dcp_save(shards, checkpoint_id=str(tmp / paths.SHARDS))
         torch.save(rng_state(), tmp / paths.RANK_RNG / f"rank{world.rank}.pt")
+        barrier(world)
     except BaseException as error:  # the half-written copy goes (the other ranks' writes then fail too)
         full = out_of_space(error, tmp.parent)
         shutil.rmtree(tmp, ignore_errors=True)
         if full:
             raise disk_full(run_dir, step) from None
         raise
-    barrier(world)
     if world.is_main:
         save_checkpoint(run_dir, step, write=write, state=state, config=config, keep=keep, tmp=tmp)
     barrier(world)

@@ -26,7 +26,7 @@ def blocks():
 
 def on_tiny(text):
     """The quick start as printed, on the tiny model for 2 steps (the one change the test makes)."""
-    return text.replace("smollm2", "tiny").replace("max_steps: 20", "max_steps: 2").replace("max_steps=20",
+    return text.replace("smollm2", "tiny").replace("max_steps: 10", "max_steps: 2").replace("max_steps=10",
                                                                                             "max_steps=2")
 
 
@@ -42,22 +42,27 @@ def test_the_readme_links_resolve():
 
 def test_the_quick_start_runs_as_printed_from_the_command_line_and_from_python(tmp_path):
     files = [(title, text) for _, title, text in blocks() if title]
-    assert [t for t, _ in files] == ["mydata.jsonl", "myreward.py", "myrun.yaml"]
+    assert [t for t, _ in files] == ["mydata.py", "myreward.py", "myrun.yaml"]
     for title, text in files:
         (tmp_path / title).write_text(on_tiny(text))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     (command,) = [text.strip() for language, title, text in blocks() if "rlvr train --config myrun.yaml" in text]
-    program, *arguments = command.split()
+    make_data, train = command.split(" && ")
+    assert make_data == ".venv/bin/python mydata.py"
+    subprocess.run([sys.executable, "mydata.py"], cwd=tmp_path, check=True, timeout=60)
+    assert [len((tmp_path / f).read_text().splitlines()) for f in ("mydata.jsonl", "myeval.jsonl")] == [70, 30]
+    program, *arguments = train.split()
     assert program == ".venv/bin/rlvr"
     cli = subprocess.run([str(Path(sys.executable).with_name("rlvr")), *arguments], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=600)
     assert cli.returncode == 0, cli.stderr[-2000:]
+    assert "before: strict" in cli.stdout + cli.stderr and "after: strict" in cli.stdout + cli.stderr  # (held out)
     (python,) = [text for language, title, text in blocks() if language == "python" and "from rlvr import" in text]
     (tmp_path / "quick_start.py").write_text(on_tiny(python))
     done = subprocess.run([sys.executable, "quick_start.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
-    for run in ("reverse", "reverse-py"):
+    for run in ("sums", "sums-py"):
         assert (tmp_path / "runs" / run / "summary.json").is_file()
 
 

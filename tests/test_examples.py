@@ -43,7 +43,7 @@ def trained(out, steps=2):
 
 def check_your_reward(out, printed):
     config = trained(out)
-    assert config["rewards"][0]["name"] == "__main__:reversed_word" and (out / "inputs" / "code").is_dir()
+    assert config["rewards"][0]["name"] == "__main__:correct_sum" and (out / "inputs" / "code").is_dir()
     assert "pass@4:" in printed and (out / "eval" / "eval" / "summary.json").is_file()
 
 

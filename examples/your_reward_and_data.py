@@ -2,7 +2,7 @@
 and evaluated held-out by that same function (the README's quick start, with the rows in memory; they have no
 `answer` column, so rlvr has no verifier of its own for them).
 
-    python examples/your_reward_and_data.py                      # SmolLM2-135M-Instruct, 10 steps (~8 min, 2 cores)
+    python examples/your_reward_and_data.py                      # SmolLM2-135M-Instruct, 10 steps (8–10 min on 2 cores)
     python examples/your_reward_and_data.py --model tiny --max-steps 2   # a smoke run in seconds
 """
 

@@ -1,10 +1,7 @@
 """The configuration of a GRPO run (`rlvr train`): what can be set, with a docstring under each field.
 
-A run's effective configuration is built in this order, later entries winning:
-
-    dataclass defaults ─▶ preset (a named set of settings) ─▶ YAML file ─▶ --set KEY=VALUE
-
-and written to `config.yaml` in the run directory (rlvr.config.loading).
+A run's effective configuration is built in this order, later entries winning, and written to `config.yaml` in
+the run directory (rlvr.config.loading):  dataclass defaults ─▶ preset ─▶ YAML file ─▶ --set KEY=VALUE
 """
 
 from __future__ import annotations
@@ -349,7 +346,8 @@ class TrainConfig:
     paid on the prompt's group, `format` on the format rewards alone; everything else (seeds, data order,
     evaluation) is the run's, so `rlvr compare RUN CONTROL` gives what the rewards themselves taught."""
     preflight: Preflight = "warn"
-    """Read step 1's batch for signs the run cannot learn (rlvr.train.preflight): `warn` says so, `strict` stops."""
+    """Read step 1's batch for signs the run cannot learn (rlvr.train.preflight): `warn` says so, `strict` stops;
+    a run whose memory plan exceeds the machine's (rlvr.train.memory) is refused unless `off`."""
     reflection_phrases: list[str] = field(default_factory=lambda: list(DEFAULT_REFLECTION_PHRASES))
     """Phrases counted as reflection in the `reflection_rate` metric (whole words, any case)."""
 

@@ -285,8 +285,17 @@ def build_tiny_model(seed: int = 0, head_dim: int = 16) -> tuple[LlamaForCausalL
     """A randomly initialised 2-layer Llama (~100k parameters, hidden size 64 in heads of `head_dim`) and its
     tokenizer."""
     tokenizer = build_tiny_tokenizer()
+    config = tiny_config(tokenizer, head_dim)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config)
+    return model.float(), tokenizer  # type: ignore[no-untyped-call]
+
+
+def tiny_config(tokenizer: PreTrainedTokenizerBase, head_dim: int = 16) -> LlamaConfig:
+    """The tiny model's shapes (build_tiny_model)."""
     heads = 64 // head_dim
-    config = LlamaConfig(
+    return LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=64,
         intermediate_size=128,
@@ -301,7 +310,3 @@ def build_tiny_model(seed: int = 0, head_dim: int = 16) -> tuple[LlamaForCausalL
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        model = LlamaForCausalLM(config)
-    return model.float(), tokenizer  # type: ignore[no-untyped-call]

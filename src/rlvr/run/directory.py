@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 import sys
 from collections.abc import Sequence
@@ -157,3 +158,9 @@ def _refuse_another_kind(cls: type, saved: Path, run_dir: Path) -> None:
         if kind is not cls and set(keys) <= {f.name for f in dataclasses.fields(kind)}:
             raise UserError(f"cannot resume {run_dir} with this command: it is a run of `{command}`; continue it "
                             f"with {command} --resume {run_dir}")
+
+
+def legacy_before(run_dir: Path) -> dict[str, Any] | None:
+    """The "before" evaluation of a run checkpointed before the run core, which kept it beside the checkpoints."""
+    path = run_dir / "eval_before.json"
+    return json.loads(path.read_text()) if path.is_file() else None

@@ -9,10 +9,8 @@ TensorBoard, Ctrl-C, atomic checkpoints, and one resume semantics (`--resume RUN
 exactly: the weights, optimizer, schedule, data order and RNG of the checkpoint, and the "before"
 evaluation measured when the run started).
 
-Under torchrun every rank runs this loop on its share of each step (rlvr.run.world): rank 0 alone
-writes the run's files and the progress bar, and a stop asked of any rank (Ctrl-C, SIGTERM) is agreed
-at the end of the step, so that every rank saves the same step and returns.
-"""
+Under torchrun every rank runs this loop on its share of each step (rlvr.run.world): rank 0 alone writes the
+run's files and the bar, and a stop asked of any rank (Ctrl-C, SIGTERM) is agreed at the end of the step."""
 
 from __future__ import annotations
 
@@ -36,7 +34,7 @@ from rlvr.errors import StepAbandoned, UserError, for_caller
 from rlvr.records import Evaluation
 from rlvr.run import best as best_kept
 from rlvr.run.checkpoint import load_state, rng_state, save_checkpoint, set_rng_state
-from rlvr.run.directory import past_the_end, refuse_changes, resume_point, set_aside, start_fresh
+from rlvr.run.directory import legacy_before, past_the_end, refuse_changes, resume_point, set_aside, start_fresh
 from rlvr.run.lock import run_lock
 from rlvr.run.metrics import MetricsWriter, record_samples, truncate_jsonl
 from rlvr.run.process import configure_process
@@ -136,6 +134,13 @@ class KeepsBest(Protocol):
 
 
 @runtime_checkable
+class PlansMemory(Protocol):
+    """A recipe that planned its memory before its model loaded (rlvr.train.memory): the plan, in one line."""
+
+    memory_plan: str | None
+
+
+@runtime_checkable
 class Closes(Protocol):
     """A recipe that holds more than memory (a sampling engine, a server): closed when the run ends, however."""
 
@@ -177,7 +182,7 @@ def launch(build: Callable[[Any, Path | None, World], Recipe], config: Any, *, r
                                         f"which a {recipe.label} run does not read; resume it as the run it was")
                     recipe.load_sharded(checkpoint)
                 restore_rng(checkpoint, state, world)
-                before = state["before"] if "before" in state else _legacy_before(run_dir)
+                before = state["before"] if "before" in state else legacy_before(run_dir)
                 _at_the_end(recipe, run_dir)
             return run_training(recipe, before=before, resumed=checkpoint is not None, on_step_end=on_step_end,
                                 precision=said)
@@ -216,6 +221,8 @@ def _run(recipe: Recipe, before: dict[str, Any] | None, resumed: bool, on_step_e
     writer = _writer(recipe, resumed) if main else None
     if main and precision is not None and recipe.step_count < schedule.total_steps:  # (once all checks passed)
         print(f"rlvr: precision {precision}", file=sys.stderr)
+        if isinstance(recipe, PlansMemory) and recipe.memory_plan:
+            print(recipe.memory_plan, file=sys.stderr)
     try:
         if not resumed and schedule.eval_before:
             first = _evaluate(recipe, "before")
@@ -389,8 +396,3 @@ def _evaluate(recipe: Recipe, when: str) -> Evaluation | None:
         tqdm.write(f"  {when}: {evaluation.line}")
     return dataclasses.replace(evaluation, result={"step": recipe.step_count, **evaluation.result})
 
-
-def _legacy_before(run_dir: Path) -> dict[str, Any] | None:
-    """The "before" evaluation of a run checkpointed before the run core, which kept it beside the checkpoints."""
-    path = run_dir / "eval_before.json"
-    return json.loads(path.read_text()) if path.is_file() else None

@@ -29,6 +29,7 @@ from rlvr.rewards import RewardSpec, load_reward_function
 from rlvr.run.world import World
 from rlvr.samplers import Prompt
 from rlvr.train.heldout import Judge, heldout_judge
+from rlvr.train.memory import plan_before_loading
 from rlvr.train.reward_setup import run_rewards
 
 Prompts = list[Prompt]  # each row with its rendered text and, with the chat template, its chat turns
@@ -52,6 +53,7 @@ class RunParts:
     heldout_skipped: str | None  # why no held-out set is evaluated, in words (None: one is)
     format_check: Callable[..., Any]  # the format reward the template asks for
     add_special_tokens: bool
+    memory_plan: str | None = None  # the plan made before the model loaded, in one line (rlvr.train.memory)
 
 
 def load_models(
@@ -107,9 +109,10 @@ def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts
         eval_examples = validation_examples = None
     if heldout.judge is None and World.from_env().is_main:  # (evaluations switched off are the config's own say)
         print(f"rlvr: no held-out evaluation: {heldout.skipped}", file=sys.stderr)
-    device, dtype, policy, tokenizer, reference = load_models(config, checkpoint)
     shots = ([(t.prompt, t.completion) for t in d.few_shot] if d.few_shot is not None
              else list(task.few_shot) if task else [])
+    plan = plan_before_loading(config, [ex.prompt for ex in train_examples], shots, World.from_env().size)
+    device, dtype, policy, tokenizer, reference = load_models(config, checkpoint)
     def render(exs: list[Example], shown: list[tuple[str, str]] = shots, share: float = 1.0) -> Prompts:
         asked = [with_few_shot(ex.prompt, shown if _shown(i, share) else []) for i, ex in enumerate(exs)]
         system = [{"role": "system", "content": d.system_prompt}] if d.system_prompt else []
@@ -141,7 +144,7 @@ def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts
         rewards=rewards.specs, reward_entries=rewards.entries, correctness=rewards.correctness,
         accuracy_fns=heldout.judge, heldout_skipped=heldout.skipped,
         format_check=load_reward_function(expected_format(d.template)),
-        add_special_tokens=specials,
+        add_special_tokens=specials, memory_plan=plan,
     )
 
 

@@ -61,7 +61,7 @@ class PolicyRecipe:
         correction = config.algorithm.rollout_correction.for_precision(bf16=p.dtype == torch.bfloat16)
         self.config = c = dataclasses.replace(config, rewards=p.reward_entries, algorithm=dataclasses.replace(
             config.algorithm, rollout_correction=correction))
-        self.tokenizer = p.tokenizer
+        self.tokenizer, self.memory_plan = p.tokenizer, p.memory_plan  # (the plan: said once the run starts)
         # π_θ as the ranks train it, and π_ref when β > 0: a frozen copy, or with LoRA the policy's own network
         # with its adapters off (rlvr.run.policy)
         self.policy = Policy(p.policy, device=p.device, dtype=p.dtype, world=world, strategy=c.distributed.strategy,

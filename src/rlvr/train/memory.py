@@ -1,0 +1,200 @@
+"""A GRPO run's memory, planned before the model loads, and a run that cannot fit refused.
+
+The plan adds up, from the model's shapes (rlvr.models.shapes) and the settings:
+
+- runtime: the process as it stands when the plan is made (Python, torch, transformers, the data), measured.
+- weights, gradients, AdamW's two moments: fp32 (4 bytes), gradients and moments for the trainable
+  parameters only (LoRA's adapters); the frozen reference (β > 0, no LoRA) in the forward dtype.
+- a sampler's copy: sampling ahead (`sampling.max_staleness`) decodes with a whole copy; a LoRA policy
+  decodes with its adapted weights folded into new tensors (rlvr.models.adapters.folded_for_decoding).
+- KV cache: every completion of the batch decoded together, prompt and completion, keys and values of
+  every layer.
+- activations: what a transformer layer keeps for its backward pass, per token of a micro-batch: about 12
+  hidden-size vectors (the norms' inputs and outputs, attention's inputs and output, rotary q and k), 2
+  key-value widths and 4 MLP-width ones (SwiGLU's gate, up, their product, the down projection's input);
+  with gradient checkpointing, half of that (what was measured on SmolLM2: its peak fell by half the
+  activations, not to one layer's worth).
+- logits: rlvr.logprobs computes the output layer in chunks of 512 tokens (logits, softmax, gradient).
+
+Sampling and the update come one after the other, yet they are added: on a CPU the allocator keeps what
+decoding freed (glibc's heap holds blocks below its mmap threshold) when the update's activations arrive,
+and the measured peaks follow the sum. The plan is an estimate: tests/train/test_memory.py holds it within
+30% of the peak a run measures on the tiny model and on SmolLM2 (docs/performance.md has the others).
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from rlvr.config import TrainConfig
+from rlvr.errors import UserError
+from rlvr.logprobs import CHUNK_TOKENS
+from rlvr.models.shapes import Shapes
+
+GB = 1e9
+FP32 = 4
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    parts: dict[str, float]  # bytes, by part
+    where: str  # "RAM" or a GPU's memory
+    notes: dict[str, str] = field(default_factory=dict)  # a part's settings, in words
+
+    @property
+    def total(self) -> float:
+        return sum(self.parts.values())
+
+    def line(self, available: float | None) -> str:
+        """The plan in one line."""
+        of = f" of {available / GB:.1f} GB available" if available else ""
+        parts = ", ".join(f"{name} {size / GB:.2f}" + (f" ({self.notes[name]})" if name in self.notes else "")
+                          for name, size in self.parts.items() if size >= 0.005 * GB)
+        return f"rlvr: memory plan: {self.total / GB:.2f} GB of {self.where}{of}: {parts}"
+
+
+def activation_bytes(shapes: Shapes, tokens: int, act_bytes: int, checkpointing: bool) -> float:
+    """What the layers keep for backward over `tokens` tokens (see the module docstring).
+
+    >>> s = Shapes(0, hidden=10, intermediate=20, layers=3, kv_width=5, vocab=0, context=0, linears=())
+    >>> activation_bytes(s, 1, 4, False), activation_bytes(s, 1, 4, True)
+    (2520.0, 1260.0)
+    """
+    kept = tokens * act_bytes * shapes.layers * (12 * shapes.hidden + 2 * shapes.kv_width + 4 * shapes.intermediate)
+    return kept / 2 if checkpointing else float(kept)
+
+
+def plan_memory(config: TrainConfig, shapes: Shapes, prompt_tokens: int, runtime: float,
+                device: torch.device, dtype: torch.dtype, ranks: int = 1) -> MemoryPlan:
+    """The plan of `config` on a model of `shapes`, prompts of up to `prompt_tokens` tokens, a process of
+    `runtime` bytes now (ignored on a GPU, whose memory holds none of it), `ranks` processes on the machine."""
+    m, s, g, o = config.model, config.sampling, config.generation, config.optim
+    act = torch.finfo(dtype).bits // 8
+    lora = m.lora
+    trainable = shapes.adapter_parameters(lora.rank, lora.target_modules) if lora else shapes.parameters
+    sharded = ranks if config.distributed.strategy != "ddp" else 1  # (FSDP: each rank holds its shard)
+    gpu = device.type == "cuda"
+    parts = {"runtime": 0.0 if gpu else runtime,
+             "weights": shapes.parameters * FP32 / sharded,
+             "reference": shapes.parameters * act / sharded if config.algorithm.beta > 0 and not lora else 0.0,
+             "optimizer": 2 * trainable * FP32 / sharded}
+    notes = {}
+    if s.max_staleness is not None:
+        parts["sampler copy"], notes["sampler copy"] = shapes.parameters * FP32, "sampling ahead"
+    elif lora:
+        adapted = sum(n_in * n_out for name, n_in, n_out in shapes.linears
+                      if lora.target_modules == ["all-linear"] or name.rsplit(".", 1)[-1] in lora.target_modules)
+        parts["sampler copy"], notes["sampler copy"] = adapted * FP32, "LoRA folded for decoding"
+    new_tokens = g.max_new_tokens or max(shapes.context - prompt_tokens, 0)
+    sequence = prompt_tokens + new_tokens
+    parts["KV cache"] = (s.batch_size * sequence * shapes.layers * 2 * shapes.kv_width * act
+                         if g.backend == "local" else 0.0)  # (vLLM plans its own cache)
+    tokens = min(o.micro_batch_tokens, s.batch_size * sequence)
+    parts |= {"gradients": trainable * FP32 / sharded,
+              "activations": activation_bytes(shapes, tokens, act, m.gradient_checkpointing),
+              "logits": 3.0 * min(CHUNK_TOKENS, tokens) * shapes.vocab * FP32}
+    notes["KV cache"] = f"{s.batch_size} × {sequence} tokens"
+    notes["activations"] = f"{tokens} tokens a micro-batch" + (", checkpointed" if m.gradient_checkpointing else "")
+    where = "RAM" if not gpu else f"{device} memory"
+    if ranks > 1 and not gpu:  # every rank's process in the one machine's RAM
+        return MemoryPlan({k: v * ranks for k, v in parts.items()}, f"RAM, {ranks} ranks", notes)
+    return MemoryPlan(parts, where, notes)
+
+
+def resident_bytes() -> float:
+    """This process's resident memory now (Linux; the peak so far elsewhere)."""
+    try:
+        return int(Path("/proc/self/statm").read_text().split()[1]) * resource.getpagesize()
+    except OSError:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return float(peak if sys.platform == "darwin" else peak * 1024)
+
+
+def available_bytes(device: torch.device, runtime: float) -> float | None:
+    """Memory the run may use: on a GPU, its free memory; on a CPU, what the kernel says is available plus what
+    this process holds already (`runtime`), within a cgroup's limit; None where this cannot be read."""
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return float(free)
+    try:
+        info = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
+        available = int(info["MemAvailable"].split()[0]) * 1024 + runtime
+    except (OSError, KeyError, ValueError):
+        return None
+    try:  # a container's own limit (cgroup v2)
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        used = int(Path("/sys/fs/cgroup/memory.current").read_text())
+        if limit != "max":
+            available = min(available, int(limit) - used + runtime)
+    except (OSError, ValueError):
+        pass
+    return float(available)
+
+
+FIXES = {
+    "activations": "lower optim.micro_batch_tokens (now {micro}) or set model.gradient_checkpointing: true",
+    "logits": "lower optim.micro_batch_tokens (now {micro})",
+    "KV cache": "lower sampling.batch_size (now {batch}) or generation.max_new_tokens (now {new})",
+    "optimizer": "train LoRA adapters (model.lora: {{rank: 16}}) or a smaller model",
+    "gradients": "train LoRA adapters (model.lora: {{rank: 16}}) or a smaller model",
+    "weights": "train a smaller model",
+    "reference": "train LoRA adapters (model.lora: {{rank: 16}}: the reference is then the base model) or set "
+                 "algorithm.beta: 0",
+    "sampler copy": "sample in turn (sampling.max_staleness: null)",
+    "runtime": "free some memory on this machine",
+}
+
+
+def refuse_unless_fits(plan: MemoryPlan, available: float | None, config: TrainConfig) -> None:
+    """A UserError naming the largest part and the setting to change, when `plan` is above `available`."""
+    if available is None or plan.total <= available:
+        return
+    largest = max((p for p in plan.parts if p != "runtime"), key=plan.parts.__getitem__)
+    fix = FIXES[largest].format(micro=config.optim.micro_batch_tokens, batch=config.sampling.batch_size,
+                                new=config.generation.max_new_tokens)
+    raise UserError(f"this run needs about {plan.total / GB:.1f} GB of {plan.where} and {available / GB:.1f} GB is "
+                    f"available; its largest part is {largest} ({plan.parts[largest] / GB:.1f} GB): {fix}; or set "
+                    "preflight: off to start it anyway")
+
+
+def prompt_tokens(prompts: list[object], shots: list[tuple[str, str]], system_prompt: str | None,
+                  limit: int | None) -> int:
+    """An upper estimate of the longest prompt's tokens before any tokenizer is loaded: its characters (and the
+    example exchanges', and the system prompt's) over 3, plus 64 for a chat template's own turns.
+
+    >>> prompt_tokens(["x" * 300, [{"role": "user", "content": "y" * 30}]], [], None, None)
+    164
+    >>> prompt_tokens(["x" * 3000], [("q", "a")], None, 512)
+    512
+    """
+    longest = max((len(str(p)) for p in prompts), default=0)
+    extra = sum(len(q) + len(a) for q, a in shots) + len(system_prompt or "")
+    estimate = (longest + extra) // 3 + 64
+    return min(estimate, limit) if limit else estimate
+
+
+def plan_before_loading(config: TrainConfig, prompts: list[object], shots: list[tuple[str, str]],
+                        ranks: int) -> str | None:
+    """The run's memory plan in one line (said once every check has passed: rlvr.run.loop), the run refused here
+    when it cannot fit (unless preflight is off); None when the model's shapes cannot be read before it loads."""
+    from rlvr.models.devices import compute_dtype, resolve_device
+    from rlvr.models.shapes import model_shapes
+
+    m = config.model
+    shapes = model_shapes(m.name, m.cache_dir)
+    if shapes is None:
+        return None
+    device = resolve_device(m.device)
+    limit = config.data.max_prompt_tokens or (shapes.context or None)
+    runtime = resident_bytes()
+    plan = plan_memory(config, shapes, prompt_tokens(prompts, shots, config.data.system_prompt, limit), runtime,
+                       device, compute_dtype(m.dtype, device), ranks)
+    available = available_bytes(device, runtime * ranks)
+    if config.preflight != "off":
+        refuse_unless_fits(plan, available, config)
+    return plan.line(available)

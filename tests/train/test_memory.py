@@ -1,0 +1,87 @@
+"""The memory plan (rlvr.train.memory): each part moves with its setting, a run that cannot fit is refused
+before its model loads, and the plan lands within 30% of the peak a real run measures (the tiny model and
+SmolLM2, each run in its own process: a process's peak only grows)."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from rlvr.config import TrainConfig
+from rlvr.config.loading import config_from_dict
+from rlvr.errors import UserError
+from rlvr.models.shapes import model_shapes
+from rlvr.train import build
+from rlvr.train.memory import GB, plan_memory, refuse_unless_fits
+
+CPU = torch.device("cpu")
+SHAPES = model_shapes("tiny", "~/.cache/rlvr")
+
+
+def plan(**settings):
+    config = config_from_dict(TrainConfig, {"model": {"name": "tiny"}, **settings})
+    return plan_memory(config, SHAPES, prompt_tokens=100, runtime=0.5 * GB, device=CPU, dtype=torch.float32)
+
+
+def test_each_part_moves_with_its_setting():
+    base = plan().parts
+    assert base["weights"] == base["reference"] == base["gradients"] == SHAPES.parameters * 4
+    assert base["optimizer"] == 2 * base["gradients"] and base["runtime"] == 0.5 * GB
+    assert plan(algorithm={"beta": 0.0}).parts["reference"] == 0  # no reference to hold
+    assert plan(optim={"micro_batch_tokens": 1024}).parts["activations"] == base["activations"] / 2
+    assert plan(model={"name": "tiny", "gradient_checkpointing": True}).parts["activations"] < base["activations"]
+    lora = plan(model={"name": "tiny", "lora": {"rank": 4}}).parts
+    assert lora["reference"] == 0 and lora["optimizer"] < base["optimizer"] / 4  # the adapters alone train
+    assert 0 < lora["sampler copy"] < lora["weights"]  # its adapted weights folded for decoding
+    assert plan(sampling={"max_staleness": 1}).parts["sampler copy"] == base["weights"]  # a whole copy decodes
+    cache = plan(sampling={"batch_size": 2**16, "group_size": 8}).parts  # every completion decoded at once
+    assert cache["KV cache"] == 2**16 * (100 + 64) * SHAPES.layers * 2 * SHAPES.kv_width * 4
+    assert plan(generation={"max_new_tokens": 36}).parts["KV cache"] == base["KV cache"] * (100 + 36) / (100 + 64)
+
+
+def test_the_largest_part_names_the_setting_to_change():
+    config = config_from_dict(TrainConfig, {"model": {"name": "tiny"}, "optim": {"micro_batch_tokens": 10**6}})
+    big = plan_memory(config, SHAPES, prompt_tokens=100, runtime=0.5 * GB, device=CPU, dtype=torch.float32)
+    refuse_unless_fits(big, big.total, config)  # (it fits exactly: no error)
+    with pytest.raises(UserError, match=r"largest part is activations .*lower optim.micro_batch_tokens \(now "
+                                        r"1000000\) or set model.gradient_checkpointing: true; or set preflight: off"):
+        refuse_unless_fits(big, big.total - 1, config)
+
+
+def test_a_run_that_cannot_fit_is_refused_before_its_model_loads(monkeypatch):
+    def load_models(*args):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(build, "load_models", load_models)
+    huge = {"model": {"name": "tiny"}, "sampling": {"batch_size": 2**24, "group_size": 8}}
+    with pytest.raises(UserError, match=r"^this run needs about .* GB of RAM and .* GB is available; its largest part "
+                                        r"is KV cache .*: lower sampling.batch_size \(now 16777216\)"):
+        build.build_parts(config_from_dict(TrainConfig, huge))
+    with pytest.raises(AssertionError, match="the model was loaded"):  # preflight: off starts it anyway
+        build.build_parts(config_from_dict(TrainConfig, {**huge, "preflight": "off"}))
+
+
+def test_the_command_line_refuses_it_in_one_line(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "rlvr", "train", "--set", "model.name=tiny", "--output-dir",
+                           str(tmp_path / "run"), "--set", "sampling.batch_size=16777216"],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[-1].startswith("rlvr: error: this run needs about ")
+
+
+@pytest.mark.parametrize("model", ["tiny", "smollm2"])
+def test_the_plan_is_within_30_percent_of_the_measured_peak(tmp_path, model):
+    """Two steps (the second holds AdamW's moments too), the peak as the run logs it (its resident set)."""
+    run = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "rlvr", "train", "--set", f"model.name={model}", "--max-steps", "2",
+                           "--set", "eval_before=false", "--set", "eval_after=false", "--output-dir", str(run)],
+                          capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "2"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    planned = float(re.search(r"rlvr: memory plan: ([\d.]+) GB of RAM", done.stderr).group(1))
+    peaks = [json.loads(line).get("memory/peak_gb", 0.0) for line in (run / "metrics.jsonl").open()]
+    measured = max(peaks) * 1.024  # (logged as ru_maxrss, KiB, over 1e6)
+    assert abs(planned - measured) <= 0.3 * measured, (planned, measured)

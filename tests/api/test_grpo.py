@@ -201,3 +201,23 @@ def test_a_mistake_from_python_is_a_user_error_with_a_short_traceback(tmp_path):
     assert short[-1].startswith("rlvr.errors.UserError: ") and "short" in short[-1], short[-1]
     assert sum('File "' in line for line in short) == 2  # the caller's line, and the API's entry
     assert len(traceback(RLVR_FULL_TRACEBACK="1")) > 10
+
+
+def test_another_loaded_model_into_the_same_folder_is_refused_not_swapped(tmp_path):
+    """evaluate_model(B, output_dir=D) after evaluate_model(A, output_dir=D): the copy of A kept in D is not
+    B; one line says so (the same model again is its own copy: resumed)."""
+    from rlvr.models.loading import build_tiny_model
+
+    (a, tokenizer), (b, _) = build_tiny_model(0), build_tiny_model(1)
+    settings = {"reward": reward_fns.digit_share, "samples": 2, "output_dir": tmp_path / "eval", "threads": 1,
+                "generation": {"max_new_tokens": 8}}
+    first = evaluate_model(a, ROWS[:4], tokenizer=tokenizer, **settings)
+    assert evaluate_model(a, ROWS[:4], tokenizer=tokenizer, **settings)["strict"] == first["strict"]
+    with pytest.raises(UserError, match=r"holds the work of another model than the one given .*give another "
+                                        r"output_dir"):
+        evaluate_model(b, ROWS[:4], tokenizer=tokenizer, **settings)
+    run = grpo(tmp_path, "loaded", model=a, tokenizer=tokenizer, rewards=[reward_fns.digit_share], max_steps=1)
+    run.train()
+    with pytest.raises(UserError, match="holds the work of another model"):  # resuming a run with another model
+        grpo(tmp_path, "loaded", model=b, tokenizer=tokenizer, rewards=[reward_fns.digit_share],
+             max_steps=2).train(resume=True)

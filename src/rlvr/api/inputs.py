@@ -23,6 +23,7 @@ from typing import Any
 
 from rlvr.errors import UserError
 from rlvr.evaluate.store import write_atomic
+from rlvr.samplers.protocol import weights_fingerprint
 
 INPUTS = "inputs"
 DATA_KINDS = "a datasets.Dataset or IterableDataset, a list of dicts, a pandas DataFrame, a file path or a folder " \
@@ -87,7 +88,8 @@ def _plain(value: Any) -> Any:
 
 def model_source(model: Any, tokenizer: Any, folder: Path, resume: bool) -> str:
     """`model` as a name the config holds: a name or path as it is; a loaded transformers model saved with its
-    tokenizer to folder/model (once: a resumed run keeps the copy it started from)."""
+    tokenizer to folder/model (once: a resumed run keeps the copy it started from, which must be of the same
+    weights: their fingerprint is kept beside it)."""
     if isinstance(model, (str, os.PathLike)):
         return str(model)
     if hasattr(model, "peft_config"):
@@ -96,8 +98,12 @@ def model_source(model: Any, tokenizer: Any, folder: Path, resume: bool) -> str:
     if not hasattr(model, "save_pretrained"):
         raise UserError(f"model is a {type(model).__name__}: give a name (smollm2, a hub id), a checkpoint folder "
                         "or a transformers PreTrainedModel")
-    target = folder / "model"
+    target, mark = folder / "model", folder / "model.fingerprint"
+    given = weights_fingerprint(model.state_dict().items())
     if resume and (target / "config.json").is_file():
+        if mark.is_file() and mark.read_text().strip() != given:  # (the same folder, another model's weights)
+            raise UserError(f"{folder.parent} holds the work of another model than the one given (its weights "
+                            f"differ from the copy in {target}): give another output_dir, or delete {folder.parent}")
         return str(target)
     tokenizer = tokenizer if tokenizer is not None else _its_tokenizer(model)
     staging = folder / "model.partial"
@@ -111,6 +117,7 @@ def model_source(model: Any, tokenizer: Any, folder: Path, resume: bool) -> str:
                         "folder instead") from None
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
+    mark.write_text(given + "\n")
     return str(target)
 
 

@@ -6,7 +6,8 @@ From Python the code can be the object itself (`rewards=[my_reward]`): `register
 lives (`module:qualname`, `file.py:qualname` for a file of the working directory, `__main__:qualname` for a
 script's or a notebook's) and keeps it, so that this process finds the object under that name whatever it
 is; the config holds the name, and so does the run's config.yaml. A name that only this process can find
-(a script's or a notebook's function, a lambda, a function defined inside another) is one line when
+(a script's or a notebook's function, a lambda, a function defined inside another, an instance of a class
+with `__call__`, a functools.partial: each of the last three numbered, one name per object) is one line when
 another process looks for it (`rlvr train --resume`), saying how to give it again.
 """
 
@@ -26,7 +27,8 @@ from typing import Any
 from rlvr.errors import UserError
 
 _REGISTERED: dict[str, Any] = {}  # spec -> the object a Python caller gave under it, in this process
-_MADE_HERE = ("__main__:", "<locals>", "<lambda>")  # the marks of a name no other process can import
+# the marks of a name no other process can import: a script's, a function's own, a lambda, an instance or a partial
+_MADE_HERE = ("__main__:", "<locals>", "<lambda>", ")#")
 
 
 def register(obj: Any) -> str:
@@ -38,12 +40,18 @@ def register(obj: Any) -> str:
     >>> spec = register(lambda completions, **kw: [0.0] * len(completions))
     >>> ":<lambda>#" in spec, callable(load_user_object(spec, "reward", "function", ""))
     (True, True)
+    >>> a, b = functools.partial(math.pow, 2), functools.partial(math.pow, 3)  # (instances, partials: one name each)
+    >>> register(a) == register(a), register(a) != register(b), register(a).startswith("math:partial(pow)#")
+    (True, True, True)
     """
-    module = getattr(obj, "__module__", None) or type(obj).__module__
-    qualname = getattr(obj, "__qualname__", None) or f"{type(obj).__qualname__}()"
+    inner = obj.func if isinstance(obj, functools.partial) else obj  # (a partial is named after its function)
+    module = getattr(inner, "__module__", None) or type(inner).__module__
+    qualname = getattr(inner, "__qualname__", None) or f"{type(inner).__qualname__}()"  # (an instance: its class)
+    qualname = f"partial({qualname})" if inner is not obj else qualname
     spec = f"{_home(module)}:{qualname}"
-    if "<lambda>" in qualname:  # (two lambdas of one module share a qualname)
-        spec += f"#{sum(s.startswith(spec) for s in _REGISTERED) + 1}"
+    if "<lambda>" in qualname or qualname.endswith(")"):  # (many objects may share it: each is numbered)
+        same = [s for s in _REGISTERED if s.rpartition("#")[0] == spec]
+        spec = next((s for s in same if _REGISTERED[s] is obj), f"{spec}#{len(same) + 1}")
     _REGISTERED[spec] = obj
     return spec
 

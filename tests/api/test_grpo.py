@@ -1,5 +1,6 @@
 """rlvr.GRPO: a run from Python with functions and in-memory data, equal to the same run named in a config."""
 
+import functools
 import json
 import os
 import subprocess
@@ -221,3 +222,33 @@ def test_another_loaded_model_into_the_same_folder_is_refused_not_swapped(tmp_pa
     with pytest.raises(UserError, match="holds the work of another model"):  # resuming a run with another model
         grpo(tmp_path, "loaded", model=b, tokenizer=tokenizer, rewards=[reward_fns.digit_share],
              max_steps=2).train(resume=True)
+
+
+def constant(completions, value, **kwargs):
+    return [value] * len(completions)
+
+
+class Judge:
+    def __init__(self, value):
+        self.value = value
+
+    def __call__(self, completions, **kwargs):
+        return [self.value] * len(completions)
+
+
+@pytest.mark.parametrize("make", [lambda v: functools.partial(constant, value=v), Judge], ids=["partial", "instance"])
+def test_reward_objects_without_their_own_name_each_train_as_themselves(tmp_path, make):
+    """Two GRPO objects in one process, each with its own partial (or instance of a class with __call__): each
+    trains on its own reward, not on the one built last; two in one list are two rewards."""
+    paid, unpaid = grpo(tmp_path, "paid", rewards=[make(1.0)], max_steps=1), grpo(tmp_path, "unpaid",
+                                                                                 rewards=[make(0.0)], max_steps=1)
+    assert paid.config.rewards[0].name != unpaid.config.rewards[0].name
+    paid.train()
+    assert metrics(tmp_path / "paid")[0]["reward/mean"] == 1.0
+    both = grpo(tmp_path, "both", rewards=[make(1.0), {"name": make(0.0), "weight": 0.5}], max_steps=1)
+    both.train()  # (two rewards, not "the same reward function twice")
+    assert metrics(tmp_path / "both")[0]["reward/mean"] == 1.0
+    resumed = subprocess.run([sys.executable, "-m", "rlvr", "train", "--resume", str(tmp_path / "paid"),
+                              "--max-steps", "2"], capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 2 and "Traceback" not in resumed.stderr
+    assert "cannot be imported from here: pass it again from Python" in resumed.stderr.strip().splitlines()[-1]

@@ -98,3 +98,40 @@ def test_the_maths_benchmarks_keep_r1s_instruction_unless_told_otherwise():
     bare = load_benchmark("gsm8k", data_dir=str(DATA), limit=1, instruction="").examples[0].prompt
     other = load_benchmark("gsm8k", data_dir=str(DATA), limit=1, instruction="Be brief.").examples[0].prompt
     assert asked == f"{bare}\n{R1_INSTRUCTION}" and other == f"{bare}\nBe brief." and R1_INSTRUCTION not in bare
+
+
+BAD_JUDGES = '''
+def strings(completions, **kwargs):
+    return ["yes"] * len(completions)
+
+
+def scalar(completions, **kwargs):
+    return 1.0
+
+
+def nans(completions, **kwargs):
+    return [float("nan")] * len(completions)
+'''
+
+
+@pytest.mark.parametrize(("judge", "said"), [
+    ("strings", "returned str 'yes' for completion 0 (return a finite float, or None"),
+    ("scalar", "returned float 1.0, not a list of 6 floats (return one float or None per completion)"),
+    ("nans", "judged none of the 30 completions (it returned None or NaN for every one), so there is no accuracy"),
+])
+def test_a_judge_returning_what_no_verdict_can_be_read_from_is_one_line(task, capsys, judge, said):
+    """Said as training says it (what was returned), not "raised TypeError"; a judge of NaN only gives no
+    accuracy, not a table of nan% over 0 problems."""
+    (task / "bad.py").write_text(BAD_JUDGES)
+    code = main(["eval", "--model", "tiny", "--data", str(task / "words.jsonl"), "--reward",
+                 f"{task / 'bad.py'}:{judge}", "--samples", "4", "--max-new-tokens", "4", "--threads", "1",
+                 "--output-dir", str(task / judge)])
+    err = capsys.readouterr().err
+    assert code == 2 and said in err.strip().splitlines()[-1] and "TypeError" not in err
+
+
+@pytest.mark.parametrize("at", ["nan", "inf", "1e999"])
+def test_correct_at_must_be_a_finite_number(task, capsys, at):
+    assert main(["eval", "--model", "tiny", "--data", str(task / "words.jsonl"), "--reward",
+                 f"{task / 'judge.py'}:has_letter", "--correct-at", at]) == 2
+    assert f"reward.correct_at={float(at)} is not a finite number" in capsys.readouterr().err

@@ -7,6 +7,7 @@ to their place in a section, so every config file written for them still loads a
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -127,6 +128,9 @@ class EvalConfig:
             (not (self.reward_model and self.process_reward_model),
              "give either reward_model or process_reward_model for best-of-N, not both"),
             (self.batch_size >= 1 and self.threads >= 0, "batch_size must be >= 1 and threads >= 0"),
+            (self.reward is None or math.isfinite(self.reward.correct_at),
+             f"reward.correct_at={self.reward.correct_at if self.reward else ''} is not a finite number: give the "
+             "score from which your reward counts an answer correct (such as 1.0)"),
         ])
 
 

@@ -7,6 +7,7 @@ the run directory (rlvr.config.loading):  dataclass defaults ─▶ preset ─�
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -387,7 +388,8 @@ class TrainConfig:
             (self.control == "none" or not self.algorithm.process_reward_model,
              f"control={self.control} replaces the outcome rewards, which a process reward model's advantages do "
              "not use: drop algorithm.process_reward_model for the control run"),
-            (all(r.timeout_s >= 0 for r in self.rewards or []), "rewards[].timeout_s must be >= 0 (0 = no limit)"),
+            (all(r.timeout_s >= 0 and math.isfinite(r.correct_at * r.weight) for r in self.rewards or []),
+             "rewards[].timeout_s must be >= 0 (0 = no limit), and correct_at and weight finite numbers"),
             (len(flagged) <= 1,
              f"rewards {' and '.join(map(repr, flagged[:2]))} both say correctness: true, and `accuracy` can follow "
              "one reward only: keep it on the one that checks answers"),

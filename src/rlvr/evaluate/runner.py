@@ -63,6 +63,11 @@ def run_eval(config: EvalConfig, scorer: Scorer | None = None, progress: bool = 
     summary = summarise(records, settings)
     if World.from_env().is_main:
         write_report(store, summary, records)
+    completions = [s for r in records for s in [*r.samples, r.greedy] if s is not None]
+    if config.reward is not None and all(s.correct["strict"] is None for s in completions):
+        raise UserError(f"the reward {config.reward.name} judged none of the {len(completions)} completions (it "
+                        "returned None or NaN for every one), so there is no accuracy to give: fix it, or check the "
+                        f"columns it reads (samples.jsonl in {config.output_dir} shows what it was given)")
     return summary
 
 

@@ -90,7 +90,7 @@ def compute_rewards(
                 f"reward function '{spec.name}' raised {type(error).__name__}: {error} "
                 "(fix the function, or return None for completions it cannot score)"
             ) from error
-        components[spec.name] = _validated(spec.name, raw, n)
+        components[spec.name] = validated(spec.name, raw, n)
         reasons[spec.name] = getattr(raw, "reasons", None)
     total = [
         sum(spec.weight * v for spec in specs if (v := components[spec.name][i]) is not None)
@@ -160,7 +160,7 @@ def _check_inputs(
         raise ValueError(f"expected {n} values (one per completion) in each input, got {wrong}")
 
 
-def _validated(name: str, raw: Any, n: int) -> list[float | None]:
+def validated(name: str, raw: Any, n: int) -> list[float | None]:
     """`raw` as N floats or None; a UserError naming the reward if it is anything else."""
     values = raw.tolist() if hasattr(raw, "tolist") else raw  # numpy arrays, torch tensors
     if not isinstance(values, Sequence) or isinstance(values, (str, bytes)):

@@ -47,19 +47,28 @@ def only_where(fn: Callable[..., list[float | None]], when: dict[str, Any],
     return routed
 
 
-def as_verdict(fn: Callable[..., list[float | None]], at: float) -> Callable[..., list[float | None]]:
-    """`fn` as a verifier: 1.0 where its score is at least `at`, 0.0 below, None (not scored) kept; how a
-    reward of yours judges held-out answers (accuracy, pass@k) where the data has no verifier of its own.
+def as_verdict(fn: Callable[..., list[float | None]], at: float,
+               name: str | None = None) -> Callable[..., list[float | None]]:
+    """`fn` (named `name`) as a verifier: 1.0 where its score is at least `at`, 0.0 below, None (not scored, or
+    NaN) kept; how a reward of yours judges held-out answers (accuracy, pass@k) where the data has no verifier
+    of its own. What it returns is checked as a training reward's is: one number or None per completion.
 
     >>> def overlap(completions, **kwargs):
     ...     return [0.5, 1.0, None, 0.25]
     >>> as_verdict(overlap, 0.5)(completions=["a", "b", "c", "d"])
     [1.0, 1.0, None, 0.0]
+    >>> as_verdict(lambda completions, **kw: "yes", 0.5, "judge.py:said")(completions=["a"])
+    Traceback (most recent call last):
+    rlvr.errors.UserError: reward function 'judge.py:said' returned str 'yes', not a list of 1 floats ...
     """
+    from rlvr.rewards.combine import validated
+
+    label = name or getattr(fn, "__name__", "reward")
 
     @functools.wraps(fn)
     def verdict(*args: Any, **kwargs: Any) -> list[float | None]:
-        return [None if score is None or score != score else float(score >= at) for score in fn(*args, **kwargs)]
+        scores = validated(label, fn(*args, **kwargs), len(kwargs.get("completions", [])))
+        return [None if score is None else float(score >= at) for score in scores]
 
     return verdict
 

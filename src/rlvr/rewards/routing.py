@@ -63,7 +63,7 @@ def as_verdict(fn: Callable[..., list[float | None]], at: float,
     """
     from rlvr.rewards.combine import validated
 
-    label = name or getattr(fn, "__name__", "reward")
+    label = str(name or getattr(fn, "__name__", "reward"))
 
     @functools.wraps(fn)
     def verdict(*args: Any, **kwargs: Any) -> list[float | None]:

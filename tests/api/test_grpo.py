@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import datasets
@@ -252,3 +253,41 @@ def test_reward_objects_without_their_own_name_each_train_as_themselves(tmp_path
                               "--max-steps", "2"], capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 2 and "Traceback" not in resumed.stderr
     assert "cannot be imported from here: pass it again from Python" in resumed.stderr.strip().splitlines()[-1]
+
+
+def exits(step, logged):
+    sys.exit(7)
+
+
+def interrupts(step, logged):
+    raise KeyboardInterrupt
+
+
+def blocks(step, logged):
+    time.sleep(120)
+
+
+@pytest.mark.parametrize(("callback", "said"), [
+    (exits, "callback exits called sys.exit(7)"), (interrupts, "callback interrupts raised KeyboardInterrupt itself"),
+    (blocks, "callback blocks did not return within its time limit of 1 s")])
+def test_a_callback_that_exits_interrupts_or_blocks_ends_in_one_line_with_the_run_saved(tmp_path, monkeypatch,
+                                                                                       callback, said):
+    """Callbacks run under the contract of every user function: sys.exit, a KeyboardInterrupt of its own or a
+    call past its time limit is one line once the run has saved the step the callback followed."""
+    from rlvr.api import running
+
+    monkeypatch.setattr(running, "CALLBACK_TIMEOUT_S", 1.0)
+    run = grpo(tmp_path, "c", rewards=[reward_fns.digit_share], max_steps=3, callbacks=[callback])
+    start = time.monotonic()
+    with pytest.raises(UserError) as e:
+        run.train()
+    assert said in str(e.value) and "at step 1" in str(e.value) and "resume=True" in str(e.value)
+    assert paths.latest_checkpoint(tmp_path / "c") == paths.step_dir(tmp_path / "c", 1)
+    assert time.monotonic() - start < 60
+
+
+def test_a_callback_returning_numpys_true_stops_the_run(tmp_path):
+    import numpy as np
+
+    run = grpo(tmp_path, "np", rewards=[reward_fns.digit_share], max_steps=3, callbacks=[lambda s, m: np.bool_(s == 1)])
+    assert run.train()["stopped_at"] == 1

@@ -1,17 +1,23 @@
 """What every run from Python shares (rlvr.GRPO, PPO, SFT, RewardModel): callbacks after each step, the run
 directory's rules (resume, overwrite, refused otherwise), what was given in memory written before the run
-starts, a callback's failure said once the run has saved, and the trained model saved as a plain folder."""
+starts, a callback's failure said once the run has saved, and the trained model saved as a plain folder.
+
+A callback runs under the contract of every user function (rlvr.deadline.call_user): a time limit
+(CALLBACK_TIMEOUT_S), sys.exit or a KeyboardInterrupt of its own turned into one line, Ctrl-C or SIGTERM while
+it runs heard; each ends the run saved at the step it follows."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from rlvr import paths
 from rlvr.console import quiet_libraries
-from rlvr.errors import UserError, first_line, python_caller
+from rlvr.deadline import call_user
+from rlvr.errors import StepAbandoned, UserError, first_line, python_caller
 from rlvr.run.directory import holds_a_run
 from rlvr.run.stop import StopFlag
 
@@ -33,6 +39,24 @@ def as_callback(given: Any) -> Callback:
                     "object with on_step_end(step, metrics)")
 
 
+CALLBACK_TIMEOUT_S = 600.0  # a callback's time limit: past it, the run saves the step it finished and stops
+CALLBACK_FIX = "return True from it to stop the run, or raise an exception"
+
+
+def says_stop(returned: Any) -> bool:
+    """Whether a callback's return value asks the run to stop: True, or a boolean scalar that is true (numpy's
+    np.bool_, a one-element torch bool tensor), not any truthy value.
+
+    >>> import numpy as np
+    >>> says_stop(True), says_stop(np.bool_(True)), says_stop(np.float64(1.0)), says_stop(1), says_stop("stop")
+    (True, True, False, False, False)
+    """
+    if isinstance(returned, bool):
+        return returned
+    dtype = str(getattr(returned, "dtype", ""))
+    return dtype in ("bool", "torch.bool") and tuple(getattr(returned, "shape", (0,))) == () and bool(returned)
+
+
 def train_from_python(run_dir: Path, launch: Callable[[OnStepEnd], dict[str, Any]],
                       write_inputs: Callable[[bool], None], callbacks: Sequence[Callback], *, resume: bool,
                       overwrite: bool) -> dict[str, Any]:
@@ -44,11 +68,18 @@ def train_from_python(run_dir: Path, launch: Callable[[OnStepEnd], dict[str, Any
 
     def step_end(step: int, metrics: dict[str, float], stop: StopFlag) -> None:
         for callback in callbacks:
-            try:
-                wants_stop = callback(step, dict(metrics)) is True
+            name = f"callback {getattr(callback, '__name__', callback)!s}"
+            try:  # under the contract of every user function (rlvr.deadline.call_user): a time limit, sys.exit
+                call = functools.partial(callback, step, dict(metrics))
+                wants_stop = says_stop(call_user(name, call, CALLBACK_TIMEOUT_S, "rlvr.api.running.CALLBACK_TIMEOUT_S",
+                                                 CALLBACK_FIX))
+            except StepAbandoned:  # Ctrl-C or SIGTERM while it ran: the step is done, the run saves it and stops
+                wants_stop = True
+            except UserError as e:  # sys.exit, its own KeyboardInterrupt, past its time limit: said after the save
+                failed.append(f"{e} at step {step}")
+                wants_stop = True
             except Exception as e:  # the user's code: the run saves, then says so in one line
-                failed.append(f"callback {getattr(callback, '__name__', callback)!s} raised {type(e).__name__}: "
-                              f"{first_line(e)} at step {step}")
+                failed.append(f"{name} raised {type(e).__name__}: {first_line(e)} at step {step}")
                 wants_stop = True
             if wants_stop:
                 stop.request_stop()

@@ -63,3 +63,17 @@ def calculator(link, row):
             messages.append({"role": "tool", "tool_call_id": call.id, "content": str(given["a"] + given["b"])})
     calls = sum(m["role"] == "tool" for m in messages)
     return float(any(c.isdigit() for c in messages[-1].get("content") or "")), {"calls": float(calls)}
+
+
+CALLS = []
+
+
+def exits_at_the_second_step(link, row):
+    """Answers the 8 runs of step 1, then calls sys.exit(7)."""
+    CALLS.append(row)
+    if len(CALLS) > 8:
+        import sys
+
+        sys.exit(7)
+    link.chat([{"role": "user", "content": _question(row)}], max_tokens=2)
+    return 1.0 if len(CALLS) % 2 else 0.0

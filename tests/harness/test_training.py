@@ -241,6 +241,17 @@ def test_agent_mistakes_are_one_line(tmp_path):
         train_grpo(tiny_config(tmp_path / "b", *agent("always_raises")))
 
 
+def test_sys_exit_in_an_agent_is_one_line_with_the_finished_steps_saved(tmp_path):
+    """sys.exit in an agent function ends the step, not the process (its SystemExit crossed the harness's
+    future.result() before): one line naming it, and step 1's checkpoint kept."""
+    from rlvr import paths
+
+    config = tiny_config(tmp_path / "run", *agent("exits_at_the_second_step"), "max_steps=3")
+    with pytest.raises(UserError, match=r"agents.py:exits_at_the_second_step' called sys.exit\(7\) \(a run is stopped"):
+        train_grpo(config)
+    assert paths.latest_checkpoint(Path(config.output_dir)) == paths.step_dir(Path(config.output_dir), 1)
+
+
 def test_a_sampler_failing_under_the_agents_is_said_to_be_the_endpoints_not_the_agents(tmp_path, monkeypatch):
     from rlvr.samplers import LocalSampler
 

@@ -107,12 +107,13 @@ def run_rollouts(endpoint: Endpoint, agent: Callable[..., Any] | Agent, jobs: li
     runner: Agent = FunctionAgent(agent, name) if not hasattr(agent, "score") else agent  # type: ignore[assignment]
     keys = [endpoint.open(seed) for _, seed in jobs]
     pool = DaemonPool(max(1, len(keys)))
-    futures: list[Future[Any]] = [pool.submit(runner.run, Link(k.base_url, k.key), row)
-                                  for k, (row, _) in zip(keys, jobs)]
+    run = _guarded(runner.run, runner.name)
+    futures: list[Future[Any]] = [pool.submit(run, Link(k.base_url, k.key), row) for k, (row, _) in zip(keys, jobs)]
     pool.close()
     late = _overtime(futures, keys, timeout_s)
     outcomes: list[Any] = []
     errors: list[str | None] = []
+    fatal: _AgentExit | None = None
     for future, over in zip(futures, late):
         outcome, error = None, None
         try:
@@ -122,6 +123,8 @@ def run_rollouts(endpoint: Endpoint, agent: Callable[..., Any] | Agent, jobs: li
         except TimeoutError:
             error = (f"{runner.name} did not return within environment.timeout_s={timeout_s:g} s of its own time "
                      "(the time it waited for the policy's answers not counted)")
+        except _AgentExit as e:  # it asked to end the process: the step stops, once every run's key is closed
+            fatal = fatal or e
         except UserError as e:
             error = str(e)
         except Exception as e:  # the agent's own failure: this rollout is unscored, the others go on
@@ -129,6 +132,8 @@ def run_rollouts(endpoint: Endpoint, agent: Callable[..., Any] | Agent, jobs: li
         outcomes.append(outcome)
         errors.append(error)
     turns = [endpoint.finish(key.key) for key in keys]
+    if fatal is not None:
+        raise UserError(str(fatal))
     for t, served in enumerate(turns):  # (nothing it was served: nothing to train on, so no reward either)
         if not served and errors[t] is None:
             errors[t] = f"{runner.name} never called the endpoint: nothing to train on"
@@ -143,6 +148,26 @@ def run_rollouts(endpoint: Endpoint, agent: Callable[..., Any] | Agent, jobs: li
     return [HarnessRollout(segments(served), None if error else reward, metrics, error, len(served),
                            key.recorder.tool_parse_errors)
             for served, (reward, metrics), error, key in zip(turns, scored, errors, keys)]
+
+
+class _AgentExit(UserError):
+    """An agent called sys.exit, or raised KeyboardInterrupt itself (on its own thread: no signal of the run's)."""
+
+
+def _guarded(run: Callable[[Link, dict[str, Any]], Any], name: str) -> Callable[[Link, dict[str, Any]], Any]:
+    """`run` with sys.exit and a KeyboardInterrupt of its own turned into one line (the user-function contract,
+    rlvr.deadline.call_user), which ends the step like a reward's, rather than the process."""
+    fix = "a run is stopped by Ctrl-C, not by its functions: return the reward, or raise an exception"
+
+    def guarded(link: Link, row: dict[str, Any]) -> Any:
+        try:
+            return run(link, row)
+        except SystemExit as e:
+            raise _AgentExit(f"{name} called sys.exit({e.code!r}) ({fix})") from None
+        except KeyboardInterrupt:
+            raise _AgentExit(f"{name} raised KeyboardInterrupt itself ({fix})") from None
+
+    return guarded
 
 
 def _overtime(futures: list[Future[Any]], keys: list[RolloutKey], timeout_s: float) -> list[bool]:

@@ -1,10 +1,12 @@
 """rlvr.GRPO: a run from Python with functions and in-memory data, equal to the same run named in a config."""
 
+import errno
 import functools
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -291,3 +293,38 @@ def test_a_callback_returning_numpys_true_stops_the_run(tmp_path):
 
     run = grpo(tmp_path, "np", rewards=[reward_fns.digit_share], max_steps=3, callbacks=[lambda s, m: np.bool_(s == 1)])
     assert run.train()["stopped_at"] == 1
+
+
+class Counting:
+    """A stateful reward: it holds a lock (which no copy can take) and counts its calls."""
+
+    def __init__(self):
+        self.lock, self.calls = threading.Lock(), 0
+
+    def __call__(self, completions, **kwargs):
+        with self.lock:
+            self.calls += 1
+        return [1.0] * len(completions)
+
+
+def test_a_stateful_reward_is_the_object_given_not_a_copy(tmp_path):
+    counting = Counting()
+    grpo(tmp_path, "stateful", rewards=[counting], max_steps=1).train()
+    assert counting.calls > 0
+
+
+def test_python_mistakes_about_folders_and_rewards_are_one_line(tmp_path, monkeypatch):
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(UserError, match=r"output_dir .*a-file is a file: give a folder"):
+        grpo(tmp_path, "a-file", rewards=[reward_fns.digit_share], max_steps=1).train()
+    with pytest.raises(UserError, match=r"output_dir .*a-file is a file: give a folder"):
+        evaluate_model("tiny", ROWS, output_dir=tmp_path / "a-file", samples=1)
+    with pytest.raises(UserError, match=r"^reward=42 \(int\) is no reward: give a function"):
+        evaluate_model("tiny", ROWS, reward=42, output_dir=tmp_path / "e", samples=1)
+
+    def read_only(self, resume):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(GRPO, "_write_inputs", read_only)
+    with pytest.raises(UserError, match=r"cannot write into .*ro \(Read-only file system\): give an output_dir"):
+        grpo(tmp_path, "ro", rewards=[reward_fns.digit_share], max_steps=1).train()

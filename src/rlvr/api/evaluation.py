@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.api.inputs import INPUTS, data_file, is_given_in_memory, model_source
+from rlvr.api.running import writable_folder
 from rlvr.config import EvalConfig, load_command_config
 from rlvr.config.loading import canonical, deep_merge
 from rlvr.console import quiet_libraries
 from rlvr.data import find_task
 from rlvr.data.scoring import CODE, MATH, verifier_for_columns
 from rlvr.data.sources import read_located
-from rlvr.errors import front_door, python_caller
+from rlvr.errors import UserError, front_door, python_caller
 from rlvr.evaluate.benchmarks import MATH_BENCHMARKS
 from rlvr.records import Scoring
 
@@ -41,6 +42,10 @@ def evaluate_model(model: Any, data: Any, *, reward: Any = None, correct_at: flo
 
     quiet_libraries()
     out = Path(output_dir)
+    writable_folder(out)
+    if reward is not None and not (callable(reward) or isinstance(reward, (str, Path, dict))):
+        raise UserError(f"reward={reward!r} ({type(reward).__name__}) is no reward: give a function with TRL's reward "
+                        "signature, a 'file.py:function' name, or a mapping {'name': ..., 'correct_at': ...}")
     layer: dict[str, Any] = {"output_dir": str(out), "samples": samples, "data": {"name": _data(data, out)},
                              "model": {"name": model_source(model, tokenizer, out / INPUTS, resume=True)}}
     if reward is not None:

@@ -89,11 +89,22 @@ def train_from_python(run_dir: Path, launch: Callable[[OnStepEnd], dict[str, Any
             raise UserError("resume=True continues the run in output_dir, overwrite=True deletes it: give one")
         if not (resume or overwrite) and paths.latest_checkpoint(run_dir) is not None:
             raise holds_a_run(run_dir)
-        write_inputs(resume)
+        writable_folder(run_dir)
+        try:
+            write_inputs(resume)
+        except OSError as e:  # (a read-only file system, a folder of someone else's)
+            raise UserError(f"cannot write into {run_dir} ({e.strerror or e}): give an output_dir you can "
+                            "write to") from None
         summary = launch(step_end)
     if failed:
         raise UserError(f"{failed[0]}; the run stopped there, saved: fix it and continue with resume=True")
     return summary
+
+
+def writable_folder(folder: Path) -> None:
+    """One line when `folder`, an output_dir, is a file (it is made when missing)."""
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"output_dir {folder} is a file: give a folder (it is made when missing)")
 
 
 def save_from_python(run_dir: Path, path: str | Path, merge: bool, cache_dir: str) -> Path:

@@ -1,15 +1,13 @@
 """Build a config from defaults, a preset (training), a YAML file and `--set KEY=VALUE` overrides.
 
-Every mistake is a one-line UserError naming the key: unknown keys (with the nearest valid one),
-wrong types, and settings that cannot work together (each config's `validate()`).
-
-Each layer is first put in canonical form: keys of earlier versions move to their place (a config
-class's ALIASES), and a section given as a string sets its SHORTHAND field (`model: tiny`).
+Every mistake is a one-line UserError naming the key: unknown keys (with the nearest valid one), wrong types,
+and settings that cannot work together (each config's `validate()`). Each layer is first put in canonical form:
+keys of earlier versions move to their place (a config class's ALIASES), a section given as a string sets its
+SHORTHAND field (`model: tiny`), and your own code given as an object is named (rlvr.user_code), never copied.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import difflib
 import types
@@ -112,7 +110,7 @@ def canonical(cls: type, values: dict[str, Any]) -> dict[str, Any]:
     >>> canonical(TrainConfig, {"logging": "wandb"})
     {'logging': {'report_to': ['wandb']}}
     """
-    out = copy.deepcopy(values)
+    out = _copied(values)
     hints = typing.get_type_hints(cls)
     sections = {f.name: s for f in dataclasses.fields(cls) if (s := _section_type(hints[f.name])) is not None}
     for name, section in sections.items():
@@ -131,7 +129,7 @@ def canonical(cls: type, values: dict[str, Any]) -> dict[str, Any]:
         found, value = _pop_nested(out, old.split("."))
         if not found:
             continue
-        if _has_nested(out, new.split(".")):
+        if _pop_nested(_copied(out), new.split("."))[0]:  # (set already)
             raise UserError(f"config keys {old!r} and {new!r} set the same thing: keep only {new!r}")
         _set_nested(out, new.split("."), value)
     for name in getattr(cls, "ONE_OR_MANY", ()):  # `report_to: wandb` is `report_to: [wandb]`
@@ -141,6 +139,11 @@ def canonical(cls: type, values: dict[str, Any]) -> dict[str, Any]:
         if isinstance(out.get(name), dict):
             out[name] = canonical(section, out[name])
     return out
+
+
+def _copied(value: Any) -> Any:  # dicts and lists copied all the way down; anything else (your code too) as it is
+    return ({k: _copied(v) for k, v in value.items()} if isinstance(value, dict)
+            else [_copied(v) for v in value] if isinstance(value, list) else value)
 
 
 def _is_code(value: Any) -> bool:
@@ -167,14 +170,6 @@ def _section_type(tp: Any) -> type | None:
         inner = [a for a in get_args(tp) if a is not type(None)]
         tp = inner[0] if len(inner) == 1 else None
     return tp if isinstance(tp, type) and dataclasses.is_dataclass(tp) else None
-
-
-def _has_nested(target: dict[str, Any], keys: list[str]) -> bool:
-    for key in keys:
-        if not isinstance(target, dict) or key not in target:
-            return False
-        target = target[key]
-    return True
 
 
 def _pop_nested(target: dict[str, Any], keys: list[str]) -> tuple[bool, Any]:

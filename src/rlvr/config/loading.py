@@ -110,7 +110,7 @@ def canonical(cls: type, values: dict[str, Any]) -> dict[str, Any]:
     >>> canonical(TrainConfig, {"logging": "wandb"})
     {'logging': {'report_to': ['wandb']}}
     """
-    out = _copied(values)
+    out: dict[str, Any] = _copied(values)
     hints = typing.get_type_hints(cls)
     sections = {f.name: s for f in dataclasses.fields(cls) if (s := _section_type(hints[f.name])) is not None}
     for name, section in sections.items():

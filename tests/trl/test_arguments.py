@@ -157,3 +157,24 @@ def test_max_steps_counts_optimizer_steps_as_in_trl():
     assert translation.settings["max_steps"] == 3 and translation.settings["algorithm.updates_per_batch"] == 4
     assert any("counts optimizer steps" in note for note in translation.notes)
     assert translate({"max_steps": 10}, ROWS).settings["max_steps"] == 10
+
+
+@pytest.mark.parametrize(("given", "said"), [
+    ({"max_steps": "2"}, "max_steps='2' is a str: give a number"),
+    ({"num_train_epochs": "1"}, "num_train_epochs='1' is a str: give a number"),
+    ({"warmup_steps": "0.1"}, "warmup_steps='0.1' is a str: give a number"),
+    ({"per_device_train_batch_size": "8", "gradient_accumulation_steps": 2},
+     "per_device_train_batch_size='8' is a str"),
+    ({"fp16": "no"}, "fp16='no' is a str: give True or False"),
+])
+def test_an_argument_of_the_wrong_type_is_one_line(given, said):
+    with pytest.raises(UserError, match=f"^GRPOConfig argument {said}"):
+        translate(given, 100)
+
+
+def test_fractional_save_and_eval_steps_are_a_share_of_the_run_as_in_trl():
+    """transformers reads save_steps and eval_steps below 1 as a ratio of the total steps (rounded up)."""
+    given = {"save_steps": 0.5, "eval_strategy": "steps", "eval_steps": 0.25, "max_steps": 10}
+    settings = translate(given, 100).settings
+    assert (settings["save_every"], settings["eval_every"]) == (5, 3)
+    assert translate({"save_steps": 4, "max_steps": 10}, 100).settings["save_every"] == 4

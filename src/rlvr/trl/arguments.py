@@ -61,6 +61,7 @@ def translate(given: dict[str, Any], train_rows: int | None) -> Translation:
         close = get_close_matches(unknown[0], list(DEFAULTS), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise UserError(f"GRPOConfig has no argument {unknown[0]!r} (TRL {TRL_VERSION}){hint}")
+    _check_types(given)
     args = {**DEFAULTS, **given}
     handled: set[str] = set()
     for names, handler in HANDLERS:
@@ -68,6 +69,9 @@ def translate(given: dict[str, Any], train_rows: int | None) -> Translation:
         handled.update(names)
     _train_length(args, out, train_rows)
     handled.update(("max_steps", "num_train_epochs"))
+    for every in ("save_every", "eval_every"):  # save_steps, eval_steps below 1: a share of the run's steps, as in TRL
+        if 0 < out.settings.get(every, 0) < 1:
+            out.settings[every] = math.ceil(out.settings[every] * out.settings["max_steps"])
     if gone.get("warmup_ratio") and args["warmup_steps"]:  # (transformers 4 took warmup_steps over the ratio)
         out.notes.append(f"warmup_ratio={gone.pop('warmup_ratio')!r}: warmup_steps={args['warmup_steps']} is given, "
                          "which takes precedence (as in transformers 4)")
@@ -81,6 +85,19 @@ def translate(given: dict[str, Any], train_rows: int | None) -> Translation:
         raise UserError(f"GRPOConfig argument {name}={value!r} is not supported by rlvr.trl: drop it (or keep TRL's "
                         f"default, {DEFAULTS[name]!r}); docs/from_trl.md lists what rlvr has instead")
     return out
+
+
+def _check_types(given: dict[str, Any]) -> None:
+    """One line for an argument of a type TRL's field does not take: a number or a flag given as a string (what
+    a dataclass takes silently and fails on later)."""
+    for name, value in given.items():
+        default = DEFAULTS.get(name)
+        if isinstance(default, bool) and not isinstance(value, bool):
+            raise UserError(f"GRPOConfig argument {name}={value!r} is a {type(value).__name__}: give True or False")
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if isinstance(default, (int, float)) and not isinstance(default, bool) and not number:
+            raise UserError(f"GRPOConfig argument {name}={value!r} is a {type(value).__name__}: give a number "
+                            f"(TRL's default is {default!r})")
 
 
 TRAINER_ARGUMENTS = ("reward_weights",)  # read by rlvr.trl.trainer with the reward functions they weight
@@ -212,8 +229,8 @@ def _evaluating(args: dict[str, Any], given: dict[str, Any], notes: list[str]) -
         return {"eval_before": False, "eval_after": False}
     if strategy != "steps":
         raise _refuse("eval_strategy", strategy, "rlvr evaluates every eval_steps (steps), or not at all (no)")
-    every = args["eval_steps"] or args["logging_steps"]
-    return {"eval_every": int(every), "eval_before": args["eval_on_start"], "eval_after": True}
+    every = args["eval_steps"] or args["logging_steps"]  # (below 1: a share of the steps, made steps with max_steps)
+    return {"eval_every": every if every < 1 else int(every), "eval_before": args["eval_on_start"], "eval_after": True}
 
 
 def _vllm(args: dict[str, Any], given: dict[str, Any], notes: list[str]) -> Settings:

@@ -70,6 +70,16 @@ class StepAbandoned(KeyboardInterrupt):
     the step is given up, the run saved as it was before the step, and stopped."""
 
 
+def a_kind(value: Any) -> str:
+    """The type of `value` with its article, for one-line errors ("is an int", "is a str").
+
+    >>> a_kind(42), a_kind("x"), a_kind(None)
+    ('an int', 'a str', 'a NoneType')
+    """
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
 def first_line(error: BaseException) -> str:
     """The first line of an error's message (at most 300 characters), or its type's name when it has none.
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from rlvr.errors import UserError
+from rlvr.errors import UserError, a_kind
 
 _REGISTERED: dict[str, Any] = {}  # spec -> the object a Python caller gave under it, in this process
 # the marks of a name no other process can import: a script's, a function's own, a lambda, an instance or a partial
@@ -103,7 +103,7 @@ def load_user_object(spec: str, kind: str, noun: str, expected: str) -> Any:
         raise UserError(f"{kind} '{spec}': '{source}' has no attribute '{attribute}' ({hint})")
     found = getattr(module, attribute)
     if not callable(found):
-        raise UserError(f"{kind} '{spec}': '{source}:{attribute}' is a {type(found).__name__}, not a {noun} "
+        raise UserError(f"{kind} '{spec}': '{source}:{attribute}' is {a_kind(found)}, not a {noun} "
                         f"(point at {expected})")
     return found
 

@@ -148,3 +148,13 @@ def test_rlvr_eval_takes_a_task_and_judges_it_by_its_scorer(tmp_path):
     assert [r.gold for r in records] == [row["answer"] for row in test_rows]
     trained = set(questions(gym.generate(source, 200, split="train", seed=0, difficulty=2)))
     assert not trained & set(questions(test_rows))
+
+
+def test_a_curriculum_past_the_tasks_levels_names_the_difficulty_asked(tmp_path, capsys):
+    """data.difficulty=50 under data.curriculum: said of 50, the setting given (the levels below it were loaded
+    first, and the first missing one was named)."""
+    from rlvr.cli import main
+
+    assert main(["train", "--set", "model.name=tiny", "--set", f"data.train={CHAIN}", "--set", "data.difficulty=50",
+                 "--set", "data.curriculum=true", "--output-dir", str(tmp_path / "run")]) == 2
+    assert "difficulty 50 is unknown; use one of 1, 2" in capsys.readouterr().err

@@ -183,7 +183,7 @@ def test_user_environments_load_from_a_file_and_mistakes_are_one_line(tmp_path):
     assert env.step("hi").message["content"] == "HI" and env.step("x").done
     for spec, params, message in [
         (f"{path}:Ecco", {}, "did you mean 'Echo'"),
-        (f"{path}:NOT_A_CLASS", {}, "is a int, not a class"),
+        (f"{path}:NOT_A_CLASS", {}, "is an int, not a class"),
         (f"{path}:NoStep", {}, "has no step method"),
         (f"{path}:Echo", {"turns": 2}, "its parameters do not fit"),
         (f"{tmp_path}/missing.py:Echo", {}, "not found"),

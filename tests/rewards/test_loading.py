@@ -94,7 +94,7 @@ def test_missing_attribute_suggests_the_nearest(reward_module):
 
 
 def test_not_callable(reward_module):
-    with pytest.raises(UserError, match="is a int, not a function"):
+    with pytest.raises(UserError, match="is an int, not a function"):
         load_reward_function("my_rewards_pkg.scoring:NOT_A_FUNCTION")
 
 

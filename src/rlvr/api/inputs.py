@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from rlvr.errors import UserError
+from rlvr.errors import UserError, a_kind
 from rlvr.evaluate.store import write_atomic
 from rlvr.samplers.protocol import weights_fingerprint
 
@@ -70,7 +70,7 @@ def _rows(data: Any, limit: int, name: str) -> Iterable[Any]:
 
 def _line(row: Any, number: int, name: str) -> str:
     if not isinstance(row, dict):
-        raise UserError(f"row {number} of the {name} data is a {type(row).__name__}, not a mapping of columns "
+        raise UserError(f"row {number} of the {name} data is {a_kind(row)}, not a mapping of columns "
                         "(give rows such as {'prompt': ..., 'answer': ...})")
     try:
         return json.dumps(row, ensure_ascii=False, default=_plain) + "\n"
@@ -96,7 +96,7 @@ def model_source(model: Any, tokenizer: Any, folder: Path, resume: bool) -> str:
         raise UserError("the model is a peft model: give its base model, and the adapters' settings as "
                         "config model.lora (or peft_config= with rlvr.trl)")
     if not hasattr(model, "save_pretrained"):
-        raise UserError(f"model is a {type(model).__name__}: give a name (smollm2, a hub id), a checkpoint folder "
+        raise UserError(f"model is {a_kind(model)}: give a name (smollm2, a hub id), a checkpoint folder "
                         "or a transformers PreTrainedModel")
     target, mark = folder / "model", folder / "model.fingerprint"
     given = weights_fingerprint(model.state_dict().items())

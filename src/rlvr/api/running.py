@@ -17,7 +17,7 @@ from typing import Any
 from rlvr import paths
 from rlvr.console import quiet_libraries
 from rlvr.deadline import call_user
-from rlvr.errors import StepAbandoned, UserError, first_line, python_caller
+from rlvr.errors import StepAbandoned, UserError, a_kind, first_line, python_caller
 from rlvr.run.directory import holds_a_run
 from rlvr.run.stop import StopFlag
 
@@ -129,4 +129,4 @@ def config_values(config: Any, cls: type, load: Callable[[str | Path], Any]) -> 
     if isinstance(config, (str, Path)):
         loaded: Any = load(config)
         return dataclasses.asdict(loaded)
-    raise UserError(f"config is a {type(config).__name__}: give a {cls.__name__}, a dict of its keys or a YAML file")
+    raise UserError(f"config is {a_kind(config)}: give a {cls.__name__}, a dict of its keys or a YAML file")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlvr.errors import UserError
+from rlvr.errors import UserError, a_kind
 
 
 def completion_text(completion: Any) -> str:
@@ -37,7 +37,7 @@ def completion_text(completion: Any) -> str:
     if isinstance(message, dict) and "content" in message:
         return _content_text(message["content"])
     raise UserError(
-        f"a completion is a {type(completion).__name__}, not a string or a list of chat messages "
+        f"a completion is {a_kind(completion)}, not a string or a list of chat messages "
         "(pass completions the way TRL does: str, or [{'role': 'assistant', 'content': ...}])"
     )
 

@@ -179,6 +179,9 @@ def _training_rows(config: TrainConfig, load: Callable[[str, str, int | None], l
     d = config.data
     if not (d.curriculum and is_gym(d.train)):
         return load(d.train, "train", d.train_size)
+    from rlvr.data.tasks.gym import check
+
+    check(d.train, d.difficulty)  # (its top level first: the levels below exist if it does)
     each, extra = divmod(d.train_size, d.difficulty)
     shares = [each + (level <= extra) for level in range(1, d.difficulty + 1)]
     rows = [row for level, share in enumerate(shares, start=1) if share

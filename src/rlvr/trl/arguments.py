@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlvr.errors import UserError
+from rlvr.errors import UserError, a_kind
 from rlvr.trl.gone import GONE, gone_settings, renamed
 from rlvr.trl.recorded import DEFAULTS, TRL_VERSION
 
@@ -93,10 +93,10 @@ def _check_types(given: dict[str, Any]) -> None:
     for name, value in given.items():
         default = DEFAULTS.get(name)
         if isinstance(default, bool) and not isinstance(value, bool):
-            raise UserError(f"GRPOConfig argument {name}={value!r} is a {type(value).__name__}: give True or False")
+            raise UserError(f"GRPOConfig argument {name}={value!r} is {a_kind(value)}: give True or False")
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         if isinstance(default, (int, float)) and not isinstance(default, bool) and not number:
-            raise UserError(f"GRPOConfig argument {name}={value!r} is a {type(value).__name__}: give a number "
+            raise UserError(f"GRPOConfig argument {name}={value!r} is {a_kind(value)}: give a number "
                             f"(TRL's default is {default!r})")
 
 

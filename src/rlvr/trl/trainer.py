@@ -31,7 +31,7 @@ from transformers.trainer_utils import TrainOutput
 
 from rlvr import paths
 from rlvr.api import GRPO
-from rlvr.errors import UserError, front_door
+from rlvr.errors import UserError, a_kind, front_door
 from rlvr.rewards.registry import BUILTIN_REWARDS
 from rlvr.trl.arguments import translate
 from rlvr.trl.gone import GONE
@@ -198,7 +198,7 @@ def _lora(peft_config: Any) -> dict[str, Any]:
     from peft import LoraConfig
 
     if not isinstance(peft_config, LoraConfig):
-        raise UserError(f"peft_config is a {type(peft_config).__name__}: rlvr trains LoRA adapters (LoraConfig)")
+        raise UserError(f"peft_config is {a_kind(peft_config)}: rlvr trains LoRA adapters (LoraConfig)")
     default = LoraConfig()
     mapped = ("r", "lora_alpha", "lora_dropout", "target_modules", "task_type")
     for f in dataclasses.fields(LoraConfig):

@@ -45,7 +45,7 @@ def check_request(task: str, n: int, split: str, difficulty: int, difficulties: 
         raise UserError(f"{task}: split {split!r} is unknown; use one of 'train', 'test'")
     if difficulty not in difficulties:
         allowed = ", ".join(str(d) for d in difficulties)
-        raise UserError(f"{task}: difficulty {difficulty} is unknown; use one of {allowed}")
+        raise UserError(f"{task}: difficulty {difficulty} is unknown; use one of {allowed} (data.difficulty)")
 
 
 def make_rng(task: str, split: str, seed: int, difficulty: int) -> random.Random:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from rlvr.errors import UserError
+from rlvr.errors import UserError, a_kind
 from rlvr.rewards.combine import grade_rows
 from rlvr.rewards.graders.formula import Formula
 from rlvr.rewards.graders.rows import RowGrader
@@ -79,6 +79,6 @@ def named_specs(graders: Any, where: str) -> dict[str, dict[str, Any]]:
                 "(use letters, digits and _, not starting with a digit)"
             )
         if not isinstance(sub_spec, dict):
-            raise UserError(f"{where}: sub-grader '{sub_name}' is a {type(sub_spec).__name__}, not a grader spec")
+            raise UserError(f"{where}: sub-grader '{sub_name}' is {a_kind(sub_spec)}, not a grader spec")
     # A sub-spec's own `name` is dropped so the name used in the formula is the one reported.
     return {sub_name: {k: v for k, v in sub_spec.items() if k != "name"} for sub_name, sub_spec in named.items()}

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.config.loading import read_text_file, read_yaml_file
-from rlvr.errors import UserError
+from rlvr.errors import UserError, a_kind
 
 COMMON_FIELDS = ("type", "name")
 
@@ -49,7 +49,7 @@ def load_grader_spec(source: str | Path | Mapping[str, Any], types: Sequence[str
         text = str(source).strip()
         spec, origin = _spec_from_text(text, types)
     if not isinstance(spec, dict):
-        raise UserError(f"{origin} is a {type(spec).__name__}, not a mapping (write 'type: ...' and its fields)")
+        raise UserError(f"{origin} is {a_kind(spec)}, not a mapping (write 'type: ...' and its fields)")
     if "type" not in spec:
         raise UserError(f"{origin} has no 'type' (add one of: {', '.join(types)})")
     return spec

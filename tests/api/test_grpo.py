@@ -328,3 +328,21 @@ def test_python_mistakes_about_folders_and_rewards_are_one_line(tmp_path, monkey
     monkeypatch.setattr(GRPO, "_write_inputs", read_only)
     with pytest.raises(UserError, match=r"cannot write into .*ro \(Read-only file system\): give an output_dir"):
         grpo(tmp_path, "ro", rewards=[reward_fns.digit_share], max_steps=1).train()
+
+
+def test_an_endless_stream_is_evaluated_up_to_its_limit_or_refused(tmp_path):
+    """evaluate_model on an IterableDataset that never ends: limit=N takes its first N problems; without a limit,
+    one line asks for one (it wrote 10 million rows before)."""
+    import itertools
+
+    def endless():
+        for a in itertools.count():
+            yield {"prompt": f"What is {a % 10} + 1?", "answer": str(a % 10 + 1)}
+
+    stream = datasets.IterableDataset.from_generator(endless)
+    with pytest.raises(UserError, match=r"the data is a stream \(IterableDataset\), which may not end: give limit=N"):
+        evaluate_model("tiny", stream, output_dir=tmp_path / "no-limit", samples=1)
+    results = evaluate_model("tiny", stream, limit=3, output_dir=tmp_path / "e", samples=1, threads=1,
+                             generation={"max_new_tokens": 4})
+    assert results["problems"] == 3
+    assert len((tmp_path / "e" / "inputs" / "eval.jsonl").read_text().splitlines()) == 3

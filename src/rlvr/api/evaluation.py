@@ -46,12 +46,17 @@ def evaluate_model(model: Any, data: Any, *, reward: Any = None, correct_at: flo
     if reward is not None and not (callable(reward) or isinstance(reward, (str, Path, dict))):
         raise UserError(f"reward={reward!r} ({type(reward).__name__}) is no reward: give a function with TRL's reward "
                         "signature, a 'file.py:function' name, or a mapping {'name': ..., 'correct_at': ...}")
-    layer: dict[str, Any] = {"output_dir": str(out), "samples": samples, "data": {"name": _data(data, out)},
+    given = deep_merge(canonical(EvalConfig, _values(config)), canonical(EvalConfig, settings))
+    limit = (given.get("data") or {}).get("limit")
+    if type(data).__name__ == "IterableDataset" and limit is None:  # (a stream may not end)
+        raise UserError("the data is a stream (IterableDataset), which may not end: give limit=N, how many of its "
+                        "problems to evaluate")
+    layer: dict[str, Any] = {"output_dir": str(out), "samples": samples, "data": {"name": _data(data, out, limit)},
                              "model": {"name": model_source(model, tokenizer, out / INPUTS, resume=True)}}
     if reward is not None:
         layer["reward"] = {**canonical(EvalConfig, {"reward": reward})["reward"],
                            **({"correct_at": correct_at} if correct_at is not None else {})}
-    values = deep_merge(deep_merge(canonical(EvalConfig, _values(config)), canonical(EvalConfig, settings)), layer)
+    values = deep_merge(given, layer)
     with python_caller():
         return run_eval(load_command_config(EvalConfig, values=values))
 
@@ -70,9 +75,10 @@ def verifier_of(data: Any) -> Scoring | None:
     return verifier_for_columns(first) if isinstance(first, dict) else None
 
 
-def _data(data: Any, out: Path) -> str:
-    """The data as a name the config holds: rows in memory written to OUT/inputs/eval.jsonl first."""
-    return data_file(data, out / INPUTS, "eval", limit=10_000_000, resume=True) or ""
+def _data(data: Any, out: Path, limit: int | None) -> str:
+    """The data as a name the config holds: rows in memory written to OUT/inputs/eval.jsonl first (of a stream,
+    the first `limit`)."""
+    return data_file(data, out / INPUTS, "eval", limit=limit or 10_000_000, resume=True) or ""
 
 
 def _values(config: EvalConfig | dict[str, Any] | str | Path | None) -> dict[str, Any]:

@@ -346,3 +346,15 @@ def test_an_endless_stream_is_evaluated_up_to_its_limit_or_refused(tmp_path):
                              generation={"max_new_tokens": 4})
     assert results["problems"] == 3
     assert len((tmp_path / "e" / "inputs" / "eval.jsonl").read_text().splitlines()) == 3
+
+
+def test_a_tokenizer_with_more_tokens_than_the_models_embeddings_is_one_line(tmp_path):
+    """Accepted before, then a 116-line IndexError at the first rollout (and saved, so a resume failed alike)."""
+    from rlvr.models.loading import build_tiny_model
+
+    model, tokenizer = build_tiny_model(0)
+    tokenizer.add_tokens([f"<extra_{i}>" for i in range(8)])
+    with pytest.raises(UserError, match=r"the tokenizer of the given model has \d+ tokens but its model's embeddings "
+                                        r"have \d+ rows: call model.resize_token_embeddings"):
+        grpo(tmp_path, "vocab", model=model, tokenizer=tokenizer, rewards=[reward_fns.digit_share], max_steps=1).train()
+    assert not (tmp_path / "vocab" / "inputs" / "model").exists()

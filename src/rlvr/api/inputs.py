@@ -23,6 +23,7 @@ from typing import Any
 
 from rlvr.errors import UserError, a_kind
 from rlvr.evaluate.store import write_atomic
+from rlvr.models.loading import check_vocabulary
 from rlvr.samplers.protocol import weights_fingerprint
 
 INPUTS = "inputs"
@@ -106,6 +107,7 @@ def model_source(model: Any, tokenizer: Any, folder: Path, resume: bool) -> str:
                             f"differ from the copy in {target}): give another output_dir, or delete {folder.parent}")
         return str(target)
     tokenizer = tokenizer if tokenizer is not None else _its_tokenizer(model)
+    check_vocabulary(model, tokenizer, "the given model")  # (before it is saved: a resume would fail alike)
     staging = folder / "model.partial"
     shutil.rmtree(staging, ignore_errors=True)
     try:

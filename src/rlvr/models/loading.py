@@ -90,11 +90,23 @@ def load_configured(m: ModelConfig, seed: int = 0,
     # starts new adapters on that model (merged)
     model, tokenizer = load_model(name or m.name, m.cache_dir, seed, m.attn_implementation,
                                   trainable_adapters=m.lora is not None and name is not None)
+    check_vocabulary(model, tokenizer, name or m.name)
     if m.gradient_checkpointing:
         set_checkpointing(model, True)
     model = adapt(model, m)
     model.to(device)
     return model.train(), tokenizer, device, compute_dtype(m.dtype, device)
+
+
+def check_vocabulary(model: Any, tokenizer: Any, name: str) -> None:
+    """One line when `tokenizer` has ids that `model`'s embeddings have no row for (the first such token sampled
+    or read would end in an IndexError deep in the forward pass)."""
+    embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    rows = getattr(embeddings, "num_embeddings", None)
+    if rows is not None and len(tokenizer) > rows:
+        raise UserError(f"the tokenizer of {name} has {len(tokenizer)} tokens but its model's embeddings have "
+                        f"{rows} rows: call model.resize_token_embeddings(len(tokenizer)) before giving it, or give "
+                        "the tokenizer it was trained with")
 
 
 def adapt(model: torch.nn.Module, m: ModelConfig, task: str = "CAUSAL_LM") -> torch.nn.Module:

@@ -40,7 +40,7 @@ from rlvr.run.metrics import MetricsWriter, record_samples, truncate_jsonl
 from rlvr.run.process import configure_process
 from rlvr.run.sharded import restore_rng, save_sharded_checkpoint
 from rlvr.run.stop import StopFlag, stop_on_signals
-from rlvr.run.tally import SignalWatch, run_totals, time_line
+from rlvr.run.tally import SignalWatch, run_totals, said_at_start, time_line
 from rlvr.run.trackers import open_trackers
 from rlvr.run.world import World, any_across, barrier, join, tag_warnings
 
@@ -134,13 +134,6 @@ class KeepsBest(Protocol):
 
 
 @runtime_checkable
-class PlansMemory(Protocol):
-    """A recipe that planned its memory before its model loaded (rlvr.train.memory): the plan, in one line."""
-
-    memory_plan: str | None
-
-
-@runtime_checkable
 class Closes(Protocol):
     """A recipe that holds more than memory (a sampling engine, a server): closed when the run ends, however."""
 
@@ -220,9 +213,7 @@ def _run(recipe: Recipe, before: dict[str, Any] | None, resumed: bool, on_step_e
             truncate_jsonl(run_dir / paths.SAMPLES, recipe.step_count)
     writer = _writer(recipe, resumed) if main else None
     if main and precision is not None and recipe.step_count < schedule.total_steps:  # (once all checks passed)
-        print(f"rlvr: precision {precision}", file=sys.stderr)
-        if isinstance(recipe, PlansMemory) and recipe.memory_plan:
-            print(recipe.memory_plan, file=sys.stderr)
+        print(said_at_start(precision, getattr(recipe, "memory_plan", None)), file=sys.stderr)
     try:
         if not resumed and schedule.eval_before:
             first = _evaluate(recipe, "before")

@@ -64,6 +64,16 @@ def run_totals(run_dir: Path) -> dict[str, Any]:
                                                                           if scoring else {})}}
 
 
+def said_at_start(precision: str, memory_plan: str | None) -> str:
+    """What a run says once every check has passed (a mistake before is one line alone): its precision and, for a
+    recipe that planned its memory before its model loaded (rlvr.train.memory), the plan.
+
+    >>> said_at_start("float32 (model.dtype=auto)", None)
+    'rlvr: precision float32 (model.dtype=auto)'
+    """
+    return f"rlvr: precision {precision}" + (f"\n{memory_plan}" if memory_plan else "")
+
+
 def time_line(time: dict[str, float]) -> str:
     """`time` (seconds by phase) in one line: minutes and shares of the steps' time."""
     total = sum(v for k, v in time.items() if k in PHASES)

@@ -86,8 +86,7 @@ def _shown(row: int, share: float) -> bool:
 
 
 def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts:
-    """Data and rewards first, checked against each other (a second), then the policy (from `checkpoint`
-    when resuming) and the reference when β > 0 (the slow part), then the prompts rendered for the model."""
+    """Data and rewards, checked against each other; the memory plan; the models (slow); the prompts, rendered."""
     d = config.data
     task = find_task(d.train)
     load: Callable[[str, str, int | None], list[Example]] = lambda source, split, limit: load_examples(  # noqa: E731

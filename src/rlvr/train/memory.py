@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 
 from rlvr.config import TrainConfig
+from rlvr.config.sections import shards
 from rlvr.errors import UserError
 from rlvr.logprobs import CHUNK_TOKENS
 from rlvr.models.shapes import Shapes
@@ -77,7 +78,7 @@ def plan_memory(config: TrainConfig, shapes: Shapes, prompt_tokens: int, runtime
     act = torch.finfo(dtype).bits // 8
     lora = m.lora
     trainable = shapes.adapter_parameters(lora.rank, lora.target_modules) if lora else shapes.parameters
-    sharded = ranks if config.distributed.strategy != "ddp" else 1  # (FSDP: each rank holds its shard)
+    sharded = ranks if shards(config.distributed.strategy, ranks) else 1  # (each rank holds its shard)
     gpu = device.type == "cuda"
     parts = {"runtime": 0.0 if gpu else runtime,
              "weights": shapes.parameters * FP32 / sharded,

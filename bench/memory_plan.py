@@ -1,7 +1,7 @@
 """The memory plan against the measured peak: each setting trained 2 steps in its own process (`rlvr train
 --max-steps 2`, no held-out evaluation), its plan line against the largest `memory/peak_gb` it logs.
 
-    .venv/bin/python bench/memory_plan.py [--model smollm2] [--setting "--set optim.micro_batch_tokens=1024" ...]
+    .venv/bin/python bench/memory_plan.py [--model smollm2] [--setting="--set optim.micro_batch_tokens=1024" ...]
 
 Prints a table: the setting, the plan, the measured peak (resident set), plan / measured.
 """
@@ -37,13 +37,14 @@ def measure(model: str, setting: str, out: Path) -> tuple[float, float]:
     if found is None:
         raise SystemExit(f"no plan line for {setting!r}")
     peaks = [json.loads(line).get("memory/peak_gb", 0.0) for line in (run / "metrics.jsonl").open()]
-    return float(found.group(1)), max(peaks) * 1.024  # (logged as ru_maxrss, KiB, over 1e6)
+    return float(found.group(1)), max(peaks)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="smollm2")
-    p.add_argument("--setting", action="append", default=None, help="rlvr train arguments, one setting")
+    p.add_argument("--setting", action="append", default=None,
+                   help='rlvr train arguments, one setting (--setting="--set KEY=VALUE")')
     args = p.parse_args()
     print(f"{machine_line('float32', 'auto')}\n\n| {args.model}, setting | plan | measured peak | plan / measured |\n"
           "|---|---|---|---|", flush=True)

@@ -38,7 +38,7 @@ HELPERS = {"rlvr_job": "the grpo_vs_trl and ppo_vs_grpo tiny runs", "ppo_job": "
            "machine": "every tiny run below (the first line of each table)"}
 # the scripts run here with --help
 USAGE = ["arithmetic_baselines", "generation", "grpo_vs_trl", "learning_vs_trl", "lora_sampling", "multiturn",
-         "optimizer", "overlap", "ppo_vs_grpo", "reward_curve", "samplers", "scaling", "step_memory",
+         "memory_plan", "optimizer", "overlap", "ppo_vs_grpo", "reward_curve", "samplers", "scaling", "step_memory",
          "threads_under_load"]
 # what of a script is not run here, and why
 SKIPPED = {
@@ -93,6 +93,12 @@ def check_step_memory(stdout: str, out: Path) -> None:
     phases = [line.split("|")[1].strip() for line in rows(stdout, "| ") if "GB" in line]
     assert phases == ["start", "building the trainer", "step 1: sampling", "step 1: log-prob passes",
                       "step 1: update", "step 1: weights"]
+
+
+def check_memory_plan(stdout: str, out: Path) -> None:
+    (row,) = [line.split("|")[1:5] for line in rows(stdout, "| --set optim.micro_batch_tokens=512")]
+    planned, measured, ratio = (float(cell.split()[0]) for cell in row[1:])
+    assert planned > 0 and measured > 0 and ratio == pytest.approx(planned / measured, abs=0.01)
 
 
 def check_multiturn(stdout: str, out: Path) -> None:
@@ -218,6 +224,8 @@ TINY = [
                        "--set", "sampling.batch_size=4", "--prompts", "1", "--repeats", "1", "--rejoin", "1,2"],
          check_multiturn),
     Case("step_memory", [script("step_memory"), *TINY_JOB, "--prompts-per-step", "2"], check_step_memory),
+    Case("memory_plan", [script("memory_plan"), "--model", "tiny", "--setting=--set optim.micro_batch_tokens=512"],
+         check_memory_plan),
     Case("generation", [script("generation"), "--model", "tiny", "--batches", "8", "--new-tokens", "4",
                         "--repeats", "1"], check_generation),
     Case("samplers", ["-c", SAMPLERS], check_samplers),

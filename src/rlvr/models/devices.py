@@ -20,6 +20,7 @@ import re
 import resource
 import sys
 from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
@@ -157,8 +158,14 @@ def autocast(device: torch.device, dtype: torch.dtype) -> AbstractContextManager
 
 
 def peak_memory_gb(device: torch.device) -> float:
-    """Peak allocated GPU memory on CUDA; peak resident set size of the process on CPU."""
+    """Peak allocated GPU memory on CUDA; on a CPU, the peak resident set of this process since it started, in GB
+    (10^9 bytes). On Linux that is VmHWM: getrusage's ru_maxrss starts from the size of the process that spawned
+    this one (a test runner, a notebook), which it keeps across exec."""
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 1e9
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / 1e9 if sys.platform == "darwin" else peak / 1e6  # bytes on macOS, KiB on Linux
+    try:
+        status = Path("/proc/self/status").read_text().splitlines()
+        return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:")) / 1e9
+    except (OSError, StopIteration, ValueError):
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak / 1e9 if sys.platform == "darwin" else peak * 1024 / 1e9  # bytes on macOS, KiB on Linux

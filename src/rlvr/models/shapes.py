@@ -34,9 +34,12 @@ class Shapes:
         ...     2, ["q_proj"])
         16
         """
+        return sum(rank * (n_in + n_out) for _, n_in, n_out in self.targeted(targets))
+
+    def targeted(self, targets: list[str]) -> list[tuple[str, int, int]]:
+        """The linear layers LoRA adapts on `targets` (`all-linear`, or the last part of a module's name)."""
         every = targets == ["all-linear"]
-        return sum(rank * (n_in + n_out) for name, n_in, n_out in self.linears
-                   if every or name.rsplit(".", 1)[-1] in targets)
+        return [linear for linear in self.linears if every or linear[0].rsplit(".", 1)[-1] in targets]
 
 
 def shapes_of(config: Any) -> Shapes:

@@ -88,8 +88,7 @@ def plan_memory(config: TrainConfig, shapes: Shapes, prompt_tokens: int, runtime
     if s.max_staleness is not None:
         parts["sampler copy"], notes["sampler copy"] = shapes.parameters * FP32, "sampling ahead"
     elif lora:
-        adapted = sum(n_in * n_out for name, n_in, n_out in shapes.linears
-                      if lora.target_modules == ["all-linear"] or name.rsplit(".", 1)[-1] in lora.target_modules)
+        adapted = sum(n_in * n_out for _, n_in, n_out in shapes.targeted(lora.target_modules))
         parts["sampler copy"], notes["sampler copy"] = adapted * FP32, "LoRA folded for decoding"
     new_tokens = g.max_new_tokens or max(shapes.context - prompt_tokens, 0)
     sequence = prompt_tokens + new_tokens

@@ -177,3 +177,19 @@ def test_help_and_argument_or_config_errors_answer_before_torch_is_imported(args
     out = subprocess.run([sys.executable, "-c", script, *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == (0 if "--help" in args else 2), out.stderr
     assert out.stdout.splitlines()[-1] == "loaded:", out.stdout[-300:]
+
+
+def test_a_signal_repeated_at_once_is_the_same_request(monkeypatch):
+    """`timeout` signals the command and then its process group: the second SIGTERM, raised again, would land
+    in the first one's cleanup (a KeyboardInterrupt traceback). A later one is a second request."""
+    import signal
+
+    import rlvr.cli
+
+    monkeypatch.setattr(rlvr.cli, "_stopping_since", float("-inf"))
+    with pytest.raises(KeyboardInterrupt):
+        rlvr.cli._terminate(signal.SIGTERM, None)
+    rlvr.cli._terminate(signal.SIGTERM, None)  # (returns: the same request)
+    monkeypatch.setattr(rlvr.cli, "_stopping_since", rlvr.cli._stopping_since - rlvr.cli.REPEAT_S)
+    with pytest.raises(KeyboardInterrupt):
+        rlvr.cli._terminate(signal.SIGTERM, None)

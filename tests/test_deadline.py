@@ -185,3 +185,19 @@ def test_a_first_ctrl_c_lets_a_finish_on_stop_call_finish_and_gives_any_other_up
             with pytest.raises(StepAbandoned):
                 deadline.call_with_time_limit("reward function 'f'", signalled_then_sleeps, {}, 30)
     assert flag.stop_requested
+
+
+def test_a_call_within_a_call_given_up_on_a_signal_gives_the_outer_one_up_too():
+    """A judge's own limit inside the reward call around it (rlvr.rewards.routing.as_verdict): Ctrl-C gives both
+    up; the outer one must not read the KeyboardInterrupt as its function's own raise."""
+    previous = signal.signal(signal.SIGINT, lambda *_: None)  # a run's handler is in place
+    try:
+        def inner():
+            call = deadline.running()
+            threading.Timer(0.2, lambda: deadline.abandon(call, "Ctrl-C", raises=KeyboardInterrupt)).start()
+            time.sleep(30)
+
+        with pytest.raises(KeyboardInterrupt):
+            deadline.call_user("outer", lambda: deadline.call_user("inner", inner, 5.0, "x", "fix"), None, "y", "fix")
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -8,9 +8,11 @@ only once the arguments are known to be sound.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 from rlvr import deadline
@@ -30,6 +32,7 @@ from rlvr.pipeline.cli import add_pipeline_parser, run_pipeline_command
 from rlvr.reward_models.cli import add_rm_parser, run_rm
 from rlvr.rewards.cli import add_grade_parser, run_grade
 from rlvr.run.launcher import add_nproc_option, rank_of_many, relaunch
+from rlvr.run.stop import REPEAT_S
 from rlvr.sample.cli import add_sample_parser, run_sample_command
 from rlvr.sft.cli import add_sft_parser, run_sft
 from rlvr.train.cli import add_train_parser, run_train
@@ -73,11 +76,21 @@ MODEL_COMMANDS = ("train", "eval", "rm", "sample", "sft", "export", "pipeline") 
 PARALLEL_COMMANDS = ("train", "eval", "rm", "sample", "sft")  # the commands that run on several ranks (--nproc)
 
 
+_stopping_since = -math.inf  # when the first Ctrl-C or SIGTERM arrived (time.monotonic)
+
+
 def _terminate(signum: int, frame: object) -> None:
     """SIGTERM as Ctrl-C: the commands that sample (eval, sample) keep what they finished and stop; the
     training loops replace this with their own handler (finish the step, save). A user's function running
     then (a reward, an environment) that swallows the interruption is interrupted until it ends, and the
-    process ends if it does not (rlvr.deadline)."""
+    process ends if it does not (rlvr.deadline). A repeat within stop.REPEAT_S is the same request (`timeout`
+    signals the command and then its process group; a scheduler, each process of a job): raised again, it
+    would land in the first one's cleanup, a traceback."""
+    global _stopping_since
+    now = time.monotonic()
+    if now - _stopping_since < REPEAT_S:
+        return
+    _stopping_since = now
     call = deadline.running()
     if call is not None:
         deadline.abandon(call, f"{signal.Signals(signum).name} arrived", raises=KeyboardInterrupt)

@@ -121,6 +121,8 @@ def call_with_time_limit(name: str, fn: Callable[..., Any], kwargs: dict[str, An
         # the run's Ctrl-C or SIGTERM gives the call up (abandon) or, with no run's handler, raises it itself:
         # anything else is the function's own raise
         if call.why or signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            if previous is not None:  # (a call within another: the outer one is given up with it)
+                previous.why = previous.why or call.why
             raise
         own = True
     finally:

@@ -2,6 +2,7 @@
 benchmark's instruction as a setting."""
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -135,3 +136,42 @@ def test_correct_at_must_be_a_finite_number(task, capsys, at):
     assert main(["eval", "--model", "tiny", "--data", str(task / "words.jsonl"), "--reward",
                  f"{task / 'judge.py'}:has_letter", "--correct-at", at]) == 2
     assert f"reward.correct_at={float(at)} is not a finite number" in capsys.readouterr().err
+
+
+HANGING = '''
+import time
+
+def hang(completions, **kwargs):
+    time.sleep(3600)
+'''
+
+
+def test_a_judge_past_its_time_limit_is_one_line_naming_the_setting(task, capsys):
+    """reward.timeout_s bounds each call of the judge as it bounds a training reward (it ran for ever)."""
+    (task / "slow.py").write_text(HANGING)
+    start = time.monotonic()
+    code = main(["eval", "--model", "tiny", "--data", str(task / "words.jsonl"), "--reward",
+                 f"{task / 'slow.py'}:hang", "--set", "reward.timeout_s=0.5", "--samples", "1", "--max-new-tokens",
+                 "4", "--threads", "1", "--output-dir", str(task / "slow")])
+    assert code == 2 and time.monotonic() - start < 60
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(
+        "did not return within its time limit of 0.5 s (make it faster, or raise reward.timeout_s; 0 = no limit)")
+
+
+def test_held_out_answers_judged_by_a_hanging_correctness_reward_stop_at_its_limit(tmp_path, capsys):
+    """A run's held-out rows with no verifier of their own are judged by its correctness reward, under that
+    reward's time limit (eval_before waited for ever)."""
+    (tmp_path / "slow.py").write_text(HANGING)
+    rows = "".join(json.dumps({"prompt": f"Say {i}", "target": str(i)}) + "\n" for i in range(8))
+    (tmp_path / "rows.jsonl").write_text(rows)
+    config = {"model": {"name": "tiny"}, "data": {"train": str(tmp_path / "rows.jsonl"),
+                                                  "eval": str(tmp_path / "rows.jsonl")},
+              "rewards": [{"name": f"{tmp_path / 'slow.py'}:hang", "correctness": True, "timeout_s": 0.5}],
+              "max_steps": 1, "generation": {"max_new_tokens": 4}, "threads": 1,
+              "output_dir": str(tmp_path / "run")}
+    (tmp_path / "run.yaml").write_text(json.dumps(config))
+    start = time.monotonic()
+    assert main(["train", "--config", str(tmp_path / "run.yaml")]) == 2
+    assert time.monotonic() - start < 60
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(
+        "did not return within its time limit of 0.5 s (make it faster, or raise rewards[].timeout_s; 0 = no limit)")

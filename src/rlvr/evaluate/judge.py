@@ -21,7 +21,8 @@ from rlvr.rewards.routing import as_verdict
 def judged_by(benchmark: Benchmark, reward: RewardConfig, chat: bool) -> Benchmark:
     """`benchmark` with `reward` (its params bound) as its strict and lenient verifier; with the `chat` template
     its rows in TRL's form, as training hands them to rewards (rlvr.data.trl_form)."""
-    verdict = as_verdict(load_reward_function(reward.name, **reward.params), reward.correct_at, reward.name)
+    verdict = as_verdict(load_reward_function(reward.name, **reward.params), reward.correct_at, reward.name,
+                         reward.timeout_s, "reward.timeout_s")
     examples = trl_form(benchmark.examples, chat=chat)
     for example in examples:
         missing = [c for c in required_columns(verdict) if c not in example.columns]

@@ -47,11 +47,14 @@ def only_where(fn: Callable[..., list[float | None]], when: dict[str, Any],
     return routed
 
 
-def as_verdict(fn: Callable[..., list[float | None]], at: float,
-               name: str | None = None) -> Callable[..., list[float | None]]:
+def as_verdict(fn: Callable[..., list[float | None]], at: float, name: str | None = None,
+               timeout_s: float | None = None,
+               setting: str = "rewards[].timeout_s") -> Callable[..., list[float | None]]:
     """`fn` (named `name`) as a verifier: 1.0 where its score is at least `at`, 0.0 below, None (not scored, or
     NaN) kept; how a reward of yours judges held-out answers (accuracy, pass@k) where the data has no verifier
-    of its own. What it returns is checked as a training reward's is: one number or None per completion.
+    of its own. What it returns is checked as a training reward's is: one number or None per completion, and
+    each call is under the contract of a reward's (rlvr.deadline.call_user): `timeout_s` (the `setting`; None or
+    0: none), sys.exit one line.
 
     >>> def overlap(completions, **kwargs):
     ...     return [0.5, 1.0, None, 0.25]
@@ -61,13 +64,15 @@ def as_verdict(fn: Callable[..., list[float | None]], at: float,
     Traceback (most recent call last):
     rlvr.errors.UserError: reward function 'judge.py:said' returned str 'yes', not a list of 1 floats ...
     """
-    from rlvr.rewards.combine import validated
+    from rlvr.deadline import call_user
+    from rlvr.rewards.combine import EXIT_FIX, validated
 
     label = str(name or getattr(fn, "__name__", "reward"))
 
     @functools.wraps(fn)
     def verdict(*args: Any, **kwargs: Any) -> list[float | None]:
-        scores = validated(label, fn(*args, **kwargs), len(kwargs.get("completions", [])))
+        raw = call_user(f"reward function '{label}'", lambda: fn(*args, **kwargs), timeout_s, setting, EXIT_FIX)
+        scores = validated(label, raw, len(kwargs.get("completions", [])))
         return [None if score is None else float(score >= at) for score in scores]
 
     return verdict

@@ -43,7 +43,7 @@ def heldout_judge(config: TrainConfig, kind: Scoring | None, rewards: RunRewards
     elif rewards.correctness is not None:
         entry = next(e for e in rewards.entries if e.correctness)
         spec = rewards.specs[rewards.entries.index(entry)]
-        verdict = as_verdict(spec.fn, entry.correct_at, spec.name)
+        verdict = as_verdict(spec.fn, entry.correct_at, spec.name, spec.timeout_s)
         judge, who = (verdict, verdict), f"the correctness reward '{entry.name}'"
     else:
         why = (f"the held-out rows of {source} have no verifier of their own (no `answer` or `tests` column) and no "

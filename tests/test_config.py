@@ -180,13 +180,21 @@ def test_files_of_earlier_versions_load_and_mean_the_same(tmp_path):
 
 
 def test_a_key_given_twice_under_two_names(tmp_path):
-    """In one file that is a contradiction; on the command line the later --set wins, whichever name it uses."""
+    """In one file, and on one command line, that is a contradiction (the later --set took it silently); a
+    name given again on the command line is the later value, and a command's own flag wins over --set."""
     f = tmp_path / "c.yaml"
     f.write_text("sampling: {temperature: 0.5}\ngeneration: {temperature: 0.9}\n")
     with pytest.raises(UserError, match="'sampling.temperature' and 'generation.temperature' set the same thing"):
         load_config(f)
-    assert load_config(None, ["sampling.temperature=0.5", "generation.temperature=0.9"]).generation.temperature == 0.9
-    assert load_config(None, ["generation.temperature=0.9", "sampling.temperature=0.5"]).generation.temperature == 0.5
+    for pair in (["sampling.temperature=0.5", "generation.temperature=0.9"],
+                 ["generation.temperature=0.9", "sampling.temperature=0.5"]):
+        first, again = (item.split("=")[0] for item in pair)
+        with pytest.raises(UserError, match=f"--set {first} and --set {again} set the same thing: keep only "
+                                            "generation.temperature"):
+            load_config(None, pair)
+    assert load_config(None, ["generation.temperature=0.9", "generation.temperature=0.5"]).generation.temperature == 0.5
+    flag = {"generation.temperature": 0.5}  # (how a command's --temperature reaches load_config)
+    assert load_config(None, ["sampling.temperature=0.9"], **flag).generation.temperature == 0.5
 
 
 @pytest.mark.parametrize("cls", [EvalConfig, SampleConfig, SFTConfig, RewardModelConfig])

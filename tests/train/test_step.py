@@ -109,7 +109,7 @@ def test_a_prompt_run_with_every_completion_is_counted_with_every_completion(tmp
 
 
 def test_mask_truncated_removes_rows_from_the_loss(tmp_path):
-    trainer = Trainer(tiny_config(tmp_path, "algorithm.mask_truncated=true", "sampling.max_new_tokens=3"))
+    trainer = Trainer(tiny_config(tmp_path, "algorithm.mask_truncated=true", "generation.max_new_tokens=3"))
     scored = _batch(trainer)
     algo = trainer.config.algorithm
     batch = make_batch(scored, outcome_advantages(scored, algo), policy=trainer.policy,

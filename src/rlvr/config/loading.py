@@ -21,6 +21,7 @@ import yaml
 from rlvr.config.presets import PRESET_ALIASES, PRESETS
 from rlvr.config.train import TrainConfig
 from rlvr.config.trl_names import trl_hint
+from rlvr.config.yaml_files import read_yaml_file
 from rlvr.errors import UserError
 from rlvr.user_code import register
 
@@ -94,11 +95,23 @@ def _layers(cls: type, path: str | Path | None, overrides: Sequence[str],
     override_values: dict[str, Any] = {}
     settings = [parse_override(item) for item in overrides]
     settings += [(key.split("."), value) for key, value in cli.items() if value is not None]
-    for keys, value in settings:  # one at a time, so a later setting wins whichever name it uses
+    named: dict[str, str] = {}  # each setting's current name -> the name it was given by
+    for number, (keys, value) in enumerate(settings):  # one at a time, so a later setting of a name wins
         single: dict[str, Any] = {}
         _set_nested(single, keys, value)
-        override_values = deep_merge(override_values, canonical(cls, single))
+        single = canonical(cls, single)
+        given = ".".join(keys)
+        for name in _leaves(single) if number < len(overrides) else ():
+            if named.setdefault(name, given) != given:  # (as a file with both is refused)
+                raise UserError(f"--set {named[name]} and --set {given} set the same thing: keep only {name}")
+        override_values = deep_merge(override_values, single)
     return canonical(cls, file_values), override_values
+
+
+def _leaves(values: dict[str, Any], prefix: str = "") -> list[str]:
+    """The dotted names of the values in nested sections: {"a": {"b": 1}} -> ["a.b"]."""
+    return [name for key, value in values.items() for name in
+            (_leaves(value, f"{prefix}{key}.") if isinstance(value, dict) and value else [f"{prefix}{key}"])]
 
 
 def canonical(cls: type, values: dict[str, Any]) -> dict[str, Any]:
@@ -219,73 +232,6 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     return value
-
-
-class _DuplicateKey(Exception):
-    def __init__(self, key: Any, first: int, again: int) -> None:
-        super().__init__(key)
-        self.key, self.first, self.again = key, first, again
-
-
-class _UniqueKeys(yaml.SafeLoader):  # type: ignore[misc]  # (PyYAML ships no types)
-    """YAML's safe loader that refuses a key given twice in one mapping: YAML requires keys to be unique, and
-    PyYAML would keep the last one silently (a section repeated further down replaces the whole first one)."""
-
-
-def _unique_mapping(loader: _UniqueKeys, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-    seen: dict[Any, int] = {}
-    for key_node, _ in node.value:
-        if key_node.tag == "tag:yaml.org,2002:merge":  # (`<<: *base`: its keys may be overridden, as YAML says)
-            continue
-        key, line = loader.construct_object(key_node, deep=True), key_node.start_mark.line + 1
-        try:
-            if key in seen:
-                raise _DuplicateKey(key, seen[key], line)
-        except TypeError:  # (an unhashable key, which construct_mapping refuses in its own words)
-            continue
-        seen[key] = line
-    mapping: dict[Any, Any] = loader.construct_mapping(node, deep=deep)
-    return mapping
-
-
-_UniqueKeys.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
-
-
-def parse_yaml(content: str, origin: str) -> Any:
-    r"""`content` parsed, or a UserError naming `origin`, the line and column, and the problem.
-
-    >>> parse_yaml("a: 1\nb: [2, 3", "grader spec g.yaml")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    rlvr.errors.UserError: grader spec g.yaml, line 2 column 9, is not valid YAML: expected ',' or ']'...
-    >>> parse_yaml("algorithm: {beta: 0.5}\nseed: 1\nalgorithm: {policy_loss: gspo}", "config file c.yaml")
-    Traceback (most recent call last):
-    ...
-    rlvr.errors.UserError: config file c.yaml: key 'algorithm' is given twice (lines 1 and 3); YAML keeps only...
-    """
-    try:
-        return yaml.load(content, Loader=_UniqueKeys)  # (a SafeLoader: plain data only)
-    except _DuplicateKey as e:
-        raise UserError(f"{origin}: key {e.key!r} is given twice (lines {e.first} and {e.again}); YAML keeps "
-                        "only the last, so merge the two into one") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f", line {mark.line + 1} column {mark.column + 1}," if mark else ""
-        problem = getattr(e, "problem", None) or str(e).strip().splitlines()[0]
-        raise UserError(f"{origin}{where} is not valid YAML: {problem} (fix the syntax there)") from None
-
-
-def read_text_file(path: Path, origin: str) -> str:
-    """The text of `path`; unreadable or not UTF-8 is a UserError naming `origin`."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"{origin}: cannot read it ({e}); give a readable UTF-8 file") from None
-
-
-def read_yaml_file(path: Path, origin: str) -> Any:
-    """The YAML file at `path` parsed; unreadable, not UTF-8 or not YAML is a UserError naming `origin`."""
-    return parse_yaml(read_text_file(path, origin), origin)
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlvr.config.loading import read_yaml_file
+from rlvr.config.yaml_files import read_yaml_file
 from rlvr.errors import UserError
 
 KINDS = ("sft", "grpo", "sample", "rm")

@@ -148,7 +148,7 @@ def _refuse_another_kind(cls: type, saved: Path, run_dir: Path) -> None:
     """A run that another command made (an SFT run given to `rlvr train --resume`) is one line naming that
     command, rather than its first setting this command does not know."""
     from rlvr.config import RewardModelConfig, SFTConfig, TrainConfig
-    from rlvr.config.loading import read_yaml_file
+    from rlvr.config.yaml_files import read_yaml_file
 
     keys = read_yaml_file(saved, f"config file {saved}")
     if not isinstance(keys, dict) or set(keys) <= {f.name for f in dataclasses.fields(cls)}:

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rlvr.config.loading import read_text_file, read_yaml_file
+from rlvr.config.yaml_files import read_text_file, read_yaml_file
 from rlvr.errors import UserError, a_kind
 
 COMMON_FIELDS = ("type", "name")

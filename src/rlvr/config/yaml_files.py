@@ -1,0 +1,81 @@
+"""Reading the YAML a user writes (configs, recipes, grader specs): every mistake one line naming the file.
+
+A key given twice in one mapping is refused (YAML requires unique keys; PyYAML would keep the last silently), a
+syntax error names its line and column, and a file that cannot be read or is not UTF-8 names the file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rlvr.errors import UserError
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: Any, first: int, again: int) -> None:
+        super().__init__(key)
+        self.key, self.first, self.again = key, first, again
+
+
+class _UniqueKeys(yaml.SafeLoader):  # type: ignore[misc]  # (PyYAML ships no types)
+    """YAML's safe loader that refuses a key given twice in one mapping: YAML requires keys to be unique, and
+    PyYAML would keep the last one silently (a section repeated further down replaces the whole first one)."""
+
+
+def _unique_mapping(loader: _UniqueKeys, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":  # (`<<: *base`: its keys may be overridden, as YAML says)
+            continue
+        key, line = loader.construct_object(key_node, deep=True), key_node.start_mark.line + 1
+        try:
+            if key in seen:
+                raise _DuplicateKey(key, seen[key], line)
+        except TypeError:  # (an unhashable key, which construct_mapping refuses in its own words)
+            continue
+        seen[key] = line
+    mapping: dict[Any, Any] = loader.construct_mapping(node, deep=deep)
+    return mapping
+
+
+_UniqueKeys.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+
+
+def parse_yaml(content: str, origin: str) -> Any:
+    r"""`content` parsed, or a UserError naming `origin`, the line and column, and the problem.
+
+    >>> parse_yaml("a: 1\nb: [2, 3", "grader spec g.yaml")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    rlvr.errors.UserError: grader spec g.yaml, line 2 column 9, is not valid YAML: expected ',' or ']'...
+    >>> parse_yaml("algorithm: {beta: 0.5}\nseed: 1\nalgorithm: {policy_loss: gspo}", "config file c.yaml")
+    Traceback (most recent call last):
+    ...
+    rlvr.errors.UserError: config file c.yaml: key 'algorithm' is given twice (lines 1 and 3); YAML keeps only...
+    """
+    try:
+        return yaml.load(content, Loader=_UniqueKeys)  # (a SafeLoader: plain data only)
+    except _DuplicateKey as e:
+        raise UserError(f"{origin}: key {e.key!r} is given twice (lines {e.first} and {e.again}); YAML keeps "
+                        "only the last, so merge the two into one") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f", line {mark.line + 1} column {mark.column + 1}," if mark else ""
+        problem = getattr(e, "problem", None) or str(e).strip().splitlines()[0]
+        raise UserError(f"{origin}{where} is not valid YAML: {problem} (fix the syntax there)") from None
+
+
+def read_text_file(path: Path, origin: str) -> str:
+    """The text of `path`; unreadable or not UTF-8 is a UserError naming `origin`."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"{origin}: cannot read it ({e}); give a readable UTF-8 file") from None
+
+
+def read_yaml_file(path: Path, origin: str) -> Any:
+    """The YAML file at `path` parsed; unreadable, not UTF-8 or not YAML is a UserError naming `origin`."""
+    return parse_yaml(read_text_file(path, origin), origin)

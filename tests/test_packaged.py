@@ -35,9 +35,25 @@ def test_the_parts_are_assembled_in_order_once_and_checked(tmp_path, monkeypatch
     monkeypatch.setattr(packaged, "READ_BYTES", 7)  # (blocks that straddle the parts' ends)
     path = packaged_gguf("fake-1b", tmp_path / "cache")
     assert path.read_bytes() == b"".join(parts) and path.name == "Fake-1B.gguf"
-    assert list(path.parent.iterdir()) == [path]  # no temporary file left
+    assert sorted(p.name for p in path.parent.iterdir()) == ["Fake-1B.gguf", "Fake-1B.gguf.checked"]  # (no tmp)
     (tmp_path / "site" / "fake_part3" / "data" / "part03.bin").write_bytes(b"changed")
     assert packaged_gguf("fake-1b", tmp_path / "cache").read_bytes() == b"".join(parts)  # assembled once
+
+
+def test_an_assembled_file_damaged_since_is_assembled_again_not_used(tmp_path, monkeypatch, capsys):
+    """Its size unchanged, a byte flipped: loading it said 'download it again', which took the same cached file."""
+    parts = [b"GGUF" + bytes(100), b"x" * 500, b"end"]
+    monkeypatch.setitem(PACKAGED, "fake-1b", fake_packages(tmp_path, monkeypatch, parts))
+    path = packaged_gguf("fake-1b", tmp_path / "cache")
+    hashed, real = [], packaged._digest
+    monkeypatch.setattr(packaged, "_digest", lambda files, out=None: hashed.append(1) or real(files, out))
+    assert packaged_gguf("fake-1b", tmp_path / "cache") == path and not hashed  # unchanged: not read again
+    with path.open("r+b") as f:
+        f.seek(50)
+        f.write(b"\x01")
+    assert packaged_gguf("fake-1b", tmp_path / "cache").read_bytes() == b"".join(parts)
+    assert "is not the pinned Fake-1B file any more (damaged since it was assembled): assembling it again" in (
+        capsys.readouterr().err)
 
 
 @pytest.mark.parametrize("damage", ["flip", "truncate", "missing part", "missing package"])

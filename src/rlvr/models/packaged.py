@@ -22,8 +22,11 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import torch
 
@@ -83,31 +86,65 @@ PACKAGED: dict[str, Packaged] = {
 
 def packaged_gguf(name: str, cache_dir: Path) -> Path:
     """The GGUF file of the packaged model `name`, assembled into `cache_dir`/gguf once and checked against
-    its pinned size and sha256; a missing package or a file that is not the pinned one is a UserError."""
+    its pinned size and sha256; a missing package or a file that is not the pinned one is a UserError. The
+    assembled file is checked again whenever it changed since (its size and time in its stamp): a damaged one is
+    assembled again from the packages, not converted."""
     model = PACKAGED[name]
     target = cache_dir / "gguf" / f"{model.title}.gguf"
-    if target.is_file() and target.stat().st_size == model.size:  # (only a checked file is ever renamed there)
-        return target
+    if target.is_file():
+        if _still_checked(target, model):
+            return target
+        print(f"rlvr: {target} is not the pinned {model.title} file any more (damaged since it was assembled): "
+              "assembling it again from its packages", file=sys.stderr)
+        target.unlink()
     parts = [_part(model, i, package) for i, package in enumerate(model.packages, start=1)]
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
-    digest, size = hashlib.sha256(), 0
     try:
         with tmp.open("wb") as out:
-            for part in parts:
-                with part.open("rb") as chunks:
-                    while block := chunks.read(READ_BYTES):
-                        digest.update(block)
-                        size += len(block)
-                        out.write(block)
-        if size != model.size or digest.hexdigest() != model.sha256:
-            raise UserError(f"the {model.title} parts give {size:,} bytes with sha256 {digest.hexdigest()[:16]}…, "
+            size, digest = _digest(parts, out)
+        if size != model.size or digest != model.sha256:
+            raise UserError(f"the {model.title} parts give {size:,} bytes with sha256 {digest[:16]}…, "
                             f"not the pinned {model.size:,} bytes {model.sha256[:16]}…: a package is damaged or "
                             f"another version; reinstall them: {_reinstall(model)}")
         tmp.rename(target)
     finally:
         tmp.unlink(missing_ok=True)
+    _stamp(target).write_text(_state(target))
     return target
+
+
+def _digest(files: Iterable[Path], out: BinaryIO | None = None) -> tuple[int, str]:
+    """(bytes, sha256) of `files` read in order, each block written to `out` as well when given."""
+    digest, size = hashlib.sha256(), 0
+    for path in files:
+        with path.open("rb") as chunks:
+            while block := chunks.read(READ_BYTES):
+                digest.update(block)
+                size += len(block)
+                if out is not None:
+                    out.write(block)
+    return size, digest.hexdigest()
+
+
+def _stamp(target: Path) -> Path:
+    return target.with_name(target.name + ".checked")
+
+
+def _state(target: Path) -> str:
+    stat = target.stat()
+    return f"{stat.st_size} {stat.st_mtime_ns}"
+
+
+def _still_checked(target: Path, model: Packaged) -> bool:
+    """Whether the assembled `target` is the pinned file: unchanged since it was checked, or checked again now."""
+    stamp = _stamp(target)
+    if stamp.is_file() and stamp.read_text() == _state(target):
+        return True
+    if _digest([target]) != (model.size, model.sha256):
+        return False
+    stamp.write_text(_state(target))
+    return True
 
 
 def _part(model: Packaged, i: int, package: str) -> Path:

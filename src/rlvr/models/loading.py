@@ -17,6 +17,7 @@ import copy
 import functools
 import hashlib
 import importlib.util
+import json
 import os
 import shutil
 import string
@@ -199,6 +200,8 @@ def load_pretrained(
     if local.is_dir() and not (local / "config.json").is_file():
         raise UserError(f"{name} is not a model directory: it has no config.json (give a checkpoint saved with "
                         "save_pretrained, such as a run's checkpoints/step-N/model, a .gguf file, `smollm2` or `tiny`)")
+    if local.is_dir():
+        _check_model_folder(local, name)
     problem = None if local.exists() else hub_problem(name, [*TINY_MODELS, "smollm2", *PACKAGED])
     if problem:
         raise UserError(problem)
@@ -211,6 +214,26 @@ def load_pretrained(
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")
+
+
+def _check_model_folder(local: Path, name: str) -> None:
+    """A folder with a config.json that is not a transformers model's, or with no tokenizer, is one line (the
+    tokenizer's loader said 'Couldn't instantiate the backend tokenizer' of both)."""
+    try:
+        config = json.loads((local / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise UserError(f"{local / 'config.json'} cannot be read as JSON ({first_line(e)}): give a checkpoint "
+                        "saved with save_pretrained") from None
+    if not isinstance(config, dict) or "model_type" not in config:
+        raise UserError(f"{name} is not a model directory: its config.json has no model_type, so it is not a "
+                        "transformers model's config (give a checkpoint saved with save_pretrained, such as a run's "
+                        "checkpoints/step-N/model)")
+    if not any((local / f).is_file() for f in TOKENIZER_FILES):
+        raise UserError(f"{name} has a model but no tokenizer ({', '.join(TOKENIZER_FILES)}): save the tokenizer "
+                        "beside it (tokenizer.save_pretrained(folder))")
 
 
 def _smollm2_gguf_path() -> Path:

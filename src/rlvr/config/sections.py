@@ -220,6 +220,10 @@ class EnvironmentConfig:
     run with one line naming the environment and the method, the last checkpoint kept. An agent function's run
     (rlvr.harness): seconds of its own time, waiting for the policy's answers not counted; a run past it is
     unscored. 0 = no limit."""
+    strict_requests: bool = False
+    """An agent's request (rlvr.harness) asking for another temperature, top_p or top_k than generation.*, or more
+    tokens than generation.max_new_tokens, is refused (400) instead of served at the run's values (counted in
+    env/overridden and said once)."""
     reply_to_cut: bool = False
     """A message cut at generation.max_new_tokens (the model never closed its turn) still goes to step(), and
     the conversation goes on if the environment does (its turn closed by the template). false: the cut ends

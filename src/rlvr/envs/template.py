@@ -83,11 +83,32 @@ def _special_markers(tokenizer: Any) -> dict[int, str]:
     return known[1]
 
 
+def renders_tools(tokenizer: Any) -> bool:
+    """Whether the tokenizer's chat template shows the tools offered to the model (SmolLM2's, for one, does not)."""
+    known = _TOOLS_SHOWN.get(id(tokenizer))
+    if known is None or known[0] is not tokenizer:
+        probe = [{"type": "function", "function": {"name": "rlvr_probe_tool", "description": "",
+                                                   "parameters": {"type": "object", "properties": {}}}}]
+        try:
+            text = tokenizer.apply_chat_template([{"role": "user", "content": "x"}], tools=probe, tokenize=False)
+        except Exception:  # (a template that fails on tools shows none)
+            text = ""
+        known = _TOOLS_SHOWN[id(tokenizer)] = (tokenizer, "rlvr_probe_tool" in str(text))
+    return known[1]
+
+
+_TOOLS_SHOWN: dict[int, tuple[Any, bool]] = {}
+
+
 def _arguments_parsed(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    if not any(m.get("tool_calls") for m in messages):
+    """`messages` as templates take them: tool-call arguments parsed, and no content None (an assistant message
+    of tool calls, as OpenAI clients send it: a template that reads its content would fail on it)."""
+    if not any(m.get("tool_calls") or ("content" in m and m["content"] is None) for m in messages):
         return messages
     parsed = copy.deepcopy(messages)
     for message in parsed:
+        if "content" in message and message["content"] is None:
+            message["content"] = ""
         for call in message.get("tool_calls") or []:
             function = call.get("function", {})
             if isinstance(function.get("arguments"), str):

@@ -6,16 +6,19 @@ max_tokens / max_completion_tokens, logprobs), `POST .../completions` (a text pr
 served. A key never opened is refused (401), one whose rollout was finished too (410): its turns are final.
 
 What is drawn is fixed by the run, not the agent:
-- temperature, top_p and top_k must be the run's (generation.*) or absent: the trained log-probs are of that
-  distribution (a different one is a 400 naming the field); the agent's own `seed` is ignored;
+- the distribution is the run's: a request's temperature, top_p, top_k and a budget above the run's are served at
+  the run's values, and what the endpoint cannot give (JSON mode, a forced tool call, penalties) is a 400 naming
+  the field: one rule, rlvr.harness.request; a prompt beyond the model's context is a 400, as vLLM answers it;
 - request k of the rollout with these prompt ids draws from seed_of(rollout seed, hash of the ids, k), choice i
-  from seed_of(that, i): concurrent calls and their order do not change what each draws (rlvr.seeds).
+  from seed_of(that, i): concurrent calls and their order do not change what each draws (rlvr.seeds); the
+  agent's own `seed` is ignored.
 
 The response carries what verifiers and vLLM clients read back: `prompt_token_ids`, each choice's `token_ids`
 and `logprobs.content`, `finish_reason` ("length" at the token budget, "tool_calls" when the model called one)
 and `usage`; a turn whose answer could not be written whole (the client left) is taken back: nothing trains
 on draws no agent saw. With `tools` offered, the model's calls come as `tool_calls` (rlvr.envs.template).
-`stream: true` is answered as server-sent events, each choice whole in one chunk. A client's retry
+`stream: true` is answered as server-sent events, each choice whole in one chunk (and the usage in a last one
+when `stream_options.include_usage` asks). A client's retry
 (`x-stainless-retry-count` above 0, as the openai SDK sends it) of a request already answered gets that answer
 again: a retry is never a new draw.
 A request that continues a recorded turn gets that turn's ids verbatim as its prompt, the new
@@ -27,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -34,26 +38,21 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from jinja2 import TemplateError
+from tqdm import tqdm
+
 from rlvr.envs.rollout import TurnFormat
-from rlvr.envs.template import chat_prompt_ids, completion_text, first_prefix, reply, text_prompt_ids
+from rlvr.envs.template import chat_prompt_ids, completion_text, first_prefix, renders_tools, reply, text_prompt_ids
 from rlvr.errors import first_line
 from rlvr.harness.batcher import Batcher, Closed
 from rlvr.harness.recorder import Recorder, Turn
+from rlvr.harness.request import Refused, Request, read_request
 from rlvr.harness.splice import spliced_prompt
 from rlvr.rollout import SamplingParams
 from rlvr.samplers.protocol import Job, Sampled, Sampler
 from rlvr.seeds import seed_of
 
-MAX_CHOICES = 16
 MAX_IN_FLIGHT = 64  # requests of one rollout being answered at once: past it, an agent that floods is refused (429)
-
-
-class Refused(Exception):
-    """A request the endpoint answers with an HTTP error: its status and a message naming the cause."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass(frozen=True)
@@ -71,15 +70,6 @@ class RolloutKey:
     key: str
     base_url: str
     recorder: Recorder
-
-
-def _stop_strings(body: dict[str, Any]) -> list[str]:
-    """The request's `stop`: a string or a list of up to 4 (OpenAI's limit), none empty; else a 400."""
-    stop = body.get("stop")
-    stops = [] if stop is None else [stop] if isinstance(stop, str) else stop
-    if not isinstance(stops, list) or len(stops) > 4 or not all(isinstance(x, str) and x for x in stops):
-        raise Refused(400, f"stop={stop!r}: give a string or a list of up to 4 non-empty strings")
-    return stops
 
 
 def _at_stop(tokenizer: Any, sampled: Sampled, stops: list[str]) -> tuple[Sampled, str]:
@@ -132,8 +122,12 @@ class Endpoint:
     """An OpenAI-compatible server over `sampler` (the policy's current weights), drawing under `params`."""
 
     def __init__(self, sampler: Sampler, tokenizer: Any, params: SamplingParams, *, model: str = "policy",
-                 host: str = "127.0.0.1") -> None:
+                 host: str = "127.0.0.1", context: int | None = None, strict: bool = False,
+                 said: set[str] | None = None) -> None:
+        """`context`: the model's, in tokens (None: not checked); `strict`: refuse what the run would serve at its
+        own values (environment.strict_requests); `said`: what was said once already (the run's, across steps)."""
         self.tokenizer, self.params, self.model = tokenizer, params, model
+        self.context, self.strict, self.said = context, strict, said if said is not None else set()
         self.turn_format = TurnFormat.of(tokenizer)
         self.batcher = Batcher(sampler, params)
         self._open: dict[str, Recorder] = {}
@@ -194,26 +188,24 @@ class Endpoint:
             recorder.leave()
 
     def _answer(self, recorder: Recorder, asked: str, route: str, body: dict[str, Any]) -> Served:
-        self._check_sampling(body)
-        budget = self._budget(body)
-        n = body.get("n", 1)
-        if not isinstance(n, int) or not 1 <= n <= MAX_CHOICES:
-            raise Refused(400, f"n={n!r}: ask for 1 to {MAX_CHOICES} choices")
+        request = read_request(body, self.params, self.strict)
         chat = route == "chat/completions"
         if chat:  # (its messages as compared with the next request's: rlvr.harness.splice)
-            body = {**body, "messages": _chat_messages(body)}
+            body = {**body, "messages": _chat_messages(body), "tools": request.tools}
         prompt_ids = self._prompt_ids(body, chat, recorder)
+        budget = self._within_context(prompt_ids, request.max_tokens)
+        self._note(request, recorder)
         request_seed = seed_of(recorder.seed, _content_hash(prompt_ids), recorder.request_index(prompt_ids))
-        seeds = [seed_of(request_seed, i) for i in range(n)]
-        stops = _stop_strings(body)
+        seeds = [seed_of(request_seed, i) for i in range(request.n)]
         try:
             done = self.batcher.submit([Job(prompt_ids, seed, budget) for seed in seeds]).result()
         except Closed as e:
             raise Refused(410, str(e)) from None
-        cut = [_at_stop(self.tokenizer, s, stops) for s in done]
+        cut = [_at_stop(self.tokenizer, s, request.stops) for s in done]
         closed = [s.stopped and c[0] is s for s, c in zip(done, cut)]  # (not cut at a stop string)
         done, texts = [d for d, _ in cut], [t for _, t in cut]
-        replies = [reply(self.tokenizer, text, body.get("tools")) for text in texts] if chat else []
+        calls = request.tools if request.read_calls else None
+        replies = [reply(self.tokenizer, text, calls) for text in texts] if chat else []
         turns = [Turn(prompt_ids, s.token_ids, s.logprobs, seed, "stop" if s.stopped else "length", body, i,
                       replies[i].message() if chat else None, s.floors, closed[i])
                  for i, (s, seed) in enumerate(zip(done, seeds))]
@@ -228,22 +220,32 @@ class Endpoint:
 
         return Served(response, forget)
 
-    def _check_sampling(self, body: dict[str, Any]) -> None:
-        run = {"temperature": self.params.temperature, "top_p": self.params.top_p, "top_k": self.params.top_k}
-        for name, value in run.items():
-            given = body.get(name)
-            if given is not None and float(given) != float(value):
-                raise Refused(400, f"{name}={given} differs from the run's {value} (generation.{name}): the log-probs "
-                                   f"trained on are of the run's distribution; leave {name} out")
+    def _within_context(self, prompt_ids: list[int], budget: int) -> int:
+        """`budget` cut to what the model's context leaves after the prompt; a prompt that leaves nothing: 400."""
+        if self.context is None:
+            return budget
+        room = self.context - len(prompt_ids)
+        if room < 1:
+            raise Refused(400, f"the prompt has {len(prompt_ids)} tokens, and the model's context is {self.context}: "
+                               "no room for a completion; shorten the conversation")
+        return min(budget, room)
 
-    def _budget(self, body: dict[str, Any]) -> int:
-        asked = body.get("max_completion_tokens", body.get("max_tokens"))
-        if asked is None:
-            return self.params.max_new_tokens
-        if not isinstance(asked, int) or not 1 <= asked <= self.params.max_new_tokens:
-            raise Refused(400, f"max_tokens={asked!r}: ask for 1 to {self.params.max_new_tokens} tokens "
-                               "(generation.max_new_tokens)")
-        return asked
+    def _note(self, request: Request, recorder: Recorder) -> None:
+        """Count a request served otherwise than it asked, and say each kind once a run; say once a run that the
+        model's template cannot show the tools offered."""
+        if request.overridden:
+            recorder.overridden += 1
+        notes = {what.split("=")[0]: f"an agent asked {what}: served at the run's value (generation.*; each such "
+                                     "request counted in env/overridden; environment.strict_requests: true refuses "
+                                     "them)" for what in request.overridden}
+        if request.tools and not renders_tools(self.tokenizer):
+            notes["tools"] = ("an agent offers tools, but the model's chat template does not show them, so the model "
+                              "cannot know of them (env/calls stays 0): use a model whose template renders tools "
+                              "(Qwen2.5's does), or describe the tools in the prompt")
+        for key, note in notes.items():
+            if key not in self.said:
+                self.said.add(key)
+                tqdm.write(f"rlvr: {note}", file=sys.stderr)
 
     def _prompt_ids(self, body: dict[str, Any], chat: bool, recorder: Recorder) -> list[int]:
         """A chat request's ids continue the recorded turn it extends (rlvr.harness.splice), else are rendered
@@ -251,7 +253,13 @@ class Endpoint:
         if chat:
             messages = body["messages"]
             spliced = spliced_prompt(recorder.turns, messages, body.get("tools"), self.turn_format)
-            return spliced if spliced is not None else chat_prompt_ids(self.tokenizer, messages, body.get("tools"))
+            if spliced is not None:
+                return spliced
+            try:
+                return chat_prompt_ids(self.tokenizer, messages, body.get("tools"))
+            except (TemplateError, ValueError, TypeError, KeyError) as e:  # (messages no template can take)
+                raise Refused(400, f"the model's chat template cannot render these messages ({type(e).__name__}: "
+                                   f"{first_line(e)}): check each message's role and content") from None
         prompt = body.get("prompt")
         if not isinstance(prompt, str) or not prompt:
             raise Refused(400, "prompt must be a non-empty string (one prompt per request)")
@@ -307,7 +315,8 @@ class _Handler(BaseHTTPRequestHandler):
             served = self.endpoint.answer(key, route, body, retry=retry)
             try:
                 if body.get("stream"):
-                    self._write(200, _events(served.response), "text/event-stream")
+                    usage = isinstance(body.get("stream_options"), dict) and body["stream_options"].get("include_usage")
+                    self._write(200, _events(served.response, bool(usage)), "text/event-stream")
                 else:
                     self._send(200, served.response)
             except (BrokenPipeError, ConnectionResetError):  # the client left: its draws are not kept
@@ -354,8 +363,9 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-def _events(answer: dict[str, Any]) -> str:
-    """A streamed answer as server-sent events: the whole of each choice in one chunk, then its end, then [DONE]."""
+def _events(answer: dict[str, Any], usage: bool = False) -> str:
+    """A streamed answer as server-sent events: the whole of each choice in one chunk, then its end, then (with
+    `usage`, what stream_options.include_usage asks) a chunk of no choices with the usage, then [DONE]."""
     chat = answer["object"] == "chat.completion"
     head = {"id": answer["id"], "created": answer["created"], "model": answer["model"],
             "object": "chat.completion.chunk" if chat else "text_completion"}
@@ -370,4 +380,6 @@ def _events(answer: dict[str, Any]) -> str:
         else:
             pieces = [{"text": choice["text"], "finish_reason": None}, {"text": "", "finish_reason": end}]
         events += [{**head, "choices": [{"index": choice["index"], **piece}]} for piece in pieces]
+    if usage:
+        events.append({**head, "choices": [], "usage": answer["usage"]})
     return "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"

@@ -65,6 +65,7 @@ class HarnessRollout:
     error: str | None = None
     turns: int = 0  # completions it was served (and saw)
     tool_parse_errors: int = 0  # tool calls in the model's messages that could not be read
+    overridden: int = 0  # requests served at the run's sampling values or budget, not those they asked
 
 
 class Agent(Protocol):
@@ -146,7 +147,7 @@ def run_rollouts(endpoint: Endpoint, agent: Callable[..., Any] | Agent, jobs: li
             errors[part] = [error or str(e) for error in errors[part]]
             scored += [(None, {})] * len(outcomes[part])
     return [HarnessRollout(segments(served), None if error else reward, metrics, error, len(served),
-                           key.recorder.tool_parse_errors)
+                           key.recorder.tool_parse_errors, key.recorder.overridden)
             for served, (reward, metrics), error, key in zip(turns, scored, errors, keys)]
 
 

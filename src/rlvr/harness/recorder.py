@@ -33,6 +33,7 @@ class Recorder:
         self.seed = seed  # the rollout's completion seed (rlvr.seeds): every draw of it derives from this one
         self._turns: list[Turn] = []
         self.tool_parse_errors = 0  # tool calls in the model's messages that could not be read
+        self.overridden = 0  # requests served at the run's sampling values or budget (rlvr.harness.request)
         self.answers: dict[str, dict[str, Any]] = {}  # each request answered (route and body as JSON): its answer
         self._requests: dict[tuple[int, ...], int] = {}  # prompt ids -> how many requests sent them so far
         self._lock = threading.Lock()

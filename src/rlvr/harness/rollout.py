@@ -36,22 +36,22 @@ def agent_row(example: Example) -> dict[str, Any]:
 
 def sample_harness(fn: Callable[..., Any] | Agent, sampler: Sampler, tokenizer: Any, examples: list[Example],
                    seeds: list[list[int]], params: SamplingParams, timeout_s: float,
-                   name: str = "the agent function") -> Rollout:
+                   name: str = "the agent function", **endpoint: Any) -> Rollout:
     """G runs of `fn(link, row)` per example (G = len(seeds[p])), served by `sampler` under `params` through an
-    endpoint open for this call only, as one Rollout (`env_rewards`: what each run returned; `env_info`: its
-    metrics, turns, rows and tool-call errors)."""
+    endpoint open for this call only (`endpoint`: its context, strict and said), as one Rollout (`env_rewards`:
+    what each run returned; `env_info`: its metrics, turns, rows and tool-call errors)."""
     g = len(seeds[0]) if seeds else 0
-    endpoint = Endpoint(sampler, tokenizer, params)
+    served = Endpoint(sampler, tokenizer, params, **endpoint)
     try:
-        runs = run_rollouts(endpoint, fn, [(agent_row(ex), seed) for ex, group in zip(examples, seeds)
-                                           for seed in group], max(1, g), timeout_s, name)
+        runs = run_rollouts(served, fn, [(agent_row(ex), seed) for ex, group in zip(examples, seeds)
+                                         for seed in group], max(1, g), timeout_s, name)
     finally:
-        endpoint.close()
+        served.close()
     failed = sum(run.error is not None for run in runs)
-    if endpoint.failures and 2 * failed > len(runs):  # (the agents failed because the policy could not answer)
+    if served.failures and 2 * failed > len(runs):  # (the agents failed because the policy could not answer)
         raise UserError(f"{failed} of {len(runs)} runs of the {name} failed while the policy's endpoint failed under "
-                        f"them ({len(endpoint.failures)} requests answered with an error; the first: "
-                        f"{endpoint.failures[0]})")
+                        f"them ({len(served.failures)} requests answered with an error; the first: "
+                        f"{served.failures[0]})")
     return harness_rollout(examples, g, runs, tokenizer)
 
 
@@ -110,6 +110,7 @@ def _transcript(run: HarnessRollout, tokenizer: Any) -> list[dict[str, str]]:
 
 
 def _info(run: HarnessRollout) -> dict[str, float]:
-    """What env/... logs of a run: its turns, rows, unreadable tool calls, failure, and its own metrics."""
+    """What env/... logs of a run: its turns, rows, unreadable tool calls, requests served at the run's values
+    rather than theirs, failure, and its own metrics."""
     return {"turns": float(run.turns), "rows": float(len(run.rows)), "tool_parse_errors": float(run.tool_parse_errors),
-            "errors": float(run.error is not None), **run.metrics}
+            "overridden": float(run.overridden), "errors": float(run.error is not None), **run.metrics}

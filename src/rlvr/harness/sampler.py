@@ -30,8 +30,10 @@ class HarnessSampler:
     """`inner`, sampling through the agent function `agent` (see the module docstring)."""
 
     def __init__(self, inner: Sampler, tokenizer: Any, agent: Callable[..., Any] | Agent,
-                 environment: EnvironmentConfig) -> None:
+                 environment: EnvironmentConfig, context: int | None = None) -> None:
+        """`context`: the model's, in tokens (a longer prompt is refused, as vLLM refuses it)."""
         self.inner, self.tokenizer, self.agent, self.environment = inner, tokenizer, agent, environment
+        self.context, self.said = context, set[str]()  # (what the endpoint said once: once a run, not a step)
         # (an adapter names itself, as its runs' errors do: "verifiers environment '...'")
         self.name = getattr(agent, "name", None) or f"agent function '{environment.name}'"
 
@@ -58,7 +60,8 @@ class HarnessSampler:
                on_group_done: GroupDone | None = None) -> Rollout:
         examples = [r.prompt.example for r in requests]
         out = sample_harness(self.agent, self.inner, self.tokenizer, examples, [list(r.seeds) for r in requests],
-                             params, self.environment.timeout_s, self.name)
+                             params, self.environment.timeout_s, self.name, context=self.context,
+                             strict=self.environment.strict_requests, said=self.said)
         assert out.env_info is not None and out.transcripts is not None  # (a harness rollout has both)
         failed = [t[-1]["content"] for t, info in zip(out.transcripts, out.env_info) if info["errors"]]
         if failed and 2 * len(failed) > len(out.env_info):

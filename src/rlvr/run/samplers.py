@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from rlvr.config import EnvironmentConfig, GenerationConfig
+from rlvr.data.lengths import context_length
 from rlvr.harness.sampler import HarnessSampler
 from rlvr.run.world import World, barrier, gather_across
 from rlvr.samplers import Sampler
@@ -25,7 +26,7 @@ def rank_sampler(generation: GenerationConfig, world: World, **kwargs: Any) -> S
     if environment is None or agent is None:
         return _rank_sampler(generation, world, **kwargs)
     inner = _rank_sampler(generation, world, **{**kwargs, "environment": None, "make_env": None})
-    return HarnessSampler(inner, kwargs["tokenizer"], agent, environment)
+    return HarnessSampler(inner, kwargs["tokenizer"], agent, environment, context_length(kwargs["model"]))
 
 
 def agent_of(environment: EnvironmentConfig | None) -> Any:

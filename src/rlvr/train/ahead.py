@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from rlvr.config import TrainConfig
+from rlvr.data.lengths import context_length
 from rlvr.deadline import call_with_time_limit, overdue_in
 from rlvr.errors import StepAbandoned, UserError
 from rlvr.harness.sampler import HarnessSampler
@@ -276,7 +277,7 @@ class AheadSource(RolloutSource):
                                                      environment=None if self.agent else c.environment,
                                                      make_env=self.make_env)
         if self.worker_sampler is None and self.agent is not None:  # (an agent's runs: through the copy too)
-            sampler = HarnessSampler(sampler, p.tokenizer, self.agent, c.environment)
+            sampler = HarnessSampler(sampler, p.tokenizer, self.agent, c.environment, context_length(p.policy))
         world = own_group(self.world)  # (every rank starts it at the same step)
         self.ahead = RolloutsAhead(sampler, lambda b, s: self.sample_and_score(b, s, world),
                                    lambda: copy.deepcopy(self.prompts.state_dict()),

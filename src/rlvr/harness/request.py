@@ -1,0 +1,160 @@
+"""What an agent may ask of the policy's endpoint: each field of a request read, checked, and held to one rule.
+
+What shapes the distribution a completion is drawn from is the run's, because training needs the log-probs of
+that distribution:
+- `temperature`, `top_p` and `top_k` are served at the run's values (generation.*) whatever a request says:
+  an agent written for another temperature runs unchanged. Each request that asked otherwise is counted
+  (env/overridden) and said once a run; with environment.strict_requests it is refused instead (400).
+- `max_tokens` (or `max_completion_tokens`) above generation.max_new_tokens is served at that limit, its
+  `finish_reason` "length" where the limit cut it; with strict_requests, refused. A prompt that leaves the
+  budget no room in the model's context is refused (400), as vLLM does; one that leaves less is served within it.
+
+What the endpoint cannot give is refused (400), naming the field, never ignored with a 200: `response_format`
+other than text (JSON mode, a schema), `tool_choice` "required" or a named function, `frequency_penalty` or
+`presence_penalty` other than 0, a `logit_bias`, `top_logprobs` above 0 (each chosen token's log-prob is
+given; the others are not computed). `tool_choice` "none" is honoured: the reply is read as text. What changes
+nothing drawn (`seed`, `user`, `metadata`, `store`, ...) is ignored. A field of the wrong type is a 400 naming it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from rlvr.rollout import SamplingParams
+
+MAX_CHOICES = 16
+
+
+class Refused(Exception):
+    """A request the endpoint answers with an HTTP error: its status and a message naming the cause."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Request:
+    """A request's fields, checked (see the module docstring)."""
+
+    n: int
+    max_tokens: int  # the completion's budget, within generation.max_new_tokens (the context may cut it further)
+    stops: list[str]
+    tools: list[dict[str, Any]] | None
+    read_calls: bool  # tool calls are read from the reply (tools offered, and tool_choice not "none")
+    stream: bool
+    stream_usage: bool  # stream_options.include_usage: a last chunk with the usage
+    overridden: tuple[str, ...]  # what it asked that was served at the run's values: ("temperature=0.2", ...)
+
+
+def read_request(body: dict[str, Any], params: SamplingParams, strict: bool = False) -> Request:
+    """`body`'s fields under the rule of the module docstring, or Refused (400) naming the first that breaks it."""
+    _unsupported(body)
+    n = body.get("n", 1)
+    if not _is_int(n) or not 1 <= n <= MAX_CHOICES:
+        raise Refused(400, f"n={n!r}: ask for 1 to {MAX_CHOICES} choices")
+    overridden = _sampling_overridden(body, params, strict)
+    max_tokens, clamped = _budget(body, params, strict)
+    tools = _tools(body.get("tools"))
+    choice = body.get("tool_choice")
+    stream_options = body.get("stream_options") or {}
+    if not isinstance(stream_options, dict):
+        raise Refused(400, f"stream_options={stream_options!r}: give an object such as {{\"include_usage\": true}}")
+    return Request(n=n, max_tokens=max_tokens, stops=_stop_strings(body), tools=tools,
+                   read_calls=bool(tools) and choice != "none", stream=bool(body.get("stream")),
+                   stream_usage=bool(stream_options.get("include_usage")), overridden=overridden + clamped)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(body: dict[str, Any], name: str) -> float | None:
+    """The field `name` as a finite number, None when absent, else Refused naming it."""
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise Refused(400, f"{name}={value!r}: give a number")
+    return float(value)
+
+
+def _sampling_overridden(body: dict[str, Any], params: SamplingParams, strict: bool) -> tuple[str, ...]:
+    """The sampling fields asked other than the run's (each as `name=value`); with `strict`, Refused instead."""
+    run = {"temperature": params.temperature, "top_p": params.top_p, "top_k": params.top_k}
+    differing = []
+    for name, value in run.items():
+        given = _number(body, name)
+        if name == "top_k" and given is not None and given <= 0:  # (vLLM's -1 and 0: no top-k cut)
+            given = 0.0
+        if given is not None and given != float(value):
+            if strict:
+                raise Refused(400, f"{name}={body[name]} differs from the run's {value} (generation.{name}): the "
+                                   f"log-probs trained on are of the run's distribution; leave {name} out "
+                                   "(environment.strict_requests is on)")
+            differing.append(f"{name}={body[name]}")
+    return tuple(differing)
+
+
+def _budget(body: dict[str, Any], params: SamplingParams, strict: bool) -> tuple[int, tuple[str, ...]]:
+    """(the completion's budget, what was clamped): a budget above the run's limit is served at the limit."""
+    name = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
+    asked, limit = body.get(name), params.max_new_tokens
+    if asked is None:
+        return limit, ()
+    if not _is_int(asked) or asked < 1:
+        raise Refused(400, f"{name}={asked!r}: give a whole number of tokens, 1 or more")
+    if asked <= limit:
+        return asked, ()
+    if strict:
+        raise Refused(400, f"{name}={asked}: ask for 1 to {limit} tokens (generation.max_new_tokens; "
+                           "environment.strict_requests is on)")
+    return limit, (f"{name}={asked}",)
+
+
+def _unsupported(body: dict[str, Any]) -> None:
+    """Refused (400) naming a field the endpoint cannot honour."""
+    fmt = body.get("response_format")
+    if fmt is not None and not (isinstance(fmt, dict) and fmt.get("type") == "text"):
+        raise Refused(400, f"response_format={fmt!r}: the policy's endpoint cannot constrain its output (JSON mode, "
+                           "schemas): ask for the format in the prompt and check it in your reward")
+    choice = body.get("tool_choice")
+    if choice is not None and choice not in ("auto", "none"):
+        raise Refused(400, f"tool_choice={choice!r}: the policy's endpoint cannot force a tool call; leave it out "
+                           "(or \"auto\"), or \"none\" to read the reply as text")
+    for name in ("frequency_penalty", "presence_penalty"):
+        if _number(body, name):
+            raise Refused(400, f"{name}={body[name]}: penalties change the distribution training samples from; "
+                               "leave it out (or 0)")
+    if body.get("logit_bias"):
+        raise Refused(400, "logit_bias: biases change the distribution training samples from; leave it out")
+    top = body.get("top_logprobs")
+    if top is not None and (not _is_int(top) or top < 0):
+        raise Refused(400, f"top_logprobs={top!r}: give a whole number")
+    if top:
+        raise Refused(400, f"top_logprobs={top}: the endpoint gives each chosen token's log-prob "
+                           "(logprobs.content), not the alternatives; leave it out (or 0)")
+
+
+def _tools(tools: Any) -> list[dict[str, Any]] | None:
+    """The request's `tools`: a list of {type: function, function: {name, ...}}, else Refused naming it."""
+    if tools is None:
+        return None
+    well_formed = isinstance(tools, list) and all(
+        isinstance(t, dict) and t.get("type", "function") == "function" and isinstance(t.get("function"), dict)
+        and isinstance(t["function"].get("name"), str) and t["function"]["name"] for t in tools)
+    if not well_formed:
+        raise Refused(400, f"tools={str(tools)[:60]!r}: give a list of {{\"type\": \"function\", \"function\": "
+                           "{\"name\": ..., \"parameters\": ...}} objects")
+    return tools or None
+
+
+def _stop_strings(body: dict[str, Any]) -> list[str]:
+    """The request's `stop`: a string or a list of up to 4 (OpenAI's limit), none empty; else a 400."""
+    stop = body.get("stop")
+    stops = [] if stop is None else [stop] if isinstance(stop, str) else stop
+    if not isinstance(stops, list) or len(stops) > 4 or not all(isinstance(x, str) and x for x in stops):
+        raise Refused(400, f"stop={stop!r}: give a string or a list of up to 4 non-empty strings")
+    return stops

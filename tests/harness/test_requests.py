@@ -71,9 +71,11 @@ def test_a_malformed_field_is_a_400_naming_it_not_the_endpoints_failure(endpoint
     ({"response_format": {"type": "json_schema", "json_schema": {}}}, "cannot constrain its output"),
     ({"tools": TOOLS, "tool_choice": "required"}, "tool_choice='required': the policy's endpoint cannot force"),
     ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "add"}}}, "cannot force a tool call"),
-    ({"frequency_penalty": 0.5}, "frequency_penalty=0.5: penalties change the distribution"),
-    ({"presence_penalty": -1}, "presence_penalty=-1: penalties change the distribution"),
+    ({"frequency_penalty": 0.5}, "frequency_penalty=0.5: it changes the distribution training samples from"),
+    ({"presence_penalty": -1}, "presence_penalty=-1: it changes the distribution"),
     ({"logit_bias": {"5": 10}}, "logit_bias: biases change the distribution"),
+    ({"repetition_penalty": 1.1}, "repetition_penalty=1.1: it changes the distribution"),  # (vLLM's extra_body)
+    ({"min_p": 0.05}, "min_p=0.05: it changes the distribution"),
     ({"logprobs": True, "top_logprobs": 3}, "top_logprobs=3: the endpoint gives each chosen token's log-prob"),
 ])
 def test_what_the_endpoint_cannot_honour_is_refused_naming_the_field(endpoint, field, said):
@@ -85,7 +87,7 @@ def test_what_the_endpoint_cannot_honour_is_refused_naming_the_field(endpoint, f
 @pytest.mark.parametrize("field", [
     {"response_format": {"type": "text"}}, {"tools": TOOLS, "tool_choice": "auto"}, {"frequency_penalty": 0},
     {"presence_penalty": 0.0}, {"logit_bias": {}}, {"logprobs": True, "top_logprobs": 0}, {"seed": 7, "user": "u"},
-    {"top_k": -1}, {"tools": []},
+    {"top_k": -1}, {"tools": []}, {"repetition_penalty": 1.0, "min_p": 0, "skip_special_tokens": False},
 ])
 def test_what_changes_nothing_drawn_is_served(endpoint, field):
     assert chat(endpoint, {"messages": HI, **field})[0] == 200

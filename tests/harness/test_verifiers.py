@@ -218,3 +218,29 @@ def test_a_judge_rubrics_one_client_scores_every_group_of_every_step(tmp_path, j
     run = tmp_path / "run"
     assert [m["env/errors"] for m in lines(run, "metrics.jsonl")] == [0, 0]
     assert all(g["rewards"] == [1.0] * len(g["rewards"]) for g in lines(run, "samples.jsonl"))
+
+
+@pytest.mark.parametrize(("sampling_args", "served"), [
+    ({"temperature": 0.3, "max_tokens": 50, "extra_body": {"skip_special_tokens": False}}, True),
+    ({"response_format": {"type": "json_object"}}, False),
+])
+def test_the_environments_own_sampling_args_are_held_to_the_endpoints_rule(sampling_args, served, capsys):
+    """verifiers' generate() passes the environment's sampling_args to each rollout (they were dropped: {}): a
+    temperature or budget of its own is served at the run's values, counted and said; JSON mode is refused."""
+    model, tokenizer = build_tiny_model(seed=0)
+    policy = Policy(model, device=torch.device("cpu"), dtype=torch.float32)
+    endpoint = Endpoint(LocalSampler(policy.decoding, tokenizer, weights=policy.named_weights), tokenizer,
+                        SamplingParams(6, temperature=1.0))
+    env = vf_envs.load_environment(kind="digit")
+    env.sampling_args = {**env.sampling_args, **sampling_args}
+    agent = verifiers_env.VerifiersAgent(env, "digit")
+    try:
+        rollouts = run_group(endpoint, agent, verifiers_env.rows(env, "train")[0], seeds=[1, 2], timeout_s=60)
+    finally:
+        endpoint.close()
+    if served:
+        assert [r.overridden for r in rollouts] == [1, 1] and all(r.error is None for r in rollouts)
+        err = capsys.readouterr().err
+        assert "an agent asked temperature=0.3" in err and "tokens=50: served at the run's value" in err
+    else:
+        assert all("response_format" in (r.error or "") for r in rollouts)

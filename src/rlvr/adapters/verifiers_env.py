@@ -5,7 +5,8 @@ and the Rubric they are scored by).
     environment.name: verifiers:path/to/env.py[?...]          that file's load_environment(**args)
     from Python: the loaded environment object itself         rlvr.GRPO(..., environment=env)
 
-Each rollout is the environment's own `rollout(input, client, model, sampling_args)`, its client a verifiers
+Each rollout is the environment's own `rollout(input, client, model, sampling_args)` (its own sampling_args, as
+verifiers' generate() passes them, held to the endpoint's rule: rlvr.harness.request), its client a verifiers
 `OpenAIChatCompletionsClient` over the rollout's endpoint URL (rlvr.harness.endpoint), so every model call is a
 recorded draw of the policy; the G runs of a row are then scored together by the environment's rubric
 (`score_group`: weighted reward functions, group reward functions, metrics), as verifiers' own `run_group` does.
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import copy
 import functools
 import inspect
 import json
@@ -143,6 +145,9 @@ class VerifiersAgent:
 
     def __init__(self, env: Any, name: str) -> None:
         self.env, self.name = env, f"verifiers environment '{name}'"
+        # its own sampling_args, as verifiers' generate() passes them: the endpoint holds them to its rule
+        # (rlvr.harness.request: another temperature served at the run's, counted and said; JSON mode refused)
+        self.sampling_args = copy.deepcopy(getattr(env, "sampling_args", None) or {})
         if not hasattr(env, "_rlvr_watched"):  # (its reward functions watched once, however many agents it gets)
             env._rlvr_watched = True
             for rubric in _rubrics(env.rubric):
@@ -157,13 +162,15 @@ class VerifiersAgent:
             openai = AsyncOpenAI(base_url=link.base_url, api_key=link.api_key, max_retries=0)
             try:
                 client = vf.OpenAIChatCompletionsClient(openai)
-                return await self.env.rollout(_rollout_input(row), client, "policy", {})
+                return await self.env.rollout(_rollout_input(row), client, "policy", self.sampling_args)
             finally:
                 await openai.close()
 
         state = _on_the_loop(rollout())
         error = state.get("error")
         if error is not None:
+            while error.__cause__ is not None and not str(error).strip():  # (verifiers' bare `raise ModelError from e`)
+                error = error.__cause__
             raise UserError(f"{self.name}'s rollout ended with an error: {type(error).__name__}: {first_line(error)}")
         return state
 

@@ -11,7 +11,8 @@ that distribution:
 
 What the endpoint cannot give is refused (400), naming the field, never ignored with a 200: `response_format`
 other than text (JSON mode, a schema), `tool_choice` "required" or a named function, `frequency_penalty` or
-`presence_penalty` other than 0, a `logit_bias`, `top_logprobs` above 0 (each chosen token's log-prob is
+`presence_penalty` other than 0 (vLLM's `repetition_penalty` other than 1, `min_p` and `min_tokens` other than
+0), a `logit_bias`, `top_logprobs` above 0 (each chosen token's log-prob is
 given; the others are not computed). `tool_choice` "none" is honoured: the reply is read as text. What changes
 nothing drawn (`seed`, `user`, `metadata`, `store`, ...) is ignored. A field of the wrong type is a 400 naming it.
 """
@@ -25,6 +26,8 @@ from typing import Any
 from rlvr.rollout import SamplingParams
 
 MAX_CHOICES = 16
+NEUTRAL = {"frequency_penalty": 0.0, "presence_penalty": 0.0, "repetition_penalty": 1.0, "min_p": 0.0,
+           "min_tokens": 0.0}  # fields that would change the distribution, at the value that does not
 
 
 class Refused(Exception):
@@ -124,10 +127,11 @@ def _unsupported(body: dict[str, Any]) -> None:
     if choice is not None and choice not in ("auto", "none"):
         raise Refused(400, f"tool_choice={choice!r}: the policy's endpoint cannot force a tool call; leave it out "
                            "(or \"auto\"), or \"none\" to read the reply as text")
-    for name in ("frequency_penalty", "presence_penalty"):
-        if _number(body, name):
-            raise Refused(400, f"{name}={body[name]}: penalties change the distribution training samples from; "
-                               "leave it out (or 0)")
+    for name, neutral in NEUTRAL.items():  # (OpenAI's penalties, and vLLM's own sampling fields)
+        value = _number(body, name)
+        if value is not None and value != neutral:
+            raise Refused(400, f"{name}={body[name]}: it changes the distribution training samples from, which "
+                               f"the endpoint does not; leave it out (or {neutral:g})")
     if body.get("logit_bias"):
         raise Refused(400, "logit_bias: biases change the distribution training samples from; leave it out")
     top = body.get("top_logprobs")

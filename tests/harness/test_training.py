@@ -217,6 +217,7 @@ def test_a_trajectory_with_no_turns_keeps_an_empty_unscored_row():
     assert rollout.trajectory_of_rows.tolist() == [0, 1] and rollout.prompt_of_rows.tolist() == [0, 0]
     assert rollout.completion_mask[1].sum() == 0 and rollout.env_rewards == [1.0, None]
     assert rollout.completions == ["5", ""] and rollout.transcripts[1][-1] == {"role": "error", "content": "it raised"}
+    assert rollout.transcripts[0][0]["role"] == "prompt" and rollout.transcripts[1][0]["role"] == "error"
 
 
 def test_a_harness_run_trains_logs_its_agent_and_resumes_exactly(tmp_path):
@@ -289,8 +290,12 @@ def test_an_openai_agent_with_a_tool_trains_resumes_exactly_and_evaluates(tmp_pa
     assert_resumes_exactly(tmp_path, *agent("calculator"))
     lines = [json.loads(x) for x in (tmp_path / "a" / "run" / "metrics.jsonl").read_text().splitlines()]
     assert all(line["env/calls"] >= 1 and line["env/turns"] >= 2 and line["env/errors"] == 0 for line in lines)
-    transcript = json.loads((tmp_path / "a" / "run" / "samples.jsonl").read_text().splitlines()[0])["transcripts"]
-    assert "<tool_response>" in transcript[0][0]["content"] or "5" in transcript[0][0]["content"]
+    group = json.loads((tmp_path / "a" / "run" / "samples.jsonl").read_text().splitlines()[0])
+    transcript = group["transcripts"]
+    assert "<tool_response>" in transcript[0][1]["content"] or "5" in transcript[0][1]["content"]
+    # what the agent sent, as the model read it (its chat template's rendering), not the dataset's row
+    assert transcript[0][0]["role"] == "prompt" and group["prompt"] == transcript[0][0]["content"]
+    assert group["prompt"].startswith("<|im_start|>")
     assert main(["eval", "--model", "tiny", "--data", "arithmetic", "--limit", "2", "--samples", "2",
                  "--max-new-tokens", "6", "--set", f"environment.name={AGENTS}:calculator", "--set",
                  "data.template=chat", "--output-dir", str(tmp_path / "e")]) == 0

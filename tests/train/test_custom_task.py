@@ -79,9 +79,26 @@ def test_held_out_rows_without_the_rewards_column_are_refused_before_the_model_l
 def test_a_run_without_held_out_prompts_says_why_in_one_line_and_in_the_summary(tmp_path, capsys):
     summary = train_grpo(config(tmp_path))
     said = [line for line in capsys.readouterr().err.splitlines() if "no held-out evaluation" in line]
-    assert said == ["rlvr: no held-out evaluation: no held-out prompts: data.train is a file and data.eval is not "
-                    "set (give data.eval, or eval_data from Python)"]
+    train = tmp_path / "train.jsonl"
+    assert said == [f"rlvr: no held-out evaluation: no held-out prompts: data.train is {train}, which has no "
+                    "held-out split, and data.eval is not set (give data.eval)"]
     assert summary["before"] is None and summary["heldout_skipped"].startswith("no held-out prompts")
+
+
+@pytest.mark.parametrize(("train", "said"), [
+    ("verifiers:vf_env?kind=digit", "the verifiers environment vf_env has no eval_dataset, and data.eval is not set "
+                                    "(give the environment an eval_dataset, or data.eval)"),
+    ("{run}/inputs/train.jsonl", "the training rows came from Python, and eval_data was not given (give "
+                                 "eval_data=...)"),
+])
+def test_no_held_out_prompts_is_said_in_the_words_of_how_the_rows_were_given(tmp_path, train, said):
+    """Rows in memory and a verifiers source were both told "data.train is a file"."""
+    from rlvr.config import load_config
+    from rlvr.train.heldout import heldout_judge
+
+    run = tmp_path / "run"
+    c = load_config(None, [f"data.train={train.format(run=run)}", f"output_dir={run}"])
+    assert heldout_judge(c, None, None, None, None).skipped == f"no held-out prompts: {said}"
 
 
 def test_a_run_whose_rewards_check_no_answers_on_rows_without_a_verifier_says_so(tmp_path):

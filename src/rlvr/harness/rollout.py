@@ -104,8 +104,10 @@ def harness_rollout(examples: list[Example], group_size: int, runs: list[Harness
 
 
 def _transcript(run: HarnessRollout, tokenizer: Any) -> list[dict[str, str]]:
-    """Each row after its prompt, as samples.jsonl shows a conversation (the error, when the run failed)."""
-    shown = [{"role": "row", "content": tokenizer.decode(s.ids)} for s in run.rows]
+    """What the agent sent first (its first row's prompt, as the model read it), then each row after its prompt, as
+    samples.jsonl shows a conversation (the error, when the run failed)."""
+    sent = [{"role": "prompt", "content": tokenizer.decode(run.rows[0].prompt_ids)}] if run.rows else []
+    shown = sent + [{"role": "row", "content": tokenizer.decode(s.ids)} for s in run.rows]
     return shown + ([{"role": "error", "content": run.error}] if run.error else [])
 
 

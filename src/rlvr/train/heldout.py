@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rlvr.config import TrainConfig
@@ -35,8 +36,7 @@ def heldout_judge(config: TrainConfig, kind: Scoring | None, rewards: RunRewards
                   rows: list[Example] | None, source: str | None) -> HeldOut:
     """The judge of the held-out `rows` of `source` (see the module docstring), their columns checked."""
     if rows is None:
-        return HeldOut(None, "no held-out prompts: data.train is a file and data.eval is not set (give data.eval, "
-                             "or eval_data from Python)")
+        return HeldOut(None, f"no held-out prompts: {_no_eval_rows(config)}")
     if kind is not None:
         judge: Judge = (load_reward_function(kind.strict), load_reward_function(kind.lenient))
         who = f"the verifier {kind.strict}"
@@ -59,3 +59,17 @@ def heldout_judge(config: TrainConfig, kind: Scoring | None, rewards: RunRewards
     if not (config.eval_before or config.eval_after or config.eval_every):
         return HeldOut(judge, "eval_before and eval_after are false and eval_every is 0")
     return HeldOut(judge, None)
+
+
+def _no_eval_rows(config: TrainConfig) -> str:
+    """Why the training source gives no held-out rows, and what gives them, in the words of how it was given."""
+    from rlvr.adapters.verifiers_env import PREFIX
+    from rlvr.api.inputs import INPUTS
+
+    train = config.data.train
+    if train.startswith(PREFIX):
+        return (f"the verifiers environment {train.removeprefix(PREFIX).split('?')[0]} has no eval_dataset, and "
+                "data.eval is not set (give the environment an eval_dataset, or data.eval)")
+    if Path(train).parent == Path(config.output_dir) / INPUTS:  # (rows given from Python, kept in the run)
+        return "the training rows came from Python, and eval_data was not given (give eval_data=...)"
+    return f"data.train is {train}, which has no held-out split, and data.eval is not set (give data.eval)"

@@ -144,11 +144,17 @@ def completion_tokens(rollout: Rollout) -> torch.Tensor:
 
 
 def sample_groups(batch: TrainBatch, groups: int = 2) -> list[dict[str, Any]]:
-    """The first groups of the step as samples.jsonl rows: prompt, completions, rewards, advantages, tokens."""
+    """The first groups of the step as samples.jsonl rows: prompt, completions, rewards, advantages, tokens. An
+    agent's runs (rlvr.harness) show the prompt its first run sent, not the dataset's row."""
     r, g, advantages = batch.rollout, batch.rollout.group_size, completion_advantages(batch)
     tokens = completion_tokens(r)
+
+    def prompt(p: int) -> Any:
+        sent = [t[0]["content"] for t in (r.transcripts or [])[p * g:(p + 1) * g] if t and t[0]["role"] == "prompt"]
+        return sent[0] if sent else r.examples[p].prompt
+
     return [{
-        "prompt": r.examples[p].prompt, "completions": r.completions[p * g:(p + 1) * g],
+        "prompt": prompt(p), "completions": r.completions[p * g:(p + 1) * g],
         "rewards": [None if math.isnan(v) else v for v in batch.scored.rewards[p].tolist()],  # None = unscored
         "advantages": advantages[p * g:(p + 1) * g].tolist(),
         "tokens": tokens[p * g:(p + 1) * g].tolist(),

@@ -23,6 +23,7 @@ METRICS = "metrics.jsonl"
 SAMPLES = "samples.jsonl"
 SUMMARY = "summary.json"
 HELDOUT = "heldout.json"
+INPUTS = "inputs"  # what a run from Python was given in memory (rows, a model object), kept in the run
 TENSORBOARD = "tensorboard"
 CHECKPOINTS = "checkpoints"
 BEST = "best"

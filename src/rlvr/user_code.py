@@ -133,6 +133,9 @@ def _from_file(path_text: str, spec: str, kind: str) -> ModuleType:
         raise UserError(f"{kind} '{spec}': cannot load '{path_text}' as Python (give a .py file)")
     module = importlib.util.module_from_spec(loader_spec)
     sys.modules[name] = module  # registered before running, as `import` does, for dataclasses and pickle
+    for folder in _import_roots(path):  # (appended: an installed package keeps its name)
+        if str(folder) not in sys.path:
+            sys.path.append(str(folder))
     try:
         loader_spec.loader.exec_module(module)
     except Exception as e:  # the file's own top-level code failed: the user's bug, not ours
@@ -140,3 +143,15 @@ def _from_file(path_text: str, spec: str, kind: str) -> ModuleType:
         raise UserError(f"{kind} '{spec}': importing file '{path_text}' raised {type(e).__name__}: {e} "
                         "(fix that file)") from e
     return module
+
+
+def _import_roots(path: Path) -> list[Path]:
+    """Where a file's own imports are found, as when it runs as a script: its folder; and in the layout `openenv
+    init` writes (server/x_environment.py importing `models`), the environment's root, its openenv.yaml's folder,
+    from which its server runs."""
+    roots = [path.parent]
+    for folder in list(path.parents)[1:3]:
+        if (folder / "openenv.yaml").is_file():
+            roots.append(folder)
+            break
+    return roots

@@ -415,9 +415,41 @@ def test_a_failing_step_closes_every_environment_it_made_and_says_its_own_error(
             if len(made) > 1 and self is made[1]:
                 raise OSError("its server is gone too")
 
-    def broken_loop(trajectories, envs):
+    def broken_loop(trajectories, envs, seeds):
         raise RuntimeError("the engine broke")
     with pytest.raises(RuntimeError, match="the engine broke"):
         conversations(broken_loop, tokenizer, [Example("q"), Example("r")], [ASK, ASK], 2, SamplingParams(8),
                       make_env=Holding, seeds=list(range(4)))
     assert [env.closed for env in made] == [1, 1, 1, 1]
+
+
+def test_conversations_run_in_waves_of_max_sessions_drawing_what_the_whole_batch_draws(tiny):
+    """environment.max_sessions: never more environments open at once (an OpenEnv server's max_concurrent_envs),
+    each wave's closed before the next opens; each conversation draws from its own seed, as in one batch."""
+    from rlvr.envs.sampling import sample_conversations
+    from rlvr.records import Example
+
+    model, tokenizer = tiny
+    open_now, most = [], []
+
+    class Counted(Scripted):
+        def __init__(self):
+            super().__init__(["Again.", "Once more."])
+            open_now.append(self)
+            most.append(len(open_now))
+
+        def close(self):
+            open_now.remove(self)
+
+    def rollout(max_sessions):
+        most.clear()
+        out = sample_conversations(model, tokenizer, [Example("q"), Example("r")], [ASK, ASK], 3,
+                                   SamplingParams(6, 1.0), make_env=Counted, max_turns=3, max_tokens=200,
+                                   stop_ids=[tokenizer.eos_token_id], seeds=[seed_of(7, i) for i in range(6)],
+                                   max_sessions=max_sessions)
+        return out, max(most)
+
+    whole, at_once = rollout(0)
+    waves, in_waves = rollout(2)
+    assert (at_once, in_waves) == (6, 2) and not open_now
+    assert whole.transcripts == waves.transcripts and whole.completions == waves.completions

@@ -115,3 +115,32 @@ def test_a_server_with_room_for_one_steps_games_serves_every_step(tmp_path, serv
     """A game that runs out of turns gives its server session back: the next step's games find room."""
     train_grpo(tiny_config(tmp_path, *settings(f"openenv:{server}", "environment.max_turns=1"), steps=3))
     assert len((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()) == 3
+
+
+@pytest.mark.parametrize("server", [2], indirect=True)
+def test_a_server_with_fewer_sessions_than_a_steps_games_is_served_in_waves_of_max_sessions(tmp_path, server):
+    """A step opens a session per game (8 here): a server made with max_concurrent_envs=2 refused the third, and
+    the line asked whether the running server was running."""
+    with pytest.raises(UserError) as e:
+        train_grpo(tiny_config(tmp_path / "a", *settings(f"openenv:{server}", "environment.max_turns=1")))
+    assert "is at capacity" in str(e.value) and "set environment.max_sessions" in str(e.value)
+    assert "is it running" not in str(e.value)
+    train_grpo(tiny_config(tmp_path / "b", *settings(f"openenv:{server}", "environment.max_turns=1",
+                                                     "environment.max_sessions=2"), steps=2))
+    assert len((tmp_path / "b" / "run" / "metrics.jsonl").read_text().splitlines()) == 2
+
+
+def test_an_environment_made_by_openenv_init_trains_as_it_is(tmp_path):
+    """`openenv init` writes server/<name>_environment.py, which imports `models` from the environment's root and
+    whose reset(self) takes no seed: it failed to import, then to reset (OpenEnv's server passes only what the
+    signature takes)."""
+    cli = Path(sys.executable).with_name("openenv")
+    if not cli.is_file():
+        pytest.skip("openenv-core's command is not installed beside this Python")
+    subprocess.run([str(cli), "init", "echo_game"], cwd=tmp_path, check=True, capture_output=True, timeout=120)
+    source = tmp_path / "echo_game" / "server" / "echo_game_environment.py"
+    name = f"openenv:{source}:EchoGameEnvironment"
+    train_grpo(tiny_config(tmp_path, f"environment.name={name}", "environment.max_turns=2",
+                           "rewards=[{name: environment_reward}]", "generation.max_new_tokens=4", "eval_before=false",
+                           "eval_after=false"))
+    assert len((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()) == 2

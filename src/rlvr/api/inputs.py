@@ -21,12 +21,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from rlvr import paths
 from rlvr.errors import UserError, a_kind
 from rlvr.evaluate.store import write_atomic
 from rlvr.models.loading import check_vocabulary
 from rlvr.samplers.protocol import weights_fingerprint
 
-INPUTS = "inputs"
+INPUTS = paths.INPUTS
 DATA_KINDS = "a datasets.Dataset or IterableDataset, a list of dicts, a pandas DataFrame, a file path or a folder " \
              "written by Dataset.save_to_disk"
 

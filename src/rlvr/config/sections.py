@@ -220,6 +220,10 @@ class EnvironmentConfig:
     run with one line naming the environment and the method, the last checkpoint kept. An agent function's run
     (rlvr.harness): seconds of its own time, waiting for the policy's answers not counted; a run past it is
     unscored. 0 = no limit."""
+    max_sessions: int = 0
+    """Environments (or server sessions) open at once at most: a step's conversations run in waves of this many,
+    each wave's environments closed before the next opens (an OpenEnv server made with create_app(
+    max_concurrent_envs=N) holds N). 0: one for every conversation of the step, all at once."""
     strict_requests: bool = False
     """An agent's request (rlvr.harness) asking for another temperature, top_p or top_k than generation.*, or more
     tokens than generation.max_new_tokens, is refused (400) instead of served at the run's values (counted in
@@ -232,6 +236,7 @@ class EnvironmentConfig:
     def validate(self) -> None:
         check([(self.max_turns >= 1 and self.max_tokens >= 1, "environment.max_turns and max_tokens must be >= 1"),
                (self.rejoin_after >= 1, "environment.rejoin_after must be >= 1"),
+               (self.max_sessions >= 0, "environment.max_sessions must be >= 0 (0 = no limit)"),
                (self.timeout_s >= 0, "environment.timeout_s must be >= 0 (0 = no limit)")])
 
 

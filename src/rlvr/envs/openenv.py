@@ -12,12 +12,16 @@ becomes the next user message: its one text field, else its fields as JSON (with
 The trajectory's reward is the sum of the rewards its steps returned, given when the environment says done; a
 conversation that runs out of turns first is scored 0, as every environment's (rlvr.rewards.shaping).
 
-One OpenEnv environment (or server session) per trajectory, reset with the trajectory's seed: exact resume holds
-for environments whose randomness follows that seed.
+One OpenEnv environment (or server session) per trajectory, reset with the trajectory's seed where its reset() takes
+one (as OpenEnv's own server passes only what the signature takes): exact resume holds for environments whose
+randomness follows that seed. A server that holds fewer sessions at once than a step has conversations
+(create_app's max_concurrent_envs) is served in waves: environment.max_sessions. A file in the layout `openenv
+init` writes (server/x_environment.py importing `models` from the environment's root) loads as its server does.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import typing
 import urllib.request
@@ -117,9 +121,11 @@ class _Local:
 
     def __init__(self, env: Any, action_cls: type) -> None:
         self.env, self.action_cls = env, action_cls
+        self.takes_seed = _takes(env.reset, "seed")
 
     def reset(self, seed: int) -> tuple[dict[str, Any], float | None, bool]:
-        return _parts(self.env.reset(seed=seed).model_dump())
+        # the seed only where reset() takes one, as OpenEnv's own server passes it (its template's reset(self))
+        return _parts((self.env.reset(seed=seed) if self.takes_seed else self.env.reset()).model_dump())
 
     def step(self, action: dict[str, Any]) -> tuple[dict[str, Any], float | None, bool]:
         from pydantic import ValidationError
@@ -146,24 +152,40 @@ class _Remote:
         self.url = url
 
     def reset(self, seed: int) -> tuple[dict[str, Any], float | None, bool]:
-        return self._result(lambda: self.client.reset(seed=seed))
+        return self._result(lambda: self.client.reset(seed=seed), starting=True)
 
     def step(self, action: dict[str, Any]) -> tuple[dict[str, Any], float | None, bool]:
         return self._result(lambda: self.client.step(action))
 
-    def _result(self, call: Callable[[], Any]) -> tuple[dict[str, Any], float | None, bool]:
+    def _result(self, call: Callable[[], Any], starting: bool = False) -> tuple[dict[str, Any], float | None, bool]:
         try:
             result = call()
         except Exception as e:
             text = first_line(e)
             if "validation" in text.lower() or "invalid" in text.lower():
                 raise _InvalidAction(text) from None
-            raise UserError(f"the OpenEnv server at {self.url} failed: {type(e).__name__}: {text} (is it running? "
-                            f"start it with openenv's create_app and uvicorn)") from None
+            # (a server past its sessions sends CAPACITY_REACHED and closes: the close may be all that arrives)
+            if "CAPACITY_REACHED" in text or (starting and type(e).__name__.startswith("ConnectionClosed")):
+                raise UserError(f"the OpenEnv server at {self.url} is at capacity ({type(e).__name__}: {text}): it "
+                                "holds as many sessions at once as its create_app(max_concurrent_envs=...) says, and "
+                                "the run opens one per conversation; set environment.max_sessions to that number "
+                                "(the conversations then run in waves), or raise max_concurrent_envs") from None
+            gone = isinstance(e, (ConnectionError, OSError)) and not isinstance(e, TimeoutError)
+            hint = " (is it running? start it with openenv's create_app and uvicorn)" if gone else ""
+            raise UserError(f"the OpenEnv server at {self.url} failed: {type(e).__name__}: {text}{hint}") from None
         return dict(result.observation or {}), result.reward, bool(result.done)
 
     def close(self) -> None:
         self.client.close()
+
+
+def _takes(method: Any, name: str) -> bool:
+    """Whether `method` takes the keyword argument `name` (by name, or through **kwargs)."""
+    try:
+        parameters = inspect.signature(method).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
 
 
 def _parts(observation: dict[str, Any]) -> tuple[dict[str, Any], float | None, bool]:

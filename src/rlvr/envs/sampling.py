@@ -28,45 +28,50 @@ def sample_conversations(model: torch.nn.Module, tokenizer: Any, examples: list[
                          messages: list[list[dict[str, str]]], group_size: int, params: SamplingParams, *,
                          make_env: Callable[[], Environment], max_turns: int, max_tokens: int,
                          stop_ids: list[int], seeds: list[int], rejoin_after: int = 1,
-                         timeout_s: float | None = None, reply_to_cut: bool = False) -> Rollout:
+                         timeout_s: float | None = None, reply_to_cut: bool = False, max_sessions: int = 0) -> Rollout:
     """G conversations for each example (its chat `messages` as the start), as one Rollout, decoded by rlvr's
     own engine (rlvr.envs.rollout.converse); conversation p·G + j draws its tokens from `seeds[p·G + j]`
-    (rlvr.seeds); `timeout_s` bounds each call of an environment's method."""
-    def run(trajectories: list[Trajectory], envs: list[Environment]) -> None:
+    (rlvr.seeds); `timeout_s` bounds each call of an environment's method; `max_sessions`: see `conversations`."""
+    def run(trajectories: list[Trajectory], envs: list[Environment], own: list[int]) -> None:
         converse(model, tokenizer, trajectories, envs, params, max_turns=max_turns, max_tokens=max_tokens,
-                 stop_ids=stop_ids, seeds=seeds, rejoin_after=rejoin_after, timeout_s=timeout_s,
+                 stop_ids=stop_ids, seeds=own, rejoin_after=rejoin_after, timeout_s=timeout_s,
                  reply_to_cut=reply_to_cut)
 
     return conversations(run, tokenizer, examples, messages, group_size, params, make_env=make_env, seeds=seeds,
-                         timeout_s=timeout_s)
+                         timeout_s=timeout_s, max_sessions=max_sessions)
 
 
-def conversations(run: Callable[[list[Trajectory], list[Environment]], None], tokenizer: Any,
-                  examples: list[Example], messages: list[list[dict[str, str]]], group_size: int,
-                  params: SamplingParams, *, make_env: Callable[[], Environment], seeds: list[int],
-                  timeout_s: float | None = None) -> Rollout:
+Run = Callable[[list[Trajectory], list[Environment], list[int]], None]  # (trajectories, their envs, their seeds)
+
+
+def conversations(run: Run, tokenizer: Any, examples: list[Example], messages: list[list[dict[str, str]]],
+                  group_size: int, params: SamplingParams, *, make_env: Callable[[], Environment], seeds: list[int],
+                  timeout_s: float | None = None, max_sessions: int = 0) -> Rollout:
     """The conversations' start (an environment each, reset to the row), `run` (an engine's turn loop) to
-    take them to their end, and the Rollout they make."""
-    trajectories, envs, starts = [], [], []
-    made: list[Environment] = []
-    try:
-        for p, (example, first) in enumerate(zip(examples, messages)):
-            seed = seed_of(seeds[p * group_size], 1) % (2**31 - 1)  # one task per group
-            for _ in range(group_size):
+    take them to their end, and the Rollout they make. With `max_sessions` (environment.max_sessions; 0: all at
+    once) the conversations run in waves of that many, each wave's environments closed before the next opens:
+    each draws from its own seed, so a wave draws what it would draw in the whole batch."""
+    trajectories, starts = [], []
+    wave = max_sessions or len(seeds) or 1
+    for begin in range(0, len(seeds), wave):
+        made: list[Environment] = []
+        try:
+            for i in range(begin, min(begin + wave, len(seeds))):
+                p = i // group_size
+                seed = seed_of(seeds[p * group_size], 1) % (2**31 - 1)  # one task per group
                 env = make_env()
                 made.append(env)
                 if callable(getattr(env, "bind", None)):  # an environment that adapts to the policy's tokenizer
                     calling(env, "bind", tokenizer, seconds=timeout_s)
-                opening = checked_messages(env, calling(env, "reset", dict(example.columns),
-                                                        [dict(m) for m in first], seed, seconds=timeout_s))
+                opening = checked_messages(env, calling(env, "reset", dict(examples[p].columns),
+                                                        [dict(m) for m in messages[p]], seed, seconds=timeout_s))
                 trajectories.append(start(tokenizer, opening, getattr(env, "tools", None)))
-                envs.append(env)
                 starts.append(len(opening))
-        run(trajectories, envs)
-    except BaseException:
-        close_all(made, timeout_s, failing=True)
-        raise
-    close_all(made, timeout_s)
+            run(trajectories[begin:], made, seeds[begin:begin + len(made)])
+        except BaseException:
+            close_all(made, timeout_s, failing=True)
+            raise
+        close_all(made, timeout_s)
     for trajectory in trajectories:  # (logged in every multi-turn run, 0 where no message was cut)
         trajectory.info.setdefault("cut_before_reply", 0.0)
     warn_if_mostly_cut(trajectories, params.max_new_tokens)

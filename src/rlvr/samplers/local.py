@@ -62,7 +62,8 @@ class LocalSampler:
             return self.decoding(lambda model: sample_conversations(  # type: ignore[no-any-return]
                 model, self.tokenizer, examples, messages, g, params, make_env=make_env,
                 max_turns=env.max_turns, max_tokens=env.max_tokens, stop_ids=stop_token_ids(model, self.tokenizer),
-                seeds=seeds, rejoin_after=env.rejoin_after, timeout_s=env.timeout_s, reply_to_cut=env.reply_to_cut))
+                seeds=seeds, rejoin_after=env.rejoin_after, timeout_s=env.timeout_s, reply_to_cut=env.reply_to_cut,
+                max_sessions=env.max_sessions))
         return self.decoding(lambda model: rollout(  # type: ignore[no-any-return]
             model, self.tokenizer, examples, [r.prompt.text for r in requests], g, params, seeds=seeds,
             add_special_tokens=self.add_special_tokens, on_group_done=on_group_done,

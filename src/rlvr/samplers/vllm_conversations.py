@@ -35,13 +35,13 @@ def sample_conversations(generate: Generate, tokenizer: Any, stop_ids: list[int]
     """G conversations per request, as one Rollout (rlvr.envs.sampling), each message written by `generate`."""
     seeds = [s for r in requests for s in r.seeds]
 
-    def run(trajectories: list[Trajectory], envs: list[Environment]) -> None:
-        take_turns(generate, tokenizer, stop_ids, trajectories, envs, params, seeds, max_turns=env.max_turns,
+    def run(trajectories: list[Trajectory], envs: list[Environment], own: list[int]) -> None:
+        take_turns(generate, tokenizer, stop_ids, trajectories, envs, params, own, max_turns=env.max_turns,
                    max_tokens=env.max_tokens, timeout_s=env.timeout_s, reply_to_cut=env.reply_to_cut)
 
     return conversations(run, tokenizer, [r.prompt.example for r in requests],
                          [r.prompt.messages or [] for r in requests], len(requests[0].seeds), params,
-                         make_env=make_env, seeds=seeds, timeout_s=env.timeout_s)
+                         make_env=make_env, seeds=seeds, timeout_s=env.timeout_s, max_sessions=env.max_sessions)
 
 
 def take_turns(generate: Generate, tokenizer: Any, stop_ids: list[int], trajectories: list[Trajectory],

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rlvr import paths
 from rlvr.config import TrainConfig
 from rlvr.errors import UserError
 from rlvr.records import Example, Scoring
@@ -64,12 +65,11 @@ def heldout_judge(config: TrainConfig, kind: Scoring | None, rewards: RunRewards
 def _no_eval_rows(config: TrainConfig) -> str:
     """Why the training source gives no held-out rows, and what gives them, in the words of how it was given."""
     from rlvr.adapters.verifiers_env import PREFIX
-    from rlvr.api.inputs import INPUTS
 
     train = config.data.train
     if train.startswith(PREFIX):
         return (f"the verifiers environment {train.removeprefix(PREFIX).split('?')[0]} has no eval_dataset, and "
                 "data.eval is not set (give the environment an eval_dataset, or data.eval)")
-    if Path(train).parent == Path(config.output_dir) / INPUTS:  # (rows given from Python, kept in the run)
+    if Path(train).parent == Path(config.output_dir) / paths.INPUTS:  # (rows given from Python, kept in the run)
         return "the training rows came from Python, and eval_data was not given (give eval_data=...)"
     return f"data.train is {train}, which has no held-out split, and data.eval is not set (give data.eval)"

@@ -185,3 +185,18 @@ def blanks_the_completions(completions, **kwargs):
     scores = [0.0] * len(completions)
     completions.clear()
     return scores
+
+
+def digit_share_then_os_exit(completions, **kwargs):
+    """digit_share, but its $RLVR_TEST_EXIT_AT-th call ends the process with os._exit(5) (a C library aborting, a
+    user's own hard exit): nothing runs after it, no line, no finally."""
+    import os
+
+    calls = os.environ.get("RLVR_TEST_EXIT_AT")
+    if calls:
+        counter = os.environ["RLVR_TEST_EXIT_COUNT"]
+        seen = (int(open(counter).read()) if os.path.exists(counter) else 0) + 1
+        open(counter, "w").write(str(seen))
+        if seen == int(calls):
+            os._exit(5)
+    return digit_share(completions)

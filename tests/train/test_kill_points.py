@@ -101,3 +101,31 @@ def test_killed_with_a_broken_tokenizer_in_the_latest_checkpoint_resumes_from_th
     weights, metrics, samples = outcome(run)
     assert all(torch.equal(w, unbroken[0][k]) for k, w in weights.items())
     assert metrics == unbroken[1] and samples == unbroken[2]
+
+
+def test_a_run_ended_by_os_exit_in_a_reward_resumes_like_one_killed(tmp_path):
+    """os._exit() in a user's function ends the process then and there (no line can be said: nothing runs
+    after it); the run resumes from its last checkpoint to the end an unbroken run reaches, as after kill -9."""
+    reward = ["--set", f"rewards=[{{name: '{Path(__file__).with_name('reward_fns.py')}:digit_share_then_os_exit'}}]"]
+    command = [sys.executable, "-m", "rlvr", "train", "--config", "configs/tiny.yaml", "--max-steps", str(STEPS),
+               "--set", "save_every=1", "--set", "eval_before=false", "--set", "eval_after=false", *reward]
+
+    def train_until(run, call):
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "RLVR_TEST_EXIT_AT": str(call),
+               "RLVR_TEST_EXIT_COUNT": str(run.with_name(run.name + ".calls"))}
+        return subprocess.run([*command, "--output-dir", str(run)], cwd=ROOT, capture_output=True, text=True,
+                              timeout=300, env=env)
+
+    whole = train_until(tmp_path / "whole", 10**9)
+    assert whole.returncode == 0, whole.stderr
+    calls = int((tmp_path / "whole.calls").read_text()) // STEPS  # (the reward's calls a step: one a group)
+    run = tmp_path / "run"
+    ended = train_until(run, 2 * calls + 1)  # (step 3's first)
+    assert ended.returncode == 5 and paths.step_of(paths.latest_checkpoint(run)) == 2, ended.stderr
+    resumed = subprocess.run([sys.executable, "-m", "rlvr", "train", "--resume", str(run)], cwd=ROOT,
+                             capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert resumed.returncode == 0, resumed.stderr
+    weights, metrics, samples = outcome(run)
+    expected = outcome(tmp_path / "whole")
+    assert all(torch.equal(w, expected[0][k]) for k, w in weights.items())
+    assert metrics == expected[1] and samples == expected[2]

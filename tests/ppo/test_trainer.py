@@ -142,3 +142,37 @@ def test_ppo_refuses_to_sample_ahead_in_one_line(tmp_path):
 
     with pytest.raises(UserError, match="PPO samples each batch with the newest weights.*max_staleness null"):
         PPOTrainer(tiny_config(tmp_path, DIGITS, "sampling.max_staleness=1"))
+
+
+def test_a_ppo_steps_advantages_carry_the_kl_to_the_reference_at_the_configured_beta(tmp_path, monkeypatch):
+    """What the update trains on, rebuilt by hand from the step's own inputs: every token pays −β·(log π_old −
+    log π_ref) with the reference's log-probs, the reward sits on the last token, then GAE and whitening. At β = 0.5
+    (not 1, where a mutant that drops β would agree): dropping the KL from the token rewards, or not passing the
+    reference's log-probs, changes them."""
+    import rlvr.ppo.trainer as module
+    from rlvr.ppo.gae import gae, whiten
+    from rlvr.train.batch import batch_logprobs
+
+    ppo = PPOTrainer(tiny_config(tmp_path, DIGITS, "algorithm.beta=0.5", "ppo.gamma=1.0", "ppo.lam=0.9"))
+    with torch.no_grad():  # (the policy moves away from its reference, so that the KL is not 0)
+        for p in ppo.policy.model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    seen = {}
+    real_values, real_batch = ppo.critic.values, module.make_batch
+    monkeypatch.setattr(ppo.critic, "values", lambda r: seen.setdefault("values", real_values(r)))
+    monkeypatch.setattr(module, "make_batch", lambda scored, advantages, **kw: seen.update(
+        scored=scored, advantages=advantages) or real_batch(scored, advantages, **kw))
+    ppo.step()
+    scored = seen["scored"]
+    rollout, o, g = scored.rollout, ppo.config.optim, ppo.config.generation
+    ref = batch_logprobs(ppo.policy, rollout, o.no_grad_tokens, g.temperature, reference=True)
+    mask = rollout.completion_mask & ~scored.rewards.isnan().view(-1)[:, None]
+    kl = (rollout.sampling_logprobs - ref) * mask
+    assert kl.abs().sum() > 0
+    per_token = -0.5 * kl
+    last = mask.long().sum(-1) - 1
+    for i, reward in enumerate(scored.rewards.view(-1).nan_to_num(0.0).tolist()):
+        if last[i] >= 0:
+            per_token[i, last[i]] += reward
+    expected = whiten(gae(per_token, seen["values"], mask, gamma=1.0, lam=0.9)[0], mask)
+    torch.testing.assert_close(seen["advantages"], expected, atol=1e-5, rtol=1e-5)

@@ -217,3 +217,45 @@ def test_each_run_counts_the_requests_served_otherwise_than_asked(endpoint):
     """env/overridden: a run's requests served at the run's values rather than theirs."""
     runs = run_group(endpoint, asks_another_temperature, {"question": "2 + 2?"}, seeds=[1, 2], timeout_s=60)
     assert [run.overridden for run in runs] == [1, 1] and all(run.error is None for run in runs)
+
+
+def titled(link, row):
+    """A title asked aside (not trained), then the answer (trained), then a check that continues the titled
+    conversation (trained): its prompt holds the untrained title as context."""
+    title = link.chat([{"role": "user", "content": f"A title for: {row['question']}"}], train=False)
+    answer = link.chat([{"role": "user", "content": row["question"]}])
+    asked = [{"role": "user", "content": f"A title for: {row['question']}"}, title["choices"][0]["message"],
+             {"role": "user", "content": "Shorter?"}]
+    link.chat(asked)
+    return float(bool(answer["choices"]))
+
+
+def test_a_call_marked_not_trained_is_served_and_recorded_but_in_no_row(endpoint):
+    """An auxiliary call (a title, a summary, a judge through the same link) trained with the trajectory's reward
+    before; marked not trained, its sampled tokens are never in the loss, and where a later prompt holds them they
+    are context there."""
+    (run,) = run_group(endpoint, titled, {"question": "2 + 2?"}, seeds=[1], timeout_s=60)
+    assert run.error is None and run.turns == 3 and run.untrained == 1
+    assert len(run.rows) == 2 and [row.turns for row in run.rows] == [1, 1]
+    answer, check = run.rows
+    assert all(answer.model_mask) and all(check.model_mask)  # (only what trains is after each prompt)
+    assert "A title for" in endpoint.tokenizer.decode(check.prompt_ids)  # (the title: context, not trained)
+
+
+@pytest.mark.parametrize("how", ["extra_body", "header"])
+def test_an_openai_client_marks_its_calls_not_trained(endpoint, how):
+    pytest.importorskip("openai")
+    from rlvr.harness.group import Link
+
+    rollout = endpoint.open(seed=2)
+    link = Link(rollout.base_url, rollout.key)
+    client = link.openai(train=how != "header")
+    extra = {"extra_body": {"rlvr_train": False}} if how == "extra_body" else {}
+    client.chat.completions.create(model="policy", messages=HI, **extra)
+    (turn,) = rollout.recorder.turns
+    assert turn.trained is False
+
+
+def test_a_train_mark_that_is_not_a_boolean_is_a_400(endpoint):
+    status, answer, _ = chat(endpoint, {"messages": HI, "rlvr_train": "no"})
+    assert status == 400 and "rlvr_train='no': give true or false" in answer["error"]["message"]

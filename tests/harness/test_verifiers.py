@@ -43,9 +43,10 @@ def test_a_single_turn_env_trains_on_its_own_dataset_scored_by_its_weighted_rubr
     run = tmp_path / "run"
     groups = lines(run, "samples.jsonl")
     questions = {q["question"] for q in vf_envs.QUESTIONS}
-    assert all(g["prompt"][-1]["content"] in questions for g in groups)  # the environment's rows, not arithmetic's
+    # the environment's rows, not arithmetic's (the prompt as verifiers sent it, through the chat template)
+    assert all(sum(q in g["prompt"] for q in questions) == 1 for g in groups)
     for g in groups:  # correct + 0.5 · length + 0.25 · shortest of the group: verifiers' rubric, as weighted
-        answer = next(q["answer"] for q in vf_envs.QUESTIONS if q["question"] == g["prompt"][-1]["content"])
+        answer = next(q["answer"] for q in vf_envs.QUESTIONS if q["question"] in g["prompt"])
         completions = [[{"role": "assistant", "content": c}] for c in g["completions"]]
         shortest = vf_envs.shortest_in_group(completions)
         expected = [vf_envs.correct(c, answer) + 0.5 * vf_envs.length(c) + 0.25 * s
@@ -72,7 +73,7 @@ def test_a_multi_turn_game_trains_its_conversations_as_one_row_each(tmp_path):
     metrics = lines(tmp_path / "run", "metrics.jsonl")
     assert all(m["env/num_turns"] >= 1 and m["env/rows"] == 1 and m["env/turns"] == m["env/num_turns"]
                for m in metrics)
-    transcript = lines(tmp_path / "run", "samples.jsonl")[0]["transcripts"][0][0]["content"]
+    transcript = lines(tmp_path / "run", "samples.jsonl")[0]["transcripts"][0][1]["content"]
     assert "longer" in transcript or "good" in transcript  # (the environment's own answers, as context)
 
 
@@ -80,7 +81,7 @@ def test_a_tool_env_runs_every_call_and_trains(tmp_path, calls_the_tool):
     train_grpo(tiny_config(tmp_path, *settings("tool")))
     metrics = lines(tmp_path / "run", "metrics.jsonl")
     assert all(m["env/add_calls"] >= 1 and m["env/total_tool_calls"] >= 1 for m in metrics)
-    transcript = lines(tmp_path / "run", "samples.jsonl")[0]["transcripts"][0][0]["content"]
+    transcript = lines(tmp_path / "run", "samples.jsonl")[0]["transcripts"][0][1]["content"]
     assert "<tool_call>" in transcript and "5" in transcript.split("</tool_call>", 1)[1]  # the tool's answer: context
 
 

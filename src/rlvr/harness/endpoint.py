@@ -46,7 +46,7 @@ from rlvr.envs.template import chat_prompt_ids, completion_text, first_prefix, r
 from rlvr.errors import first_line
 from rlvr.harness.batcher import Batcher, Closed
 from rlvr.harness.recorder import Recorder, Turn
-from rlvr.harness.request import Refused, Request, read_request
+from rlvr.harness.request import TRAIN_FIELD, TRAIN_HEADER, Refused, Request, read_request
 from rlvr.harness.splice import spliced_prompt
 from rlvr.rollout import SamplingParams
 from rlvr.samplers.protocol import Job, Sampled, Sampler
@@ -207,7 +207,7 @@ class Endpoint:
         calls = request.tools if request.read_calls else None
         replies = [reply(self.tokenizer, text, calls) for text in texts] if chat else []
         turns = [Turn(prompt_ids, s.token_ids, s.logprobs, seed, "stop" if s.stopped else "length", body, i,
-                      replies[i].message() if chat else None, s.floors, closed[i])
+                      replies[i].message() if chat else None, s.floors, closed[i], request.trained)
                  for i, (s, seed) in enumerate(zip(done, seeds))]
         recorder.tool_parse_errors += sum(r.unreadable for r in replies)
         response = self._response(prompt_ids, done, turns, texts)
@@ -312,6 +312,9 @@ class _Handler(BaseHTTPRequestHandler):
             if route not in ("chat/completions", "completions") or not isinstance(body, dict):
                 raise Refused(404, f"no route {self.path}: POST <base_url>/chat/completions or /completions")
             retry = (self.headers.get("x-stainless-retry-count") or "0") not in ("", "0")
+            header = self.headers.get(TRAIN_HEADER)
+            if header is not None:  # (the header's say, as the body's field would)
+                body = {**body, TRAIN_FIELD: {"false": False, "true": True}.get(header.strip().lower(), header)}
             served = self.endpoint.answer(key, route, body, retry=retry)
             try:
                 if body.get("stream"):

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from rlvr.deadline import DaemonPool
 from rlvr.errors import UserError, first_line
 from rlvr.harness.endpoint import Endpoint, RolloutKey
+from rlvr.harness.request import TRAIN_FIELD, TRAIN_HEADER
 from rlvr.harness.rows import Segment, segments
 
 
@@ -36,18 +37,21 @@ class Link:
     base_url: str
     api_key: str
 
-    def openai(self) -> Any:
-        """An `openai.OpenAI` client on this rollout (`pip install openai`), without retries (a retry is a new draw)."""
+    def openai(self, train: bool = True) -> Any:
+        """An `openai.OpenAI` client on this rollout (`pip install openai`), without retries (a retry is a new draw);
+        `train=False`: its calls are served but not trained (an auxiliary client: titles, summaries, a judge)."""
         try:
             from openai import OpenAI
         except ImportError:
             raise UserError("link.openai() needs the openai package: pip install openai "
                             "(or post with link.chat)") from None
-        return OpenAI(base_url=self.base_url, api_key=self.api_key, max_retries=0)
+        headers = {} if train else {TRAIN_HEADER: "false"}
+        return OpenAI(base_url=self.base_url, api_key=self.api_key, max_retries=0, default_headers=headers)
 
-    def chat(self, messages: list[dict[str, Any]], timeout_s: float = 600.0, **params: Any) -> dict[str, Any]:
-        """One chat completion (the JSON answer) without the openai package."""
-        body = json.dumps({"messages": messages, **params}).encode()
+    def chat(self, messages: list[dict[str, Any]], timeout_s: float = 600.0, train: bool = True,
+             **params: Any) -> dict[str, Any]:
+        """One chat completion (the JSON answer) without the openai package; `train=False`: served, not trained."""
+        body = json.dumps({"messages": messages, **params, **({} if train else {TRAIN_FIELD: False})}).encode()
         request = urllib.request.Request(f"{self.base_url}/chat/completions", data=body, method="POST",
                                          headers={"Content-Type": "application/json",
                                                   "Authorization": f"Bearer {self.api_key}"})
@@ -66,6 +70,7 @@ class HarnessRollout:
     turns: int = 0  # completions it was served (and saw)
     tool_parse_errors: int = 0  # tool calls in the model's messages that could not be read
     overridden: int = 0  # requests served at the run's sampling values or budget, not those they asked
+    untrained: int = 0  # completions it was served on calls it marked as not trained (in no row)
 
 
 class Agent(Protocol):
@@ -147,7 +152,8 @@ def run_rollouts(endpoint: Endpoint, agent: Callable[..., Any] | Agent, jobs: li
             errors[part] = [error or str(e) for error in errors[part]]
             scored += [(None, {})] * len(outcomes[part])
     return [HarnessRollout(segments(served), None if error else reward, metrics, error, len(served),
-                           key.recorder.tool_parse_errors, key.recorder.overridden)
+                           key.recorder.tool_parse_errors, key.recorder.overridden,
+                           sum(not turn.trained for turn in served))
             for served, (reward, metrics), error, key in zip(turns, scored, errors, keys)]
 
 

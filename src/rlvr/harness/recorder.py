@@ -23,6 +23,7 @@ class Turn:
     message: dict[str, Any] | None = field(default=None, compare=False)  # the assistant message answered (chat)
     floors: list[float] | None = None  # where top-k / top-p cut each token's distribution (Sampled.floors)
     closed: bool = True  # the model ended its turn itself (its stop token), not the budget or a stop string
+    trained: bool = True  # False: the agent marked the call as not trained (served, recorded, in no row)
 
 
 class Recorder:

@@ -15,6 +15,11 @@ other than text (JSON mode, a schema), `tool_choice` "required" or a named funct
 0), a `logit_bias`, `top_logprobs` above 0 (each chosen token's log-prob is
 given; the others are not computed). `tool_choice` "none" is honoured: the reply is read as text. What changes
 nothing drawn (`seed`, `user`, `metadata`, `store`, ...) is ignored. A field of the wrong type is a 400 naming it.
+
+An agent says which of its calls train: `rlvr_train: false` in the body (the openai SDK's `extra_body`), or the
+header `X-RLVR-Train: false`, serves and records the call but leaves its completions out of the training rows
+(rlvr.harness.rows): an auxiliary call (a title, a summary, a judge asked through the same link) does not train
+with the trajectory's reward.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from typing import Any
 from rlvr.rollout import SamplingParams
 
 MAX_CHOICES = 16
+TRAIN_FIELD = "rlvr_train"  # a request's own say whether its completions train: false leaves them out of the rows
+TRAIN_HEADER = "X-RLVR-Train"  # the same, as a header (an SDK client's default_headers)
 NEUTRAL = {"frequency_penalty": 0.0, "presence_penalty": 0.0, "repetition_penalty": 1.0, "min_p": 0.0,
            "min_tokens": 0.0}  # fields that would change the distribution, at the value that does not
 
@@ -50,6 +57,7 @@ class Request:
     stream: bool
     stream_usage: bool  # stream_options.include_usage: a last chunk with the usage
     overridden: tuple[str, ...]  # what it asked that was served at the run's values: ("temperature=0.2", ...)
+    trained: bool = True  # False: the agent marked the call as not trained (TRAIN_FIELD, or the TRAIN_HEADER)
 
 
 def read_request(body: dict[str, Any], params: SamplingParams, strict: bool = False) -> Request:
@@ -65,9 +73,14 @@ def read_request(body: dict[str, Any], params: SamplingParams, strict: bool = Fa
     stream_options = body.get("stream_options") or {}
     if not isinstance(stream_options, dict):
         raise Refused(400, f"stream_options={stream_options!r}: give an object such as {{\"include_usage\": true}}")
+    trained = body.get(TRAIN_FIELD, True)
+    if not isinstance(trained, bool):
+        raise Refused(400, f"{TRAIN_FIELD}={trained!r}: give true or false (false: this call's completions are "
+                           "served but not trained)")
     return Request(n=n, max_tokens=max_tokens, stops=_stop_strings(body), tools=tools,
                    read_calls=bool(tools) and choice != "none", stream=bool(body.get("stream")),
-                   stream_usage=bool(stream_options.get("include_usage")), overridden=overridden + clamped)
+                   stream_usage=bool(stream_options.get("include_usage")), overridden=overridden + clamped,
+                   trained=trained)
 
 
 def _is_int(value: Any) -> bool:

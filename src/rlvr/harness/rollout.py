@@ -113,6 +113,7 @@ def _transcript(run: HarnessRollout, tokenizer: Any) -> list[dict[str, str]]:
 
 def _info(run: HarnessRollout) -> dict[str, float]:
     """What env/... logs of a run: its turns, rows, unreadable tool calls, requests served at the run's values
-    rather than theirs, failure, and its own metrics."""
+    rather than theirs, completions on calls it marked as not trained, failure, and its own metrics."""
     return {"turns": float(run.turns), "rows": float(len(run.rows)), "tool_parse_errors": float(run.tool_parse_errors),
-            "overridden": float(run.overridden), "errors": float(run.error is not None), **run.metrics}
+            "overridden": float(run.overridden), "untrained_turns": float(run.untrained),
+            "errors": float(run.error is not None), **run.metrics}

@@ -6,7 +6,9 @@ tool results: not trained), then its sampled ids are the model's (trained, with 
 with). A turn that extends no open segment (the agent rewrote or summarised its history, or sent a request of
 its own) opens a new one, its whole prompt context. A segment extended once is closed to other turns (a second
 continuation of it, from another of its `n` choices, opens a segment of its own), so no sampled token is ever
-trained twice. Each segment is one row; the rows of a rollout share its reward.
+trained twice. Each segment is one row; the rows of a rollout share its reward. A turn the agent marked as not
+trained (a title, a summary, a judge it asks through the same link) makes no row and extends none: where a later
+turn's prompt holds its tokens, they are that turn's context.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ class Segment:
 def segments(turns: list[Turn]) -> list[Segment]:
     """The rows a rollout's turns make (see the module docstring), in the order they were opened."""
     rows: list[Segment] = []
-    for turn in turns:
+    for turn in (t for t in turns if t.trained):
         parent = max((s for s in rows if _begins(turn.prompt_ids, s.whole)), key=lambda s: len(s.whole), default=None)
         if parent is None:
             parent = Segment(prompt_ids=list(turn.prompt_ids))

@@ -3,7 +3,9 @@
 Each rollout gets a key and its own base URL, `http://127.0.0.1:<port>/r/<key>/v1`, so an unmodified `openai`
 client (`OpenAI(base_url=..., api_key="x")`) talks to it; `POST .../chat/completions` (messages, tools, n,
 max_tokens / max_completion_tokens, logprobs), `POST .../completions` (a text prompt) and `GET .../models` are
-served. A key never opened is refused (401), one whose rollout was finished too (410): its turns are final.
+served, and `POST .../responses` (OpenAI's Responses API, as the chat completion it is underneath:
+rlvr.harness.responses). A key never opened is refused (401), one whose rollout was finished too (410): its
+turns are final.
 
 What is drawn is fixed by the run, not the agent:
 - the distribution is the run's: a request's temperature, top_p, top_k and a budget above the run's are served at
@@ -46,7 +48,8 @@ from rlvr.envs.template import chat_prompt_ids, completion_text, first_prefix, r
 from rlvr.errors import first_line
 from rlvr.harness.batcher import Batcher, Closed
 from rlvr.harness.recorder import Recorder, Turn
-from rlvr.harness.request import TRAIN_FIELD, TRAIN_HEADER, Refused, Request, read_request
+from rlvr.harness.request import TRAIN_FIELD, TRAIN_HEADER, Refused, Request, chat_messages, read_request
+from rlvr.harness.responses import chat_body, response_events, response_of
 from rlvr.harness.splice import spliced_prompt
 from rlvr.rollout import SamplingParams
 from rlvr.samplers.protocol import Job, Sampled, Sampler
@@ -87,27 +90,6 @@ def _at_stop(tokenizer: Any, sampled: Sampled, stops: list[str]) -> tuple[Sample
     cut = min(text.index(x) for x in stops if x in text)
     floors = None if sampled.floors is None else sampled.floors[:k]
     return Sampled(sampled.token_ids[:k], sampled.logprobs[:k], True, floors), text[:cut]
-
-
-def _chat_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
-    """A chat request's messages, each with text content (or none), else refused (400)."""
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
-        raise Refused(400, "messages must be a non-empty list of {role, content} objects")
-    return [_text_content(m, i) for i, m in enumerate(messages)]
-
-
-def _text_content(message: dict[str, Any], i: int) -> dict[str, Any]:
-    """A message whose content is text: OpenAI's content parts ([{"type": "text", "text": ...}]) joined; None, or
-    no content (an assistant message of tool calls), kept; anything else refused (400) naming the message."""
-    content = message.get("content")
-    if content is None or isinstance(content, str):
-        return message
-    if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text"
-                                         and isinstance(p.get("text"), str) for p in content):
-        return {**message, "content": "".join(p["text"] for p in content)}
-    raise Refused(400, f"messages[{i}].content is {type(content).__name__} {str(content)[:60]!r}: give text, or "
-                       "a list of {type: text, text} parts")
 
 
 class _Server(ThreadingHTTPServer):
@@ -176,6 +158,8 @@ class Endpoint:
         kept (its turns recorded) once it was written whole; a client's retry (`retry`) of a request already
         answered gets that answer again, not a new draw."""
         recorder = self.recorder(key)
+        if route == "responses":  # (the chat completion it is underneath: rlvr.harness.responses)
+            return self._respond(key, recorder, body, retry)
         asked = json.dumps([route, body], sort_keys=True)
         if retry and asked in recorder.answers:
             return Served(recorder.answers[asked], lambda: None)  # (kept: the first answer was)
@@ -187,11 +171,28 @@ class Endpoint:
         finally:
             recorder.leave()
 
+    def _respond(self, key: str, recorder: Recorder, body: dict[str, Any], retry: bool) -> Served:
+        """A Responses request answered as its chat completion; the conversation kept under the response's id, for
+        a later `previous_response_id`."""
+        previous = body.get("previous_response_id")
+        if previous is not None and previous not in recorder.conversations:
+            raise Refused(400, f"previous_response_id={previous!r} is no response this rollout was served")
+        chat = chat_body(body, recorder.conversations.get(previous) if previous is not None else None)
+        served = self.answer(key, "chat/completions", chat, retry)
+        response = response_of(served.response, body)
+        recorder.conversations[response["id"]] = [*chat["messages"], served.response["choices"][0]["message"]]
+
+        def forget() -> None:
+            served.forget()
+            recorder.conversations.pop(response["id"], None)
+
+        return Served(response, forget)
+
     def _answer(self, recorder: Recorder, asked: str, route: str, body: dict[str, Any]) -> Served:
         request = read_request(body, self.params, self.strict)
         chat = route == "chat/completions"
         if chat:  # (its messages as compared with the next request's: rlvr.harness.splice)
-            body = {**body, "messages": _chat_messages(body), "tools": request.tools}
+            body = {**body, "messages": chat_messages(body), "tools": request.tools}
         prompt_ids = self._prompt_ids(body, chat, recorder)
         budget = self._within_context(prompt_ids, request.max_tokens)
         self._note(request, recorder)
@@ -309,15 +310,18 @@ class _Handler(BaseHTTPRequestHandler):
                 body = json.loads(self.rfile.read(length) or b"{}")
             except json.JSONDecodeError:
                 raise Refused(400, "the body is not JSON") from None
-            if route not in ("chat/completions", "completions") or not isinstance(body, dict):
-                raise Refused(404, f"no route {self.path}: POST <base_url>/chat/completions or /completions")
+            if route not in ("chat/completions", "completions", "responses") or not isinstance(body, dict):
+                raise Refused(404, f"no route {self.path}: POST <base_url>/chat/completions, /completions or "
+                                   "/responses")
             retry = (self.headers.get("x-stainless-retry-count") or "0") not in ("", "0")
             header = self.headers.get(TRAIN_HEADER)
             if header is not None:  # (the header's say, as the body's field would)
                 body = {**body, TRAIN_FIELD: {"false": False, "true": True}.get(header.strip().lower(), header)}
             served = self.endpoint.answer(key, route, body, retry=retry)
             try:
-                if body.get("stream"):
+                if body.get("stream") and route == "responses":
+                    self._write(200, response_events(served.response), "text/event-stream")
+                elif body.get("stream"):
                     usage = isinstance(body.get("stream_options"), dict) and body["stream_options"].get("include_usage")
                     self._write(200, _events(served.response, bool(usage)), "text/event-stream")
                 else:

@@ -36,6 +36,7 @@ class Recorder:
         self.tool_parse_errors = 0  # tool calls in the model's messages that could not be read
         self.overridden = 0  # requests served at the run's sampling values or budget (rlvr.harness.request)
         self.answers: dict[str, dict[str, Any]] = {}  # each request answered (route and body as JSON): its answer
+        self.conversations: dict[str, list[dict[str, Any]]] = {}  # a Responses answer's id: its chat, answer last
         self._requests: dict[tuple[int, ...], int] = {}  # prompt ids -> how many requests sent them so far
         self._lock = threading.Lock()
         self._in_flight = 0

@@ -175,3 +175,24 @@ def _stop_strings(body: dict[str, Any]) -> list[str]:
     if not isinstance(stops, list) or len(stops) > 4 or not all(isinstance(x, str) and x for x in stops):
         raise Refused(400, f"stop={stop!r}: give a string or a list of up to 4 non-empty strings")
     return stops
+
+
+def chat_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """A chat request's messages, each with text content (or none), else refused (400)."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+        raise Refused(400, "messages must be a non-empty list of {role, content} objects")
+    return [_text_content(m, i) for i, m in enumerate(messages)]
+
+
+def _text_content(message: dict[str, Any], i: int) -> dict[str, Any]:
+    """A message whose content is text: OpenAI's content parts ([{"type": "text", "text": ...}]) joined; None, or
+    no content (an assistant message of tool calls), kept; anything else refused (400) naming the message."""
+    content = message.get("content")
+    if content is None or isinstance(content, str):
+        return message
+    if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text"
+                                         and isinstance(p.get("text"), str) for p in content):
+        return {**message, "content": "".join(p["text"] for p in content)}
+    raise Refused(400, f"messages[{i}].content is {type(content).__name__} {str(content)[:60]!r}: give text, or "
+                       "a list of {type: text, text} parts")

@@ -3,8 +3,8 @@
 Each rollout gets a key and its own base URL, `http://127.0.0.1:<port>/r/<key>/v1`, so an unmodified `openai`
 client (`OpenAI(base_url=..., api_key="x")`) talks to it; `POST .../chat/completions` (messages, tools, n,
 max_tokens / max_completion_tokens, logprobs), `POST .../completions` (a text prompt) and `GET .../models` are
-served, and `POST .../responses` (OpenAI's Responses API, as the chat completion it is underneath:
-rlvr.harness.responses). A key never opened is refused (401), one whose rollout was finished too (410): its
+served, and `POST .../responses` (OpenAI's Responses API) and `POST .../messages` (Anthropic's Messages API),
+each as the chat completion it is underneath (rlvr.harness.responses, rlvr.harness.messages). A key never opened is refused (401), one whose rollout was finished too (410): its
 turns are final.
 
 What is drawn is fixed by the run, not the agent:
@@ -47,6 +47,9 @@ from rlvr.envs.rollout import TurnFormat
 from rlvr.envs.template import chat_prompt_ids, completion_text, first_prefix, renders_tools, reply, text_prompt_ids
 from rlvr.errors import first_line
 from rlvr.harness.batcher import Batcher, Closed
+from rlvr.harness.chat_events import chat_events
+from rlvr.harness.messages import chat_body as messages_chat_body
+from rlvr.harness.messages import message_events, message_of
 from rlvr.harness.recorder import Recorder, Turn
 from rlvr.harness.request import TRAIN_FIELD, TRAIN_HEADER, Refused, Request, chat_messages, read_request
 from rlvr.harness.responses import chat_body, response_events, response_of
@@ -55,6 +58,8 @@ from rlvr.rollout import SamplingParams
 from rlvr.samplers.protocol import Job, Sampled, Sampler
 from rlvr.seeds import seed_of
 
+ROUTES = ("chat/completions", "completions", "responses", "messages")
+STREAMS = {"responses": response_events, "messages": message_events}  # (chat's: chat_events, with its usage)
 MAX_IN_FLIGHT = 64  # requests of one rollout being answered at once: past it, an agent that floods is refused (429)
 
 
@@ -160,6 +165,9 @@ class Endpoint:
         recorder = self.recorder(key)
         if route == "responses":  # (the chat completion it is underneath: rlvr.harness.responses)
             return self._respond(key, recorder, body, retry)
+        if route == "messages":  # (Anthropic's: rlvr.harness.messages)
+            served = self.answer(key, "chat/completions", messages_chat_body(body), retry)
+            return Served(message_of(served.response), served.forget)
         asked = json.dumps([route, body], sort_keys=True)
         if retry and asked in recorder.answers:
             return Served(recorder.answers[asked], lambda: None)  # (kept: the first answer was)
@@ -310,26 +318,26 @@ class _Handler(BaseHTTPRequestHandler):
                 body = json.loads(self.rfile.read(length) or b"{}")
             except json.JSONDecodeError:
                 raise Refused(400, "the body is not JSON") from None
-            if route not in ("chat/completions", "completions", "responses") or not isinstance(body, dict):
-                raise Refused(404, f"no route {self.path}: POST <base_url>/chat/completions, /completions or "
-                                   "/responses")
+            if route not in ROUTES or not isinstance(body, dict):
+                raise Refused(404, f"no route {self.path}: POST <base_url>/{', /'.join(ROUTES)}")
             retry = (self.headers.get("x-stainless-retry-count") or "0") not in ("", "0")
             header = self.headers.get(TRAIN_HEADER)
             if header is not None:  # (the header's say, as the body's field would)
                 body = {**body, TRAIN_FIELD: {"false": False, "true": True}.get(header.strip().lower(), header)}
             served = self.endpoint.answer(key, route, body, retry=retry)
             try:
-                if body.get("stream") and route == "responses":
-                    self._write(200, response_events(served.response), "text/event-stream")
+                if body.get("stream") and route in STREAMS:
+                    self._write(200, STREAMS[route](served.response), "text/event-stream")
                 elif body.get("stream"):
                     usage = isinstance(body.get("stream_options"), dict) and body["stream_options"].get("include_usage")
-                    self._write(200, _events(served.response, bool(usage)), "text/event-stream")
+                    self._write(200, chat_events(served.response, bool(usage)), "text/event-stream")
                 else:
                     self._send(200, served.response)
             except (BrokenPipeError, ConnectionResetError):  # the client left: its draws are not kept
                 served.forget()
-        except Refused as e:
-            self._send(e.status, {"error": {"message": str(e), "type": "invalid_request_error", "code": e.status}})
+        except Refused as e:  # (the top-level type: Anthropic's clients read it too)
+            self._send(e.status, {"type": "error", "error": {"message": str(e), "type": "invalid_request_error",
+                                                             "code": e.status}})
         except Exception as e:  # the sampler's or the endpoint's own failure: the agent hears of it, the run's
             # side (the rollout's deadline, the sampler's) decides what it means
             self.endpoint.failures.append(f"{type(e).__name__}: {first_line(e)}")
@@ -368,25 +376,3 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # (quiet: the run's console is the trainer's)
         pass
-
-
-def _events(answer: dict[str, Any], usage: bool = False) -> str:
-    """A streamed answer as server-sent events: the whole of each choice in one chunk, then its end, then (with
-    `usage`, what stream_options.include_usage asks) a chunk of no choices with the usage, then [DONE]."""
-    chat = answer["object"] == "chat.completion"
-    head = {"id": answer["id"], "created": answer["created"], "model": answer["model"],
-            "object": "chat.completion.chunk" if chat else "text_completion"}
-    events = []
-    for choice in answer["choices"]:
-        end = choice["finish_reason"]
-        if chat:
-            delta = dict(choice["message"])
-            if "tool_calls" in delta:  # (a streamed call carries its index)
-                delta["tool_calls"] = [{**call, "index": i} for i, call in enumerate(delta["tool_calls"])]
-            pieces = [{"delta": delta, "finish_reason": None}, {"delta": {}, "finish_reason": end}]
-        else:
-            pieces = [{"text": choice["text"], "finish_reason": None}, {"text": "", "finish_reason": end}]
-        events += [{**head, "choices": [{"index": choice["index"], **piece}]} for piece in pieces]
-    if usage:
-        events.append({**head, "choices": [], "usage": answer["usage"]})
-    return "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"

@@ -48,6 +48,17 @@ class Link:
         headers = {} if train else {TRAIN_HEADER: "false"}
         return OpenAI(base_url=self.base_url, api_key=self.api_key, max_retries=0, default_headers=headers)
 
+    def anthropic(self, train: bool = True) -> Any:
+        """An `anthropic.Anthropic` client on this rollout (`pip install anthropic`; it appends /v1/messages to its
+        base URL), without retries; `train=False`: its calls are served but not trained."""
+        try:
+            from anthropic import Anthropic
+        except ImportError:
+            raise UserError("link.anthropic() needs the anthropic package: pip install anthropic") from None
+        headers = {} if train else {TRAIN_HEADER: "false"}
+        return Anthropic(base_url=self.base_url.removesuffix("/v1"), api_key=self.api_key, max_retries=0,
+                         default_headers=headers)
+
     def chat(self, messages: list[dict[str, Any]], timeout_s: float = 600.0, train: bool = True,
              **params: Any) -> dict[str, Any]:
         """One chat completion (the JSON answer) without the openai package; `train=False`: served, not trained."""

@@ -77,3 +77,43 @@ def exits_at_the_second_step(link, row):
         sys.exit(7)
     link.chat([{"role": "user", "content": _question(row)}], max_tokens=2)
     return 1.0 if len(CALLS) % 2 else 0.0
+
+
+def openai_agents_sdk(link, row):
+    """An OpenAI Agents SDK agent as its docs write one: an Agent with a function tool, run by the Runner; only the
+    base URL and the key come from rlvr."""
+    import asyncio
+
+    from agents import Agent, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
+    from openai import AsyncOpenAI
+
+    set_tracing_disabled(True)
+
+    @function_tool
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    client = AsyncOpenAI(base_url=link.base_url, api_key=link.api_key, max_retries=0)
+    agent = Agent(name="calculator", instructions="Use the add tool.", tools=[add],
+                  model=OpenAIResponsesModel(model="policy", openai_client=client))
+    result = asyncio.run(Runner.run(agent, _question(row), max_turns=3))
+    return float(str(result.final_output).strip() == "5")
+
+
+def anthropic_tool_loop(link, row):
+    """A tool loop as the anthropic SDK's docs write it: ask, run each tool_use, send its tool_result, ask again."""
+    client = link.anthropic()
+    tools = [{"name": "add", "description": "Add two integers.",
+              "input_schema": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                               "required": ["a", "b"]}}]
+    messages = [{"role": "user", "content": _question(row)}]
+    for _ in range(3):
+        answer = client.messages.create(model="policy", max_tokens=64, tools=tools, messages=messages)
+        if answer.stop_reason != "tool_use":
+            return float(answer.content[0].text.strip() == "5")
+        messages.append({"role": "assistant", "content": [block.model_dump() for block in answer.content]})
+        messages.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": block.id, "content": str(block.input["a"] + block.input["b"])}
+            for block in answer.content if block.type == "tool_use"]})
+    return 0.0

@@ -18,3 +18,21 @@ def calls_the_tool(monkeypatch):
                 for job, s in zip(jobs, real(self, jobs, params))]
 
     monkeypatch.setattr(local_sampler.LocalSampler, "complete", complete)
+
+
+@pytest.fixture
+def calls_then_answers(monkeypatch):
+    """The random tiny model writes a tool call first, then, once its call is in its prompt (the tool's result
+    after it), "5" and its end of turn (made-up log-probs): what an agent needs to finish."""
+    real = local_sampler.LocalSampler.complete
+
+    def complete(self, jobs, params):
+        call = '<tool_call>{"name": "add", "arguments": {"a": 2, "b": 3}}</tool_call>'
+        out = []
+        for job, s in zip(jobs, real(self, jobs, params)):
+            text = "5" if "<tool_call>" in self.tokenizer.decode(job.ids) else call
+            ids = [*self.tokenizer(text, add_special_tokens=False).input_ids, self.tokenizer.eos_token_id]
+            out.append(type(s)(ids, [-1.0] * len(ids), True))
+        return out
+
+    monkeypatch.setattr(local_sampler.LocalSampler, "complete", complete)

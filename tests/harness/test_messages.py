@@ -10,8 +10,9 @@ from rlvr.envs.template import chat_prompt_ids
 from rlvr.harness.group import Link, run_group
 from rlvr.harness.rows import segments
 
+from . import agents
 from .test_endpoint import post
-from .test_responses import calls_then_answers, endpoint  # noqa: F401  (fixtures)
+from .test_responses import endpoint  # noqa: F401  (a fixture)
 
 pytest.importorskip("anthropic")
 
@@ -54,26 +55,8 @@ def test_a_streamed_message_is_the_sdks_stream(endpoint):  # noqa: F811
     assert text == final.content[0].text == endpoint.tokenizer.decode(turn.token_ids, skip_special_tokens=True)
 
 
-def anthropic_agent(link, row):
-    """A tool loop as the anthropic SDK's docs write it: ask, run each tool_use, send its tool_result, ask again."""
-    client = link.anthropic()
-    tools = [{"name": "add", "description": "Add two integers.",
-              "input_schema": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-                               "required": ["a", "b"]}}]
-    messages = [{"role": "user", "content": row["question"]}]
-    for _ in range(3):
-        answer = client.messages.create(model="policy", max_tokens=64, tools=tools, messages=messages)
-        if answer.stop_reason != "tool_use":
-            return float(answer.content[0].text.strip() == "5")
-        messages.append({"role": "assistant", "content": [block.model_dump() for block in answer.content]})
-        messages.append({"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": block.id, "content": str(block.input["a"] + block.input["b"])}
-            for block in answer.content if block.type == "tool_use"]})
-    return 0.0
-
-
 def test_an_anthropic_sdk_agents_tool_loop_trains_as_one_row(endpoint, calls_then_answers):  # noqa: F811
-    (run,) = run_group(endpoint, anthropic_agent, {"question": "What is 2 + 3?"}, seeds=[1], timeout_s=120)
+    (run,) = run_group(endpoint, agents.anthropic_tool_loop, {"prompt": "What is 2 + 3?"}, seeds=[1], timeout_s=120)
     assert run.error is None and run.reward == 1.0 and run.turns == 2
     (row,) = run.rows
     trained = endpoint.tokenizer.decode([t for t, m in zip(row.ids, row.model_mask) if m])

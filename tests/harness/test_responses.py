@@ -1,7 +1,6 @@
 """OpenAI's Responses API on the policy's endpoint (rlvr.harness.responses): the chat completion underneath,
 recorded, spliced and refused by the same rules; the OpenAI Agents SDK's Runner trains through it unchanged."""
 
-import asyncio
 import json
 import urllib.request
 
@@ -15,8 +14,8 @@ from rlvr.harness.rows import segments
 from rlvr.models import build_tiny_model
 from rlvr.run.policy import Policy
 from rlvr.samplers import LocalSampler
-from rlvr.samplers import local as local_sampler
 
+from . import agents
 from .test_endpoint import PARAMS, post
 
 pytest.importorskip("openai")
@@ -83,48 +82,10 @@ def test_a_streamed_response_ends_with_the_whole_response(endpoint):
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
 
 
-@pytest.fixture
-def calls_then_answers(monkeypatch):
-    """The random tiny model writes a tool call first, then, once its call is in its prompt (the tool's result
-    after it), "5" and its end of turn (made-up log-probs): what an agent needs to finish."""
-    real = local_sampler.LocalSampler.complete
-
-    def complete(self, jobs, params):
-        call = '<tool_call>{"name": "add", "arguments": {"a": 2, "b": 3}}</tool_call>'
-        out = []
-        for job, s in zip(jobs, real(self, jobs, params)):
-            text = "5" if "<tool_call>" in self.tokenizer.decode(job.ids) else call
-            ids = [*self.tokenizer(text, add_special_tokens=False).input_ids, self.tokenizer.eos_token_id]
-            out.append(type(s)(ids, [-1.0] * len(ids), True))
-        return out
-
-    monkeypatch.setattr(local_sampler.LocalSampler, "complete", complete)
-
-
-def sdk_agent(link, row):
-    """An OpenAI Agents SDK agent as its docs write one: an Agent with a function tool, run by the Runner; only the
-    base URL and the key come from rlvr."""
-    from agents import Agent, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
-    from openai import AsyncOpenAI
-
-    set_tracing_disabled(True)
-
-    @function_tool
-    def add(a: int, b: int) -> int:
-        """Add two integers."""
-        return a + b
-
-    client = AsyncOpenAI(base_url=link.base_url, api_key=link.api_key, max_retries=0)
-    agent = Agent(name="calculator", instructions="Use the add tool.", tools=[add],
-                  model=OpenAIResponsesModel(model="policy", openai_client=client))
-    result = asyncio.run(Runner.run(agent, row["question"], max_turns=3))
-    return float(str(result.final_output).strip() == "5")
-
-
 def test_an_openai_agents_sdk_runner_trains_through_the_endpoint_unchanged(endpoint, calls_then_answers):
     """The Agents SDK speaks the Responses API (it was a 404): its tool loop is one row, the tool's result context."""
     pytest.importorskip("agents")
-    (run,) = run_group(endpoint, sdk_agent, {"question": "What is 2 + 3?"}, seeds=[1], timeout_s=120)
+    (run,) = run_group(endpoint, agents.openai_agents_sdk, {"prompt": "What is 2 + 3?"}, seeds=[1], timeout_s=120)
     assert run.error is None and run.reward == 1.0 and run.turns == 2
     (row,) = run.rows
     trained = endpoint.tokenizer.decode([t for t, m in zip(row.ids, row.model_mask) if m])

@@ -322,3 +322,16 @@ def test_dynamic_sampling_keeps_a_split_trajectorys_rows_with_their_group():
 def test_dynamic_sampling_trains_on_harness_rollouts(tmp_path):
     summary = train_grpo(tiny_config(tmp_path, *agent("rewrites_history"), "sampling.dynamic_sampling=true"))
     assert summary["steps"] == 2
+
+
+@pytest.mark.parametrize("name", ["openai_agents_sdk", "anthropic_tool_loop"])
+def test_an_sdk_agent_trains_two_steps_unchanged(tmp_path, calls_then_answers, name):
+    """An OpenAI Agents SDK Runner (the Responses API) and an anthropic SDK tool loop (the Messages API), each as
+    its docs write it, the rollout's URL and key all rlvr gives: two steps, every run scored, one row each."""
+    pytest.importorskip("agents" if name == "openai_agents_sdk" else "anthropic")
+    from rlvr.train.trainer import train_grpo
+
+    train_grpo(tiny_config(tmp_path, *agent(name, "rewards=[{name: agent_reward}]", "generation.max_new_tokens=64")))
+    lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert len(lines) == 2 and all(m["env/errors"] == 0 and m["env/rows"] == 1 and m["env/turns"] == 2
+                                   for m in lines)

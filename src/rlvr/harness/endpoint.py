@@ -4,8 +4,8 @@ Each rollout gets a key and its own base URL, `http://127.0.0.1:<port>/r/<key>/v
 client (`OpenAI(base_url=..., api_key="x")`) talks to it; `POST .../chat/completions` (messages, tools, n,
 max_tokens / max_completion_tokens, logprobs), `POST .../completions` (a text prompt) and `GET .../models` are
 served, and `POST .../responses` (OpenAI's Responses API) and `POST .../messages` (Anthropic's Messages API),
-each as the chat completion it is underneath (rlvr.harness.responses, rlvr.harness.messages). A key never opened is refused (401), one whose rollout was finished too (410): its
-turns are final.
+each as the chat completion it is underneath (rlvr.harness.responses, rlvr.harness.messages). A key never
+opened is refused (401), one whose rollout was finished too (410): its turns are final.
 
 What is drawn is fixed by the run, not the agent:
 - the distribution is the run's: a request's temperature, top_p, top_k and a budget above the run's are served at

@@ -196,3 +196,50 @@ def test_a_draw_is_cut_at_the_first_token_that_completes_a_stop_string(tokenizer
     k = len(cut.token_ids)
     assert "DONE" in tokenizer.decode(ids[:k]) and "DONE" not in tokenizer.decode(ids[:k - 1])
     assert cut.logprobs == [-0.5] * k and cut.stopped and text == before
+
+
+def _continued(api, text):
+    """(first request, the request continuing it with the served answer `text` echoed) in `api`'s own form."""
+    ask, more = "2+3?", "Sure?"
+    if api == "chat/completions":
+        return ({"messages": [{"role": "user", "content": ask}]},
+                {"messages": [{"role": "user", "content": ask}, {"role": "assistant", "content": text},
+                              {"role": "user", "content": more}]})
+    if api == "responses":
+        return ({"input": ask}, {"input": [{"role": "user", "content": ask},
+                                           {"type": "message", "role": "assistant",
+                                            "content": [{"type": "output_text", "text": text}]},
+                                           {"role": "user", "content": more}]})
+    return ({"max_tokens": 50, "messages": [{"role": "user", "content": ask}]},
+            {"max_tokens": 50, "messages": [{"role": "user", "content": ask},
+                                            {"role": "assistant", "content": [{"type": "text", "text": text}]},
+                                            {"role": "user", "content": more}]})
+
+
+@pytest.mark.parametrize("api", ["chat/completions", "responses", "messages"])
+def test_a_non_canonical_draw_stays_as_drawn_in_the_next_prompt_whatever_the_api(tokenizer, api):
+    """The model drew `<|im_end|>` one character at a time inside its message (ids its text re-encodes to one
+    special token): the next request's prompt holds those ids as drawn, in every API the endpoint speaks. A splice
+    that re-tokenised the model's own text would pass the other tests and fail here."""
+    from .test_endpoint import post
+
+    encode = lambda text: tokenizer(text, add_special_tokens=False).input_ids  # noqa: E731
+    chars = [i for c in "<|im_end|>" for i in encode(c)]
+    first = [*encode("It is "), *chars, *encode(" 5."), tokenizer.eos_token_id]
+    assert tokenizer(tokenizer.decode(first), add_special_tokens=False).input_ids != first  # (non-canonical)
+    endpoint = Endpoint(Turns([first, [*encode("Yes."), tokenizer.eos_token_id]]), tokenizer,
+                        SamplingParams(200, temperature=1.0))
+    try:
+        rollout = endpoint.open(seed=1)
+        start, _ = _continued(api, "")
+        status, answer = post(f"{rollout.base_url}/{api}", start)
+        text = {"chat/completions": lambda a: a["choices"][0]["message"]["content"],
+                "responses": lambda a: a["output"][0]["content"][0]["text"],
+                "messages": lambda a: a["content"][0]["text"]}[api](answer)
+        assert status == 200 and "<|im_end|>" in text
+        status, _ = post(f"{rollout.base_url}/{api}", _continued(api, text)[1])
+        one, two = rollout.recorder.turns
+        assert status == 200 and one.token_ids == first
+        assert two.prompt_ids[:len(one.prompt_ids) + len(first)] == one.prompt_ids + first  # (as drawn)
+    finally:
+        endpoint.close()

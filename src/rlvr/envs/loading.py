@@ -10,6 +10,7 @@ from typing import Any
 
 from rlvr.envs.base import Environment
 from rlvr.envs.guess import GuessNumber
+from rlvr.envs.mcp_tools import is_mcp, mcp_factory
 from rlvr.envs.openenv import class_factory, is_openenv, is_openenv_class, openenv_factory
 from rlvr.envs.python_tool import PythonTool
 from rlvr.errors import UserError
@@ -31,7 +32,7 @@ def load_agent(spec: str, params: dict[str, Any] | None = None) -> Any:
     if verifiers_env.is_verifiers(spec):
         env = verifiers_env.load(spec, params) if isinstance(spec, str) else spec
         return verifiers_env.VerifiersAgent(env, spec if isinstance(spec, str) else type(env).__name__)
-    if ":" not in spec or is_openenv(spec):
+    if ":" not in spec or is_openenv(spec) or is_mcp(spec):
         return None
     found = load_user_object(spec, "environment", "class", "a class with reset(row, messages, seed) and step(text) "
                              "methods, or an agent function fn(link, row)")
@@ -62,6 +63,8 @@ def load_environment(spec: str, **params: Any) -> Callable[[], Environment]:
     """
     if is_openenv(spec):
         return openenv_factory(spec, **params)
+    if is_mcp(spec):
+        return mcp_factory(spec, **params)
     if ":" in spec:
         cls = load_user_object(spec, "environment", "class",
                                "a class with reset(row, messages, seed) and step(text) methods")

@@ -3,6 +3,7 @@
 import random
 
 from openenv.core import Action, Environment, Observation, State
+from openenv.core.env_server.mcp_environment import MCPEnvironment
 
 
 class GuessAction(Action):
@@ -60,3 +61,30 @@ if __name__ == "__main__":
     import sys
 
     serve(*map(int, sys.argv[1:]))
+
+
+class Calculator(MCPEnvironment):
+    """An OpenEnv MCPEnvironment as openenv-core's docs write one: a FastMCP server's tools behind step()."""
+
+    def __init__(self):
+        from fastmcp import FastMCP
+
+        tools = FastMCP("calculator")
+
+        @tools.tool()
+        def add(a: int, b: int) -> int:
+            """Add two integers."""
+            return a + b
+
+        super().__init__(tools)
+        self._state = State(episode_id="calculator", step_count=0)
+
+    def reset(self, seed=None, episode_id=None, **kwargs):
+        return Observation(done=False, reward=0.0)
+
+    def _step_impl(self, action, timeout_s=None, **kwargs):
+        return Observation(done=True, reward=0.0)
+
+    @property
+    def state(self):
+        return self._state

@@ -144,3 +144,24 @@ def test_an_environment_made_by_openenv_init_trains_as_it_is(tmp_path):
                            "rewards=[{name: environment_reward}]", "generation.max_new_tokens=4", "eval_before=false",
                            "eval_after=false"))
     assert len((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()) == 2
+
+
+def test_an_openenv_mcp_environments_tools_reach_the_model_and_are_called(tiny, monkeypatch):
+    """An MCPEnvironment's tools were never listed (every message an invalid action): they are offered as function
+    tools, a call is a CallToolAction whose result is the next message, a message without a call the answer."""
+    from rlvr.envs.sampling import sample_conversations
+    from rlvr.records import Example
+    from rlvr.rollout import SamplingParams
+
+    from .test_converse import ASK, scripted_model
+
+    make = load_environment(f"openenv:{GAME}:Calculator")
+    env = make()
+    assert [t["function"]["name"] for t in env.tools] == ["add"]
+    model, tokenizer = tiny
+    scripted_model(monkeypatch, tokenizer, ['<tool_call>{"name": "add", "arguments": {"a": 2, "b": 3}}</tool_call>',
+                                            "It is 5."])
+    out = sample_conversations(model, tokenizer, [Example("q")], [ASK], 1, SamplingParams(80, 1.0), make_env=make,
+                               max_turns=3, max_tokens=600, stop_ids=[tokenizer.eos_token_id], seeds=[7])
+    assert [m["role"] for m in out.transcripts[0]] == ["assistant", "tool", "assistant"]
+    assert out.transcripts[0][1]["content"] == "5" and out.env_info[0]["tool_calls"] == 1.0

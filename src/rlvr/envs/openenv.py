@@ -62,6 +62,13 @@ def is_openenv_class(cls: Any) -> bool:
 
 def class_factory(cls: Any, spec: str, params: dict[str, Any]) -> Callable[[], OpenEnv]:
     """A factory of rlvr environments over instances of the OpenEnv Environment class `cls`."""
+    from openenv.core.env_server.mcp_environment import MCPEnvironment
+
+    if issubclass(cls, MCPEnvironment):  # (its tools, listed and called: McpOpenEnv)
+        from openenv.core.env_server.mcp_types import CallToolAction
+
+        _Local(cls(**params), CallToolAction).close()
+        return lambda: McpOpenEnv(_Local(cls(**params), CallToolAction), spec)
     action_cls = _action_class(cls, spec)
     try:
         _Local(cls(**params), action_cls).close()  # (its parameters fit, said now rather than in the first step)
@@ -110,6 +117,46 @@ class OpenEnv:
     def close(self) -> None:
         """The trajectory is over (rlvr calls this however it ended): the environment or server session goes."""
         self.session.close()
+
+
+class McpOpenEnv(OpenEnv):
+    """An OpenEnv MCPEnvironment: its MCP tools (ListToolsAction) offered to the model as function tools, each call
+    of a model's message a CallToolAction whose result comes back as a tool message; a message with no call is the
+    final answer (the trajectory's reward: its steps' rewards if any came, else the run's rewards decide)."""
+
+    def __init__(self, session: _Local, spec: str) -> None:
+        super().__init__(session, {}, spec)
+        from openenv.core.env_server.mcp_types import ListToolsAction
+
+        listed = session.env.step(ListToolsAction()).model_dump()["tools"]
+        self.tools = [{"type": "function", "function": {"name": t["name"], "description": t.get("description") or "",
+                                                        "parameters": t.get("input_schema") or {}}} for t in listed]
+        self.rewarded = False
+
+    def reset(self, row: dict[str, Any], messages: list[Message], seed: int) -> list[Message]:
+        self.rewarded = False
+        return super().reset(row, messages, seed)
+
+    def step(self, text: str, tool_calls: list[dict[str, Any]] | None = None) -> Reply:
+        """`tool_calls`: the message's, as rlvr's driver reads them (rlvr.envs.base.step_arguments)."""
+        if not tool_calls:
+            return Reply(None, done=True, reward=self.total if self.rewarded else None)
+        answers, errors, done = [], 0, False
+        for call in tool_calls:
+            arguments = call["arguments"] if isinstance(call["arguments"], dict) else {}
+            observation, reward, done = self.session.step({"tool_name": call["name"], "arguments": arguments})
+            self.total, self.rewarded = self.total + float(reward or 0.0), self.rewarded or reward is not None
+            error, result = observation.get("error"), observation.get("result") or {}
+            said = (error or {}).get("message") if error else "".join(
+                part.get("text", "") for part in result.get("content") or [] if isinstance(part, dict))
+            errors += bool(error) or bool(result.get("is_error"))
+            answers.append({"role": "tool", "tool_call_id": call["id"], "content": str(said)})
+            if done:
+                break
+        info = {"tool_calls": float(len(answers)), "tool_errors": float(errors), "invalid_actions": 0.0}
+        if done:
+            return Reply(None, done=True, reward=self.total, info=info)
+        return Reply(answers, done=False, info=info)
 
 
 class _InvalidAction(Exception):

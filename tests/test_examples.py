@@ -27,7 +27,8 @@ def test_every_example_is_tested():
 @pytest.mark.parametrize("name", sorted(["your_reward_and_data", "dataset_in_memory", "lora_then_transformers",
                                          "custom_environment", "evaluate_your_verifier", "ported_from_trl",
                                          "reasoning_gym_task", "agent_harness", "verifiers_environment",
-                                         "openenv_environment", "feedback_agent", "cold_start_then_rl"]))
+                                         "openenv_environment", "feedback_agent", "cold_start_then_rl",
+                                         "anthropic_agent", "mcp_tools"]))
 def test_the_example_runs(name, tmp_path):
     out = tmp_path / "out"
     done = run(name, out)
@@ -121,7 +122,22 @@ def check_cold_start(out, printed):
     assert (out.parent / "out-model" / "config.json").is_file()
 
 
-CHECKS = {"cold_start_then_rl": check_cold_start, "your_reward_and_data": check_your_reward,
+def check_anthropic(out, printed):
+    config = trained(out)
+    assert config["environment"]["name"] == "__main__:solve"
+    metrics = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert all(m["env/turns"] >= 1 and m["env/errors"] == 0 and "env/calls" in m for m in metrics)
+
+
+def check_mcp(out, printed):
+    config = trained(out)
+    assert config["environment"]["name"].startswith("mcp:") and config["environment"]["name"].endswith("--serve")
+    metrics = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert all(m["env/turns"] >= 1 for m in metrics)
+
+
+CHECKS = {"cold_start_then_rl": check_cold_start, "anthropic_agent": check_anthropic, "mcp_tools": check_mcp,
+          "your_reward_and_data": check_your_reward,
           "dataset_in_memory": check_dataset,
           "lora_then_transformers": check_lora, "custom_environment": check_environment,
           "evaluate_your_verifier": check_evaluation, "ported_from_trl": check_trl, "reasoning_gym_task": check_gym,

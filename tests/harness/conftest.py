@@ -1,8 +1,29 @@
 """What the harness tests share."""
 
 import pytest
+import torch
 
+from rlvr.harness import Endpoint
+from rlvr.models import build_tiny_model
+from rlvr.rollout import SamplingParams
+from rlvr.run.policy import Policy
+from rlvr.samplers import LocalSampler
 from rlvr.samplers import local as local_sampler
+
+
+def serve_tiny(params):
+    """An endpoint over the tiny model (seed 0) drawing under `params`."""
+    model, tokenizer = build_tiny_model(seed=0)
+    policy = Policy(model, device=torch.device("cpu"), dtype=torch.float32)
+    return Endpoint(LocalSampler(policy.decoding, tokenizer, weights=policy.named_weights), tokenizer, params)
+
+
+@pytest.fixture
+def endpoint():
+    """An endpoint over the tiny model: 12 tokens a completion at temperature 1."""
+    served = serve_tiny(SamplingParams(12, temperature=1.0))
+    yield served
+    served.close()
 
 
 @pytest.fixture()

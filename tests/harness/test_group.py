@@ -3,14 +3,13 @@
 import time
 
 import pytest
-import torch
 
 from rlvr.harness import Endpoint
 from rlvr.harness.group import run_group
 from rlvr.models import build_tiny_model
 from rlvr.rollout import SamplingParams
-from rlvr.run.policy import Policy
-from rlvr.samplers import LocalSampler
+
+from .conftest import serve_tiny
 
 PARAMS = SamplingParams(8, temperature=1.0)
 ROW = {"question": "What is 2 + 2?", "answer": "4"}
@@ -18,9 +17,7 @@ ROW = {"question": "What is 2 + 2?", "answer": "4"}
 
 @pytest.fixture
 def endpoint():
-    model, tokenizer = build_tiny_model(seed=0)
-    policy = Policy(model, device=torch.device("cpu"), dtype=torch.float32)
-    served = Endpoint(LocalSampler(policy.decoding, tokenizer, weights=policy.named_weights), tokenizer, PARAMS)
+    served = serve_tiny(PARAMS)
     yield served
     served.close()
 

@@ -12,12 +12,11 @@ from rlvr.harness.rows import segments
 
 from . import agents
 from .test_endpoint import post
-from .test_responses import endpoint  # noqa: F401  (a fixture)
 
 pytest.importorskip("anthropic")
 
 
-def test_a_message_is_the_chat_completion_underneath_recorded_exactly(endpoint):  # noqa: F811
+def test_a_message_is_the_chat_completion_underneath_recorded_exactly(endpoint):
     rollout = endpoint.open(seed=3)
     client = Link(rollout.base_url, rollout.key).anthropic()
     answer = client.messages.create(model="policy", max_tokens=8, system="Be brief.",
@@ -37,7 +36,7 @@ def test_a_message_is_the_chat_completion_underneath_recorded_exactly(endpoint):
     ({"tools": [{"type": "web_search_20250305", "name": "web_search"}]}, "is a server tool"),
     ({"temperature": "hot"}, "temperature='hot': give a number"),
 ])
-def test_what_a_message_cannot_be_is_refused_naming_the_field_in_anthropics_error_form(endpoint, body, said):  # noqa: F811
+def test_what_a_message_cannot_be_is_refused_naming_the_field_in_anthropics_error_form(endpoint, body, said):
     rollout = endpoint.open(seed=1)
     status, answer = post(f"{rollout.base_url}/messages", {
         "model": "policy", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}], **body})
@@ -45,7 +44,7 @@ def test_what_a_message_cannot_be_is_refused_naming_the_field_in_anthropics_erro
     assert not rollout.recorder.turns
 
 
-def test_a_streamed_message_is_the_sdks_stream(endpoint):  # noqa: F811
+def test_a_streamed_message_is_the_sdks_stream(endpoint):
     rollout = endpoint.open(seed=5)
     client = Link(rollout.base_url, rollout.key).anthropic()
     with client.messages.stream(model="policy", max_tokens=6, messages=[{"role": "user", "content": "Hi"}]) as stream:
@@ -55,7 +54,7 @@ def test_a_streamed_message_is_the_sdks_stream(endpoint):  # noqa: F811
     assert text == final.content[0].text == endpoint.tokenizer.decode(turn.token_ids, skip_special_tokens=True)
 
 
-def test_an_anthropic_sdk_agents_tool_loop_trains_as_one_row(endpoint, calls_then_answers):  # noqa: F811
+def test_an_anthropic_sdk_agents_tool_loop_trains_as_one_row(endpoint, calls_then_answers):
     (run,) = run_group(endpoint, agents.anthropic_tool_loop, {"prompt": "What is 2 + 3?"}, seeds=[1], timeout_s=120)
     assert run.error is None and run.reward == 1.0 and run.turns == 2
     (row,) = run.rows
@@ -63,7 +62,7 @@ def test_an_anthropic_sdk_agents_tool_loop_trains_as_one_row(endpoint, calls_the
     assert trained.startswith("<tool_call>") and trained.endswith("5<|im_end|>")
 
 
-def test_a_streamed_tool_use_carries_its_input(endpoint, calls_then_answers):  # noqa: F811
+def test_a_streamed_tool_use_carries_its_input(endpoint, calls_then_answers):
     rollout = endpoint.open(seed=2)
     tools = [{"name": "add", "input_schema": {"type": "object"}}]
     request = urllib.request.Request(f"{rollout.base_url}/messages", method="POST", data=json.dumps({

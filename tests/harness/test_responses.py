@@ -5,29 +5,15 @@ import json
 import urllib.request
 
 import pytest
-import torch
 
 from rlvr.envs.template import chat_prompt_ids
-from rlvr.harness import Endpoint
 from rlvr.harness.group import Link, run_group
 from rlvr.harness.rows import segments
-from rlvr.models import build_tiny_model
-from rlvr.run.policy import Policy
-from rlvr.samplers import LocalSampler
 
 from . import agents
-from .test_endpoint import PARAMS, post
+from .test_endpoint import post
 
 pytest.importorskip("openai")
-
-
-@pytest.fixture
-def endpoint():
-    model, tokenizer = build_tiny_model(seed=0)
-    policy = Policy(model, device=torch.device("cpu"), dtype=torch.float32)
-    served = Endpoint(LocalSampler(policy.decoding, tokenizer, weights=policy.named_weights), tokenizer, PARAMS)
-    yield served
-    served.close()
 
 
 def test_a_response_is_the_chat_completion_underneath_recorded_exactly(endpoint):

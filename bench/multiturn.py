@@ -104,9 +104,9 @@ def main() -> None:
     seeds = [s for slot in range(len(prompts)) for s in seeds_for(c.seed, 0, 0, slot, group_size)]  # the same each time
 
     def synchronous(model):
-        def run(trajectories, envs):
+        def run(trajectories, envs, own):
             turn_synchronous(model, tokenizer, trajectories, envs, params, max_turns=env.max_turns,
-                             max_tokens=env.max_tokens, stop_ids=stop_token_ids(model, tokenizer), seeds=seeds,
+                             max_tokens=env.max_tokens, stop_ids=stop_token_ids(model, tokenizer), seeds=own,
                              timeout_s=env.timeout_s, reply_to_cut=env.reply_to_cut)
         return conversations(run, tokenizer, examples, messages, group_size, params, make_env=trainer.source.make_env,
                              seeds=seeds, timeout_s=env.timeout_s)

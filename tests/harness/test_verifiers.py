@@ -2,6 +2,7 @@
 weighted rubric with a group reward, a MultiTurnEnv game, a ToolEnv whose tool runs; the environment's own
 dataset; resume; the rubric's failures are not scores; the tokens verifiers sees are the ones rlvr trains."""
 
+import copy
 import json
 import sys
 from pathlib import Path
@@ -232,7 +233,8 @@ def test_the_environments_own_sampling_args_are_held_to_the_endpoints_rule(sampl
     policy = Policy(model, device=torch.device("cpu"), dtype=torch.float32)
     endpoint = Endpoint(LocalSampler(policy.decoding, tokenizer, weights=policy.named_weights), tokenizer,
                         SamplingParams(6, temperature=1.0))
-    env = vf_envs.load_environment(kind="digit")
+    # (a copy of the environment rlvr loads: loading one by hand would leave verifiers' SIGINT handler behind)
+    env = copy.copy(verifiers_env.load(f"verifiers:{ENVS}?kind=digit"))
     env.sampling_args = {**env.sampling_args, **sampling_args}
     agent = verifiers_env.VerifiersAgent(env, "digit")
     try:

@@ -23,6 +23,7 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 from rlvr.envs.base import Message, Reply
+from rlvr.envs.template import function_tool
 from rlvr.errors import UserError, first_line
 
 PREFIX = "mcp:"
@@ -78,8 +79,7 @@ class _Session:
         except Exception as e:
             raise UserError(f"environment {spec!r}: could not reach the MCP server ({type(e).__name__}: "
                             f"{first_line(e)}); check the command or the URL") from None
-        self.tools = [{"type": "function", "function": {"name": t.name, "description": t.description or "",
-                                                        "parameters": t.inputSchema}} for t in listed.tools]
+        self.tools = [function_tool(t.name, t.description or "", t.inputSchema) for t in listed.tools]
         if not self.tools:
             raise UserError(f"environment {spec!r}: the MCP server lists no tools")
 

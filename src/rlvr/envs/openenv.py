@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rlvr.envs.base import Message, Reply
+from rlvr.envs.template import function_tool
 from rlvr.errors import UserError, first_line
 
 PREFIX = "openenv:"
@@ -129,8 +130,7 @@ class McpOpenEnv(OpenEnv):
         from openenv.core.env_server.mcp_types import ListToolsAction
 
         listed = session.env.step(ListToolsAction()).model_dump()["tools"]
-        self.tools = [{"type": "function", "function": {"name": t["name"], "description": t.get("description") or "",
-                                                        "parameters": t.get("input_schema") or {}}} for t in listed]
+        self.tools = [function_tool(t["name"], t.get("description") or "", t.get("input_schema") or {}) for t in listed]
         self.rewarded = False
 
     def reset(self, row: dict[str, Any], messages: list[Message], seed: int) -> list[Message]:

@@ -83,12 +83,21 @@ def _special_markers(tokenizer: Any) -> dict[int, str]:
     return known[1]
 
 
+def function_tool(name: str, description: str | None = None, parameters: Any = None) -> dict[str, Any]:
+    """A tool in the chat template's (and OpenAI chat's) form, its description and parameters where given.
+
+    >>> function_tool("add", "Add two integers.")
+    {'type': 'function', 'function': {'name': 'add', 'description': 'Add two integers.'}}
+    """
+    given = {"description": description, "parameters": parameters}
+    return {"type": "function", "function": {"name": name, **{k: v for k, v in given.items() if v is not None}}}
+
+
 def renders_tools(tokenizer: Any) -> bool:
     """Whether the tokenizer's chat template shows the tools offered to the model (SmolLM2's, for one, does not)."""
     known = _TOOLS_SHOWN.get(id(tokenizer))
     if known is None or known[0] is not tokenizer:
-        probe = [{"type": "function", "function": {"name": "rlvr_probe_tool", "description": "",
-                                                   "parameters": {"type": "object", "properties": {}}}}]
+        probe = [function_tool("rlvr_probe_tool", "", {"type": "object", "properties": {}})]
         try:
             text = tokenizer.apply_chat_template([{"role": "user", "content": "x"}], tools=probe, tokenize=False)
         except Exception:  # (a template that fails on tools shows none)

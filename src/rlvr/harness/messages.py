@@ -18,7 +18,8 @@ import json
 import secrets
 from typing import Any
 
-from rlvr.harness.request import Refused
+from rlvr.envs.template import function_tool
+from rlvr.harness.request import Refused, joined_text
 
 
 def chat_body(body: dict[str, Any]) -> dict[str, Any]:
@@ -82,11 +83,9 @@ def _chat_messages(message: dict[str, Any], i: int) -> list[dict[str, Any]]:
 
 
 def _text(content: Any, where: str) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list) and all(isinstance(b, dict) and b.get("type") == "text"
-                                         and isinstance(b.get("text"), str) for b in content):
-        return "".join(b["text"] for b in content)
+    text = joined_text(content)
+    if text is not None:
+        return text
     raise Refused(400, f"{where}: give text, or a list of text blocks")
 
 
@@ -98,8 +97,7 @@ def _tools(tools: Any) -> list[dict[str, Any]]:
     if len(served) != len(tools):
         kind = next(t.get("type") for t in tools if t not in served)
         raise Refused(400, f"tools: {kind!r} is a server tool the policy's endpoint does not run; give client tools")
-    return [{"type": "function", "function": {"name": t["name"], "description": t.get("description", ""),
-                                              "parameters": t.get("input_schema", {"type": "object"})}}
+    return [function_tool(t["name"], t.get("description", ""), t.get("input_schema", {"type": "object"}))
             for t in tools]
 
 

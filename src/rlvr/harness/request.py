@@ -54,8 +54,6 @@ class Request:
     stops: list[str]
     tools: list[dict[str, Any]] | None
     read_calls: bool  # tool calls are read from the reply (tools offered, and tool_choice not "none")
-    stream: bool
-    stream_usage: bool  # stream_options.include_usage: a last chunk with the usage
     overridden: tuple[str, ...]  # what it asked that was served at the run's values: ("temperature=0.2", ...)
     trained: bool = True  # False: the agent marked the call as not trained (TRAIN_FIELD, or the TRAIN_HEADER)
 
@@ -70,7 +68,7 @@ def read_request(body: dict[str, Any], params: SamplingParams, strict: bool = Fa
     max_tokens, clamped = _budget(body, params, strict)
     tools = _tools(body.get("tools"))
     choice = body.get("tool_choice")
-    stream_options = body.get("stream_options") or {}
+    stream_options = body.get("stream_options") or {}  # (include_usage: read by the handler, as it streams)
     if not isinstance(stream_options, dict):
         raise Refused(400, f"stream_options={stream_options!r}: give an object such as {{\"include_usage\": true}}")
     trained = body.get(TRAIN_FIELD, True)
@@ -78,9 +76,7 @@ def read_request(body: dict[str, Any], params: SamplingParams, strict: bool = Fa
         raise Refused(400, f"{TRAIN_FIELD}={trained!r}: give true or false (false: this call's completions are "
                            "served but not trained)")
     return Request(n=n, max_tokens=max_tokens, stops=_stop_strings(body), tools=tools,
-                   read_calls=bool(tools) and choice != "none", stream=bool(body.get("stream")),
-                   stream_usage=bool(stream_options.get("include_usage")), overridden=overridden + clamped,
-                   trained=trained)
+                   read_calls=bool(tools) and choice != "none", overridden=overridden + clamped, trained=trained)
 
 
 def _is_int(value: Any) -> bool:
@@ -185,14 +181,29 @@ def chat_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
     return [_text_content(m, i) for i, m in enumerate(messages)]
 
 
+def joined_text(content: Any, kinds: tuple[str, ...] = ("text",)) -> str | None:
+    """`content` as text: a string, or a list of parts ({type, text}) of the `kinds` joined; None for anything else
+    (an image, a file, a part of another kind), which the caller refuses in its API's words.
+
+    >>> joined_text([{"type": "text", "text": "2 + "}, {"type": "text", "text": "2?"}]), joined_text([{"type": "x"}])
+    ('2 + 2?', None)
+    """
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") in kinds
+                                         and isinstance(p.get("text"), str) for p in content):
+        return "".join(p["text"] for p in content)
+    return None
+
+
 def _text_content(message: dict[str, Any], i: int) -> dict[str, Any]:
     """A message whose content is text: OpenAI's content parts ([{"type": "text", "text": ...}]) joined; None, or
     no content (an assistant message of tool calls), kept; anything else refused (400) naming the message."""
     content = message.get("content")
     if content is None or isinstance(content, str):
         return message
-    if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text"
-                                         and isinstance(p.get("text"), str) for p in content):
-        return {**message, "content": "".join(p["text"] for p in content)}
+    text = joined_text(content)
+    if text is not None:
+        return {**message, "content": text}
     raise Refused(400, f"messages[{i}].content is {type(content).__name__} {str(content)[:60]!r}: give text, or "
                        "a list of {type: text, text} parts")

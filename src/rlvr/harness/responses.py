@@ -19,7 +19,8 @@ import json
 import secrets
 from typing import Any
 
-from rlvr.harness.request import Refused
+from rlvr.envs.template import function_tool
+from rlvr.harness.request import Refused, joined_text
 
 UNSUPPORTED = ("conversation", "prompt", "background", "reasoning")
 
@@ -90,11 +91,9 @@ def input_messages(given: Any) -> list[dict[str, Any]]:
 
 def _text(content: Any, where: str) -> str:
     """A message's content as text: a string, or parts of type input_text / output_text / text."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") in ("input_text", "output_text", "text")
-                                         and isinstance(p.get("text"), str) for p in content):
-        return "".join(p["text"] for p in content)
+    text = joined_text(content, ("input_text", "output_text", "text"))
+    if text is not None:
+        return text
     raise Refused(400, f"{where}: give text, or a list of input_text parts (images and files are not served)")
 
 
@@ -106,8 +105,7 @@ def _tools(tools: Any) -> list[dict[str, Any]]:
     if hosted:
         raise Refused(400, f"tools: {hosted[0]!r} is a hosted tool the policy's endpoint does not run; give "
                            "function tools (the agent runs them)")
-    return [{"type": "function", "function": {k: t[k] for k in ("name", "description", "parameters") if k in t}}
-            for t in tools]
+    return [function_tool(t.get("name"), t.get("description"), t.get("parameters")) for t in tools]
 
 
 def response_of(chat: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:

@@ -28,7 +28,7 @@ def test_every_example_is_tested():
                                          "custom_environment", "evaluate_your_verifier", "ported_from_trl",
                                          "reasoning_gym_task", "agent_harness", "verifiers_environment",
                                          "openenv_environment", "feedback_agent", "cold_start_then_rl",
-                                         "anthropic_agent", "mcp_tools"]))
+                                         "anthropic_agent", "mcp_tools", "openai_agents_sdk"]))
 def test_the_example_runs(name, tmp_path):
     out = tmp_path / "out"
     done = run(name, out)
@@ -129,6 +129,13 @@ def check_anthropic(out, printed):
     assert all(m["env/turns"] >= 1 and m["env/errors"] == 0 and "env/calls" in m for m in metrics)
 
 
+def check_openai_agents(out, printed):
+    config = trained(out)
+    assert config["environment"]["name"] == "__main__:solve"
+    metrics = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert all(m["env/turns"] >= 1 and m["env/errors"] == 0 and m["env/rows"] >= 1 for m in metrics)
+
+
 def check_mcp(out, printed):
     config = trained(out)
     assert config["environment"]["name"].startswith("mcp:") and config["environment"]["name"].endswith("--serve")
@@ -137,6 +144,7 @@ def check_mcp(out, printed):
 
 
 CHECKS = {"cold_start_then_rl": check_cold_start, "anthropic_agent": check_anthropic, "mcp_tools": check_mcp,
+          "openai_agents_sdk": check_openai_agents,
           "your_reward_and_data": check_your_reward,
           "dataset_in_memory": check_dataset,
           "lora_then_transformers": check_lora, "custom_environment": check_environment,

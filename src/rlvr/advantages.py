@@ -197,6 +197,25 @@ def process_advantages(
     return advantages
 
 
+def turn_advantages(steps: list[list[tuple[int, float]]], num_turns: int, *, eps: float = 1e-4) -> torch.Tensor:
+    """Per-turn advantages of one group's multi-turn trajectories: process supervision (DeepSeekMath §4.1.3)
+    with turns for steps. Trajectory i was given reward r at turn k for each (k, r) in `steps[i]` (the rewards its
+    turns earned, and its outcome at its last turn); the rewards of the whole group are normalised together,
+    r̃ = (r − mean) / (std + eps), and turn k's advantage is the sum of r̃ over the trajectory's rewards at turns k
+    and after: its return-to-go. -> [G, num_turns] (0 past a trajectory's last reward).
+
+    Two trajectories: one rewarded 1 at turn 0 and 0 at its end (turn 1), one rewarded 1 at its end (turn 2).
+    The rewards 1, 0, 1 normalise to 0.707, −1.414, 0.707:
+
+    >>> a = turn_advantages([[(0, 1.0), (1, 0.0)], [(2, 1.0)]], 3, eps=0.0)
+    >>> [[round(x, 3) for x in row] for row in a.tolist()]
+    [[-0.707, -1.414, 0.0], [0.707, 0.707, 0.707]]
+    """
+    ordered = [sorted(s) for s in steps]
+    return process_advantages([[r for _, r in s] for s in ordered], [[k + 1 for k, _ in s] for s in ordered],
+                              num_turns, eps=eps)
+
+
 def counted(rewards: torch.Tensor) -> torch.Tensor:
     """[P, G] -> [P, G] bool: the completions that take part in batch statistics: scored, in a group with at
     least two scored completions (the others' advantages are 0).

@@ -78,6 +78,10 @@ class Rollout:
     version: int = 0  # the policy version (its step count) of the weights that sampled it
     row_trajectory: torch.Tensor | None = None  # [N'] long, ascending: row i is trajectory i when None
     row_prompt: torch.Tensor | None = None  # [N'] long, ascending: row i continues prompt i // G when None
+    # multi-turn rollouts only: per trajectory, the rewards reported for its turns ({turn number: reward}; turns
+    # numbered in the order they were served), and [N', Lc] the turn number of each model token (−1 elsewhere)
+    turn_rewards: list[dict[int, float]] | None = None
+    row_turns: torch.Tensor | None = None
 
     @property
     def num_prompts(self) -> int:

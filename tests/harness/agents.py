@@ -117,3 +117,14 @@ def anthropic_tool_loop(link, row):
             {"type": "tool_result", "tool_use_id": block.id, "content": str(block.input["a"] + block.input["b"])}
             for block in answer.content if block.type == "tool_use"]})
     return 0.0
+
+
+def rewards_each_turn(link, row):
+    """Two turns, each given a reward once answered (its length, then minus its length); returns None: the
+    rollout's reward is what its turns were given."""
+    messages = [{"role": "user", "content": _question(row)}]
+    first = link.chat(messages, max_tokens=6)["choices"][0]["message"]
+    link.reward(len(first["content"]) / 10)
+    messages += [first, {"role": "user", "content": "again"}]
+    second = link.chat(messages, max_tokens=6)["choices"][0]["message"]
+    link.reward(-len(second["content"]) / 20)

@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlvr.config import AlgorithmConfig
-from rlvr.config.train import RolloutCorrectionConfig
+from rlvr.config import AlgorithmConfig, RolloutCorrectionConfig
 from rlvr.correction import NO_SUMS
 from rlvr.errors import UserError
 from rlvr.harness.group import HarnessRollout
@@ -106,8 +105,9 @@ def test_the_trainers_log_probs_of_every_row_equal_the_samplers_split_rows_too(t
 def segment(prompt, parts):
     """A Segment of `parts`: (ids, sampled?) pairs after `prompt`; sampled ids get log-prob -1."""
     s = Segment(prompt_ids=list(prompt))
-    for ids, sampled in parts:
+    for k, (ids, sampled) in enumerate(parts):
         s.ids += ids
+        s.turn_of += [k if sampled else -1] * len(ids)
         s.model_mask += [sampled] * len(ids)
         s.logprobs += [-1.0 if sampled else 0.0] * len(ids)
         s.floors += [float("-inf")] * len(ids)
@@ -306,7 +306,8 @@ def test_dynamic_sampling_keeps_a_split_trajectorys_rows_with_their_group():
 
     runs = [HarnessRollout([segment([1, 2], [([5], True)])], 1.0),
             HarnessRollout([segment([1, 2], [([6], True)])], 0.0),
-            HarnessRollout([segment([3], [([7], True)]), segment([3, 4], [([8, 9], True)])], 1.0),
+            HarnessRollout([segment([3], [([7], True)]), segment([3, 4], [([8, 9], True)])], 1.0,
+                           turn_rewards={0: 0.5}),
             HarnessRollout([segment([3], [([4], True)])], 0.0)]
     rollout = harness_rollout([Example("p"), Example("q")], 2, runs, Tokens())
     rewards = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
@@ -317,6 +318,9 @@ def test_dynamic_sampling_keeps_a_split_trajectorys_rows_with_their_group():
     again = concat_scored([take_groups(scored, [0]), take_groups(scored, [1])]).rollout
     assert again.trajectory_of_rows.tolist() == rollout.trajectory_of_rows.tolist()
     assert again.completions == rollout.completions
+    # (each token's turn, and the rewards reported for turns, travel with their trajectories)
+    assert again.row_turns.tolist() == rollout.row_turns.tolist() == [[0, -1], [0, -1], [0, -1], [0, 0], [0, -1]]
+    assert second.turn_rewards == [{0: 0.5}, {}] and again.turn_rewards == rollout.turn_rewards
 
 
 def test_dynamic_sampling_trains_on_harness_rollouts(tmp_path):

@@ -27,6 +27,7 @@ from rlvr.config.sections import (
     LoraConfig,
     ModelConfig,
     OptimConfig,
+    RolloutCorrectionConfig,
     VLLMConfig,
 )
 from rlvr.config.train import (
@@ -35,7 +36,6 @@ from rlvr.config.train import (
     DataConfig,
     FewShotTurn,
     RewardConfig,
-    RolloutCorrectionConfig,
     SamplingConfig,
     TrainConfig,
 )

@@ -15,6 +15,7 @@ KLEstimator = Literal["k1", "k2", "k3", "k3+"]
 Aggregation = Literal["sequence_mean", "token_mean", "constant"]
 PolicyLoss = Literal["clip", "gspo", "cispo", "sapo"]  # or a user's `file.py:function` (rlvr.train.objective)
 RewardAggregation = Literal["sum", "normalize_then_sum"]  # how several rewards make one advantage (GDPO)
+TurnAdvantages = Literal["return", "per_turn"]  # how rewards of single turns are credited (rlvr.train.turns)
 CorrectionLevel = Literal["none", "token", "sequence"]  # rollout correction (rlvr.correction)
 CorrectionMode = Literal["truncate", "mask"]
 Backend = Literal["local", "vllm"]  # what samples the completions (rlvr.samplers)

@@ -8,11 +8,12 @@ documented and validated here once. A section given as a plain string sets its S
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from rlvr.config.choices import Backend, VLLMMode
+from rlvr.config.choices import Backend, CorrectionLevel, CorrectionMode, VLLMMode
 from rlvr.errors import UserError
 
 # What model.device accepts; checked when a config is loaded and again by rlvr.models.devices.resolve_device.
@@ -314,3 +315,34 @@ class DistributedConfig:
 
     def validate(self) -> None:
         check([(self.timeout_s > 0, "distributed.timeout_s must be positive (seconds)")])
+
+
+@dataclass
+class RolloutCorrectionConfig:
+    """Importance weights π_old/π_sampler on the policy-gradient term, for a sampler whose log-probs are not
+    the trainer's (an external engine such as vLLM, another precision): rlvr.correction."""
+
+    level: CorrectionLevel | None = None
+    """`none`, `token` (one weight per token) or `sequence` (the completion's whole ratio on each of its tokens).
+    None (the default) decides by the precision when the run starts: `token` when the forward passes run in bf16,
+    where the sampler's log-probs and the trainer's differ by ~2e-2 nats a token (up to 0.35; fp32: ~1e-6), `none`
+    in fp32 (docs/objectives.md); the run's config.yaml records the choice."""
+    mode: CorrectionMode = "truncate"
+    """`truncate` (TIS: min(w, threshold)) or `mask` (MIS: drop what is outside [1/threshold, threshold])."""
+    threshold: float = 2.0
+    """C, the cap of `truncate` and the bounds of `mask`."""
+
+    @property
+    def applied(self) -> CorrectionLevel:
+        """The level in effect: None, not yet decided by a run's precision, corrects nothing."""
+        return self.level or "none"
+
+    def for_precision(self, bf16: bool) -> RolloutCorrectionConfig:
+        """This section with None decided: token-level truncated importance sampling in bf16, none in fp32."""
+        if self.level is not None:
+            return self
+        return dataclasses.replace(self, level="token" if bf16 else "none")
+
+    def validate(self) -> None:
+        check([(1 < self.threshold <= 1e30, f"algorithm.rollout_correction.threshold={self.threshold} must be > 1 "
+                                              "and at most 1e30 (a weight beyond it is as good as infinite)")])

@@ -6,7 +6,6 @@ the run directory (rlvr.config.loading):  dataclass defaults ─▶ preset ─�
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -16,13 +15,12 @@ from rlvr.config.choices import (
     Aggregation,
     Baseline,
     Control,
-    CorrectionLevel,
-    CorrectionMode,
     KLEstimator,
     Preflight,
     RewardAggregation,
     Scale,
     StdEstimator,
+    TurnAdvantages,
 )
 from rlvr.config.sections import (
     DistributedConfig,
@@ -32,6 +30,7 @@ from rlvr.config.sections import (
     ModelConfig,
     OptimConfig,
     PPOConfig,
+    RolloutCorrectionConfig,
     check,
     shards,
 )
@@ -173,37 +172,6 @@ class SamplingConfig:
 
 
 @dataclass
-class RolloutCorrectionConfig:
-    """Importance weights π_old/π_sampler on the policy-gradient term, for a sampler whose log-probs are not
-    the trainer's (an external engine such as vLLM, another precision): rlvr.correction."""
-
-    level: CorrectionLevel | None = None
-    """`none`, `token` (one weight per token) or `sequence` (the completion's whole ratio on each of its tokens).
-    None (the default) decides by the precision when the run starts: `token` when the forward passes run in bf16,
-    where the sampler's log-probs and the trainer's differ by ~2e-2 nats a token (up to 0.35; fp32: ~1e-6), `none`
-    in fp32 (docs/objectives.md); the run's config.yaml records the choice."""
-    mode: CorrectionMode = "truncate"
-    """`truncate` (TIS: min(w, threshold)) or `mask` (MIS: drop what is outside [1/threshold, threshold])."""
-    threshold: float = 2.0
-    """C, the cap of `truncate` and the bounds of `mask`."""
-
-    @property
-    def applied(self) -> CorrectionLevel:
-        """The level in effect: None, not yet decided by a run's precision, corrects nothing."""
-        return self.level or "none"
-
-    def for_precision(self, bf16: bool) -> RolloutCorrectionConfig:
-        """This section with None decided: token-level truncated importance sampling in bf16, none in fp32."""
-        if self.level is not None:
-            return self
-        return dataclasses.replace(self, level="token" if bf16 else "none")
-
-    def validate(self) -> None:
-        check([(1 < self.threshold <= 1e30, f"algorithm.rollout_correction.threshold={self.threshold} must be > 1 "
-                                              "and at most 1e30 (a weight beyond it is as good as infinite)")])
-
-
-@dataclass
 class AlgorithmConfig:
     CALLABLES: ClassVar[tuple[str, ...]] = ("policy_loss", "advantage_fn")  # from Python, the functions themselves
     advantage_baseline: Baseline = "group_mean"
@@ -259,6 +227,11 @@ class AlgorithmConfig:
     None = outcome supervision from the rewards."""
     step_separator: str = "\n\n"
     """What separates the steps of a completion under process supervision."""
+    turn_advantages: TurnAdvantages = "return"
+    """Multi-turn rollouts whose agent or environment rewards single turns (link.reward, a Reply's reward before
+    the end): `return` = those rewards add to the trajectory's reward, one advantage for all its tokens;
+    `per_turn` = process supervision over turns: each turn's tokens get the group-normalised rewards from that
+    turn on (rlvr.train.turns)."""
     rollout_correction: RolloutCorrectionConfig = field(default_factory=RolloutCorrectionConfig)
     """Correct for a sampler whose log-probs differ from the trainer's (off by default: rlvr's own sampler's
     are the trainer's, within rounding)."""
@@ -284,6 +257,9 @@ class AlgorithmConfig:
             (self.ref_refresh_steps >= 0, "algorithm.ref_refresh_steps must be >= 0"),
             (not (self.ref_refresh_steps and self.beta == 0),
              "algorithm.ref_refresh_steps needs beta > 0 (there is no reference model at beta 0)"),
+            (self.turn_advantages == "return" or not (self.process_reward_model or self.advantage_fn),
+             "algorithm.turn_advantages: per_turn makes the advantages itself: drop it, or drop "
+             "process_reward_model and advantage_fn"),
         ])
         self.rollout_correction.validate()
 
@@ -382,6 +358,9 @@ class TrainConfig:
              "apart from the data.eval_size that are reported"),
             (not self.keep_best or self.eval_every > 0,
              "keep_best compares the checkpoints evaluated every eval_every steps: set eval_every (e.g. 5)"),
+            (self.environment.name is not None or self.algorithm.turn_advantages == "return",
+             "algorithm.turn_advantages: per_turn credits the turns of multi-turn rollouts: set environment.name "
+             "(an agent or environment that rewards turns), or drop it"),
             (self.environment.name is None or self.data.template == "chat",
              f"environment {self.environment.name!r} talks in chat turns: set data.template to chat"),
             (self.threads >= 0, "threads must be >= 0 (0 = all cores)"),

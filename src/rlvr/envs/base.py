@@ -5,7 +5,8 @@ the prompt's chat messages, and returns the messages the conversation starts wit
 with the environment's instructions added). Then, until `done`, each model message goes to
 `step(text)`, which answers with a `Reply`: the environment's message (a tool's output, the game's
 feedback), whether the trajectory is over, and its reward when the environment scores it (None: the
-task's verifier scores the final answer, as without an environment). `info` counts what happened in
+task's verifier scores the final answer, as without an environment); a reward in a reply before the end is
+that message's own, added to the trajectory's. `info` counts what happened in
 the step (tool calls, tool errors, timeouts), summed into the step's metrics. An environment may also
 have `message_done(text) -> bool`: called on the message being written, True ends it there (a tool call
 is complete: decoding stops instead of running on to the end of the turn), `bind(tokenizer)`: called
@@ -42,7 +43,9 @@ class Reply:
     # the model's message); None when done
     message: Message | list[Message] | None
     done: bool
-    reward: float | None = None  # the trajectory's reward when done; None = the task's verifier decides
+    # done: the trajectory's reward (None = the task's verifier decides); before: the reward of the message this
+    # replies to (a game's points), added to the trajectory's (algorithm.turn_advantages: how it is credited)
+    reward: float | None = None
     keep: int | None = None  # characters of the model's message that stand (a tool call ends its turn); None = all
     info: dict[str, float] = field(default_factory=dict)  # e.g. {"tool_calls": 1, "tool_errors": 0, "timeouts": 0}
 

@@ -61,6 +61,7 @@ class Trajectory:
     truncated: bool = False  # ended by the token budget, the turn limit or a message cut mid-way
     reward: float | None = None  # the environment's, when it scores the trajectory
     info: dict[str, float] = field(default_factory=dict)  # summed Reply.info, and "turns"
+    turn_rewards: dict[int, float] = field(default_factory=dict)  # model message k: a reward its reply gave it
 
     def add(self, ids: list[int], sampled: list[tuple[float, float]] | None) -> None:
         """Model tokens (with their (log-prob, support floor) each) or, with None, context tokens."""
@@ -250,6 +251,8 @@ def _record(t: Trajectory, ids: list[int], logprobs: list[tuple[float, float]], 
         if cut and not reply.done:
             t.info["cut_before_reply"] = 1.0
         return len(ids), []
+    if reply.reward is not None:  # (a reward before the end: this message's, kept with it)
+        t.turn_rewards[int(t.info["turns"]) - 1] = float(reply.reward)
     closing = "" if ended else fmt.end_of_turn  # a cut message is closed by the context, not the model
     answer = replies(reply) or [{"role": "user", "content": ""}]
     context = fmt.encode(closing + fmt.after_end + fmt.replies_text(answer))
@@ -288,5 +291,16 @@ def transcript_tensors(trajectories: list[Trajectory], pad_id: int) -> dict[str,
         logprobs[row, :n] = torch.tensor(t.logprobs)
         floors[row, :n] = torch.tensor(t.floors)
     return {"completion_ids": ids, "completion_mask": real, "model_mask": model, "sampling_logprobs": logprobs,
-            "support_floors": floors}
+            "support_floors": floors, "row_turns": message_numbers(model)}
+
+
+def message_numbers(model_mask: torch.Tensor) -> torch.Tensor:
+    """[N, L] bool -> [N, L] long: which model message (0, 1, …) each model token is in, −1 elsewhere (each run of
+    model tokens is one message: context follows every message but the last).
+
+    >>> message_numbers(torch.tensor([[True, True, False, True, False]])).tolist()
+    [[0, 0, -1, 1, -1]]
+    """
+    starts = model_mask & ~torch.nn.functional.pad(model_mask, (1, 0))[:, :-1]
+    return torch.where(model_mask, starts.long().cumsum(-1) - 1, -1)
 

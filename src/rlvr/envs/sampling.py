@@ -93,6 +93,7 @@ def conversations(run: Run, tokenizer: Any, examples: list[Example], messages: l
         env_rewards=[x.reward for x in trajectories], env_info=[dict(x.info) for x in trajectories],
         transcripts=[x.messages[n:] for x, n in zip(trajectories, starts)],
         support_floors=t["support_floors"] if params.truncates else None,
+        turn_rewards=[dict(x.turn_rewards) for x in trajectories], row_turns=t["row_turns"],
     )
 
 

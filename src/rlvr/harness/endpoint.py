@@ -4,7 +4,8 @@ Each rollout gets a key and its own base URL, `http://127.0.0.1:<port>/r/<key>/v
 client (`OpenAI(base_url=..., api_key="x")`) talks to it; `POST .../chat/completions` (messages, tools, n,
 max_tokens / max_completion_tokens, logprobs), `POST .../completions` (a text prompt) and `GET .../models` are
 served, and `POST .../responses` (OpenAI's Responses API) and `POST .../messages` (Anthropic's Messages API),
-each as the chat completion it is underneath (rlvr.harness.responses, rlvr.harness.messages). A key never
+each as the chat completion it is underneath (rlvr.harness.responses, rlvr.harness.messages); `POST .../rlvr/reward`
+takes a reward for the rollout's latest turn. A key never
 opened is refused (401), one whose rollout was finished too (410): its turns are final.
 
 What is drawn is fixed by the run, not the agent:
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import secrets
 import sys
 import threading
@@ -59,6 +61,7 @@ from rlvr.samplers.protocol import Job, Sampled, Sampler
 from rlvr.seeds import seed_of
 
 ROUTES = ("chat/completions", "completions", "responses", "messages")
+REWARD_ROUTE = "rlvr/reward"  # POST {"reward": x}: the reward of the rollout's latest turn (rlvr.harness.group.Link)
 STREAMS = {"responses": response_events, "messages": message_events}  # (chat's: chat_events, with its usage)
 MAX_IN_FLIGHT = 64  # requests of one rollout being answered at once: past it, an agent that floods is refused (429)
 
@@ -157,6 +160,16 @@ class Endpoint:
             if key in self._finished:
                 raise Refused(410, "this rollout has finished: its turns are final, and a call after it is not served")
         raise Refused(401, "unknown rollout key: use the base URL the rollout was given")
+
+    def reward(self, key: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Rollout `key`'s report of a reward for its latest turn: {"turn": its number, "reward": the value}."""
+        recorder, value = self.recorder(key), body.get("reward")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise Refused(400, f"'reward' must be a finite number, not {value!r}: POST {{\"reward\": 0.5}}")
+        try:
+            return {"turn": recorder.reward(float(value)), "reward": float(value)}
+        except ValueError as e:
+            raise Refused(400, str(e)) from None
 
     def answer(self, key: str, route: str, body: dict[str, Any], retry: bool = False) -> Served:
         """The JSON answer to `body` posted to `route` (chat/completions or completions) of rollout `key`, to be
@@ -318,6 +331,8 @@ class _Handler(BaseHTTPRequestHandler):
                 body = json.loads(self.rfile.read(length) or b"{}")
             except json.JSONDecodeError:
                 raise Refused(400, "the body is not JSON") from None
+            if route == REWARD_ROUTE and isinstance(body, dict):
+                return self._send(200, self.endpoint.reward(key, body))
             if route not in ROUTES or not isinstance(body, dict):
                 raise Refused(404, f"no route {self.path}: POST <base_url>/{', /'.join(ROUTES)}")
             retry = (self.headers.get("x-stainless-retry-count") or "0") not in ("", "0")

@@ -7,7 +7,8 @@ without it; `row` is the dataset row. It returns the rollout's reward: a float, 
 past `timeout_s` of its own time (the time it waited for the policy's answers, which the whole step's decoding
 shares, is not counted) is unscored, its key revoked (a later call is refused, 410), and the group goes on. One that
 raises is unscored, with its error kept. The turns each run was served become its training rows
-(rlvr.harness.rows).
+(rlvr.harness.rows). `link.reward(value)` reports a reward for the latest turn (kept with it: `turn_rewards`); a
+run that reported some and returned None has reward 0 at its end.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any, Protocol
 
 from rlvr.deadline import DaemonPool
 from rlvr.errors import UserError, first_line
-from rlvr.harness.endpoint import Endpoint, RolloutKey
+from rlvr.harness.endpoint import REWARD_ROUTE, Endpoint, RolloutKey
 from rlvr.harness.request import TRAIN_FIELD, TRAIN_HEADER
 from rlvr.harness.rows import Segment, segments
 
@@ -62,8 +63,18 @@ class Link:
     def chat(self, messages: list[dict[str, Any]], timeout_s: float = 600.0, train: bool = True,
              **params: Any) -> dict[str, Any]:
         """One chat completion (the JSON answer) without the openai package; `train=False`: served, not trained."""
-        body = json.dumps({"messages": messages, **params, **({} if train else {TRAIN_FIELD: False})}).encode()
-        request = urllib.request.Request(f"{self.base_url}/chat/completions", data=body, method="POST",
+        return self._post("chat/completions", {"messages": messages, **params,
+                                               **({} if train else {TRAIN_FIELD: False})}, timeout_s)
+
+    def reward(self, value: float, timeout_s: float = 60.0) -> int:
+        """Report `value` as the reward of the latest turn this rollout was served (a game's points, a test run
+        after an edit; several for one turn add up); the turn's number. What is reported is added to the rollout's
+        reward, and `algorithm.turn_advantages: per_turn` gives each turn credit for the rewards from it on
+        (docs/environments.md). Any HTTP client can do the same: POST {"reward": value} to <base_url>/rlvr/reward."""
+        return int(self._post(REWARD_ROUTE, {"reward": value}, timeout_s)["turn"])
+
+    def _post(self, route: str, body: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        request = urllib.request.Request(f"{self.base_url}/{route}", data=json.dumps(body).encode(), method="POST",
                                          headers={"Content-Type": "application/json",
                                                   "Authorization": f"Bearer {self.api_key}"})
         with urllib.request.urlopen(request, timeout=timeout_s) as response:
@@ -82,6 +93,7 @@ class HarnessRollout:
     tool_parse_errors: int = 0  # tool calls in the model's messages that could not be read
     overridden: int = 0  # requests served at the run's sampling values or budget, not those they asked
     untrained: int = 0  # completions it was served on calls it marked as not trained (in no row)
+    turn_rewards: dict[int, float] = field(default_factory=dict)  # turn number: the reward the agent reported for it
 
 
 class Agent(Protocol):
@@ -162,10 +174,15 @@ def run_rollouts(endpoint: Endpoint, agent: Callable[..., Any] | Agent, jobs: li
         except UserError as e:
             errors[part] = [error or str(e) for error in errors[part]]
             scored += [(None, {})] * len(outcomes[part])
-    return [HarnessRollout(segments(served), None if error else reward, metrics, error, len(served),
-                           key.recorder.tool_parse_errors, key.recorder.overridden,
-                           sum(not turn.trained for turn in served))
-            for served, (reward, metrics), error, key in zip(turns, scored, errors, keys)]
+    out = []
+    for served, (reward, metrics), error, key in zip(turns, scored, errors, keys):
+        rewarded = key.recorder.turn_rewards
+        if rewarded and reward is None:  # (it reported its turns' rewards and returned none: the end adds nothing)
+            reward = 0.0
+        out.append(HarnessRollout(segments(served), None if error else reward, metrics, error, len(served),
+                                  key.recorder.tool_parse_errors, key.recorder.overridden,
+                                  sum(not turn.trained for turn in served), rewarded))
+    return out
 
 
 class _AgentExit(UserError):

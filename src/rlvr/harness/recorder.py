@@ -33,6 +33,7 @@ class Recorder:
     def __init__(self, seed: int) -> None:
         self.seed = seed  # the rollout's completion seed (rlvr.seeds): every draw of it derives from this one
         self._turns: list[Turn] = []
+        self._rewards: list[tuple[Turn, float]] = []  # rewards the agent reported, each with the turn before it
         self.tool_parse_errors = 0  # tool calls in the model's messages that could not be read
         self.overridden = 0  # requests served at the run's sampling values or budget (rlvr.harness.request)
         self.answers: dict[str, dict[str, Any]] = {}  # each request answered (route and body as JSON): its answer
@@ -81,6 +82,26 @@ class Recorder:
         """Take back turns whose answer never reached the agent."""
         with self._lock:
             self._turns = [t for t in self._turns if not any(t is gone for gone in turns)]
+
+    def reward(self, value: float) -> int:
+        """`value` reported as the reward of the latest turn served (rewards reported for one turn add up); its
+        number. ValueError: no turn was served yet."""
+        with self._lock:
+            if not self._turns:
+                raise ValueError("no turn to reward yet: report a turn's reward after its call was answered")
+            self._rewards.append((self._turns[-1], value))
+            return len(self._turns) - 1
+
+    @property
+    def turn_rewards(self) -> dict[int, float]:
+        """{turn number (its place in `turns`): the rewards reported for it, summed}."""
+        with self._lock:
+            numbers = {id(turn): k for k, turn in enumerate(self._turns)}
+            out: dict[int, float] = {}
+            for turn, value in self._rewards:
+                if id(turn) in numbers:  # (a turn taken back takes its rewards with it)
+                    out[numbers[id(turn)]] = out.get(numbers[id(turn)], 0.0) + value
+            return out
 
     @property
     def turns(self) -> list[Turn]:

@@ -4,7 +4,8 @@
 
 Trajectory p·G + j is run j of prompt p, drawing from completion seed j of its group (rlvr.seeds). A
 trajectory whose agent kept its history whole is one row; one whose agent rewrote it between turns is several
-(rlvr.harness.rows), sharing its reward and advantage (`Rollout.row_trajectory`); each row continues its own
+(rlvr.harness.rows), sharing its reward (`Rollout.row_trajectory`; `row_turns` numbers the turn
+each token was sampled in, `turn_rewards` holds what the agent reported for them); each row continues its own
 prompt ids (`row_prompt`: rows that begin with the same ids share one). Every id is one the sampler was sent
 or drew: nothing is tokenised again. A trajectory that produced no row (its agent failed before its first
 request) keeps one empty row, so that it is still there, unscored.
@@ -79,13 +80,14 @@ def harness_rollout(examples: list[Example], group_size: int, runs: list[Harness
     ids = torch.full((n, width), pad, dtype=torch.long)
     mask, model = torch.zeros((n, width), dtype=torch.bool), torch.zeros((n, width), dtype=torch.bool)
     logprobs, floors = torch.zeros((n, width)), torch.full((n, width), -math.inf)
+    turns = torch.full((n, width), -1, dtype=torch.long)
     for i, (_, s) in enumerate(rows):
         if s is None or not s.ids:
             continue
         k = len(s.ids)
         ids[i, :k], mask[i, :k] = torch.tensor(s.ids), True
         model[i, :k], logprobs[i, :k] = torch.tensor(s.model_mask), torch.tensor(s.logprobs)
-        floors[i, :k] = torch.tensor(s.floors)
+        floors[i, :k], turns[i, :k] = torch.tensor(s.floors), torch.tensor(s.turn_of, dtype=torch.long)
     cut = bool((floors > -math.inf).any())
     rollout = Rollout(
         examples=examples, group_size=group_size, prompt_ids=prompt_ids, prompt_mask=prompt_mask,
@@ -97,6 +99,7 @@ def harness_rollout(examples: list[Example], group_size: int, runs: list[Harness
         support_floors=floors if cut else None,
         row_trajectory=torch.tensor([t for t, _ in rows], dtype=torch.long),
         row_prompt=torch.tensor(row_prompt, dtype=torch.long),
+        turn_rewards=[dict(run.turn_rewards) for run in runs], row_turns=turns,
     )
     # what reward functions and evaluations read of a trajectory: the model's last message
     texts = tokenizer.batch_decode(completion_token_ids(rollout), skip_special_tokens=True)
@@ -113,7 +116,9 @@ def _transcript(run: HarnessRollout, tokenizer: Any) -> list[dict[str, str]]:
 
 def _info(run: HarnessRollout) -> dict[str, float]:
     """What env/... logs of a run: its turns, rows, unreadable tool calls, requests served at the run's values
-    rather than theirs, completions on calls it marked as not trained, failure, and its own metrics."""
+    rather than theirs, completions on calls it marked as not trained, failure, the rewards it reported for its
+    turns (summed), and its own metrics."""
     return {"turns": float(run.turns), "rows": float(len(run.rows)), "tool_parse_errors": float(run.tool_parse_errors),
             "overridden": float(run.overridden), "untrained_turns": float(run.untrained),
-            "errors": float(run.error is not None), **run.metrics}
+            "errors": float(run.error is not None), "turn_rewards": float(sum(run.turn_rewards.values())),
+            **run.metrics}

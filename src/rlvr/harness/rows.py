@@ -28,6 +28,7 @@ class Segment:
     model_mask: list[bool] = field(default_factory=list)  # True where the model sampled the token
     logprobs: list[float] = field(default_factory=list)  # the sampler's, at the model's tokens; 0.0 elsewhere
     floors: list[float] = field(default_factory=list)  # where top-k / top-p cut (Sampled.floors); −inf elsewhere
+    turn_of: list[int] = field(default_factory=list)  # the number of the turn that sampled each token; −1 elsewhere
     truncated: bool = False  # its last turn was cut at its token budget
     turns: int = 0
 
@@ -35,8 +36,10 @@ class Segment:
     def whole(self) -> list[int]:
         return [*self.prompt_ids, *self.ids]
 
-    def add(self, turn: Turn, context: list[int]) -> None:
+    def add(self, turn: Turn, context: list[int], number: int) -> None:
+        """`context`, then turn number `number`'s sampled ids."""
         self.ids += [*context, *turn.token_ids]
+        self.turn_of += [-1] * len(context) + [number] * len(turn.token_ids)
         self.model_mask += [False] * len(context) + [True] * len(turn.token_ids)
         self.logprobs += [0.0] * len(context) + list(turn.logprobs)
         self.floors += [-math.inf] * len(context) + (list(turn.floors) if turn.floors is not None
@@ -47,13 +50,15 @@ class Segment:
 def segments(turns: list[Turn]) -> list[Segment]:
     """The rows a rollout's turns make (see the module docstring), in the order they were opened."""
     rows: list[Segment] = []
-    for turn in (t for t in turns if t.trained):
+    for number, turn in enumerate(turns):
+        if not turn.trained:
+            continue
         parent = max((s for s in rows if _begins(turn.prompt_ids, s.whole)), key=lambda s: len(s.whole), default=None)
         if parent is None:
             parent = Segment(prompt_ids=list(turn.prompt_ids))
             rows.append(parent)
         # (a segment extended here no longer begins another continuation of what it was: that one opens its own)
-        parent.add(turn, turn.prompt_ids[len(parent.whole):])
+        parent.add(turn, turn.prompt_ids[len(parent.whole):], number)
     return rows
 
 

@@ -91,9 +91,18 @@ def score_rollout(rollout: Rollout, specs: list[RewardSpec]) -> ScoredRollout:
     return scored_rollout(rollout, [compute_rewards(specs, **inputs)])
 
 
+def turn_returns(rollout: Rollout) -> torch.Tensor:
+    """[P, G]: the rewards each trajectory's turns were given (`Rollout.turn_rewards`), summed; 0 for one-turn
+    rollouts. They add to the trajectory's reward: its return."""
+    shape = (rollout.num_prompts, rollout.group_size)
+    if rollout.turn_rewards is None:
+        return torch.zeros(shape)
+    return torch.tensor([sum(turns.values()) for turns in rollout.turn_rewards], dtype=torch.float32).view(shape)
+
+
 def scored_rollout(rollout: Rollout, parts: list[RewardResult]) -> ScoredRollout:
     """Assemble per-group (or whole-batch) reward results, in row order, into a ScoredRollout; the total
-    of an unscored completion is NaN."""
+    of an unscored completion is NaN; a multi-turn trajectory's includes its turns' rewards (`turn_returns`)."""
     shape = (rollout.num_prompts, rollout.group_size)
     total = [t for part in parts for t in part.total]
     names = list(parts[0].components)
@@ -104,7 +113,8 @@ def scored_rollout(rollout: Rollout, parts: list[RewardResult]) -> ScoredRollout
     }
     return ScoredRollout(
         rollout=rollout,
-        rewards=torch.tensor(total, dtype=torch.float32).view(shape).masked_fill(unscored(components), math.nan),
+        rewards=(torch.tensor(total, dtype=torch.float32).view(shape) + turn_returns(rollout)).masked_fill(
+            unscored(components), math.nan),
         reward_components=components,
         reward_seconds={name: sum(part.seconds[name] for part in parts) for name in names},
     )

@@ -21,7 +21,7 @@ from rlvr.advantages import zero_variance_groups
 from rlvr.records import Rollout, ScoredRollout
 
 # what a multi-turn rollout keeps per completion besides its tensors (rlvr.envs.sampling)
-CONVERSATION_FIELDS = ("env_rewards", "env_info", "transcripts")
+CONVERSATION_FIELDS = ("env_rewards", "env_info", "transcripts", "turn_rewards")
 _Pad = Callable[[torch.Tensor, int, float], torch.Tensor]  # (tensor, width, fill value) -> padded to width
 
 
@@ -81,6 +81,7 @@ def take_groups(scored: ScoredRollout, groups: list[int]) -> ScoredRollout:
         **_any({name: [getattr(r, name)[t] for t in trajectories] for name in CONVERSATION_FIELDS
                 if getattr(r, name) is not None}),
         support_floors=r.support_floors[rows] if r.support_floors is not None else None, version=r.version,
+        row_turns=r.row_turns[rows] if r.row_turns is not None else None,
         row_trajectory=(None if r.row_trajectory is None
                         else torch.tensor([at[of[i]] for i in rows.tolist()], dtype=torch.long)),
         row_prompt=(None if r.row_prompt is None
@@ -100,6 +101,7 @@ def concat_scored(parts: list[ScoredRollout]) -> ScoredRollout:
     lc = max(r.completion_ids.shape[1] for r in rollouts)
     left: _Pad = lambda t, width, value: torch.nn.functional.pad(t, (width - t.shape[1], 0), value=value)  # noqa: E731
     right: _Pad = lambda t, width, value: torch.nn.functional.pad(t, (0, width - t.shape[1]), value=value)  # noqa: E731
+    turns = [r.row_turns for r in rollouts if r.row_turns is not None]
     rollout = Rollout(
         examples=[ex for r in rollouts for ex in r.examples], group_size=rollouts[0].group_size,
         prompt_ids=torch.cat([left(r.prompt_ids, lp, 0) for r in rollouts]),
@@ -116,6 +118,7 @@ def concat_scored(parts: list[ScoredRollout]) -> ScoredRollout:
         support_floors=(torch.cat([right(_floors(r), lc, -math.inf) for r in rollouts])
                         if any(r.support_floors is not None for r in rollouts) else None),
         version=min(r.version for r in rollouts),  # (the oldest weights any of it was sampled with)
+        row_turns=torch.cat([right(t, lc, -1) for t in turns]) if len(turns) == len(rollouts) else None,
     )
     if any(r.row_trajectory is not None for r in rollouts):
         trajectories, prompts = _rows_of_trajectories(rollouts)

@@ -41,6 +41,7 @@ from rlvr.train.metrics import (
 from rlvr.train.preflight import preflight
 from rlvr.train.process import process_batch_advantages
 from rlvr.train.recipe import PolicyRecipe
+from rlvr.train.turns import turn_batch_advantages
 from rlvr.train.update import policy_update
 
 
@@ -103,7 +104,10 @@ class Trainer(PolicyRecipe):
                   self.tokenizer.decode(prompt[-16:]), self.world.is_main)
 
     def advantages(self, scored: ScoredRollout) -> torch.Tensor:
-        """[N, Lc] from the rewards (outcome supervision), or from a process reward model's step scores."""
+        """[N, Lc] from the rewards (outcome supervision), from the rewards given each turn (per-turn credit), or
+        from a process reward model's step scores."""
+        if self.config.algorithm.turn_advantages == "per_turn":
+            return turn_batch_advantages(scored, self.config.algorithm.advantage_eps)
         if self.process_scorer is None:
             weights = {r.name: r.weight for r in self.config.rewards or []}
             return outcome_advantages(scored, self.config.algorithm, self.world, weights)

@@ -1,5 +1,7 @@
 """The PPO baseline on the tiny model: both networks learn, on GRPO's own rollout and update code."""
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -137,11 +139,15 @@ def test_the_critic_runs_in_the_policys_precision(tmp_path):
     assert ppo.critic.module.head.weight.dtype == torch.float32
 
 
-def test_ppo_refuses_to_sample_ahead_in_one_line(tmp_path):
+def test_ppo_refuses_to_sample_ahead_or_credit_turns_in_one_line(tmp_path):
     from rlvr.errors import UserError
 
     with pytest.raises(UserError, match="PPO samples each batch with the newest weights.*max_staleness null"):
         PPOTrainer(tiny_config(tmp_path, DIGITS, "sampling.max_staleness=1"))
+    agent = Path(__file__).parents[1] / "harness" / "agents.py"
+    with pytest.raises(UserError, match="turn_advantages: per_turn is GRPO's"):
+        PPOTrainer(tiny_config(tmp_path, DIGITS, "algorithm.turn_advantages=per_turn", "data.template=chat",
+                               f"environment.name={agent}:rewards_each_turn"))
 
 
 def test_a_ppo_steps_advantages_carry_the_kl_to_the_reference_at_the_configured_beta(tmp_path, monkeypatch):

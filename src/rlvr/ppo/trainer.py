@@ -44,6 +44,9 @@ class PPOTrainer(PolicyRecipe):
         if config.sampling.max_staleness is not None:
             raise UserError("PPO samples each batch with the newest weights (its critic's values and the update "
                             "assume it): set sampling.max_staleness null, or train GRPO to sample ahead")
+        if config.algorithm.turn_advantages != "return":
+            raise UserError("PPO's advantages are its critic's (GAE): algorithm.turn_advantages: per_turn is GRPO's; "
+                            "drop it, or train GRPO")
         super().__init__(config, checkpoint, world)
         o, p = self.config.optim, self.parts
         self.critic = Critic(self.policy.model, self.config.ppo, world, p.device, p.dtype,

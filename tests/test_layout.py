@@ -25,7 +25,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("rlvr.data", "rlvr.models", "rlvr.rollout", "rlvr.graphed", "rlvr.logprobs", "rlvr.rewards", "rlvr.sandbox",
      "rlvr.envs", "rlvr.samplers", "rlvr.harness", "rlvr.adapters"),
     ("rlvr.run",),
-    ("rlvr.train", "rlvr.sft", "rlvr.reward_models", "rlvr.ppo", "rlvr.evaluate", "rlvr.sample", "rlvr.dashboard"),
+    ("rlvr.train", "rlvr.sft", "rlvr.reward_models", "rlvr.ppo", "rlvr.evaluate", "rlvr.sample", "rlvr.dashboard",
+     "rlvr.tinker"),
     ("rlvr.pipeline",),
     ("rlvr.api", "rlvr.trl"),  # the Python front door: training and evaluation from Python, TRL's names
     ("rlvr.cli", "rlvr.__main__", "rlvr"),  # the command line, and the package's own lazy exports (rlvr.GRPO)

@@ -1,4 +1,5 @@
-"""Command line: `rlvr train | eval | grade | rm | sft | sample | export | pipeline | compare | report | dashboard …`.
+"""Command line: `rlvr train | eval | grade | rm | sft | sample | export | pipeline | compare | report | dashboard |
+serve …`.
 
 User mistakes print one line and exit 2; bugs keep their traceback. Each command's parser and runner
 live with its package (`<package>/cli.py`); the runners import the models and the training machinery
@@ -35,6 +36,7 @@ from rlvr.run.launcher import add_nproc_option, rank_of_many, relaunch
 from rlvr.run.stop import REPEAT_S
 from rlvr.sample.cli import add_sample_parser, run_sample_command
 from rlvr.sft.cli import add_sft_parser, run_sft
+from rlvr.tinker.cli import add_serve_parser, run_serve
 from rlvr.train.cli import add_train_parser, run_train
 
 
@@ -71,8 +73,10 @@ COMMANDS = {
     "report": (add_report_parser, run_report),
     "dashboard": (add_dashboard_parser, run_dashboard),
     "explore": (add_explore_parser, run_explore),
+    "serve": (add_serve_parser, run_serve),
 }
-MODEL_COMMANDS = ("train", "eval", "rm", "sample", "sft", "export", "pipeline")  # the commands that load models
+# the commands that load models
+MODEL_COMMANDS = ("train", "eval", "rm", "sample", "sft", "export", "pipeline", "serve")
 PARALLEL_COMMANDS = ("train", "eval", "rm", "sample", "sft")  # the commands that run on several ranks (--nproc)
 
 

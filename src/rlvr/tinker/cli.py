@@ -1,0 +1,38 @@
+"""`rlvr serve --tinker [--host H] [--port P] [--dir D]`: Tinker's training API on this machine (rlvr.tinker.server)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rlvr.errors import UserError
+
+
+def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("serve", help="serve Tinker's training API (--tinker) on this machine: loops written "
+                                            "for the tinker SDK train rlvr's models, unchanged")
+    p.add_argument("--tinker", action="store_true", help="speak the tinker SDK's protocol (TINKER_BASE_URL)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s: this machine only; "
+                                                       "nothing checks the API key)")
+    p.add_argument("--port", type=int, default=8000, help="port (default %(default)s; 0: a free one, printed)")
+    p.add_argument("--dir", default="runs/tinker", help="where checkpoints (tinker:// paths) are kept "
+                                                        "(default %(default)s)")
+    p.add_argument("--cache-dir", default="~/.cache/rlvr", help="where models are converted (default %(default)s)")
+    return p
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    if not args.tinker:
+        raise UserError("rlvr serve speaks Tinker's API: give --tinker (rlvr serve --tinker --port 8000)")
+    from rlvr.tinker.server import serve  # (the SDK's schema and the models only once the arguments are sound)
+    from rlvr.tinker.wire import WireError, schema
+
+    try:
+        schema()
+    except WireError as e:
+        raise UserError(str(e)) from None
+    try:
+        serve(Path(args.dir), args.host, args.port, args.cache_dir)
+    except OSError as e:
+        raise UserError(f"cannot listen on {args.host}:{args.port}: {e.strerror} (give another --port)") from None
+    return 0

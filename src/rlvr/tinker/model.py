@@ -1,0 +1,146 @@
+"""A Tinker training client's model on rlvr's handles: the base model rlvr loads by name, LoRA adapters (peft),
+AdamW, and its state on disk.
+
+    create_model ─▶ TrainedModel(base, rank) ─forward(data, loss_fn)─▶ log-probs, loss (gradients accumulate)
+                                               ─optim_step(adam)─▶ one AdamW step over what accumulated
+                                               ─save(folder) / load(folder)─▶ adapters (+ optimizer), exactly
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rlvr.config import LoraConfig
+from rlvr.models.adapters import add_adapters
+from rlvr.models.loading import load_model
+from rlvr.samplers.local import CopySampler
+from rlvr.tinker.losses import check_inputs, token_losses
+from rlvr.tinker.wire import Pass, WireError
+
+ATTENTION = ["q_proj", "k_proj", "v_proj", "o_proj"]
+MLP = ["gate_proj", "up_proj", "down_proj"]
+
+
+def target_logprobs(model: torch.nn.Module, sequences: list[list[int]], targets: list[list[int]]) -> list[torch.Tensor]:
+    """log π(targets[i][t] | sequences[i][: t + 1]) for each sequence, in one right-padded forward pass (fp32, or
+    fp64 for a model in fp64)."""
+    width = max((len(s) for s in sequences), default=0)
+    ids = torch.zeros(len(sequences), max(width, 1), dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, s in enumerate(sequences):
+        ids[i, :len(s)], mask[i, :len(s)] = torch.tensor(s, dtype=torch.long), 1
+    logits = model(input_ids=ids, attention_mask=mask).logits
+    logits = logits if logits.dtype == torch.float64 else logits.float()
+    out = []
+    for i, (s, y) in enumerate(zip(sequences, targets)):
+        rows = torch.log_softmax(logits[i, :len(s)], dim=-1)
+        out.append(rows.gather(1, torch.tensor(y, dtype=torch.long)[:, None])[:, 0])
+    return out
+
+
+class TrainedModel:
+    """One training client's model: `base` (a name rlvr's loader reads: tiny, smollm2, a folder, a Hub name) with
+    LoRA adapters of `rank` on the attention and MLP layers it names, trained by AdamW."""
+
+    def __init__(self, base: str, rank: int, *, seed: int = 0, train_attn: bool = True, train_mlp: bool = True,
+                 cache_dir: str = "~/.cache/rlvr") -> None:
+        targets = (ATTENTION if train_attn else []) + (MLP if train_mlp else [])
+        if not targets:
+            raise WireError("lora_config trains neither attention nor MLP: rlvr's adapters sit on those layers")
+        if rank < 1:
+            raise WireError(f"lora_config.rank={rank} must be at least 1")
+        self.base, self.rank, self.seed = base, rank, seed
+        self.lora = {"rank": rank, "seed": seed, "train_attn": train_attn, "train_mlp": train_mlp}
+        model, self.tokenizer = load_model(base, cache_dir, seed)
+        config: Any = model.config
+        self.vocabulary = int(config.vocab_size)
+        torch.manual_seed(seed)  # (the adapters' A starts random: the same seed, the same start)
+        self.model = add_adapters(model, LoraConfig(rank=rank, target_modules=targets), base).train()
+        self.optimizer: torch.optim.AdamW | None = None
+
+    @property
+    def trained(self) -> list[tuple[str, torch.nn.Parameter]]:
+        return [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
+
+    def forward(self, work: Pass) -> tuple[list[torch.Tensor], dict[str, float]]:
+        """Each datum's target log-probs under `work.loss_fn`'s targets, and its metrics; the loss's gradients
+        added to what earlier passes left (the next optim_step applies them all), unless forward-only."""
+        for datum in work.data:
+            check_inputs(work.loss_fn, datum)
+            if not datum.tokens:
+                raise WireError("a datum with no input tokens")
+        targets = [d.inputs["target_tokens"].tolist() for d in work.data]
+        vocabulary = self.vocabulary
+        if any(not 0 <= t < vocabulary for ts in targets for t in ts):
+            raise WireError(f"target_tokens outside the model's vocabulary (0..{vocabulary - 1})")
+        with torch.set_grad_enabled(not work.forward_only):
+            logprobs = target_logprobs(self.model, [d.tokens for d in work.data], targets)
+            loss = sum((token_losses(work.loss_fn, lp, d.inputs, work.config).sum()
+                        for lp, d in zip(logprobs, work.data)), torch.zeros((), dtype=logprobs[0].dtype))
+            if not work.forward_only:
+                loss.backward()  # type: ignore[no-untyped-call]
+        return [lp.detach() for lp in logprobs], {"loss:sum": float(loss.detach())}
+
+    def optim_step(self, adam: dict[str, Any]) -> dict[str, float]:
+        """One AdamW step (`adam`: Tinker's AdamParams) over the accumulated gradients, which it then clears."""
+        value = {"learning_rate": 1e-4, "beta1": 0.9, "beta2": 0.95, "eps": 1e-12, "weight_decay": 0.0,
+                 "grad_clip_norm": 0.0} | {k: float(v) for k, v in adam.items() if isinstance(v, (int, float))}
+        lr, betas, eps = value["learning_rate"], (value["beta1"], value["beta2"]), value["eps"]
+        decay, clip = value["weight_decay"], value["grad_clip_norm"]
+        params = [p for _, p in self.trained]
+        if self.optimizer is None:
+            self.optimizer = torch.optim.AdamW(params, lr=lr, betas=betas, eps=eps, weight_decay=decay)
+        for group in self.optimizer.param_groups:
+            group.update(lr=lr, betas=betas, eps=eps, weight_decay=decay)
+        norm = torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else float("inf"))
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return {"grad_norm": float(norm), "learning_rate": lr}
+
+    def sampler(self) -> CopySampler:
+        """rlvr's sampler on a copy of the model as it is now (adapters merged into the copy)."""
+        return CopySampler(self.model, self.tokenizer, contextlib.nullcontext)
+
+    def save(self, folder: Path, optimizer: bool) -> None:
+        """The adapters (and the optimizer's state) in `folder`, written whole or not at all."""
+        state = {"base": self.base, "lora": self.lora, "weights": {n: p.detach().clone() for n, p in self.trained},
+                 "optimizer": self.optimizer.state_dict() if optimizer and self.optimizer is not None else None}
+        tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        torch.save(state, tmp / "state.pt")
+        (tmp / "meta.json").write_text(json.dumps({"base": self.base, "lora": self.lora}))
+        shutil.rmtree(folder, ignore_errors=True)
+        tmp.rename(folder)
+
+    def load(self, folder: Path, optimizer: bool) -> None:
+        """The adapters (and, when `optimizer`, the optimizer's state) a `save` wrote."""
+        state = torch.load(folder / "state.pt", weights_only=False)
+        own = dict(self.trained)
+        if set(state["weights"]) != set(own):
+            raise WireError(f"{folder.name} holds adapters of another shape than this model's (rank {self.rank})")
+        with torch.no_grad():
+            for name, tensor in state["weights"].items():
+                own[name].copy_(tensor)
+        for _, p in self.trained:
+            p.grad = None
+        if optimizer:
+            if state["optimizer"] is None:
+                raise WireError(f"{folder.name} was saved without its optimizer: load it with load_state")
+            self.optimizer = torch.optim.AdamW([p for _, p in self.trained])
+            self.optimizer.load_state_dict(state["optimizer"])
+
+
+def saved_model(folder: Path, cache_dir: str = "~/.cache/rlvr") -> TrainedModel:
+    """A TrainedModel as a `save` in `folder` describes it (its base and adapters), its weights not yet loaded."""
+    meta = json.loads((folder / "meta.json").read_text())
+    lora = meta["lora"]
+    return TrainedModel(meta["base"], lora["rank"], seed=lora["seed"], train_attn=lora["train_attn"],
+                        train_mlp=lora["train_mlp"], cache_dir=cache_dir)

@@ -1,0 +1,214 @@
+"""What `rlvr serve --tinker` holds and does: sessions, training clients' models, sampling clients' snapshots, and
+the futures of their work, run one at a time in the order it arrived (a training client's calls are ordered; the
+SDK submits the next after the last was accepted).
+
+    submit (create_model, forward_backward, optim_step, save/load, asample) ─▶ {"request_id"} at once
+    retrieve_future ─▶ the result (JSON, or protobuf for forward_backward and asample), an error, or "try again"
+
+Checkpoints live under `root` as `tinker://<model_id>/<weights|sampler_weights>/<name>` says, and outlive the
+server: a later one loads them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import uuid
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as Pending
+from pathlib import Path
+from typing import Any
+
+from rlvr.errors import UserError, first_line
+from rlvr.models.loading import load_model
+from rlvr.samplers.local import CopySampler
+from rlvr.tinker.model import TrainedModel, saved_model
+from rlvr.tinker.sampling import Snapshot
+from rlvr.tinker.wire import PROTOBUF, Pass, WireError, forward_backward_output
+
+Answer = tuple[Any, str]  # (a JSON value, or protobuf bytes; its content type)
+KINDS = ("weights", "sampler_weights")
+
+
+class Service:
+    """The server's state; every method that changes a model or samples runs on the one worker thread."""
+
+    def __init__(self, root: Path, cache_dir: str = "~/.cache/rlvr") -> None:
+        self.root, self.cache_dir = root, cache_dir
+        self.models: dict[str, TrainedModel] = {}
+        self.samplers: dict[str, Snapshot] = {}
+        self.futures: dict[str, Future[Answer]] = {}
+        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlvr-tinker")
+        self._sessions = itertools.count()
+        self._sequences = itertools.count()
+        self._lock = threading.Lock()
+
+    # ── futures ──────────────────────────────────────────────────────────────────────────────
+    def submit(self, work: Callable[[], Answer], **extra: Any) -> dict[str, Any]:
+        request_id = uuid.uuid4().hex
+        with self._lock:
+            self.futures[request_id] = self.worker.submit(work)
+        return {"request_id": request_id, **extra}
+
+    def retrieve(self, body: dict[str, Any], wait_s: float) -> Answer:
+        """A future's result; "try again" while it runs past `wait_s`; `{"error", "category"}` when it failed."""
+        request_id = str(body.get("request_id"))
+        with self._lock:
+            future = self.futures.get(request_id)
+        if future is None:
+            return {"error": f"no request {request_id!r} on this server (it forgets nothing it ran: was the server "
+                             "restarted?)", "category": "user"}, "json"
+        try:
+            answer = future.result(timeout=wait_s)
+        except Pending:
+            return {"type": "try_again", "request_id": request_id, "queue_state": "active"}, "json"
+        except (WireError, UserError) as e:
+            return {"error": str(e), "category": "user"}, "json"
+        except Exception as e:  # (rlvr's own failure: said as the server's)
+            return {"error": f"rlvr's tinker server failed: {type(e).__name__}: {first_line(e)}",
+                    "category": "server"}, "json"
+        return answer
+
+    # ── sessions and models ──────────────────────────────────────────────────────────────────
+    def create_session(self, body: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "create_session", "session_id": f"session-{next(self._sessions)}-{uuid.uuid4().hex[:6]}"}
+
+    def create_model(self, body: dict[str, Any]) -> dict[str, Any]:
+        model_id = f"{body['session_id']}:train:{int(body['model_seq_id'])}"
+        lora = body.get("lora_config") or {}
+        base = body.get("base_model")
+        if not isinstance(base, str) or not base:
+            raise WireError("create_model needs base_model: a model rlvr loads (tiny, smollm2, a folder, a Hub name)")
+
+        def create() -> Answer:
+            self.models[model_id] = TrainedModel(
+                base, int(lora.get("rank", 32)), seed=int(lora.get("seed") or 0),
+                train_attn=bool(lora.get("train_attn", True)), train_mlp=bool(lora.get("train_mlp", True)),
+                cache_dir=self.cache_dir)
+            return {"model_id": model_id, "type": "create_model"}, "json"
+
+        return self.submit(create, model_id=model_id)
+
+    def get_info(self, body: dict[str, Any]) -> dict[str, Any]:
+        model = self.model(body)
+        return {"type": "get_info", "model_id": body["model_id"], "model_name": model.base, "is_lora": True,
+                "lora_rank": model.rank, "model_data": {"model_name": model.base, "arch": type(model.model).__name__,
+                                                        "tokenizer_id": str(self.tokenizer_folder(model))}}
+
+    def model(self, body: dict[str, Any]) -> TrainedModel:
+        model_id = body.get("model_id")
+        if model_id not in self.models:
+            raise WireError(f"no training client {model_id!r} on this server: create it first")
+        return self.models[model_id]
+
+    def tokenizer_folder(self, model: TrainedModel) -> Path:
+        """A folder the SDK's AutoTokenizer.from_pretrained reads without the Hub (get_info's tokenizer_id)."""
+        folder = self.root / "tokenizers" / "".join(c if c.isalnum() or c in "-_." else "_" for c in model.base)
+        if not (folder / "tokenizer_config.json").is_file():
+            model.tokenizer.save_pretrained(folder)
+        return folder
+
+    # ── training ─────────────────────────────────────────────────────────────────────────────
+    def forward_backward(self, work: Pass) -> dict[str, Any]:
+        model = self.model({"model_id": work.model_id})
+
+        def run() -> Answer:
+            logprobs, metrics = model.forward(work)
+            return forward_backward_output(logprobs, metrics, work.loss_fn), PROTOBUF
+
+        return self.submit(run)
+
+    def optim_step(self, body: dict[str, Any]) -> dict[str, Any]:
+        model = self.model(body)
+        adam = body.get("adam_params") or {}
+        if body.get("optimizer_params") is not None:
+            raise WireError("only AdamW is served (adam_params): not optimizer_params")
+        return self.submit(lambda: ({"metrics": model.optim_step(adam)}, "json"))
+
+    def save_weights(self, body: dict[str, Any], kind: str) -> dict[str, Any]:
+        """save_state (kind "weights": adapters and optimizer), save_weights_for_sampler ("sampler_weights"), or,
+        without a name, a sampling client on the weights as they are now."""
+        model, model_id = self.model(body), str(body["model_id"])
+        name = body.get("path")
+        if name is None and kind == "sampler_weights":
+            sampler_id = f"{model_id}:sample:{int(body.get('sampling_session_seq_id') or next(self._sequences))}"
+
+            def snapshot() -> Answer:
+                self.samplers[sampler_id] = Snapshot(model.sampler(), model.base, None)
+                return {"sampling_session_id": sampler_id, "type": "save_weights_for_sampler"}, "json"
+
+            return self.submit(snapshot)
+        path = f"tinker://{model_id}/{kind}/{_name(name)}"
+
+        def save() -> Answer:
+            model.save(self.folder(path), optimizer=kind == "weights")
+            return {"path": path, "type": "save_weights" if kind == "weights" else "save_weights_for_sampler"}, "json"
+
+        return self.submit(save)
+
+    def load_weights(self, body: dict[str, Any]) -> dict[str, Any]:
+        """load_state(_with_optimizer) into a training client, or a new training client from a checkpoint."""
+        path, optimizer = str(body.get("path")), bool(body.get("optimizer"))
+        folder = self.folder(path)
+        model_id = body.get("model_id") or f"{body['session_id']}:train:{int(body['model_seq_id'])}"
+
+        def load() -> Answer:
+            if model_id not in self.models:
+                self.models[model_id] = saved_model(folder, self.cache_dir)
+            self.models[model_id].load(folder, optimizer)
+            return {"path": path, "model_id": model_id, "type": "load_weights"}, "json"
+
+        return self.submit(load, model_id=model_id)
+
+    def folder(self, path: str) -> Path:
+        """Where a tinker:// checkpoint path lives under the server's root."""
+        parts = path.removeprefix("tinker://").split("/") if path.startswith("tinker://") else []
+        if len(parts) != 3 or parts[1] not in KINDS or not all(p and p not in (".", "..") for p in parts):
+            raise WireError(f"{path!r} is not a checkpoint path: tinker://<model_id>/<weights|sampler_weights>/<name>")
+        return self.root / parts[0] / parts[1] / parts[2]
+
+    # ── sampling ─────────────────────────────────────────────────────────────────────────────
+    def create_sampling_session(self, body: dict[str, Any]) -> dict[str, Any]:
+        sampler_id = f"{body['session_id']}:sample:{int(body.get('sampling_session_seq_id') or 0)}"
+        path, base = body.get("model_path"), body.get("base_model")
+
+        def create() -> Snapshot:
+            if path:
+                model = saved_model(self.folder(path), self.cache_dir)
+                model.load(self.folder(path), optimizer=False)
+                return Snapshot(model.sampler(), model.base, path)
+            if not base:
+                raise WireError("create_sampling_session needs model_path (a tinker:// checkpoint) or base_model")
+            network, tokenizer = load_model(base, self.cache_dir)
+            return Snapshot(CopySampler(network, tokenizer, _no_context), base, None)
+
+        self.samplers[sampler_id] = self.worker.submit(create).result()
+        return {"type": "create_sampling_session", "sampling_session_id": sampler_id}
+
+    def sampler(self, sampler_id: str) -> dict[str, Any]:
+        snapshot = self.snapshot(sampler_id)
+        return {"sampler_id": sampler_id, "base_model": snapshot.base, "model_path": snapshot.model_path}
+
+    def snapshot(self, sampler_id: Any) -> Snapshot:
+        if sampler_id not in self.samplers:
+            raise WireError(f"no sampling client {sampler_id!r} on this server")
+        return self.samplers[sampler_id]
+
+    def asample(self, body: dict[str, Any]) -> dict[str, Any]:
+        snapshot = self.snapshot(body.get("sampling_session_id"))
+        n = int(body.get("num_samples", 1))
+        return self.submit(lambda: (snapshot.sample(body), PROTOBUF),
+                           sample_sequence_ids=[uuid.uuid4().hex for _ in range(n)])
+
+
+def _name(name: Any) -> str:
+    if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
+        raise WireError(f"checkpoint name {name!r}: give a name without '/'")
+    return name
+
+
+def _no_context() -> Any:
+    import contextlib
+
+    return contextlib.nullcontext()

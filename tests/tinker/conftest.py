@@ -1,0 +1,44 @@
+"""A Tinker server over rlvr on a free port, for the unmodified `tinker` SDK."""
+
+import signal
+import threading
+
+import pytest
+
+LIMIT_S = 240  # a test that hangs (a server that stopped answering: the SDK retries for minutes) fails here
+
+
+@pytest.fixture(autouse=True)
+def time_limit():
+    def expire(signum, frame):
+        raise TimeoutError(f"a tinker test ran past {LIMIT_S} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(LIMIT_S)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.fixture
+def served(tmp_path, monkeypatch):
+    """(base URL, the server) of an in-process `rlvr serve --tinker`, its checkpoints under tmp_path/root."""
+    pytest.importorskip("tinker")
+    from rlvr.tinker.server import make_server
+
+    monkeypatch.setenv("TINKER_TELEMETRY", "0")
+    server = make_server(tmp_path / "root")
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", server
+    server.shutdown()
+    server.server_close()
+    server.service.worker.shutdown(wait=True)
+
+
+@pytest.fixture
+def client(served):
+    """A ServiceClient of the tinker SDK on the served URL, as its docs make one (the key only has its form)."""
+    import tinker
+
+    return tinker.ServiceClient(base_url=served[0], api_key="tml-local")

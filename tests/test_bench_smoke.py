@@ -39,7 +39,7 @@ HELPERS = {"rlvr_job": "the grpo_vs_trl and ppo_vs_grpo tiny runs", "ppo_job": "
 # the scripts run here with --help
 USAGE = ["arithmetic_baselines", "generation", "grpo_vs_trl", "learning_vs_trl", "lora_sampling", "multiturn",
          "memory_plan", "optimizer", "overlap", "ppo_vs_grpo", "reward_curve", "samplers", "scaling", "step_memory",
-         "threads_under_load"]
+         "threads_under_load", "tinker_numerics"]
 # what of a script is not run here, and why
 SKIPPED = {
     "scaling": "its run is `rlvr train --nproc 2` (torchrun, two processes) under DDP and FSDP after a one-process "
@@ -137,6 +137,11 @@ def check_optimizer(stdout: str, out: Path) -> None:
     assert len(rows(stdout, "fused ")) == 1 and "s/step" in stdout and "GB peak during the steps" in stdout
 
 
+def check_tinker_numerics(stdout: str, out: Path) -> None:
+    (row,) = rows(stdout, "| compute_logprobs |")
+    assert float(row.split("|")[3]) < 1e-3 and len(rows(stdout, "| sample (2 × ≤4 tokens) |")) == 1
+
+
 def check_arithmetic_baselines(stdout: str, out: Path) -> None:
     assert "| pass@2 strict |" in stdout
     assert len([line for line in rows(stdout, "| 2 |") + rows(stdout, "| 3 |") if line.count("%") == 4]) == 5
@@ -216,6 +221,8 @@ TINY = [
                      "--train-tokens", "8", "--layers", "1"], check_overlap),
     Case("trl_job", [script("trl_job"), "{out}/job.json", "{out}/result.json"], check_trl_job, write_trl_job),
     Case("optimizer", [script("optimizer"), "fused", "--model", "tiny"], check_optimizer),
+    Case("tinker_numerics", [script("tinker_numerics"), "--model", "tiny", "--samples", "2", "--tokens", "4"],
+         check_tinker_numerics),
     Case("arithmetic_baselines", [script("arithmetic_baselines"), "--model", "tiny", "--limit", "2", "--samples", "2",
                                   "--max-new-tokens", "4"], check_arithmetic_baselines),
     Case("lora_sampling", [script("lora_sampling"), "--model", "tiny", "--prompts", "2", "--group-size", "2",

@@ -11,7 +11,7 @@ import torch
 from rlvr.config import AlgorithmConfig
 from rlvr.records import Example, Rollout, ScoredRollout, TrainBatch
 from rlvr.run.world import SINGLE
-from rlvr.tinker.model import target_logprobs
+from rlvr.tinker.training import target_logprobs
 from rlvr.train.batch import micro_batches
 from rlvr.train.update import batch_counts, micro_batch_loss
 

@@ -18,6 +18,9 @@ def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
     p.add_argument("--dir", default="runs/tinker", help="where checkpoints (tinker:// paths) are kept "
                                                         "(default %(default)s)")
     p.add_argument("--cache-dir", default="~/.cache/rlvr", help="where models are converted (default %(default)s)")
+    p.add_argument("--alias", action="append", default=[], metavar="NAME=MODEL",
+                   help="serve base model NAME (as a client asks for it: a Hub name a recipe knows) as MODEL (what "
+                        "rlvr loads: tiny, smollm2, a folder); repeatable")
     return p
 
 
@@ -31,8 +34,11 @@ def run_serve(args: argparse.Namespace) -> int:
         schema()
     except WireError as e:
         raise UserError(str(e)) from None
+    bad = [a for a in args.alias if "=" not in a or not all(a.split("=", 1))]
+    if bad:
+        raise UserError(f"--alias {bad[0]!r}: give NAME=MODEL (e.g. --alias meta-llama/Llama-3.2-1B=smollm2)")
     try:
-        serve(Path(args.dir), args.host, args.port, args.cache_dir)
+        serve(Path(args.dir), args.host, args.port, args.cache_dir, dict(a.split("=", 1) for a in args.alias))
     except OSError as e:
         raise UserError(f"cannot listen on {args.host}:{args.port}: {e.strerror} (give another --port)") from None
     return 0

@@ -16,7 +16,7 @@ from rlvr.rollout import SamplingParams
 from rlvr.samplers.local import CopySampler
 from rlvr.samplers.protocol import Job, Sampled
 from rlvr.seeds import seed_of
-from rlvr.tinker.model import target_logprobs
+from rlvr.tinker.training import target_logprobs
 from rlvr.tinker.wire import WireError, prompt_tokens, sample_response
 
 Sequence = tuple[list[int], list[float], bool]  # (tokens, their log-probs, ended by a stop)

@@ -19,7 +19,7 @@ from rlvr.errors import UserError, first_line
 from rlvr.tinker.service import Answer, Service
 from rlvr.tinker.wire import PROTOBUF, WireError, read_forward_backward
 
-POLL_S = 20.0  # how long retrieve_future waits for a result before "try again" (the SDK's poll times out at 45 s)
+POLL_S = 30.0  # how long retrieve_future waits for a result before "try again" (the SDK's poll times out at 45 s)
 QUIET = {"client/config": {}, "client/dynamic_config": {}, "session_heartbeat": {"type": "session_heartbeat"},
          "telemetry": {"status": "accepted"}}  # (calls the SDK makes that change nothing here)
 
@@ -29,16 +29,19 @@ class _Server(ThreadingHTTPServer):
     service: Service
 
 
-def make_server(root: Path, host: str = "127.0.0.1", port: int = 0, cache_dir: str = "~/.cache/rlvr") -> _Server:
-    """The server (not yet serving: call serve_forever), its checkpoints under `root`; port 0 picks a free one."""
+def make_server(root: Path, host: str = "127.0.0.1", port: int = 0, cache_dir: str = "~/.cache/rlvr",
+                aliases: dict[str, str] | None = None) -> _Server:
+    """The server (not yet serving: call serve_forever), its checkpoints under `root`; port 0 picks a free one;
+    `aliases`: base model names served as other models (rlvr.tinker.service.Service)."""
     root.mkdir(parents=True, exist_ok=True)
     server = _Server((host, port), _Handler)
-    server.service = Service(root, cache_dir)
+    server.service = Service(root, cache_dir, aliases)
     return server
 
 
-def serve(root: Path, host: str, port: int, cache_dir: str = "~/.cache/rlvr") -> None:
-    server = make_server(root, host, port, cache_dir)
+def serve(root: Path, host: str, port: int, cache_dir: str = "~/.cache/rlvr",
+          aliases: dict[str, str] | None = None) -> None:
+    server = make_server(root, host, port, cache_dir, aliases)
     url = f"http://{host}:{server.server_address[1]}"
     print(f"rlvr: Tinker's API on {url} (TINKER_BASE_URL={url} TINKER_API_KEY=tml-local); checkpoints in {root}",
           file=sys.stderr, flush=True)

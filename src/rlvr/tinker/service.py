@@ -11,6 +11,7 @@ server: a later one loads them.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 import uuid
@@ -23,8 +24,8 @@ from typing import Any
 from rlvr.errors import UserError, first_line
 from rlvr.models.loading import load_model
 from rlvr.samplers.local import CopySampler
-from rlvr.tinker.model import TrainedModel, saved_model
 from rlvr.tinker.sampling import Snapshot
+from rlvr.tinker.training import TrainedModel, saved_model
 from rlvr.tinker.wire import PROTOBUF, Pass, WireError, forward_backward_output
 
 Answer = tuple[Any, str]  # (a JSON value, or protobuf bytes; its content type)
@@ -34,8 +35,11 @@ KINDS = ("weights", "sampler_weights")
 class Service:
     """The server's state; every method that changes a model or samples runs on the one worker thread."""
 
-    def __init__(self, root: Path, cache_dir: str = "~/.cache/rlvr") -> None:
-        self.root, self.cache_dir = root, cache_dir
+    def __init__(self, root: Path, cache_dir: str = "~/.cache/rlvr", aliases: dict[str, str] | None = None) -> None:
+        """`aliases`: base model names a client may ask for, each served as the model rlvr loads instead (a recipe
+        that knows only Hub names, on a local model)."""
+        self.root, self.cache_dir, self.aliases = root, cache_dir, dict(aliases or {})
+        self.names: dict[str, str] = {}  # each training client's base model as its client named it
         self.models: dict[str, TrainedModel] = {}
         self.samplers: dict[str, Snapshot] = {}
         self.futures: dict[str, Future[Answer]] = {}
@@ -82,8 +86,9 @@ class Service:
             raise WireError("create_model needs base_model: a model rlvr loads (tiny, smollm2, a folder, a Hub name)")
 
         def create() -> Answer:
+            self.names[model_id] = base
             self.models[model_id] = TrainedModel(
-                base, int(lora.get("rank", 32)), seed=int(lora.get("seed") or 0),
+                self.aliases.get(base, base), int(lora.get("rank", 32)), seed=int(lora.get("seed") or 0),
                 train_attn=bool(lora.get("train_attn", True)), train_mlp=bool(lora.get("train_mlp", True)),
                 cache_dir=self.cache_dir)
             return {"model_id": model_id, "type": "create_model"}, "json"
@@ -92,8 +97,9 @@ class Service:
 
     def get_info(self, body: dict[str, Any]) -> dict[str, Any]:
         model = self.model(body)
-        return {"type": "get_info", "model_id": body["model_id"], "model_name": model.base, "is_lora": True,
-                "lora_rank": model.rank, "model_data": {"model_name": model.base, "arch": type(model.model).__name__,
+        name = self.names.get(body["model_id"], model.base)
+        return {"type": "get_info", "model_id": body["model_id"], "model_name": name, "is_lora": True,
+                "lora_rank": model.rank, "model_data": {"model_name": name, "arch": type(model.model).__name__,
                                                         "tokenizer_id": str(self.tokenizer_folder(model))}}
 
     def model(self, body: dict[str, Any]) -> TrainedModel:
@@ -180,8 +186,8 @@ class Service:
                 return Snapshot(model.sampler(), model.base, path)
             if not base:
                 raise WireError("create_sampling_session needs model_path (a tinker:// checkpoint) or base_model")
-            network, tokenizer = load_model(base, self.cache_dir)
-            return Snapshot(CopySampler(network, tokenizer, _no_context), base, None)
+            network, tokenizer = load_model(self.aliases.get(base, base), self.cache_dir)
+            return Snapshot(CopySampler(network, tokenizer, contextlib.nullcontext), base, None)
 
         self.samplers[sampler_id] = self.worker.submit(create).result()
         return {"type": "create_sampling_session", "sampling_session_id": sampler_id}
@@ -206,9 +212,3 @@ def _name(name: Any) -> str:
     if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
         raise WireError(f"checkpoint name {name!r}: give a name without '/'")
     return name
-
-
-def _no_context() -> Any:
-    import contextlib
-
-    return contextlib.nullcontext()

@@ -31,3 +31,13 @@ def test_rlvr_serve_tinker_serves_the_sdk_and_stops_on_sigterm(tmp_path):
 def test_rlvr_serve_without_a_protocol_is_one_line():
     done = subprocess.run([sys.executable, "-m", "rlvr", "serve"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "give --tinker" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_service_client_from_python_needs_no_server_started(tmp_path):
+    pytest.importorskip("tinker")
+    from rlvr.tinker import service_client
+
+    tc = service_client(tmp_path / "runs").create_lora_training_client(base_model="tiny", rank=2).result()
+    assert tc.get_info().model_data.model_name == "tiny"
+    assert tc.save_state("s").result().path == f"tinker://{tc.model_id}/weights/s"
+    assert (tmp_path / "runs" / tc.model_id / "weights" / "s" / "state.pt").is_file()

@@ -123,3 +123,19 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _NotFound(WireError):
     """A route the server does not serve (404)."""
+
+
+def service_client(root: Path | str = "runs/tinker", aliases: dict[str, str] | None = None,
+                   cache_dir: str = "~/.cache/rlvr") -> Any:
+    """A `tinker.ServiceClient` on a server of this process (on a free loopback port, in a daemon thread): Tinker
+    loops from Python with no `rlvr serve` to start. The SDK still speaks HTTP to it; the server lives as long
+    as the process."""
+    import os
+    import threading
+
+    import tinker
+
+    os.environ.setdefault("TINKER_TELEMETRY", "0")  # (the SDK's telemetry goes nowhere here)
+    server = make_server(Path(root), cache_dir=cache_dir, aliases=aliases)
+    threading.Thread(target=server.serve_forever, name="rlvr-tinker-server", daemon=True).start()
+    return tinker.ServiceClient(base_url=f"http://127.0.0.1:{server.server_address[1]}", api_key="tml-local")

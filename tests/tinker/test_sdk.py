@@ -122,6 +122,14 @@ def test_the_samplers_log_probs_are_what_compute_logprobs_and_the_trainer_give(c
     again = sampler.sample(prompt=types.ModelInput.from_ints(PROMPT), num_samples=3,
                            sampling_params=types.SamplingParams(max_tokens=6, seed=4)).result()
     assert [s.tokens for s in again.sequences] == [s.tokens for s in drawn.sequences]  # (a seed draws the same)
+    # an older sampling client still samples its own weights after a newer one sampled (they share one network)
+    before = sampler.compute_logprobs(types.ModelInput.from_ints([*PROMPT, 9, 10])).result()
+    tc.forward_backward([datum([*PROMPT, 9, 10], weights=[1] * 5)], loss_fn="cross_entropy").result()
+    tc.optim_step(types.AdamParams(learning_rate=5e-2)).result()
+    newer = tc.save_weights_and_get_sampling_client()
+    moved = newer.compute_logprobs(types.ModelInput.from_ints([*PROMPT, 9, 10])).result()
+    assert moved[-1] > before[-1]  # (the newer weights learned the step)
+    assert sampler.compute_logprobs(types.ModelInput.from_ints([*PROMPT, 9, 10])).result() == before
     cut = sampler.sample(prompt=types.ModelInput.from_ints(PROMPT), num_samples=3,
                          sampling_params=types.SamplingParams(max_tokens=6, seed=4,
                                                               stop=[drawn.sequences[0].tokens[1]])).result()

@@ -8,6 +8,7 @@ from (the trainer's forward gives the same, within rlvr's measured bound).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -23,12 +24,16 @@ Sequence = tuple[list[int], list[float], bool]  # (tokens, their log-probs, ende
 
 
 class Snapshot:
-    """What one sampling client samples with: `sampler` (a copy of the weights) of `base`, saved at `model_path`
-    (None: the base model itself)."""
+    """What one sampling client samples with: `sampler()` (rlvr's sampler holding its weights) of `base`, saved at
+    `model_path` (None: the base model itself, or a training client's weights when it was made)."""
 
-    def __init__(self, sampler: CopySampler, base: str, model_path: str | None) -> None:
-        self.sampler, self.base, self.model_path = sampler, base, model_path
+    def __init__(self, sampler: Callable[[], CopySampler], base: str, model_path: str | None) -> None:
+        self._sampler, self.base, self.model_path = sampler, base, model_path
         self.draws = 0  # requests served without a seed of their own: each draws from the next seed
+
+    @property
+    def sampler(self) -> CopySampler:
+        return self._sampler()
 
     def sample(self, body: dict[str, Any]) -> bytes:
         """The SampleResponse to an asample request."""

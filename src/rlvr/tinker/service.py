@@ -141,7 +141,7 @@ class Service:
             sampler_id = f"{model_id}:sample:{int(body.get('sampling_session_seq_id') or next(self._sequences))}"
 
             def snapshot() -> Answer:
-                self.samplers[sampler_id] = Snapshot(model.sampler(), model.base, None)
+                self.samplers[sampler_id] = Snapshot(model.snapshot(), model.base, None)
                 return {"sampling_session_id": sampler_id, "type": "save_weights_for_sampler"}, "json"
 
             return self.submit(snapshot)
@@ -183,11 +183,12 @@ class Service:
             if path:
                 model = saved_model(self.folder(path), self.cache_dir)
                 model.load(self.folder(path), optimizer=False)
-                return Snapshot(model.sampler(), model.base, path)
+                return Snapshot(model.snapshot(), model.base, path)
             if not base:
                 raise WireError("create_sampling_session needs model_path (a tinker:// checkpoint) or base_model")
             network, tokenizer = load_model(self.aliases.get(base, base), self.cache_dir)
-            return Snapshot(CopySampler(network, tokenizer, contextlib.nullcontext), base, None)
+            copy = CopySampler(network, tokenizer, contextlib.nullcontext)
+            return Snapshot(lambda: copy, base, None)
 
         self.samplers[sampler_id] = self.worker.submit(create).result()
         return {"type": "create_sampling_session", "sampling_session_id": sampler_id}

@@ -12,13 +12,14 @@ import contextlib
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from rlvr.config import LoraConfig
-from rlvr.models.adapters import add_adapters
+from rlvr.models.adapters import add_adapters, folded_weights
 from rlvr.models.loading import load_model
 from rlvr.samplers.local import CopySampler
 from rlvr.tinker.losses import check_inputs, token_losses
@@ -64,6 +65,8 @@ class TrainedModel:
         torch.manual_seed(seed)  # (the adapters' A starts random: the same seed, the same start)
         self.model = add_adapters(model, LoraConfig(rank=rank, target_modules=targets), base).train()
         self.optimizer: torch.optim.AdamW | None = None
+        self._sampler: CopySampler | None = None  # the one copy its sampling clients share
+        self._sampling: object | None = None  # the snapshot whose adapters it holds
 
     @property
     def trained(self) -> list[tuple[str, torch.nn.Parameter]]:
@@ -104,9 +107,30 @@ class TrainedModel:
         self.optimizer.zero_grad(set_to_none=True)
         return {"grad_norm": float(norm), "learning_rate": lr}
 
-    def sampler(self) -> CopySampler:
-        """rlvr's sampler on a copy of the model as it is now (adapters merged into the copy)."""
-        return CopySampler(self.model, self.tokenizer, contextlib.nullcontext)
+    def snapshot(self) -> Callable[[], CopySampler]:
+        """What samples with the model as it is now: rlvr's sampler on this client's one copy of the network (adapters
+        merged into it), which takes these adapters back in when another snapshot sampled last. One copy a
+        training client, however many sampling clients an RL loop makes (one a step)."""
+        weights, key = {n: p.detach().clone() for n, p in self.trained}, object()
+
+        def sampler() -> CopySampler:
+            if self._sampler is None:
+                self._sampler = CopySampler(self.model, self.tokenizer, contextlib.nullcontext)
+            if self._sampling is not key:
+                own = dict(self.trained)
+                now = {n: p.detach().clone() for n, p in own.items()}
+                with torch.no_grad():
+                    try:
+                        for name, tensor in weights.items():
+                            own[name].copy_(tensor)
+                        self._sampler.load_weights(folded_weights(self.model), 0)
+                    finally:
+                        for name, tensor in now.items():
+                            own[name].copy_(tensor)
+            self._sampling = key
+            return self._sampler
+
+        return sampler
 
     def save(self, folder: Path, optimizer: bool) -> None:
         """The adapters (and the optimizer's state) in `folder`, written whole or not at all."""

@@ -122,6 +122,14 @@ def test_the_samplers_log_probs_are_what_compute_logprobs_and_the_trainer_give(c
     again = sampler.sample(prompt=types.ModelInput.from_ints(PROMPT), num_samples=3,
                            sampling_params=types.SamplingParams(max_tokens=6, seed=4)).result()
     assert [s.tokens for s in again.sequences] == [s.tokens for s in drawn.sequences]  # (a seed draws the same)
+    # requests sent together are decoded together, each drawing what it draws alone
+    params = [types.SamplingParams(max_tokens=5, seed=k) for k in range(4)]
+    prompts = [types.ModelInput.from_ints([*PROMPT[:k + 1], 3]) for k in range(4)]
+    together = [sampler.sample(prompt=p, num_samples=2, sampling_params=q) for p, q in zip(prompts, params)]
+    together = [[s.tokens for s in f.result().sequences] for f in together]
+    alone = [[s.tokens for s in sampler.sample(prompt=p, num_samples=2, sampling_params=q).result().sequences]
+             for p, q in zip(prompts, params)]
+    assert together == alone and len({tuple(t) for group in alone for t in group}) > 4
     # an older sampling client still samples its own weights after a newer one sampled (they share one network)
     before = sampler.compute_logprobs(types.ModelInput.from_ints([*PROMPT, 9, 10])).result()
     tc.forward_backward([datum([*PROMPT, 9, 10], weights=[1] * 5)], loss_fn="cross_entropy").result()

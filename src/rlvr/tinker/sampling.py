@@ -2,13 +2,16 @@
 saved (or a base model), drawing each sample from its own seed, with the log-probs of the distribution it drew
 from (the trainer's forward gives the same, within rlvr's measured bound).
 
-    asample {prompt, num_samples, sampling_params} ─Snapshot.sample─▶ sequences (tokens, log-probs, stop), and the
-                                                                       prompt's log-probs when asked
+    asample {prompt, num_samples, sampling_params} ─Snapshot.request─▶ Jobs ─(one decoding for every request
+    waiting: rlvr.tinker.service)─▶ Snapshot.answer: sequences (tokens, log-probs, stop), the prompt's log-probs
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -23,20 +26,35 @@ from rlvr.tinker.wire import WireError, prompt_tokens, sample_response
 Sequence = tuple[list[int], list[float], bool]  # (tokens, their log-probs, ended by a stop)
 
 
+@dataclass(frozen=True)
+class Request:
+    """One asample request: its draws (a Job each), under `params`, cut at `stop`; `prompt`: the prompt, when
+    its log-probs are asked for."""
+
+    jobs: list[Job]
+    params: SamplingParams
+    stop: Any
+    prompt: list[int] | None
+
+
+def _content_hash(ids: list[int]) -> int:
+    return int.from_bytes(hashlib.blake2b(json.dumps(ids).encode(), digest_size=8).digest(), "little")
+
+
 class Snapshot:
     """What one sampling client samples with: `sampler()` (rlvr's sampler holding its weights) of `base`, saved at
     `model_path` (None: the base model itself, or a training client's weights when it was made)."""
 
     def __init__(self, sampler: Callable[[], CopySampler], base: str, model_path: str | None) -> None:
         self._sampler, self.base, self.model_path = sampler, base, model_path
-        self.draws = 0  # requests served without a seed of their own: each draws from the next seed
 
     @property
     def sampler(self) -> CopySampler:
         return self._sampler()
 
-    def sample(self, body: dict[str, Any]) -> bytes:
-        """The SampleResponse to an asample request."""
+    def request(self, body: dict[str, Any]) -> Request:
+        """An asample request's draws, checked: a request without a seed of its own draws from one its sampling
+        client's call number (`seq_id`) and its prompt fix, whatever order requests arrive in."""
         tokens = prompt_tokens(body.get("prompt"))
         if not tokens:
             raise WireError("an empty prompt: give at least one token")
@@ -45,17 +63,20 @@ class Snapshot:
         budget = 16 if budget is None else int(budget)
         if n < 1 or budget < 1:
             raise WireError(f"num_samples={n} and sampling_params.max_tokens={budget} must be at least 1")
-        if settings.get("seed") is not None:
-            seed = int(settings["seed"])
-        else:
-            seed, self.draws = seed_of(0x7135, self.draws), self.draws + 1
+        seed = settings.get("seed")
+        if seed is None:
+            seed = seed_of(int(body.get("seq_id") or 0), _content_hash(tokens))
         top_k = int(settings.get("top_k", -1))
         params = SamplingParams(budget, float(settings.get("temperature", 1.0)), float(settings.get("top_p", 1.0)),
                                 0 if top_k < 0 else top_k)
-        drawn = self.sampler.complete([Job(tokens, seed_of(seed, i), budget) for i in range(n)], params)
-        sequences = [at_stop(s, settings.get("stop"), self.sampler.tokenizer) for s in drawn]
-        prompt = self.prompt_logprobs(tokens) if body.get("prompt_logprobs") else None
-        return sample_response(sequences, prompt)
+        jobs = [Job(tokens, seed_of(int(seed), i), budget) for i in range(n)]
+        return Request(jobs, params, settings.get("stop"), tokens if body.get("prompt_logprobs") else None)
+
+    def answer(self, request: Request, drawn: list[Sampled]) -> bytes:
+        """The SampleResponse of `request`, its draws `drawn`."""
+        sequences = [at_stop(s, request.stop, self.sampler.tokenizer) for s in drawn]
+        logprobs = None if request.prompt is None else self.prompt_logprobs(request.prompt)
+        return sample_response(sequences, logprobs)
 
     def prompt_logprobs(self, tokens: list[int]) -> list[float]:
         """log π(tokens[i] | tokens[:i]) for i ≥ 1."""

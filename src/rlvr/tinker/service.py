@@ -24,7 +24,7 @@ from typing import Any
 from rlvr.errors import UserError, first_line
 from rlvr.models.loading import load_model
 from rlvr.samplers.local import CopySampler
-from rlvr.tinker.sampling import Snapshot
+from rlvr.tinker.sampling import Request, Snapshot
 from rlvr.tinker.training import TrainedModel, saved_model
 from rlvr.tinker.wire import PROTOBUF, Pass, WireError, forward_backward_output
 
@@ -43,6 +43,7 @@ class Service:
         self.models: dict[str, TrainedModel] = {}
         self.samplers: dict[str, Snapshot] = {}
         self.futures: dict[str, Future[Answer]] = {}
+        self.waiting: list[tuple[Snapshot, Request, Future[Answer]]] = []  # sampling requests not yet decoded
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlvr-tinker")
         self._sessions = itertools.count()
         self._sequences = itertools.count()
@@ -203,10 +204,35 @@ class Service:
         return self.samplers[sampler_id]
 
     def asample(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A sampling request, decoded with every other one waiting when the worker reaches them (an RL loop sends a
+        batch's prompts at once): each draw depends on its own seed alone, so what is drawn is the same."""
         snapshot = self.snapshot(body.get("sampling_session_id"))
-        n = int(body.get("num_samples", 1))
-        return self.submit(lambda: (snapshot.sample(body), PROTOBUF),
-                           sample_sequence_ids=[uuid.uuid4().hex for _ in range(n)])
+        request, future = snapshot.request(body), Future[Answer]()
+        request_id = uuid.uuid4().hex
+        with self._lock:
+            self.futures[request_id] = future
+            self.waiting.append((snapshot, request, future))
+        self.worker.submit(self.sample_waiting)
+        return {"request_id": request_id, "sample_sequence_ids": [uuid.uuid4().hex for _ in request.jobs]}
+
+    def sample_waiting(self) -> None:
+        """Every sampling request waiting, one decoding per sampling client and setting."""
+        with self._lock:
+            waiting, self.waiting = self.waiting, []
+        groups: dict[tuple[int, Any], list[tuple[Snapshot, Request, Future[Answer]]]] = {}
+        for item in waiting:
+            groups.setdefault((id(item[0]), item[1].params), []).append(item)
+        for group in groups.values():
+            snapshot = group[0][0]
+            try:
+                drawn = snapshot.sampler.complete([job for _, r, _ in group for job in r.jobs], group[0][1].params)
+                for _, request, future in group:
+                    part, drawn = drawn[:len(request.jobs)], drawn[len(request.jobs):]
+                    future.set_result((snapshot.answer(request, part), PROTOBUF))
+            except Exception as e:  # (said by retrieve_future, as a failed future's)
+                for _, _, future in group:
+                    if not future.done():
+                        future.set_exception(e)
 
 
 def _name(name: Any) -> str:

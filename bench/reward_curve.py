@@ -1,11 +1,12 @@
 """The training reward of a finished run, its first and last steps: did it rise beyond its interval?
 
-    .venv/bin/python bench/reward_curve.py RUN_DIR [--window 5] [--key reward/mean]
+    .venv/bin/python bench/reward_curve.py RUN_DIR [--window 5] [--key reward/mean] [--control CONTROL_DIR]
 
 Reads RUN_DIR/metrics.jsonl and prints a table: the mean of `--key` over the first and the last `--window`
 steps, each with the 95% t-interval of the mean over those steps (a step's value is one batch's mean), and
 their difference with its interval (Welch). A rise "beyond its interval" is a last window whose interval lies
-above the first one's.
+above the first one's. With `--control`, a run of the same prompts that did not learn (e.g. learning rate 0): the
+run less the control step by step over the last window, with the 95% t-interval of that paired mean.
 """
 
 from __future__ import annotations
@@ -37,9 +38,9 @@ def main() -> None:
     p.add_argument("run", type=Path)
     p.add_argument("--window", type=int, default=5)
     p.add_argument("--key", default="reward/mean")
+    p.add_argument("--control", type=Path, help="a control run of the same prompts: the paired gain over it")
     args = p.parse_args()
-    lines = [json.loads(x) for x in (args.run / "metrics.jsonl").read_text().splitlines() if x.strip()]
-    values = [float(m[args.key]) for m in lines if args.key in m and m[args.key] == m[args.key]]
+    values = read(args.run, args.key)
     if len(values) < 2 * args.window or args.window < 2:
         sys.exit(f"{args.run}: {len(values)} steps with {args.key}; need at least twice --window (>= 2) of them")
     first, last = values[:args.window], values[-args.window:]
@@ -53,6 +54,19 @@ def main() -> None:
     print(f"| last {args.window} steps | {b['mean']:.3f} | [{b['low']:.3f}, {b['high']:.3f}] |")
     print(f"| last − first | {d:+.3f} | [{low:+.3f}, {high:+.3f}] |")
     print(f"beyond its interval: {'yes' if b['low'] > a['high'] else 'no'}")
+    if args.control is not None:
+        control = read(args.control, args.key)
+        steps = min(len(values), len(control))
+        window = slice(steps - args.window, steps)
+        paired = over_seeds([r - c for r, c in zip(values[window], control[window])])
+        print(f"| run − control, steps {steps - args.window + 1}–{steps}, paired | {paired['mean']:+.3f} | "
+              f"[{paired['low']:+.3f}, {paired['high']:+.3f}] |")
+
+
+def read(run: Path, key: str) -> list[float]:
+    """`key` of each step in run/metrics.jsonl (NaN steps left out)."""
+    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    return [float(m[key]) for m in lines if key in m and m[key] == m[key]]
 
 
 if __name__ == "__main__":

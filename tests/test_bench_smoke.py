@@ -169,11 +169,15 @@ def write_metrics(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "metrics.jsonl").write_text("".join(json.dumps({"step": i + 1, "reward/mean": r}) + "\n"
                                                for i, r in enumerate([0.1, 0.2, 0.8, 0.9])))
+    (out / "control").mkdir()  # (a control run of the same prompts: 0.1, 0.2, 0.3, 0.3)
+    (out / "control" / "metrics.jsonl").write_text("".join(json.dumps({"step": i + 1, "reward/mean": r}) + "\n"
+                                                           for i, r in enumerate([0.1, 0.2, 0.3, 0.3])))
 
 
 def check_reward_curve(stdout: str, out: Path) -> None:
     assert "| first 2 steps | 0.150 | [-0.485, 0.785] |" in stdout and "| last − first | +0.700 |" in stdout
     assert "beyond its interval: no" in stdout  # (two steps a window: intervals too wide to tell)
+    assert "| run − control, steps 3–4, paired | +0.550 | [-0.085, +1.185] |" in stdout  # (0.5, 0.6: t₁ = 12.71)
 
 
 def write_trl_job(out: Path) -> None:
@@ -236,7 +240,8 @@ TINY = [
     Case("generation", [script("generation"), "--model", "tiny", "--batches", "8", "--new-tokens", "4",
                         "--repeats", "1"], check_generation),
     Case("samplers", ["-c", SAMPLERS], check_samplers),
-    Case("reward_curve", [script("reward_curve"), "{out}", "--window", "2"], check_reward_curve, write_metrics),
+    Case("reward_curve", [script("reward_curve"), "{out}", "--window", "2", "--control", "{out}/control"],
+         check_reward_curve, write_metrics),
 ]
 HELP = [Case(name, [script(name), "--help"], usage_of(name)) for name in USAGE]
 

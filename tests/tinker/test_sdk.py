@@ -11,6 +11,7 @@ import torch
 from rlvr.config import AlgorithmConfig
 from rlvr.records import Example, Rollout, ScoredRollout, TrainBatch
 from rlvr.run.world import SINGLE
+from rlvr.tinker import training
 from rlvr.tinker.training import target_logprobs
 from rlvr.train.batch import micro_batches
 from rlvr.train.update import batch_counts, micro_batch_loss
@@ -55,10 +56,13 @@ def test_a_supervised_step_learns_what_it_is_shown(client, served):
 @pytest.mark.parametrize("loss_fn, policy_loss, config", [
     ("importance_sampling", "clip", {}), ("ppo", "clip", {"clip_low_threshold": 0.9, "clip_high_threshold": 1.28}),
     ("cispo", "cispo", {"clip_low_threshold": 0.9, "clip_high_threshold": 1.28}), ("ppo", "clip", {})])
-def test_a_policy_loss_is_the_gradient_of_rlvrs_own_objective(client, served, loss_fn, policy_loss, config):
+@pytest.mark.parametrize("micro_tokens", [2048, 6])  # (6: each datum a forward pass of its own)
+def test_a_policy_loss_is_the_gradient_of_rlvrs_own_objective(client, served, loss_fn, policy_loss, config,
+                                                               micro_tokens, monkeypatch):
     """Tinker's loss over two completions (as datums: advantage 0 where the prompt is predicted) leaves the gradient
     rlvr's update computes for the same batch as a GRPO step (rlvr.train.update.micro_batch_loss, summed: aggregation
     constant at 1/N, the ratio to the sampler's log-probs, β = 0); in fp64, so that only a formula can differ."""
+    monkeypatch.setattr(training, "MICRO_TOKENS", micro_tokens)
     tc = client.create_lora_training_client(base_model="tiny", rank=4).result()
     model = served[1].service.models[tc.model_id]
     model.model.double()

@@ -25,6 +25,7 @@ from rlvr.samplers.local import CopySampler
 from rlvr.tinker.losses import check_inputs, token_losses
 from rlvr.tinker.wire import Pass, WireError
 
+MICRO_TOKENS = 2048  # padded tokens a forward pass holds (SmolLM2: logits of 2048 × 49152 floats, 0.4 GB)
 ATTENTION = ["q_proj", "k_proj", "v_proj", "o_proj"]
 MLP = ["gate_proj", "up_proj", "down_proj"]
 
@@ -44,6 +45,23 @@ def target_logprobs(model: torch.nn.Module, sequences: list[list[int]], targets:
         rows = torch.log_softmax(logits[i, :len(s)], dim=-1)
         out.append(rows.gather(1, torch.tensor(y, dtype=torch.long)[:, None])[:, 0])
     return out
+
+
+def micro_batches(lengths: list[int], budget: int) -> list[list[int]]:
+    """Consecutive runs of sequences whose padded size (count × longest) stays within `budget` tokens (one at least):
+    a pass's logits are that many tokens × the vocabulary.
+
+    >>> micro_batches([3, 3, 5, 1, 9], 10)
+    [[0, 1], [2, 3], [4]]
+    """
+    runs: list[list[int]] = []
+    for i, n in enumerate(lengths):
+        last = runs[-1] if runs else None
+        if last is not None and (len(last) + 1) * max(n, *(lengths[j] for j in last)) <= budget:
+            last.append(i)
+        else:
+            runs.append([i])
+    return runs
 
 
 class TrainedModel:
@@ -83,13 +101,19 @@ class TrainedModel:
         vocabulary = self.vocabulary
         if any(not 0 <= t < vocabulary for ts in targets for t in ts):
             raise WireError(f"target_tokens outside the model's vocabulary (0..{vocabulary - 1})")
-        with torch.set_grad_enabled(not work.forward_only):
-            logprobs = target_logprobs(self.model, [d.tokens for d in work.data], targets)
-            loss = sum((token_losses(work.loss_fn, lp, d.inputs, work.config).sum()
-                        for lp, d in zip(logprobs, work.data)), torch.zeros((), dtype=logprobs[0].dtype))
-            if not work.forward_only:
-                loss.backward()  # type: ignore[no-untyped-call]
-        return [lp.detach() for lp in logprobs], {"loss:sum": float(loss.detach())}
+        logprobs: list[torch.Tensor] = []
+        total = 0.0
+        for rows in micro_batches([len(d.tokens) for d in work.data], MICRO_TOKENS):  # (the loss is a sum)
+            data = [work.data[i] for i in rows]
+            with torch.set_grad_enabled(not work.forward_only):
+                part = target_logprobs(self.model, [d.tokens for d in data], [targets[i] for i in rows])
+                loss = sum((token_losses(work.loss_fn, lp, d.inputs, work.config).sum() for lp, d in zip(part, data)),
+                           torch.zeros((), dtype=part[0].dtype))
+                if not work.forward_only:
+                    loss.backward()  # type: ignore[no-untyped-call]
+            logprobs += [lp.detach() for lp in part]
+            total += float(loss.detach())
+        return logprobs, {"loss:sum": total}
 
     def optim_step(self, adam: dict[str, Any]) -> dict[str, float]:
         """One AdamW step (`adam`: Tinker's AdamParams) over the accumulated gradients, which it then clears."""

@@ -18,6 +18,8 @@ True
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 
 import numpy as np
@@ -48,6 +50,16 @@ def seed_of(*parts: int) -> int:
         for part in parts:
             z = _finalise(z + _GAMMA + np.uint64(part % 2**64))
     return int(z[0] >> np.uint64(64 - _SEED_BITS))
+
+
+def ids_hash(ids: Sequence[int]) -> int:
+    """A 64-bit hash of token ids, for a seed part that depends on a prompt (the same ids, the same part, in any
+    process).
+
+    >>> ids_hash([1, 2]) == ids_hash([1, 2]) != ids_hash([2, 1])
+    True
+    """
+    return int.from_bytes(hashlib.blake2b(json.dumps(list(ids)).encode(), digest_size=8).digest(), "little")
 
 
 def seeds_for(run_seed: int, step: int, round_: int, slot: int, samples: int) -> list[int]:

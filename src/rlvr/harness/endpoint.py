@@ -30,9 +30,7 @@ messages bridged by the chat template (rlvr.harness.splice): the model's text is
 
 from __future__ import annotations
 
-import hashlib
 import json
-import math
 import secrets
 import sys
 import threading
@@ -53,12 +51,12 @@ from rlvr.harness.chat_events import chat_events
 from rlvr.harness.messages import chat_body as messages_chat_body
 from rlvr.harness.messages import message_events, message_of
 from rlvr.harness.recorder import Recorder, Turn
-from rlvr.harness.request import TRAIN_FIELD, TRAIN_HEADER, Refused, Request, chat_messages, read_request
+from rlvr.harness.request import TRAIN_FIELD, TRAIN_HEADER, Refused, Request, chat_messages, finite_number, read_request
 from rlvr.harness.responses import chat_body, response_events, response_of
 from rlvr.harness.splice import spliced_prompt
 from rlvr.rollout import SamplingParams
 from rlvr.samplers.protocol import Job, Sampled, Sampler
-from rlvr.seeds import seed_of
+from rlvr.seeds import ids_hash, seed_of
 
 ROUTES = ("chat/completions", "completions", "responses", "messages")
 REWARD_ROUTE = "rlvr/reward"  # POST {"reward": x}: the reward of the rollout's latest turn (rlvr.harness.group.Link)
@@ -163,8 +161,9 @@ class Endpoint:
 
     def reward(self, key: str, body: dict[str, Any]) -> dict[str, Any]:
         """Rollout `key`'s report of a reward for its latest turn: {"turn": its number, "reward": the value}."""
-        recorder, value = self.recorder(key), body.get("reward")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        recorder = self.recorder(key)
+        value: Any = body.get("reward")
+        if not finite_number(value):
             raise Refused(400, f"'reward' must be a finite number, not {value!r}: POST {{\"reward\": 0.5}}")
         try:
             return {"turn": recorder.reward(float(value)), "reward": float(value)}
@@ -217,7 +216,7 @@ class Endpoint:
         prompt_ids = self._prompt_ids(body, chat, recorder)
         budget = self._within_context(prompt_ids, request.max_tokens)
         self._note(request, recorder)
-        request_seed = seed_of(recorder.seed, _content_hash(prompt_ids), recorder.request_index(prompt_ids))
+        request_seed = seed_of(recorder.seed, ids_hash(prompt_ids), recorder.request_index(prompt_ids))
         seeds = [seed_of(request_seed, i) for i in range(request.n)]
         try:
             done = self.batcher.submit([Job(prompt_ids, seed, budget) for seed in seeds]).result()
@@ -309,10 +308,6 @@ class Endpoint:
                 "model": self.model, "choices": choices, "prompt_token_ids": prompt_ids,
                 "usage": {"prompt_tokens": len(prompt_ids), "completion_tokens": completion_tokens,
                           "total_tokens": len(prompt_ids) + completion_tokens}}
-
-
-def _content_hash(ids: list[int]) -> int:
-    return int.from_bytes(hashlib.blake2b(json.dumps(ids).encode(), digest_size=8).digest(), "little")
 
 
 def _handler(endpoint: Endpoint) -> type[BaseHTTPRequestHandler]:

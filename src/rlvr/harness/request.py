@@ -83,12 +83,17 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def finite_number(value: Any) -> bool:
+    """Whether a JSON value is a finite number (not a bool, a string, NaN or an infinity)."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+
+
 def _number(body: dict[str, Any], name: str) -> float | None:
     """The field `name` as a finite number, None when absent, else Refused naming it."""
     value = body.get(name)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not finite_number(value):
         raise Refused(400, f"{name}={value!r}: give a number")
     return float(value)
 

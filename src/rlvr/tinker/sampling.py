@@ -8,8 +8,6 @@ from (the trainer's forward gives the same, within rlvr's measured bound).
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +17,7 @@ import torch
 from rlvr.rollout import SamplingParams
 from rlvr.samplers.local import CopySampler
 from rlvr.samplers.protocol import Job, Sampled
-from rlvr.seeds import seed_of
+from rlvr.seeds import ids_hash, seed_of
 from rlvr.tinker.training import target_logprobs
 from rlvr.tinker.wire import WireError, prompt_tokens, sample_response
 
@@ -35,10 +33,6 @@ class Request:
     params: SamplingParams
     stop: Any
     prompt: list[int] | None
-
-
-def _content_hash(ids: list[int]) -> int:
-    return int.from_bytes(hashlib.blake2b(json.dumps(ids).encode(), digest_size=8).digest(), "little")
 
 
 class Snapshot:
@@ -65,7 +59,7 @@ class Snapshot:
             raise WireError(f"num_samples={n} and sampling_params.max_tokens={budget} must be at least 1")
         seed = settings.get("seed")
         if seed is None:
-            seed = seed_of(int(body.get("seq_id") or 0), _content_hash(tokens))
+            seed = seed_of(int(body.get("seq_id") or 0), ids_hash(tokens))
         top_k = int(settings.get("top_k", -1))
         params = SamplingParams(budget, float(settings.get("temperature", 1.0)), float(settings.get("top_p", 1.0)),
                                 0 if top_k < 0 else top_k)

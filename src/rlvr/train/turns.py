@@ -20,6 +20,7 @@ import torch
 from rlvr.advantages import turn_advantages
 from rlvr.errors import UserError
 from rlvr.records import ScoredRollout
+from rlvr.rewards.batch import turn_returns
 
 
 def turn_batch_advantages(scored: ScoredRollout, eps: float = 1e-4) -> torch.Tensor:
@@ -32,18 +33,15 @@ def turn_batch_advantages(scored: ScoredRollout, eps: float = 1e-4) -> torch.Ten
     of = rollout.trajectory_of_rows
     n = rollout.num_prompts * g
     last = torch.full((n,), -1, dtype=torch.long).scatter_reduce(0, of, rollout.row_turns.amax(-1), "amax")
-    rewards = scored.rewards.reshape(-1).tolist()
+    rewards, earned = scored.rewards.reshape(-1).tolist(), turn_returns(rollout).reshape(-1).tolist()
     width = 1 + max([int(last.max()), *(k for turns in rollout.turn_rewards for k in turns)])
     per_turn = torch.zeros(n, max(width, 1))
     for p in range(rollout.num_prompts):
         members = [t for t in range(p * g, (p + 1) * g) if not math.isnan(rewards[t]) and int(last[t]) >= 0]
         if len(members) < 2:
             continue
-        steps = []
-        for t in members:
-            turns = rollout.turn_rewards[t]
-            # (the outcome at its last trained turn: every token it has is at or before it)
-            steps.append([*turns.items(), (int(last[t]), rewards[t] - sum(turns.values()))])
+        # (the outcome, its reward less its turns', at its last trained turn: every token it has is at or before it)
+        steps = [[*rollout.turn_rewards[t].items(), (int(last[t]), rewards[t] - earned[t])] for t in members]
         per_turn[members] = turn_advantages(steps, per_turn.shape[1], eps=eps)
     turn = rollout.row_turns
     return torch.where(turn >= 0, per_turn[of].gather(1, turn.clamp(min=0)), 0.0)

@@ -10,13 +10,11 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
-import threading
 import time
-from pathlib import Path
 
 from machine import machine_line
 
-from rlvr.tinker.server import make_server
+from rlvr.tinker.server import started
 
 
 def main() -> None:
@@ -29,9 +27,8 @@ def main() -> None:
     import tinker
     from tinker import types
 
-    server = make_server(Path(tempfile.mkdtemp(prefix="rlvr-tinker-bench-")))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    client = tinker.ServiceClient(base_url=f"http://127.0.0.1:{server.server_address[1]}", api_key="tml-local")
+    client = tinker.ServiceClient(base_url=started(tempfile.mkdtemp(prefix="rlvr-tinker-bench-")).url,
+                                  api_key="tml-local")
     seconds = {}
     start = time.perf_counter()
     training = client.create_lora_training_client(base_model=args.model, rank=8).result()

@@ -1,7 +1,6 @@
 """A Tinker server over rlvr on a free port, for the unmodified `tinker` SDK."""
 
 import signal
-import threading
 
 import pytest
 
@@ -24,16 +23,13 @@ def time_limit():
 def served(tmp_path, monkeypatch):
     """(base URL, the server) of an in-process `rlvr serve --tinker`, its checkpoints under tmp_path/root."""
     pytest.importorskip("tinker")
-    from rlvr.tinker.server import make_server
+    from rlvr.tinker.server import started
 
     monkeypatch.setenv("TINKER_TELEMETRY", "0")
-    server = make_server(tmp_path / "root")
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", server
+    server = started(tmp_path / "root")
+    yield server.url, server
     server.shutdown()
-    server.server_close()
-    server.service.worker.shutdown(wait=True)
+    server.close(wait=True)
 
 
 @pytest.fixture

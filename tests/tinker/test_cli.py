@@ -41,3 +41,5 @@ def test_a_service_client_from_python_needs_no_server_started(tmp_path):
     assert tc.get_info().model_data.model_name == "tiny"
     assert tc.save_state("s").result().path == f"tinker://{tc.model_id}/weights/s"
     assert (tmp_path / "runs" / tc.model_id / "weights" / "s" / "state.pt").is_file()
+    assert tc.save_state("s").result().path.endswith("/weights/s")  # (saved again: the new one in its place)
+    assert [p.name for p in (tmp_path / "runs" / tc.model_id / "weights").iterdir()] == ["s"]

@@ -5,12 +5,11 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 
-from rlvr.tinker.server import make_server
+from rlvr.tinker.server import started
 
 ROOT = Path(__file__).resolve().parents[2]
 GSM8K = ROOT.parent / "shared" / "data" / "gsm8k" / "train.jsonl"
@@ -20,12 +19,10 @@ NAME = "meta-llama/Llama-3.2-1B"  # (a base model in the cookbook's table: the r
 @pytest.fixture
 def aliased(tmp_path):
     pytest.importorskip("tinker_cookbook")
-    server = make_server(tmp_path / "root", aliases={NAME: "tiny"})
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server = started(tmp_path / "root", aliases={NAME: "tiny"})
+    yield server.url
     server.shutdown()
-    server.server_close()
-    server.service.worker.shutdown(wait=True)
+    server.close(wait=True)
 
 
 def run_recipe(recipe, url, tmp_path, *extra):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,16 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     service: Service
 
+    @property
+    def url(self) -> str:
+        return f"http://{self.server_address[0]!s}:{self.server_address[1]}"
+
+    def close(self, wait: bool = False) -> None:
+        """The socket closed and the worker told to stop (after serve_forever has returned); `wait`: until the work
+        under way is done."""
+        self.server_close()
+        self.service.worker.shutdown(wait=wait, cancel_futures=True)
+
 
 def make_server(root: Path, host: str = "127.0.0.1", port: int = 0, cache_dir: str = "~/.cache/rlvr",
                 aliases: dict[str, str] | None = None) -> _Server:
@@ -42,14 +53,20 @@ def make_server(root: Path, host: str = "127.0.0.1", port: int = 0, cache_dir: s
 def serve(root: Path, host: str, port: int, cache_dir: str = "~/.cache/rlvr",
           aliases: dict[str, str] | None = None) -> None:
     server = make_server(root, host, port, cache_dir, aliases)
-    url = f"http://{host}:{server.server_address[1]}"
-    print(f"rlvr: Tinker's API on {url} (TINKER_BASE_URL={url} TINKER_API_KEY=tml-local); checkpoints in {root}",
-          file=sys.stderr, flush=True)
+    print(f"rlvr: Tinker's API on {server.url} (TINKER_BASE_URL={server.url} TINKER_API_KEY=tml-local); checkpoints "
+          f"in {root}", file=sys.stderr, flush=True)
     try:
         server.serve_forever()
     finally:
-        server.server_close()
-        server.service.worker.shutdown(wait=False, cancel_futures=True)
+        server.close()
+
+
+def started(root: Path | str, aliases: dict[str, str] | None = None, cache_dir: str = "~/.cache/rlvr") -> _Server:
+    """A server of this process on a free loopback port (`.url`), serving on a daemon thread until `.shutdown()`
+    (then `.close()`)."""
+    server = make_server(Path(root), cache_dir=cache_dir, aliases=aliases)
+    threading.Thread(target=server.serve_forever, name="rlvr-tinker-server", daemon=True).start()
+    return server
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -131,11 +148,8 @@ def service_client(root: Path | str = "runs/tinker", aliases: dict[str, str] | N
     loops from Python with no `rlvr serve` to start. The SDK still speaks HTTP to it; the server lives as long
     as the process."""
     import os
-    import threading
 
     import tinker
 
     os.environ.setdefault("TINKER_TELEMETRY", "0")  # (the SDK's telemetry goes nowhere here)
-    server = make_server(Path(root), cache_dir=cache_dir, aliases=aliases)
-    threading.Thread(target=server.serve_forever, name="rlvr-tinker-server", daemon=True).start()
-    return tinker.ServiceClient(base_url=f"http://127.0.0.1:{server.server_address[1]}", api_key="tml-local")
+    return tinker.ServiceClient(base_url=started(root, aliases, cache_dir).url, api_key="tml-local")

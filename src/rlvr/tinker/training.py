@@ -90,6 +90,17 @@ class TrainedModel:
     def trained(self) -> list[tuple[str, torch.nn.Parameter]]:
         return [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
 
+    def adapters(self) -> dict[str, torch.Tensor]:
+        """A copy of the adapters' weights, by name."""
+        return {n: p.detach().clone() for n, p in self.trained}
+
+    def set_adapters(self, weights: dict[str, torch.Tensor]) -> None:
+        """The adapters' weights set to `weights` (as `adapters` gave them)."""
+        own = dict(self.trained)
+        with torch.no_grad():
+            for name, tensor in weights.items():
+                own[name].copy_(tensor)
+
     def forward(self, work: Pass) -> tuple[list[torch.Tensor], dict[str, float]]:
         """Each datum's target log-probs under `work.loss_fn`'s targets, and its metrics; the loss's gradients
         added to what earlier passes left (the next optim_step applies them all), unless forward-only."""
@@ -135,22 +146,19 @@ class TrainedModel:
         """What samples with the model as it is now: rlvr's sampler on this client's one copy of the network (adapters
         merged into it), which takes these adapters back in when another snapshot sampled last. One copy a
         training client, however many sampling clients an RL loop makes (one a step)."""
-        weights, key = {n: p.detach().clone() for n, p in self.trained}, object()
+        weights, key = self.adapters(), object()
 
         def sampler() -> CopySampler:
             if self._sampler is None:
                 self._sampler = CopySampler(self.model, self.tokenizer, contextlib.nullcontext)
             if self._sampling is not key:
-                own = dict(self.trained)
-                now = {n: p.detach().clone() for n, p in own.items()}
-                with torch.no_grad():
-                    try:
-                        for name, tensor in weights.items():
-                            own[name].copy_(tensor)
+                now = self.adapters()
+                self.set_adapters(weights)
+                try:
+                    with torch.no_grad():
                         self._sampler.load_weights(folded_weights(self.model), 0)
-                    finally:
-                        for name, tensor in now.items():
-                            own[name].copy_(tensor)
+                finally:
+                    self.set_adapters(now)
             self._sampling = key
             return self._sampler
 
@@ -158,25 +166,25 @@ class TrainedModel:
 
     def save(self, folder: Path, optimizer: bool) -> None:
         """The adapters (and the optimizer's state) in `folder`, written whole or not at all."""
-        state = {"base": self.base, "lora": self.lora, "weights": {n: p.detach().clone() for n, p in self.trained},
+        state = {"base": self.base, "lora": self.lora, "weights": self.adapters(),
                  "optimizer": self.optimizer.state_dict() if optimizer and self.optimizer is not None else None}
-        tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
+        tmp, old = (folder.with_name(f".{folder.name}.{kind}-{os.getpid()}") for kind in ("tmp", "old"))
+        for stale in (tmp, old):
+            shutil.rmtree(stale, ignore_errors=True)
         tmp.mkdir(parents=True)
         torch.save(state, tmp / "state.pt")
         (tmp / "meta.json").write_text(json.dumps({"base": self.base, "lora": self.lora}))
-        shutil.rmtree(folder, ignore_errors=True)
-        tmp.rename(folder)
+        if folder.exists():  # (a name saved again: the earlier save stays whole until the new one is in place)
+            os.replace(folder, old)
+        os.replace(tmp, folder)
+        shutil.rmtree(old, ignore_errors=True)
 
     def load(self, folder: Path, optimizer: bool) -> None:
         """The adapters (and, when `optimizer`, the optimizer's state) a `save` wrote."""
         state = torch.load(folder / "state.pt", weights_only=False)
-        own = dict(self.trained)
-        if set(state["weights"]) != set(own):
+        if set(state["weights"]) != {n for n, _ in self.trained}:
             raise WireError(f"{folder.name} holds adapters of another shape than this model's (rank {self.rank})")
-        with torch.no_grad():
-            for name, tensor in state["weights"].items():
-                own[name].copy_(tensor)
+        self.set_adapters(state["weights"])
         for _, p in self.trained:
             p.grad = None
         if optimizer:

@@ -193,3 +193,31 @@ def test_a_signal_repeated_at_once_is_the_same_request(monkeypatch):
     monkeypatch.setattr(rlvr.cli, "_stopping_since", rlvr.cli._stopping_since - rlvr.cli.REPEAT_S)
     with pytest.raises(KeyboardInterrupt):
         rlvr.cli._terminate(signal.SIGTERM, None)
+
+
+def test_a_signal_after_the_command_ended_lets_it_say_its_end(monkeypatch, capsys):
+    """torchrun sends SIGTERM to the other ranks as one fails: a rank saying its own error then (or restoring
+    its handlers) ends with its code and its one line, not a KeyboardInterrupt traceback."""
+    import argparse
+    import os
+    import signal
+
+    import rlvr.cli
+    from rlvr.errors import UserError
+
+    def fails(args):
+        raise UserError("broken on purpose")
+
+    class SignalledStream:
+        def write(self, text):
+            os.kill(os.getpid(), signal.SIGTERM)
+            return len(text)
+
+        def flush(self):
+            pass
+
+    monkeypatch.setattr(rlvr.cli, "_stopping_since", float("-inf"))
+    monkeypatch.setattr(rlvr.cli, "COMMANDS", {"x": (None, fails)})
+    monkeypatch.setattr(sys, "stderr", SignalledStream())
+    assert rlvr.cli._run(argparse.Namespace(command="x")) == 2
+    assert signal.getsignal(signal.SIGTERM) is not rlvr.cli._terminate

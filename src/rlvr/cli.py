@@ -81,6 +81,7 @@ PARALLEL_COMMANDS = ("train", "eval", "rm", "sample", "sft")  # the commands tha
 
 
 _stopping_since = -math.inf  # when the first Ctrl-C or SIGTERM arrived (time.monotonic)
+_command_ended = False  # the command has returned or raised: a signal now is let pass (see _run)
 
 
 def _terminate(signum: int, frame: object) -> None:
@@ -92,7 +93,7 @@ def _terminate(signum: int, frame: object) -> None:
     would land in the first one's cleanup, a traceback."""
     global _stopping_since
     now = time.monotonic()
-    if now - _stopping_since < REPEAT_S:
+    if _command_ended or now - _stopping_since < REPEAT_S:
         return
     _stopping_since = now
     call = deadline.running()
@@ -174,29 +175,40 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    """The command, its user errors and interruptions said in one line, with its exit code."""
+    """The command, its user errors and interruptions said in one line, with its exit code. A signal that
+    arrives once the command has ended (torchrun's SIGTERM to the other ranks as one fails) is let pass: raised
+    in the saying or the cleanup, it would be a traceback."""
+    global _command_ended
+    _command_ended = False
     previous = {signum: signal.signal(signum, _terminate) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         code = COMMANDS[args.command][1](args)
         _leave_process_group()
-        return code
-    except UserError as e:
-        rank = rank_of_many()
-        print(f"rlvr: error{'' if rank is None else f' (rank {rank})'}: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("rlvr: interrupted", file=sys.stderr)
-        return 130
-    except Exception as e:
-        reason = _collective_failed(e)
-        if reason is None:
-            raise
-        print(f"rlvr: error (rank {rank_of_many()}): {reason}", file=sys.stderr)
-        return 1
+    except BaseException as e:
+        _command_ended = True
+        return _said(e)
     finally:
+        _command_ended = True
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+    return code
 
+
+def _said(error: BaseException) -> int:
+    """How a command that raised ends: a user's error, an interruption or a failed collective in one line and
+    its exit code; anything else raised again (a bug: its traceback)."""
+    if isinstance(error, UserError):
+        rank = rank_of_many()
+        print(f"rlvr: error{'' if rank is None else f' (rank {rank})'}: {error}", file=sys.stderr)
+        return 2
+    if isinstance(error, KeyboardInterrupt):
+        print("rlvr: interrupted", file=sys.stderr)
+        return 130
+    reason = _collective_failed(error) if isinstance(error, Exception) else None
+    if reason is None:
+        raise error
+    print(f"rlvr: error (rank {rank_of_many()}): {reason}", file=sys.stderr)
+    return 1
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -44,8 +44,9 @@ def test_the_cookbooks_sl_loop_trains_and_saves(aliased, tmp_path):
     assert [s["name"] for s in saved] == ["000002", "final"] and saved[-1]["sampler_path"].startswith("tinker://")
 
 
-def test_the_cookbooks_rl_loop_samples_scores_and_saves(aliased, tmp_path):
+@pytest.mark.parametrize("loss_fn", ["importance_sampling", "gspo"])
+def test_the_cookbooks_rl_loop_samples_scores_and_saves(aliased, tmp_path, loss_fn):
     metrics = run_recipe("rl", aliased, tmp_path, "batch_size=2", "group_size=3", "max_tokens=16",
-                         "loss_fn=importance_sampling", "max_steps=2", "save_every=0")
+                         f"loss_fn={loss_fn}", "max_steps=2", "save_every=0")
     assert len(metrics) == 2 and all("reward/total" in m for m in metrics)
     assert (tmp_path / "rl" / "checkpoints.jsonl").read_text().count("final") >= 1

@@ -55,7 +55,8 @@ def test_a_supervised_step_learns_what_it_is_shown(client, served):
 
 @pytest.mark.parametrize("loss_fn, policy_loss, config", [
     ("importance_sampling", "clip", {}), ("ppo", "clip", {"clip_low_threshold": 0.9, "clip_high_threshold": 1.28}),
-    ("cispo", "cispo", {"clip_low_threshold": 0.9, "clip_high_threshold": 1.28}), ("ppo", "clip", {})])
+    ("cispo", "cispo", {"clip_low_threshold": 0.9, "clip_high_threshold": 1.28}), ("ppo", "clip", {}),
+    ("gspo", "gspo", {"clip_low_threshold": 0.9, "clip_high_threshold": 1.28}), ("gspo", "gspo", {})])
 @pytest.mark.parametrize("micro_tokens", [2048, 6])  # (6: each datum a forward pass of its own)
 def test_a_policy_loss_is_the_gradient_of_rlvrs_own_objective(client, served, loss_fn, policy_loss, config,
                                                                micro_tokens, monkeypatch):
@@ -71,11 +72,15 @@ def test_a_policy_loss_is_the_gradient_of_rlvrs_own_objective(client, served, lo
             p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())) * 0.05)
     twin = copy.deepcopy(model.model)
     advantages, k = [1.5, -0.7], len(PROMPT) - 1
+    # GSPO's ratio is one per sequence: the second's about e^-0.17 = 0.85, clipped at 0.9, not at 0.8
+    scale, shifts = (0.05, [0.0, 0.12]) if loss_fn == "gspo" else (0.4, [0.0, 0.0])
     noise = torch.Generator().manual_seed(3)
     with torch.no_grad():
         sampled = [target_logprobs(model.model, [[*PROMPT, *c][:-1]], [[*PROMPT, *c][1:]])[0]
-                   + 0.4 * torch.randn(len(PROMPT) + len(c) - 1, generator=noise) for c in COMPLETIONS]
-    data = [datum([*PROMPT, *c], logprobs=q.tolist(), advantages=[0.0] * k + [a] * len(c))
+                   + scale * torch.randn(len(PROMPT) + len(c) - 1, generator=noise) + shift
+                   for c, shift in zip(COMPLETIONS, shifts)]
+    ratio_mask = {"sequence_ratio_mask": [0] * k + [1] * 3} if loss_fn == "gspo" else {}  # (GSPO: over the completion)
+    data = [datum([*PROMPT, *c], logprobs=q.tolist(), advantages=[0.0] * k + [a] * len(c), **ratio_mask)
             for c, q, a in zip(COMPLETIONS, sampled, advantages)]
     tc.forward_backward(data, loss_fn=loss_fn, loss_fn_config=config or None).result()
     server_grads = {n: p.grad.clone() for n, p in model.trained}
@@ -184,8 +189,11 @@ def test_what_the_server_cannot_serve_is_one_line_naming_it(client, served):
     with pytest.raises(tinker.APIStatusError, match="create_model needs base_model: a model rlvr loads"):
         client.create_lora_training_client(base_model="", rank=4).result()
     tc = client.create_lora_training_client(base_model="tiny", rank=4).result()
-    with pytest.raises(tinker.RequestFailedError, match="loss_fn 'gspo' is not served: choose from cross_entropy"):
-        tc.forward_backward([datum(PROMPT, weights=[1, 1, 1])], loss_fn="gspo").result()
+    with pytest.raises(tinker.RequestFailedError, match="loss_fn 'stable_reinforce' is not served: choose from"):
+        tc.forward_backward([datum(PROMPT, weights=[1, 1, 1])], loss_fn="stable_reinforce").result()
+    unmarked = datum(PROMPT, logprobs=[0, 0, 0], advantages=[1, 1, 1], sequence_ratio_mask=[0, 0, 0])
+    with pytest.raises(tinker.RequestFailedError, match="sequence_ratio_mask marks: it marks none"):
+        tc.forward_backward([unmarked], loss_fn="gspo").result()
     with pytest.raises(tinker.RequestFailedError, match="needs loss_fn_inputs target_tokens, logprobs, advantages"):
         tc.forward_backward([datum(PROMPT, weights=[1, 1, 1])], loss_fn="ppo").result()
     with pytest.raises(tinker.RequestFailedError, match="outside the model's vocabulary"):

@@ -187,6 +187,7 @@ def test_a_signal_repeated_at_once_is_the_same_request(monkeypatch):
     import rlvr.cli
 
     monkeypatch.setattr(rlvr.cli, "_stopping_since", float("-inf"))
+    monkeypatch.setattr(rlvr.cli, "_command_ended", False)  # (as while a command runs)
     with pytest.raises(KeyboardInterrupt):
         rlvr.cli._terminate(signal.SIGTERM, None)
     rlvr.cli._terminate(signal.SIGTERM, None)  # (returns: the same request)

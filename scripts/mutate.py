@@ -38,6 +38,7 @@ MODULES: dict[str, list[str]] = {
     "kl": ["tests/test_kl.py", "tests/objectives/test_exact_expectation.py"],
     "correction": ["tests/test_correction.py", "tests/objectives/test_token_weights.py"],
     "seeds": ["tests/test_seeds.py"],
+    "advantages": ["tests/test_advantages.py"],
 }
 
 

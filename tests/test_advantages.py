@@ -6,7 +6,17 @@ import random
 import pytest
 import torch
 
-from rlvr.advantages import group_advantages, group_baseline, process_advantages, reward_std, zero_variance_groups
+from rlvr.advantages import (
+    batch_normalised,
+    decoupled_sum,
+    group_advantages,
+    group_baseline,
+    process_advantages,
+    reward_moments,
+    reward_std,
+    std_from_moments,
+    zero_variance_groups,
+)
 
 
 def test_the_explorer_group_worked_example():
@@ -116,10 +126,12 @@ def test_vectorised_matches_slow_loop_reference():
 
 
 def test_bad_inputs_raise():
-    with pytest.raises(ValueError):
-        group_advantages(torch.zeros(8))
-    with pytest.raises(ValueError):
-        group_advantages(torch.zeros(2, 4), scale="whatever")
+    for shape in ((8,), (2, 4, 2)):
+        with pytest.raises(ValueError, match="rewards must be"):
+            group_advantages(torch.zeros(shape))
+    for scale in ("whatever", "bogus"):  # (names after and before "none")
+        with pytest.raises(ValueError, match="unknown advantage scale"):
+            group_advantages(torch.tensor([[1.0, 0.0]]), scale=scale)
     with pytest.raises(ValueError):
         group_baseline(torch.zeros(2, 1), "leave_one_out")
 
@@ -155,6 +167,9 @@ def test_process_advantages_reject_bad_step_positions():
         process_advantages([[1.0, 2.0]], [[6, 5]], 10)
     with pytest.raises(ValueError, match="within 1..10"):
         process_advantages([[1.0]], [[11]], 10)
+    for outside in (0, -1):
+        with pytest.raises(ValueError, match="within 1..10"):
+            process_advantages([[1.0]], [[outside]], 10)
     # two steps ending in the same token: both rewards reach the tokens up to it
     shared = process_advantages([[1.0, 2.0]], [[5, 5]], 6, normalise=False)[0]
     assert shared.tolist() == [3.0] * 5 + [0.0]
@@ -185,3 +200,82 @@ def test_batch_std_is_over_the_scored_rewards_only():
     sigma = torch.tensor([1.0, 0.0, 1.0, 1.0, 0.0]).std(correction=0).item()
     assert adv[0].tolist() == pytest.approx([0.5 / sigma, 0.0, -0.5 / sigma])
     assert zero_variance_groups(torch.tensor([[math.nan, math.nan], [1.0, math.nan]])).tolist() == [True, True]
+
+
+def test_a_group_with_an_unscored_completion_is_uniform_when_its_scored_ones_agree():
+    nan = float("nan")
+    uniform = zero_variance_groups(torch.tensor([[1.0, 1.0, nan], [-1.0, nan, -1.0], [nan, 0.0, 1.0], [nan, nan, 1.0],
+                                                 [nan, nan, nan]]))
+    assert uniform.tolist() == [True, True, False, True, True]
+
+
+def test_leave_one_out_of_two_is_the_other_reward():
+    assert group_baseline(torch.tensor([[1.0, 0.0]]), "leave_one_out").tolist() == [[0.0, 1.0]]
+
+
+@pytest.mark.parametrize("estimator", ["population", "unbiased"])
+def test_the_std_from_moments_is_the_std_of_the_rewards(estimator):
+    """What ranks holding parts of a batch compute from their summed moments is the whole batch's std."""
+    r = torch.tensor([[1.0, 0.0, 0.5], [0.25, float("nan"), 2.0]], dtype=torch.float64)
+    want = float(reward_std(r[~r.isnan()].reshape(1, -1), estimator)[0, 0])
+    assert std_from_moments(*reward_moments(r), estimator) == pytest.approx(want, rel=1e-12)
+    assert math.isnan(std_from_moments(0.0, 0.0, 0.0, estimator))  # (no reward: no std)
+    one = std_from_moments(2.0, 4.0, 1.0, estimator)  # (one reward: 0 spread, or no unbiased estimate)
+    assert math.isnan(one) if estimator == "unbiased" else one == 0.0
+
+
+def test_batch_normalised_is_over_the_kept_entries():
+    values = torch.tensor([[2.0, 4.0], [9.0, 7.0]], dtype=torch.float64)
+    keep = torch.tensor([[True, True], [False, True]])
+    kept = torch.tensor([2.0, 4.0, 7.0], dtype=torch.float64)  # (a mean of 13/3: not a whole number)
+    want = (kept - kept.mean()) / kept.std(correction=0)
+    got = batch_normalised(values, keep, eps=0.0)
+    assert got[keep].tolist() == pytest.approx(want.tolist(), rel=1e-12) and got[1, 0] == 0.0
+    assert batch_normalised(values, torch.zeros_like(keep)).tolist() == [[0.0, 0.0], [0.0, 0.0]]  # (none kept)
+
+
+def test_reinforce_plus_plus_normalises_the_centred_rewards_over_the_batch():
+    """scale batch_norm (REINFORCE++): each reward less its group's mean, then (x − mean) / (std + ε) over the
+    batch's completions; a group whose rewards agree keeps 0 (it still counts in the batch's statistics)."""
+    r = torch.tensor([[1.0, 0.0, 0.0], [2.0, 2.0, 2.0], [0.5, 1.0, 3.0]], dtype=torch.float64)
+    centred = r - r.mean(-1, keepdim=True)
+    want = (centred - centred.mean()) / (centred.std(correction=0) + 0.25)
+    want[1] = 0.0
+    got = group_advantages(r, scale="batch_norm", eps=0.25)
+    assert got.tolist() == [pytest.approx(row, rel=1e-12) for row in want.tolist()]
+
+
+def test_the_batch_std_is_added_to_epsilon():
+    r = torch.tensor([[1.0, 0.0], [0.5, 0.25]], dtype=torch.float64)
+    want = (r - r.mean(-1, keepdim=True)) / (r.std(correction=0) + 0.5)
+    torch.testing.assert_close(group_advantages(r, scale="batch_std", eps=0.5), want)
+
+
+def test_a_reward_component_without_a_weight_weighs_one():
+    parts = {"right": torch.tensor([[1.0, 0.0, 0.0]]), "short": torch.tensor([[0.0, 1.0, 1.0]])}
+    torch.testing.assert_close(decoupled_sum(parts, {"right": 2.0}, eps=0.0),
+                               decoupled_sum(parts, {"right": 2.0, "short": 1.0}, eps=0.0))
+
+
+def test_settings_read_from_a_file_are_compared_by_value():
+    """A config's strings are built at run time (YAML, the command line), not the literals of the code: the
+    settings compare by value (a mutant comparing by identity fails here)."""
+    def built(text: str) -> str:
+        return "".join(list(text))  # (an equal string that is not the interned literal)
+
+    nan = float("nan")
+    r = torch.tensor([[1.0, 0.0, 0.5], [0.0, 1.0, nan]])
+    for rewards in (r, r[:1]):  # (with an unscored completion, and without)
+        for scale in ("batch_std", "group_std", "none", "batch_norm"):
+            assert built(scale) is not scale
+            torch.testing.assert_close(group_advantages(rewards, scale=built(scale)),
+                                       group_advantages(rewards, scale=scale))
+    for baseline in ("group_mean", "leave_one_out"):
+        torch.testing.assert_close(group_advantages(r, baseline=built(baseline)),
+                                   group_advantages(r, baseline=baseline))
+    for estimator in ("population", "unbiased"):
+        moments = reward_moments(r)
+        assert std_from_moments(*moments, built(estimator)) == std_from_moments(*moments, estimator)
+        torch.testing.assert_close(reward_std(r[:1], built(estimator)), reward_std(r[:1], estimator))
+    with pytest.raises(ValueError, match="unknown std estimator"):
+        std_from_moments(*reward_moments(r), "sample")

@@ -66,9 +66,18 @@ def reward_std(rewards: torch.Tensor, estimator: StdEstimator = "population") ->
     population: σ = sqrt(1/G Σ (r − μ)²), the usual reading of DeepSeekMath's std(r) (§4.1.2);
     unbiased: the 1/(G − 1) estimator (what `torch.std` and TRL use by default).
     """
+    return rewards.std(dim=-1, keepdim=True, correction=bessel(estimator))
+
+
+def bessel(estimator: StdEstimator) -> int:
+    """The estimator's correction to the count it divides by: 0 for the population std, 1 for the unbiased one.
+
+    >>> bessel("population"), bessel("unbiased")
+    (0, 1)
+    """
     if estimator not in STD_ESTIMATORS:
         raise ValueError(f"unknown std estimator {estimator!r}; choose from {STD_ESTIMATORS}")
-    return rewards.std(dim=-1, keepdim=True, correction=0 if estimator == "population" else 1)
+    return {"population": 0, "unbiased": 1}[estimator]
 
 
 def reward_moments(rewards: torch.Tensor) -> tuple[float, float, float]:
@@ -88,10 +97,11 @@ def std_from_moments(total: float, total_sq: float, count: float, estimator: Std
     >>> round(std_from_moments(*reward_moments(r)), 6) == round(float(reward_std(r)[0, 0]), 6)
     True
     """
-    if count < 1 or (estimator == "unbiased" and count < 2):
+    correction = bessel(estimator)
+    if count < 1 + correction:  # (no reward; or one, and no unbiased estimate from it)
         return float("nan")
     variance = max(0.0, total_sq / count - (total / count) ** 2)
-    return math.sqrt(variance * count / (count - 1) if estimator == "unbiased" else variance)
+    return math.sqrt(variance * count / (count - correction))
 
 
 def group_advantages(
@@ -197,7 +207,7 @@ def process_advantages(
     return advantages
 
 
-def turn_advantages(steps: list[list[tuple[int, float]]], num_turns: int, *, eps: float = 1e-4) -> torch.Tensor:
+def turn_advantages(steps: list[list[tuple[int, float]]], num_turns: int, *, eps: float) -> torch.Tensor:
     """Per-turn advantages of one group's multi-turn trajectories: process supervision (DeepSeekMath §4.1.3)
     with turns for steps. Trajectory i was given reward r at turn k for each (k, r) in `steps[i]` (the rewards its
     turns earned, and its outcome at its last turn); the rewards of the whole group are normalised together,
@@ -251,7 +261,7 @@ def batch_normalised(values: torch.Tensor, keep: torch.Tensor, eps: float = 1e-4
 
 def decoupled_sum(components: dict[str, torch.Tensor], weights: dict[str, float], *,
                   baseline: Baseline = "group_mean", std_estimator: StdEstimator = "population",
-                  eps: float = 1e-4) -> torch.Tensor:
+                  eps: float) -> torch.Tensor:
     """GDPO (Liu et al. 2026, "Group reward-Decoupled Normalization"): Σ_k w_k (r_k − μ_k)/(σ_k + ε), each
     reward normalised within its group over the completions it scored (NaN: it did not apply: 0 there),
     before the weighted sum; `batch_normalised` then normalises the sum over the batch. Summed first, as

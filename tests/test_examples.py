@@ -28,7 +28,7 @@ def test_every_example_is_tested():
                                          "custom_environment", "evaluate_your_verifier", "ported_from_trl",
                                          "reasoning_gym_task", "agent_harness", "verifiers_environment",
                                          "openenv_environment", "feedback_agent", "cold_start_then_rl",
-                                         "anthropic_agent", "mcp_tools", "openai_agents_sdk"]))
+                                         "anthropic_agent", "mcp_tools", "openai_agents_sdk", "tinker_sdk"]))
 def test_the_example_runs(name, tmp_path):
     out = tmp_path / "out"
     done = run(name, out)
@@ -143,7 +143,18 @@ def check_mcp(out, printed):
     assert all(m["env/turns"] >= 1 for m in metrics)
 
 
-CHECKS = {"cold_start_then_rl": check_cold_start, "anthropic_agent": check_anthropic, "mcp_tools": check_mcp,
+def check_tinker(out, printed):
+    """The SDK's loop ran its steps, and its checkpoint is under the server's folder, read back whole."""
+    lines = printed.splitlines()
+    assert lines[0].startswith("supervised step: loss ")
+    assert [x.split(":")[0] for x in lines[1:3]] == ["step 1", "step 2"]
+    path = lines[3].split()[1].rstrip(";")
+    model, kind, name = path.removeprefix("tinker://").split("/")
+    assert (kind, name) == ("weights", "final") and (out / model / kind / name).is_dir(), path
+
+
+CHECKS = {"cold_start_then_rl": check_cold_start, "tinker_sdk": check_tinker,
+          "anthropic_agent": check_anthropic, "mcp_tools": check_mcp,
           "openai_agents_sdk": check_openai_agents,
           "your_reward_and_data": check_your_reward,
           "dataset_in_memory": check_dataset,

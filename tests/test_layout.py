@@ -125,6 +125,18 @@ def test_imports_point_down_the_layers():
     assert not wrong, "\n".join(wrong)
 
 
+AGENT_CODE = ("rlvr.harness", "rlvr.adapters", "rlvr.envs")  # agents, adapters, environments and their driving
+
+
+def test_the_run_core_imports_no_agent_code():
+    """rlvr.run (the policy handle, ranks, checkpoints, the rank's sampler) knows token ids and engines; the agents
+    and environments that run over an engine are wrapped around it by the commands above (rlvr.harness.over_agent)."""
+    wrong = [f"{source} imports {target} at line {line}" for source, targets in graph().items()
+             if top_package(source) == "rlvr.run" for target, line in targets.items()
+             if any(target == a or target.startswith(a + ".") for a in AGENT_CODE)]
+    assert not wrong, "\n".join(wrong)
+
+
 def test_no_module_cycles():
     found = cycles({source: set(targets) for source, targets in graph().items()})
     assert not found, "\n".join(" <-> ".join(c) for c in found)

@@ -24,6 +24,7 @@ from rlvr.config import EvalConfig, ProblemsConfig
 from rlvr.console import progress as progress_bar
 from rlvr.data import find_task, render_prompt, with_few_shot
 from rlvr.data.lengths import budget_words, prompt_limit, refuse_too_long
+from rlvr.envs.loading import load_agent
 from rlvr.errors import UserError
 from rlvr.evaluate.benchmarks import Benchmark, describe, load_benchmark
 from rlvr.evaluate.judge import judged_by
@@ -32,6 +33,7 @@ from rlvr.evaluate.report import write_report
 from rlvr.evaluate.sampling import Plan, Scorer, sample_problems
 from rlvr.evaluate.store import EvalStore
 from rlvr.evaluate.summary import summarise
+from rlvr.harness.sampler import over_agent
 from rlvr.models import load_configured
 from rlvr.models.devices import autocast, compute_dtype, precision, resolve_device
 from rlvr.rollout import SamplingParams
@@ -183,9 +185,12 @@ def _sample_missing(config: EvalConfig, benchmark: Benchmark, settings: dict[str
     def weights() -> Any:
         return iter(model.state_dict().items())
 
-    sampler = rank_sampler(config.generation, world, model=model, decoding=decoding, weights=weights,
-                           tokenizer=tokenizer, device=device, dtype=dtype, add_special_tokens=specials,
-                           environment=config.environment, seed=config.seed)
+    env = config.environment
+    agent = load_agent(env.name, env.params) if env.name else None
+    engine = rank_sampler(config.generation, world, model=model, decoding=decoding, weights=weights,
+                          tokenizer=tokenizer, device=device, dtype=dtype, add_special_tokens=specials,
+                          environment=None if agent else env, seed=config.seed)
+    sampler = over_agent(engine, agent, env, tokenizer, model)
     if world.is_main:  # (once the problems have passed their checks: a mistake is one line)
         print(f"rlvr: precision {precision(config.model.dtype, device)[1]}", file=sys.stderr)
     try:

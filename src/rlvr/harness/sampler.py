@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from rlvr.config import EnvironmentConfig
+from rlvr.data.lengths import context_length
 from rlvr.errors import UserError
 from rlvr.harness.group import Agent
 from rlvr.harness.rollout import sample_harness
@@ -24,6 +25,15 @@ from rlvr.records import Rollout
 from rlvr.rewards.batch import completion_token_ids
 from rlvr.rollout import SamplingParams
 from rlvr.samplers.protocol import GroupDone, Job, Sampled, Sampler, SampleRequest
+
+
+def over_agent(engine: Sampler, agent: Callable[..., Any] | Agent | None, environment: EnvironmentConfig,
+               tokenizer: Any, model: Any) -> Sampler:
+    """`engine` itself where no agent runs the rollouts; else the sampler that runs `agent` (the one
+    `environment` names: rlvr.envs.load_agent) over it, its prompts held to `model`'s context."""
+    if agent is None:
+        return engine
+    return HarnessSampler(engine, tokenizer, agent, environment, context_length(model))
 
 
 class HarnessSampler:

@@ -10,33 +10,16 @@ from typing import Any
 
 import torch
 
-from rlvr.config import EnvironmentConfig, GenerationConfig
-from rlvr.data.lengths import context_length
-from rlvr.harness.sampler import HarnessSampler
+from rlvr.config import GenerationConfig
 from rlvr.run.world import World, barrier, gather_across
 from rlvr.samplers import Sampler
 from rlvr.samplers.build import build_sampler, give_weights
 
 
 def rank_sampler(generation: GenerationConfig, world: World, **kwargs: Any) -> Sampler:
-    """build_sampler's sampler for this rank of `world` (kwargs: build_sampler's); where the environment names an
-    agent (an agent function, a verifiers environment: rlvr.harness), the sampler that runs it over that one."""
-    environment: EnvironmentConfig | None = kwargs.get("environment")
-    agent = agent_of(environment)
-    if environment is None or agent is None:
-        return _rank_sampler(generation, world, **kwargs)
-    inner = _rank_sampler(generation, world, **{**kwargs, "environment": None, "make_env": None})
-    return HarnessSampler(inner, kwargs["tokenizer"], agent, environment, context_length(kwargs["model"]))
-
-
-def agent_of(environment: EnvironmentConfig | None) -> Any:
-    """The agent `environment` names (an agent function, a verifiers environment: rlvr.harness), or None."""
-    from rlvr.envs.loading import load_agent
-
-    return load_agent(environment.name, environment.params) if environment is not None and environment.name else None
-
-
-def _rank_sampler(generation: GenerationConfig, world: World, **kwargs: Any) -> Sampler:
+    """build_sampler's engine for this rank of `world` (kwargs: build_sampler's). An agent that runs its own loop
+    (rlvr.harness) runs over it: the caller wraps it (rlvr.harness.sampler.over_agent); the run core knows no
+    agents."""
     if generation.backend != "vllm" or generation.vllm.mode != "server" or world.size == 1:
         return build_sampler(generation, ranks=world.size, **kwargs)
     sampler = build_sampler(generation, ranks=world.size, **kwargs) if world.is_main else None

@@ -21,11 +21,13 @@ from typing import Any
 from rlvr.config import TrainConfig
 from rlvr.config.choices import Backend
 from rlvr.envs import load_environment
+from rlvr.envs.loading import load_agent
+from rlvr.harness.sampler import over_agent
 from rlvr.records import Rollout, ScoredRollout
 from rlvr.rewards.batch import score_rollout
 from rlvr.rollout import SamplingParams
 from rlvr.run.policy import Policy
-from rlvr.run.samplers import agent_of, push_weights, rank_sampler
+from rlvr.run.samplers import push_weights, rank_sampler
 from rlvr.run.world import World, any_across, gather_across, shard
 from rlvr.samplers import Sampler, SampleRequest
 from rlvr.seeds import seeds_for
@@ -48,7 +50,7 @@ class RolloutSource:
         self.prompts = stream(len(parts.train), s.batch_size // s.group_size, config.seed)
         # multi-turn rollouts: each sample a conversation with the environment (rlvr.envs)
         # (an agent instead runs its own loop: the sampler is built to run it, rlvr.harness)
-        self.agent = agent_of(env)
+        self.agent = load_agent(env.name, env.params) if env.name else None
         self.make_env = load_environment(env.name, **env.params) if env.name and self.agent is None else None
         self.version = 0  # the policy's weights version this source was last told of (`updated`)
         self.sampler = self.build_sampler(config.generation.backend)
@@ -56,10 +58,11 @@ class RolloutSource:
     def build_sampler(self, backend: Backend) -> Sampler:
         """rlvr's own engine on the policy's weights, or vLLM (rlvr.samplers), for this rank."""
         p, c = self.parts, self.config
-        return rank_sampler(dataclasses.replace(c.generation, backend=backend), self.world, model=p.policy,
-                            decoding=self.policy.decoding, weights=self.policy.named_weights, tokenizer=p.tokenizer,
-                            device=p.device, dtype=p.dtype, add_special_tokens=p.add_special_tokens,
-                            environment=c.environment, make_env=self.make_env, seed=c.seed)
+        engine = rank_sampler(dataclasses.replace(c.generation, backend=backend), self.world, model=p.policy,
+                              decoding=self.policy.decoding, weights=self.policy.named_weights, tokenizer=p.tokenizer,
+                              device=p.device, dtype=p.dtype, add_special_tokens=p.add_special_tokens,
+                              environment=None if self.agent else c.environment, make_env=self.make_env, seed=c.seed)
+        return over_agent(engine, self.agent, c.environment, p.tokenizer, p.policy)
 
     # ── what the trainer asks ────────────────────────────────────────────────────────────────
     def take(self, batch: int) -> Taken:

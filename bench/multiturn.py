@@ -35,7 +35,7 @@ from rlvr.train.trainer import Trainer
 def turn_synchronous(model, tokenizer, trajectories, envs, params, *, max_turns, max_tokens, stop_ids, seeds,
                      timeout_s=None, reply_to_cut=False):
     """The engine rlvr had before: one batched `generate` per turn over whole transcripts (turn k of
-    conversation i drawn from the seed of (its completion seed, k), as rlvr.samplers.vllm_conversations does)."""
+    conversation i drawn from the seed of (its completion seed, k), as rlvr.envs.turn_by_turn does)."""
     fmt = TurnFormat.of(tokenizer)
     pool = DaemonPool(max(1, min(16, len(trajectories))))
     try:

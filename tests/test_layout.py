@@ -128,12 +128,26 @@ def test_imports_point_down_the_layers():
 AGENT_CODE = ("rlvr.harness", "rlvr.adapters", "rlvr.envs")  # agents, adapters, environments and their driving
 
 
+def agent_imports(package: str) -> list[str]:
+    """Every import of agent, adapter or environment code by a module of `package`, as 'source imports target at
+    line n', read from the AST (lazy imports inside functions included)."""
+    return [f"{source} imports {target} at line {line}" for source, targets in graph().items()
+            if top_package(source) == package for target, line in targets.items()
+            if any(target == a or target.startswith(a + ".") for a in AGENT_CODE)]
+
+
 def test_the_run_core_imports_no_agent_code():
     """rlvr.run (the policy handle, ranks, checkpoints, the rank's sampler) knows token ids and engines; the agents
-    and environments that run over an engine are wrapped around it by the commands above (rlvr.harness.over_agent)."""
-    wrong = [f"{source} imports {target} at line {line}" for source, targets in graph().items()
-             if top_package(source) == "rlvr.run" for target, line in targets.items()
-             if any(target == a or target.startswith(a + ".") for a in AGENT_CODE)]
+    and environments that run over an engine are wrapped around it by the commands above
+    (rlvr.harness.sampler.over_episodes)."""
+    wrong = agent_imports("rlvr.run")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_engines_import_no_environment_or_agent_code():
+    """The engines (rlvr.samplers) know token ids only: sample, complete, weight pushes. Conversations with an
+    environment (rlvr.envs.driven) and agents' runs (rlvr.harness) are driven over any of them."""
+    wrong = agent_imports("rlvr.samplers")
     assert not wrong, "\n".join(wrong)
 
 

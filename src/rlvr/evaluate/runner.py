@@ -33,7 +33,7 @@ from rlvr.evaluate.report import write_report
 from rlvr.evaluate.sampling import Plan, Scorer, sample_problems
 from rlvr.evaluate.store import EvalStore
 from rlvr.evaluate.summary import summarise
-from rlvr.harness.sampler import over_agent
+from rlvr.harness.sampler import over_episodes
 from rlvr.models import load_configured
 from rlvr.models.devices import autocast, compute_dtype, precision, resolve_device
 from rlvr.rollout import SamplingParams
@@ -189,8 +189,8 @@ def _sample_missing(config: EvalConfig, benchmark: Benchmark, settings: dict[str
     agent = load_agent(env.name, env.params) if env.name else None
     engine = rank_sampler(config.generation, world, model=model, decoding=decoding, weights=weights,
                           tokenizer=tokenizer, device=device, dtype=dtype, add_special_tokens=specials,
-                          environment=None if agent else env, seed=config.seed)
-    sampler = over_agent(engine, agent, env, tokenizer, model)
+                          seed=config.seed)
+    sampler = over_episodes(engine, env, tokenizer, model, agent)
     if world.is_main:  # (once the problems have passed their checks: a mistake is one line)
         print(f"rlvr: precision {precision(config.model.dtype, device)[1]}", file=sys.stderr)
     try:

@@ -5,7 +5,8 @@ policy through `Endpoint`, one base URL per rollout; every completion it is serv
 whose exact prompt ids, sampled ids and log-probs the rollout's `Recorder` keeps, so that training uses the
 tokens that were sampled and never a re-rendering of the conversation.
 
-    sampler.py    the run's sampler running an agent (`environment.name: file.py:fn`): what training samples
+    sampler.py    the run's engine running an agent (`environment.name: file.py:fn`): what training samples;
+                  over_episodes: the engine, an environment's conversations over it, or an agent's runs
     rollout.py    a step's runs as one Rollout record: their turns as rows (several to a rewritten trajectory)
     group.py      G runs of an agent function `fn(link, row)`, each a rollout of its own, under a deadline
     endpoint.py   the loopback HTTP server: /r/<key>/v1/chat/completions, /completions, /models

@@ -18,53 +18,41 @@ from typing import Any
 
 from rlvr.config import EnvironmentConfig
 from rlvr.data.lengths import context_length
+from rlvr.envs.driven import EnvironmentSampler
 from rlvr.errors import UserError
 from rlvr.harness.group import Agent
 from rlvr.harness.rollout import sample_harness
 from rlvr.records import Rollout
 from rlvr.rewards.batch import completion_token_ids
-from rlvr.rollout import SamplingParams
-from rlvr.samplers.protocol import GroupDone, Job, Sampled, Sampler, SampleRequest
+from rlvr.rollout import SamplingParams, stop_token_ids
+from rlvr.samplers.protocol import GroupDone, Sampler, SampleRequest, Wrapper
 
 
-def over_agent(engine: Sampler, agent: Callable[..., Any] | Agent | None, environment: EnvironmentConfig,
-               tokenizer: Any, model: Any) -> Sampler:
-    """`engine` itself where no agent runs the rollouts; else the sampler that runs `agent` (the one
-    `environment` names: rlvr.envs.load_agent) over it, its prompts held to `model`'s context."""
-    if agent is None:
+def over_episodes(engine: Sampler, environment: EnvironmentConfig, tokenizer: Any, model: Any,
+                  agent: Callable[..., Any] | Agent | None = None,
+                  make_env: Callable[[], Any] | None = None) -> Sampler:
+    """What samples a run's episodes over `engine`: the engine itself without `environment.name`; the runs of
+    `agent` (the agent function or adapter that name loads: rlvr.envs.load_agent), their prompts held to
+    `model`'s context; else conversations with the environment it names (`make_env`, else loaded by name:
+    rlvr.envs.driven), ended at `model`'s stop tokens."""
+    if agent is not None:
+        return HarnessSampler(engine, tokenizer, agent, environment, context_length(model))
+    if not environment.name:
         return engine
-    return HarnessSampler(engine, tokenizer, agent, environment, context_length(model))
+    return EnvironmentSampler(engine, environment, tokenizer, stop_token_ids(model, tokenizer), make_env)
 
 
-class HarnessSampler:
+class HarnessSampler(Wrapper):
     """`inner`, sampling through the agent function `agent` (see the module docstring)."""
 
     def __init__(self, inner: Sampler, tokenizer: Any, agent: Callable[..., Any] | Agent,
                  environment: EnvironmentConfig, context: int | None = None) -> None:
         """`context`: the model's, in tokens (a longer prompt is refused, as vLLM refuses it)."""
-        self.inner, self.tokenizer, self.agent, self.environment = inner, tokenizer, agent, environment
+        super().__init__(inner)
+        self.tokenizer, self.agent, self.environment = tokenizer, agent, environment
         self.context, self.said = context, set[str]()  # (what the endpoint said once: once a run, not a step)
         # (an adapter names itself, as its runs' errors do: "verifiers environment '...'")
         self.name = getattr(agent, "name", None) or f"agent function '{environment.name}'"
-
-    def __getattr__(self, name: str) -> Any:  # engine, ...: the inner sampler's
-        return getattr(self.__dict__["inner"], name)
-
-    @property
-    def version(self) -> int:
-        return self.inner.version
-
-    @version.setter
-    def version(self, value: int) -> None:
-        self.inner.version = value
-
-    @property
-    def holds_copy(self) -> bool:
-        return self.inner.holds_copy
-
-    @holds_copy.setter
-    def holds_copy(self, value: bool) -> None:
-        self.inner.holds_copy = value
 
     def sample(self, requests: Sequence[SampleRequest], params: SamplingParams,
                on_group_done: GroupDone | None = None) -> Rollout:
@@ -83,15 +71,3 @@ class HarnessSampler:
             for p in range(out.num_prompts):
                 on_group_done(p, out.completions[p * g:(p + 1) * g], ids[p * g:(p + 1) * g])
         return dataclasses.replace(out, version=self.inner.version)
-
-    def complete(self, jobs: Sequence[Job], params: SamplingParams) -> list[Sampled]:
-        return self.inner.complete(jobs, params)
-
-    def load_weights(self, named_tensors: Any, version: int) -> None:
-        self.inner.load_weights(named_tensors, version)
-
-    def fingerprint(self) -> str:
-        return self.inner.fingerprint()
-
-    def close(self) -> None:
-        self.inner.close()

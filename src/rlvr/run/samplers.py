@@ -18,8 +18,8 @@ from rlvr.samplers.build import build_sampler, give_weights
 
 def rank_sampler(generation: GenerationConfig, world: World, **kwargs: Any) -> Sampler:
     """build_sampler's engine for this rank of `world` (kwargs: build_sampler's). An agent that runs its own loop
-    (rlvr.harness) runs over it: the caller wraps it (rlvr.harness.sampler.over_agent); the run core knows no
-    agents."""
+    (rlvr.harness) or an environment it converses with (rlvr.envs.driven) runs over it: the caller wraps it
+    (rlvr.harness.sampler.over_episodes); the run core knows no agents."""
     if generation.backend != "vllm" or generation.vllm.mode != "server" or world.size == 1:
         return build_sampler(generation, ranks=world.size, **kwargs)
     sampler = build_sampler(generation, ranks=world.size, **kwargs) if world.is_main else None

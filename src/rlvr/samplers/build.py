@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from rlvr.config import EnvironmentConfig, GenerationConfig
+from rlvr.config import GenerationConfig
 from rlvr.errors import UserError
 from rlvr.samplers.local import Decoding, LocalSampler
 from rlvr.samplers.protocol import Sampler, weights_fingerprint
@@ -15,8 +15,7 @@ from rlvr.samplers.protocol import Sampler, weights_fingerprint
 
 def build_sampler(generation: GenerationConfig, *, model: torch.nn.Module, decoding: Decoding,
                   weights: Callable[[], Iterator[tuple[str, torch.Tensor]]], tokenizer: Any, device: torch.device,
-                  dtype: torch.dtype, add_special_tokens: bool, environment: EnvironmentConfig | None = None,
-                  make_env: Callable[[], Any] | None = None, seed: int = 0, ranks: int = 1,
+                  dtype: torch.dtype, add_special_tokens: bool, seed: int = 0, ranks: int = 1,
                   pushes: bool = True) -> Sampler:
     """`model` is the plain causal LM (its config describes the network to vLLM), `decoding` lends it whole
     to rlvr's own engine, `weights` hands out its full weights (a sampler with a copy loads them); `ranks`:
@@ -24,8 +23,8 @@ def build_sampler(generation: GenerationConfig, *, model: torch.nn.Module, decod
     its process; as a server, from one server, which only the process that `pushes` gives the weights;
     rlvr.run.samplers starts it on rank 0 and shares its address)."""
     if generation.backend == "local":
-        return LocalSampler(decoding, tokenizer, add_special_tokens=add_special_tokens, environment=environment,
-                            make_env=make_env, weights=weights, cuda_graphs=generation.cuda_graphs)
+        return LocalSampler(decoding, tokenizer, add_special_tokens=add_special_tokens, weights=weights,
+                            cuda_graphs=generation.cuda_graphs)
     from rlvr.rollout import stop_token_ids
     from rlvr.samplers.scratch import scratch_dir
     from rlvr.samplers.vllm import Colocated, VLLMSampler, model_folder
@@ -39,8 +38,7 @@ def build_sampler(generation: GenerationConfig, *, model: torch.nn.Module, decod
     else:
         engine = Colocated(folder, settings, device, dtype, seed, remove_folder=True)
     return VLLMSampler(engine, tokenizer, stop_ids=stop_token_ids(model, tokenizer),
-                       add_special_tokens=add_special_tokens, timeout_s=settings.timeout_s,
-                       environment=environment, make_env=make_env)
+                       add_special_tokens=add_special_tokens, timeout_s=settings.timeout_s)
 
 
 def give_weights(sampler: Sampler, weights: Callable[[], Iterator[tuple[str, torch.Tensor]]], version: int,

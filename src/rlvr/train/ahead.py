@@ -30,10 +30,8 @@ from typing import Any
 import torch
 
 from rlvr.config import TrainConfig
-from rlvr.data.lengths import context_length
 from rlvr.deadline import call_with_time_limit, overdue_in
 from rlvr.errors import StepAbandoned, UserError
-from rlvr.harness.sampler import HarnessSampler
 from rlvr.run.policy import Policy
 from rlvr.run.world import World, barrier, gather_across, own_group
 from rlvr.samplers import Sampler
@@ -272,12 +270,8 @@ class AheadSource(RolloutSource):
                 print("rlvr: sampling ahead with rlvr's own engine on a GPU was measured slower than the synchronous "
                       "loop (decoding and training share one process: docs/async.md); a vLLM server on a GPU of its "
                       "own (generation.backend vllm) is what overlaps", file=sys.stderr)
-        sampler = self.worker_sampler or CopySampler(p.policy, p.tokenizer, self.policy.autocast,
-                                                     add_special_tokens=p.add_special_tokens,
-                                                     environment=None if self.agent else c.environment,
-                                                     make_env=self.make_env)
-        if self.worker_sampler is None and self.agent is not None:  # (an agent's runs: through the copy too)
-            sampler = HarnessSampler(sampler, p.tokenizer, self.agent, c.environment, context_length(p.policy))
+        sampler = self.worker_sampler or self.episodes(CopySampler(p.policy, p.tokenizer, self.policy.autocast,
+                                                                   add_special_tokens=p.add_special_tokens))
         world = own_group(self.world)  # (every rank starts it at the same step)
         self.ahead = RolloutsAhead(sampler, lambda b, s: self.sample_and_score(b, s, world),
                                    lambda: copy.deepcopy(self.prompts.state_dict()),

@@ -22,7 +22,7 @@ from rlvr.config import TrainConfig
 from rlvr.config.choices import Backend
 from rlvr.envs import load_environment
 from rlvr.envs.loading import load_agent
-from rlvr.harness.sampler import over_agent
+from rlvr.harness.sampler import over_episodes
 from rlvr.records import Rollout, ScoredRollout
 from rlvr.rewards.batch import score_rollout
 from rlvr.rollout import SamplingParams
@@ -48,21 +48,26 @@ class RolloutSource:
         self.config, self.parts, self.policy, self.world = config, parts, policy, world
         stream = CurriculumStream if config.data.curriculum else PromptStream
         self.prompts = stream(len(parts.train), s.batch_size // s.group_size, config.seed)
-        # multi-turn rollouts: each sample a conversation with the environment (rlvr.envs)
-        # (an agent instead runs its own loop: the sampler is built to run it, rlvr.harness)
+        # multi-turn rollouts: each sample a conversation with the environment (rlvr.envs.driven), or the run of an
+        # agent that runs its own loop (rlvr.harness): either is driven over the engine (over_episodes)
         self.agent = load_agent(env.name, env.params) if env.name else None
         self.make_env = load_environment(env.name, **env.params) if env.name and self.agent is None else None
         self.version = 0  # the policy's weights version this source was last told of (`updated`)
         self.sampler = self.build_sampler(config.generation.backend)
 
     def build_sampler(self, backend: Backend) -> Sampler:
-        """rlvr's own engine on the policy's weights, or vLLM (rlvr.samplers), for this rank."""
+        """rlvr's own engine on the policy's weights, or vLLM (rlvr.samplers), for this rank, with the episodes
+        driven over it."""
         p, c = self.parts, self.config
         engine = rank_sampler(dataclasses.replace(c.generation, backend=backend), self.world, model=p.policy,
                               decoding=self.policy.decoding, weights=self.policy.named_weights, tokenizer=p.tokenizer,
-                              device=p.device, dtype=p.dtype, add_special_tokens=p.add_special_tokens,
-                              environment=None if self.agent else c.environment, make_env=self.make_env, seed=c.seed)
-        return over_agent(engine, self.agent, c.environment, p.tokenizer, p.policy)
+                              device=p.device, dtype=p.dtype, add_special_tokens=p.add_special_tokens, seed=c.seed)
+        return self.episodes(engine)
+
+    def episodes(self, engine: Sampler) -> Sampler:
+        """What samples the run's episodes over `engine`: itself, an environment's conversations or an agent's runs."""
+        return over_episodes(engine, self.config.environment, self.parts.tokenizer, self.parts.policy, self.agent,
+                             self.make_env)
 
     # ── what the trainer asks ────────────────────────────────────────────────────────────────
     def take(self, batch: int) -> Taken:

@@ -1,7 +1,9 @@
-"""Conversations with an environment on an engine that writes whole messages (vLLM): turn by turn.
+"""Conversations with an environment on an engine that knows only token ids (its `complete`: vLLM, an engine in
+a process of its own): turn by turn.
 
-Each turn, every conversation still going writes its next message in one call of the engine (the prompt and
-the transcript so far as its tokens; the engine's prefix cache keeps what it has seen), with the seed of
+Each turn, every conversation still going writes its next message in one `complete` call of the engine (the
+prompt and the transcript so far as its tokens; reusing what it computed of them is the engine's own business,
+as vLLM's prefix cache does), with the seed of
 (its completion seed, the turn) (rlvr.seeds). The messages go to their environments together, on daemon
 threads (rlvr.deadline.DaemonPool), and the replies are recorded as rlvr's own engine records them
 (rlvr.envs.rollout): the same Trajectory, token budgets, turn limit and transcript. An environment with
@@ -26,7 +28,7 @@ from rlvr.rollout import SamplingParams
 from rlvr.samplers.protocol import Job, Sampled, SampleRequest
 from rlvr.seeds import seed_of
 
-Generate = Callable[[Sequence[Job], SamplingParams], list[Sampled]]
+Generate = Callable[[Sequence[Job], SamplingParams], list[Sampled]]  # an engine's `complete`
 
 
 def sample_conversations(generate: Generate, tokenizer: Any, stop_ids: list[int], env: EnvironmentConfig,

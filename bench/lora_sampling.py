@@ -24,8 +24,8 @@ import torch
 from machine import job_precision, machine_line
 
 from rlvr.config import load_config
+from rlvr.grpo.trainer import Trainer
 from rlvr.run import policy as policy_module
-from rlvr.train.trainer import Trainer
 
 
 def main() -> None:

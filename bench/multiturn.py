@@ -27,9 +27,9 @@ from rlvr.deadline import DaemonPool
 from rlvr.envs.base import calling, checked_reply, wait_for
 from rlvr.envs.rollout import TurnFormat, record_turn
 from rlvr.envs.sampling import conversations, sample_conversations
+from rlvr.grpo.trainer import Trainer
 from rlvr.rollout import SamplingParams, generate, stop_token_ids
 from rlvr.seeds import seed_of, seeds_for
-from rlvr.train.trainer import Trainer
 
 
 def turn_synchronous(model, tokenizer, trajectories, envs, params, *, max_turns, max_tokens, stop_ids, seeds,

@@ -9,7 +9,7 @@ import shutil
 import sys
 
 from rlvr.config import load_config
-from rlvr.train.trainer import train_grpo
+from rlvr.grpo.trainer import train_grpo
 
 
 def job_config(job: dict):

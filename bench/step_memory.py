@@ -40,9 +40,9 @@ def main() -> None:
     job, out, _ = make_job(args)
     config = job_config({**job, "overrides": args.rlvr_set, "output_dir": str(out / "step_memory")})
 
-    from rlvr.train.batch import make_batch
-    from rlvr.train.trainer import Trainer
-    from rlvr.train.update import policy_update
+    from rlvr.grpo.trainer import Trainer
+    from rlvr.rl.batch import make_batch
+    from rlvr.rl.update import policy_update
 
     print(f"settings: {args.rlvr_set or 'the defaults'}\n\n"
           f"{machine_line(job_precision(args.rlvr_set, 'auto'), 'auto')}\n"

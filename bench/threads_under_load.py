@@ -66,7 +66,7 @@ def child(options: dict, steps: int, prompts: int, out: str, sets: tuple[str, ..
     if threads:
         torch.set_num_threads(threads)
     from rlvr.config import load_config
-    from rlvr.train.trainer import Trainer
+    from rlvr.grpo.trainer import Trainer
 
     with tempfile.TemporaryDirectory() as run:
         config = load_config(None, [f"sampling.batch_size={8 * prompts}", f"threads={threads}", "eval_before=false",

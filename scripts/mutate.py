@@ -34,7 +34,7 @@ PY = Path(sys.executable)
 # module -> the tests that cover it (besides its own doctests). advantages (796 mutants, ~5 s each alone) has had
 # a partial run only (426 of them at 7bbc827: its survivors killed by tests or explained); its row waits for a whole
 # one. Next, by mutant count (at ~15 s a mutant with their tests, each is hours on 2 cores): losses (715 mutants),
-# the step's composition in train/update.py
+# the step's composition in rl/update.py
 MODULES: dict[str, list[str]] = {
     "kl": ["tests/test_kl.py", "tests/objectives/test_exact_expectation.py"],
     "correction": ["tests/test_correction.py", "tests/objectives/test_token_weights.py"],

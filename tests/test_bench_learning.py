@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from rlvr.config import save_config
-from rlvr.train.trainer import train_grpo
+from rlvr.grpo.trainer import train_grpo
 
 from .distributed.launching import finish
 from .train.test_step import DIGITS, tiny_config

@@ -27,7 +27,7 @@ def modules() -> dict[str, ast.Module]:
 
 
 def module(path: str) -> ast.Module | None:
-    """`train/batch`, `run.loop` or `update` (a module name found once in the package)."""
+    """`rl/batch`, `run.loop` or `update` (a module name found once in the package)."""
     path = path.replace(".", "/")
     if path in modules():
         return modules()[path]
@@ -74,7 +74,7 @@ def resolves(token: str) -> bool | None:
     if call and call[1][0].isupper():  # Class.member
         return any(call[2] in members(c) for c in classes(call[1]))
     attr = re.fullmatch(rf"([a-z_][\w/.]*)[./]({IDENT})(\(.*\))?", token)
-    if attr and (tree := module(attr[1])) is not None:  # module.attribute, train/batch.make_batch
+    if attr and (tree := module(attr[1])) is not None:  # module.attribute, rl/batch.make_batch
         return attr[2] in top_names(tree)
     if re.fullmatch(rf"[A-Z]{IDENT}", token) and token.upper() != token:  # a class (or a type) by its name
         return bool(classes(token)) or any(token in top_names(t) for t in modules().values())
@@ -92,7 +92,7 @@ def test_what_the_tour_quotes_exists(token):
 
 
 def test_a_renamed_name_is_caught():
-    assert resolves("train/rollouts.RolloutSource") and not resolves("train/rollouts.RolloutSauce")
+    assert resolves("rl/rollouts.RolloutSource") and not resolves("rl/rollouts.RolloutSauce")
     assert resolves("Trainer.step()") and not resolves("Trainer.sample_and_score()")
-    assert resolves("train/recipe.py") and not resolves("train/recipes.py")
+    assert resolves("rl/recipe.py") and not resolves("train/recipes.py")
     assert resolves("RolloutsAhead") is True and resolves("RolloutsBehind") is False

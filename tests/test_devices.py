@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from rlvr.errors import UserError
+from rlvr.grpo.trainer import Trainer, train_grpo
 from rlvr.models.devices import autocast, compute_dtype, peak_memory_gb, resolve_device
-from rlvr.train.trainer import Trainer, train_grpo
 
 from .train.test_step import DIGITS, tiny_config
 
@@ -57,9 +57,9 @@ def test_peak_memory_is_reported(tmp_path):
 def test_bf16_reaches_the_rollout_thread(tmp_path, monkeypatch):
     """On an accelerator sampling runs on a worker thread (rewards overlap with decoding; forced here) and
     autocast is per thread: the rollout's own log-probs must come from the bf16 forward, not an fp32 one."""
-    import rlvr.train.rollouts as rollouts_module
+    import rlvr.rl.rollouts as rollouts_module
     from rlvr.logprobs import completion_logprobs
-    from rlvr.train.sampling import score_while_sampling
+    from rlvr.rl.sampling import score_while_sampling
 
     monkeypatch.setattr(rollouts_module, "score_while_sampling",
                         lambda *a, **k: score_while_sampling(*a, **{**k, "concurrent": True}))
@@ -125,7 +125,7 @@ def test_a_run_says_its_precision_and_records_it(tmp_path, monkeypatch, capsys):
     import yaml
 
     import rlvr.models.devices as devices
-    from rlvr.train.trainer import train_grpo
+    from rlvr.grpo.trainer import train_grpo
 
     monkeypatch.setenv(devices.BF16_UNITS_ENV, "amx")
     config = tiny_config(tmp_path, DIGITS, "model.dtype=auto", "eval_before=false", steps=1)

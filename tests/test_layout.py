@@ -24,9 +24,10 @@ LAYERS: list[tuple[str, ...]] = [
      "rlvr.paths", "rlvr.intact"),
     ("rlvr.data", "rlvr.models", "rlvr.rollout", "rlvr.graphed", "rlvr.logprobs", "rlvr.rewards", "rlvr.sandbox",
      "rlvr.envs", "rlvr.samplers", "rlvr.harness", "rlvr.adapters"),
+    ("rlvr.distributed",),  # the ranks and the model spread over them, apart from the run loop
     ("rlvr.run",),
-    ("rlvr.train", "rlvr.sft", "rlvr.reward_models", "rlvr.ppo", "rlvr.evaluate", "rlvr.sample", "rlvr.dashboard",
-     "rlvr.tinker"),
+    ("rlvr.rl", "rlvr.sft", "rlvr.reward_models", "rlvr.evaluate", "rlvr.sample", "rlvr.dashboard", "rlvr.tinker"),
+    ("rlvr.grpo", "rlvr.ppo"),  # peers on the policy-RL core (rlvr.rl)
     ("rlvr.pipeline",),
     ("rlvr.api", "rlvr.trl"),  # the Python front door: training and evaluation from Python, TRL's names
     ("rlvr.cli", "rlvr.__main__", "rlvr"),  # the command line, and the package's own lazy exports (rlvr.GRPO)
@@ -180,8 +181,8 @@ def test_files_and_functions_are_small(path):
 WRAPPER_NAMES = {"DistributedDataParallel", "FullyShardedDataParallel", "FSDPModule", "fully_shard", "no_sync",
                  "AdaptersOff", "unwrap", "spread", "merge_and_unload", "merge_adapter", "unmerge_adapter",
                  "disable_adapter"}
-WRAPPER_HOMES = {"rlvr/run/parallel.py", "rlvr/run/policy.py", "rlvr/models/adapters.py"}
-STRATEGIES = {"ddp", "fsdp"}  # distributed.strategy's values: the config declares them, run/parallel reads them
+WRAPPER_HOMES = {"rlvr/distributed/parallel.py", "rlvr/run/policy.py", "rlvr/models/adapters.py"}
+STRATEGIES = {"ddp", "fsdp"}  # distributed.strategy's values: the config declares them, distributed/parallel reads
 STRATEGY_HOMES = WRAPPER_HOMES | {"rlvr/config/sections.py", "rlvr/trl/recorded.py"}  # (TRL's own field names)
 
 
@@ -200,9 +201,9 @@ def _uses(tree: ast.AST) -> Iterator[tuple[int, str]]:
 
 
 def test_only_the_policy_handle_knows_how_the_model_is_wrapped():
-    """DDP, FSDP and LoRA's adapters live inside rlvr.run.policy (with rlvr.run.parallel and rlvr.models.adapters
-    under it): no stage uses a wrapper type or verb (to branch on it, unwrap a model, fold LoRA), and none reads
-    a strategy's name (rlvr.run.parallel.shards and REPLICATED say it)."""
+    """DDP, FSDP and LoRA's adapters live inside rlvr.run.policy (with rlvr.distributed.parallel and
+    rlvr.models.adapters under it): no stage uses a wrapper type or verb (to branch on it, unwrap a model, fold
+    LoRA), and none reads a strategy's name (rlvr.distributed.parallel.shards and REPLICATED say it)."""
     found = []
     for path in sorted((SRC / "rlvr").rglob("*.py")):
         where = str(path.relative_to(SRC))

@@ -112,7 +112,7 @@ def test_vectorised_loss_matches_the_seeds_loop():
     lengths = [7, 3, 5, 1, 6]
     mask = torch.arange(t)[None, :] < torch.tensor(lengths)[:, None]
     from rlvr.config import AlgorithmConfig
-    from rlvr.train.update import grpo_loss
+    from rlvr.rl.update import grpo_loss
 
     algo = AlgorithmConfig(beta=0.04, clip_low=0.2, clip_high=0.2, kl_estimator="k3", loss_aggregation="sequence_mean")
     loss, _ = grpo_loss(new, old, ref, adv, mask, algo, num_sequences=n, num_tokens=int(mask.sum()), constant=t)

@@ -128,7 +128,7 @@ GSM8K = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k"
 def test_the_gsm8k_recipe_takes_a_lora_step_on_cpu(tmp_path):
     """configs/gsm8k_qwen.yaml as a CPU user runs it (LoRA, small steps), one step, on GSM8K's own files."""
     from rlvr.config import load_config
-    from rlvr.train.trainer import Trainer
+    from rlvr.grpo.trainer import Trainer
 
     recipe = Path(__file__).resolve().parents[1] / "configs" / "gsm8k_qwen.yaml"
     config = load_config(str(recipe), [

@@ -11,8 +11,8 @@ import pytest
 
 from rlvr.config import load_config
 from rlvr.errors import UserError
+from rlvr.grpo.trainer import train_grpo
 from rlvr.run import trackers
-from rlvr.train.trainer import train_grpo
 
 from .train.test_step import REWARD_FNS
 

@@ -3,7 +3,7 @@
 The training step follows the data flow of the folder tree::
 
     prompts ─▶ rollout ─▶ rewards ─▶ advantages ─▶ logprobs ─▶ loss (+KL) ─▶ optimizer step
-     data/     rollout.py  rewards/   advantages.py logprobs.py losses.py, kl.py  train/
+     data/     rollout.py  rewards/   advantages.py logprobs.py losses.py, kl.py  rl/
 """
 
 import os

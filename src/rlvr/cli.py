@@ -26,18 +26,18 @@ from rlvr.dashboard.cli import (
     run_explore,
     run_report,
 )
+from rlvr.distributed.launcher import add_nproc_option, rank_of_many, relaunch
 from rlvr.errors import UserError
 from rlvr.evaluate.cli import add_compare_parser, add_eval_parser, run_compare, run_eval_command
+from rlvr.grpo.cli import add_train_parser, run_train
 from rlvr.lifeline import end_with_parent
 from rlvr.pipeline.cli import add_pipeline_parser, run_pipeline_command
 from rlvr.reward_models.cli import add_rm_parser, run_rm
 from rlvr.rewards.cli import add_grade_parser, run_grade
-from rlvr.run.launcher import add_nproc_option, rank_of_many, relaunch
 from rlvr.run.stop import REPEAT_S
 from rlvr.sample.cli import add_sample_parser, run_sample_command
 from rlvr.sft.cli import add_sft_parser, run_sft
 from rlvr.tinker.cli import add_serve_parser, run_serve
-from rlvr.train.cli import add_train_parser, run_train
 
 
 def add_export_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
@@ -106,7 +106,7 @@ def _leave_process_group() -> None:
     """Under torchrun, wait for every rank and close the process group."""
     if "torch.distributed" not in sys.modules:
         return
-    from rlvr.run.world import leave
+    from rlvr.distributed.world import leave
 
     leave()
 
@@ -126,7 +126,7 @@ def _collective_failed(error: Exception) -> str | None:
         return None
     import torch.distributed as dist
 
-    from rlvr.run.world import waited_too_long
+    from rlvr.distributed.world import waited_too_long
 
     text = str(error)
     gone = isinstance(error, dist.DistError) or any(
@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     code = _run(args)
     _forget_interrupts()
     if rank_of_many() is not None and "torch.distributed" in sys.modules:
-        from rlvr.run.world import end_rank
+        from rlvr.distributed.world import end_rank
 
         end_rank(code)
     return code

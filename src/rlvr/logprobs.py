@@ -149,7 +149,7 @@ class PolicyModule(torch.nn.Module):
 
     def sample(self, fn: Callable[[torch.nn.Module], T]) -> T:
         """`fn(model)`, for decoding, which calls the model outside `forward`: FSDP registers this method as a
-        forward of its own, so the weights it holds at this level are whole meanwhile (rlvr.run.parallel)."""
+        forward of its own, so the weights it holds at this level are whole meanwhile (rlvr.distributed.parallel)."""
         return fn(self.model)
 
 

@@ -124,7 +124,7 @@ class ScoredRollout:
 
 @dataclass(frozen=True)
 class TrainBatch:
-    """Everything the policy update needs (train/update.py)."""
+    """Everything the policy update needs (rl/update.py)."""
 
     scored: ScoredRollout
     advantages: torch.Tensor  # [N, Lc] per token: constant along a completion under outcome supervision

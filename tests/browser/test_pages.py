@@ -14,7 +14,7 @@ import torch
 
 from rlvr.advantages import group_advantages
 from rlvr.dashboard.server import make_server, start_in_background
-from rlvr.train.trainer import train_grpo
+from rlvr.grpo.trainer import train_grpo
 
 from ..train.test_step import DIGITS, tiny_config
 

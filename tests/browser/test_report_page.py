@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from rlvr.dashboard.report import write_report
-from rlvr.train.trainer import train_grpo
+from rlvr.grpo.trainer import train_grpo
 
 from ..train.test_step import DIGITS, tiny_config
 from .test_pages import CHROMIUM, HERE, pytestmark  # noqa: F401  (the same skips)

@@ -7,7 +7,7 @@ import pytest
 
 from rlvr.cli import main
 from rlvr.dashboard.report import write_report
-from rlvr.train.trainer import train_grpo
+from rlvr.grpo.trainer import train_grpo
 
 from ..train.test_step import DIGITS, tiny_config
 

@@ -8,7 +8,7 @@ import pytest
 
 from rlvr.dashboard.server import make_server, start_in_background
 from rlvr.errors import UserError
-from rlvr.train.trainer import train_grpo
+from rlvr.grpo.trainer import train_grpo
 
 from ..train.test_step import DIGITS, tiny_config
 

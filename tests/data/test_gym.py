@@ -96,7 +96,7 @@ def test_a_scorer_that_raises_scores_the_answer_zero(monkeypatch):
 
 def test_the_task_trains_on_its_own_scorer_and_is_judged_by_it(tmp_path):
     from rlvr.config import load_config
-    from rlvr.train.trainer import Trainer
+    from rlvr.grpo.trainer import Trainer
 
     config = load_config(None, ["model.name=tiny", f"data.train={CHAIN}", "data.train_size=16", "data.eval_size=4",
                                 "sampling.group_size=4", "sampling.batch_size=8", "generation.max_new_tokens=8",
@@ -117,7 +117,7 @@ def test_under_the_curriculum_training_spans_the_levels_up_to_the_difficulty(tmp
     from collections import Counter
 
     from rlvr.config import load_config
-    from rlvr.train.build import build_parts
+    from rlvr.rl.build import build_parts
 
     config = load_config(None, ["model.name=tiny", f"data.train={CHAIN}", "data.difficulty=3", "data.curriculum=true",
                                 "data.train_size=30", "data.eval_size=6", "sampling.group_size=2",

@@ -9,7 +9,7 @@ from rlvr.config import EvalConfig, config_from_dict, load_config
 from rlvr.data.lengths import prompt_limit, refuse_too_long, too_long
 from rlvr.errors import UserError
 from rlvr.evaluate.runner import run_eval
-from rlvr.train.trainer import Trainer
+from rlvr.grpo.trainer import Trainer
 
 
 class CharTokenizer:

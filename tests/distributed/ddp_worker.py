@@ -14,12 +14,12 @@ import sys
 import torch
 
 from rlvr.config import AlgorithmConfig, OptimConfig
+from rlvr.distributed.world import World, join
 from rlvr.models import build_tiny_model
 from rlvr.optim import build_optimizer
+from rlvr.rl.batch import micro_batches
+from rlvr.rl.update import policy_update
 from rlvr.run.policy import Policy
-from rlvr.run.world import World, join
-from rlvr.train.batch import micro_batches
-from rlvr.train.update import policy_update
 from tests.distributed.rank_tools import replica_spread, save_and_leave
 
 

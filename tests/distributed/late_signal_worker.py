@@ -13,8 +13,8 @@ import sys
 
 import rlvr.run.loop as loop
 from rlvr.config import load_config
-from rlvr.run.world import World, gather_across
-from rlvr.train.trainer import train_grpo
+from rlvr.distributed.world import World, gather_across
+from rlvr.grpo.trainer import train_grpo
 from tests.distributed.rank_tools import save_and_leave
 
 agree = loop.any_across

@@ -12,10 +12,10 @@ import torch
 from torch.distributed.tensor import DTensor
 
 from rlvr.config import LoraConfig
+from rlvr.distributed.world import World, join
 from rlvr.models import build_tiny_model
 from rlvr.models.adapters import add_adapters
 from rlvr.run.policy import Policy
-from rlvr.run.world import World, join
 from tests.distributed.rank_tools import save_and_leave
 
 

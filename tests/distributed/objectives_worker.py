@@ -3,7 +3,7 @@
     python -m torch.distributed.run --standalone --nproc_per_node 2 objectives_worker.py CASES.json OUT_DIR
 
 CASES.json maps each objective's name to its config overrides; each rank builds that Trainer on its World
-and takes one step; rank 0 saves each objective's step metrics (the global batch's: rlvr.train.metrics).
+and takes one step; rank 0 saves each objective's step metrics (the global batch's: rlvr.rl.metrics).
 """
 
 import json
@@ -12,8 +12,8 @@ import sys
 import torch
 
 from rlvr.config import load_config
-from rlvr.run.world import World, join
-from rlvr.train.trainer import Trainer
+from rlvr.distributed.world import World, join
+from rlvr.grpo.trainer import Trainer
 from tests.distributed.rank_tools import save_and_leave
 
 

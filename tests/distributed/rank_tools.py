@@ -3,7 +3,7 @@
 import torch
 import torch.distributed as dist
 
-from rlvr.run.world import end_rank, leave
+from rlvr.distributed.world import end_rank, leave
 
 
 def replica_spread(model):

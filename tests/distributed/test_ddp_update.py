@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from rlvr.grpo.trainer import Trainer
+from rlvr.rl.batch import make_batch, micro_batches
 from rlvr.run.policy import Policy
-from rlvr.train.batch import make_batch, micro_batches
-from rlvr.train.trainer import Trainer
 
 from ..train.test_step import DIGITS, tiny_config
 from .ddp_worker import run_update, select_groups

@@ -113,7 +113,7 @@ def test_a_rank_that_waits_past_the_timeout_says_so_in_one_line(tmp_path):
     waited = [line for line in err.splitlines() if "rlvr: error (rank 0)" in line]
     assert len(waited) == 1 and re.fullmatch(
         r"rlvr: error \(rank 0\): gave up after 5 s waiting for the other ranks in all_gather_object, called by "
-        r"score_round \(rlvr/train/rollouts.py:\d+\): another rank is stalled or much slower than this one \(a "
+        r"score_round \(rlvr/rl/rollouts.py:\d+\): another rank is stalled or much slower than this one \(a "
         r"reward that hangs, say\); if its work can take that long, raise distributed.timeout_s \(now 5 s\)",
         waited[0]), err[-3000:]
     assert "rlvr: rank 0 failed first: exit code 1; its error is above" in err

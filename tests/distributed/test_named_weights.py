@@ -6,9 +6,9 @@ from pathlib import Path
 import torch
 
 from rlvr.config import LoraConfig
+from rlvr.distributed.world import SINGLE
 from rlvr.models import build_tiny_model
 from rlvr.models.adapters import add_adapters
-from rlvr.run.world import SINGLE
 
 from .launching import launch, rank_env
 from .named_weights_worker import lora_policy

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rlvr.config import load_config
-from rlvr.train.trainer import Trainer
+from rlvr.grpo.trainer import Trainer
 
 from ..train.test_objectives import OBJECTIVES
 from ..train.test_step import DIGITS, TINY

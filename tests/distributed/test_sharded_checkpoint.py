@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from rlvr.config import TrainConfig
+from rlvr.distributed.world import SINGLE
 from rlvr.errors import UserError
 from rlvr.run import sharded
-from rlvr.run.world import SINGLE
 
 
 def save(run, step, shards):

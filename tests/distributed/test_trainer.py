@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from rlvr.config import load_config
-from rlvr.run.world import World, shard, unshard
-from rlvr.train.batch import outcome_advantages
-from rlvr.train.dynamic import concat_scored
-from rlvr.train.prompts import PromptStream
+from rlvr.distributed.world import World, shard, unshard
+from rlvr.rl.batch import outcome_advantages
+from rlvr.rl.dynamic import concat_scored
+from rlvr.rl.prompts import PromptStream
 
 from ..train.test_step import REWARD_FNS, TINY
 from .launching import ROOT, launch, rank_env, run_ranks, signal_all

@@ -10,8 +10,8 @@ import warnings
 
 import pytest
 
-from rlvr.run.launcher import rank_threads, torchrun_command
-from rlvr.run.world import World, shard, tag_warnings, unshard
+from rlvr.distributed.launcher import rank_threads, torchrun_command
+from rlvr.distributed.world import World, shard, tag_warnings, unshard
 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 5])
@@ -44,7 +44,7 @@ def test_a_ranks_warnings_carry_its_rank(monkeypatch):
 
 
 def test_the_launcher_reads_the_rank_as_world_does(monkeypatch):
-    from rlvr.run.launcher import is_main_rank, rank_of_many
+    from rlvr.distributed.launcher import is_main_rank, rank_of_many
 
     for env, rank in (({}, None), ({"RANK": "0", "WORLD_SIZE": "1"}, None), ({"RANK": "1", "WORLD_SIZE": "2"}, 1)):
         for key in ("RANK", "WORLD_SIZE"):

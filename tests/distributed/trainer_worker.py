@@ -12,10 +12,10 @@ import sys
 
 import torch
 
-import rlvr.train.trainer as trainer_module
+import rlvr.grpo.trainer as trainer_module
 from rlvr.config import load_config
-from rlvr.run.world import World, gather_across, join
-from rlvr.train.metrics import completion_advantages
+from rlvr.distributed.world import World, gather_across, join
+from rlvr.rl.metrics import completion_advantages
 from tests.distributed.rank_tools import replica_spread, save_and_leave
 
 

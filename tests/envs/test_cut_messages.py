@@ -66,7 +66,7 @@ def test_the_share_is_a_metric_and_most_conversations_cut_is_one_warning(capsys,
 def test_a_run_records_the_setting_and_the_metric(tmp_path, reply_to_cut):
     import json
 
-    from rlvr.train.trainer import train_grpo
+    from rlvr.grpo.trainer import train_grpo
 
     from ..train.test_step import tiny_config
 

@@ -11,7 +11,7 @@ pytest.importorskip("mcp")
 
 from rlvr.envs.loading import load_environment
 from rlvr.errors import UserError
-from rlvr.train.trainer import train_grpo
+from rlvr.grpo.trainer import train_grpo
 
 from ..train.test_step import tiny_config
 from .test_converse import ASK, scripted_model

@@ -16,7 +16,7 @@ pytest.importorskip("openenv.core")
 
 from rlvr.envs.loading import load_environment
 from rlvr.errors import UserError
-from rlvr.train.trainer import train_grpo
+from rlvr.grpo.trainer import train_grpo
 
 from ..train.resumed import assert_resumes_exactly
 from ..train.test_step import tiny_config

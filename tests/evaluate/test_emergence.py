@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from rlvr.evaluate.emergence import length_quantiles, reflection_rate, reflects, reward_spread
-from rlvr.train.trainer import Trainer
+from rlvr.grpo.trainer import Trainer
 
 from ..train.test_step import DIGITS, step_with_batch, tiny_config
 

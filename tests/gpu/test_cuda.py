@@ -4,10 +4,10 @@ shared-prompt log-probs and a bf16 GRPO step on CUDA."""
 import pytest
 import torch
 
+from rlvr.grpo.trainer import Trainer
 from rlvr.logprobs import completion_logprobs
 from rlvr.models import build_tiny_model, load_model
 from rlvr.rollout import SamplingParams, generate, left_pad
-from rlvr.train.trainer import Trainer
 
 from ..train.test_step import DIGITS, tiny_config
 

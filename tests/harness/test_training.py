@@ -10,16 +10,16 @@ import torch
 
 from rlvr.config import AlgorithmConfig, RolloutCorrectionConfig
 from rlvr.correction import NO_SUMS
+from rlvr.distributed.world import SINGLE
 from rlvr.errors import UserError
+from rlvr.grpo.trainer import Trainer, train_grpo
 from rlvr.harness.group import HarnessRollout
 from rlvr.harness.rollout import harness_rollout
 from rlvr.harness.rows import Segment
 from rlvr.records import Example, ScoredRollout, TrainBatch
-from rlvr.run.world import SINGLE
+from rlvr.rl.batch import batch_logprobs, make_batch, micro_batches, outcome_advantages
+from rlvr.rl.update import batch_counts, micro_batch_loss
 from rlvr.samplers import local as local_sampler
-from rlvr.train.batch import batch_logprobs, make_batch, micro_batches, outcome_advantages
-from rlvr.train.trainer import Trainer, train_grpo
-from rlvr.train.update import batch_counts, micro_batch_loss
 
 from ..train.resumed import assert_resumes_exactly
 from ..train.test_step import tiny_config
@@ -302,7 +302,7 @@ def test_an_openai_agent_with_a_tool_trains_resumes_exactly_and_evaluates(tmp_pa
 
 
 def test_dynamic_sampling_keeps_a_split_trajectorys_rows_with_their_group():
-    from rlvr.train.dynamic import concat_scored, take_groups
+    from rlvr.rl.dynamic import concat_scored, take_groups
 
     runs = [HarnessRollout([segment([1, 2], [([5], True)])], 1.0),
             HarnessRollout([segment([1, 2], [([6], True)])], 0.0),
@@ -333,7 +333,7 @@ def test_an_sdk_agent_trains_two_steps_unchanged(tmp_path, calls_then_answers, n
     """An OpenAI Agents SDK Runner (the Responses API) and an anthropic SDK tool loop (the Messages API), each as
     its docs write it, the rollout's URL and key all rlvr gives: two steps, every run scored, one row each."""
     pytest.importorskip("agents" if name == "openai_agents_sdk" else "anthropic")
-    from rlvr.train.trainer import train_grpo
+    from rlvr.grpo.trainer import train_grpo
 
     train_grpo(tiny_config(tmp_path, *agent(name, "rewards=[{name: agent_reward}]", "generation.max_new_tokens=64")))
     lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]

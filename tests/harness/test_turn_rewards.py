@@ -14,17 +14,17 @@ from rlvr.envs import Reply
 from rlvr.envs import rollout as conv
 from rlvr.envs.sampling import sample_conversations
 from rlvr.errors import UserError
+from rlvr.grpo.trainer import Trainer, train_grpo
 from rlvr.harness.group import HarnessRollout, Link
 from rlvr.harness.rollout import harness_rollout
 from rlvr.harness.rows import Segment
 from rlvr.records import Example
 from rlvr.rewards.batch import scored_rollout
 from rlvr.rewards.combine import RewardResult
+from rlvr.rl.batch import outcome_advantages
+from rlvr.rl.turns import turn_batch_advantages
 from rlvr.rollout import SamplingParams
 from rlvr.seeds import seed_of
-from rlvr.train.batch import outcome_advantages
-from rlvr.train.trainer import Trainer, train_grpo
-from rlvr.train.turns import turn_batch_advantages
 
 from ..envs.test_converse import run as converse_run
 from ..envs.test_converse import scripted_model

@@ -15,13 +15,13 @@ pytest.importorskip("openai")
 
 from rlvr.adapters import verifiers_env
 from rlvr.errors import UserError
+from rlvr.grpo.trainer import train_grpo
 from rlvr.harness import Endpoint
 from rlvr.harness.group import run_group
 from rlvr.models import build_tiny_model
 from rlvr.rollout import SamplingParams
 from rlvr.run.policy import Policy
 from rlvr.samplers import LocalSampler
-from rlvr.train.trainer import train_grpo
 
 from ..train.resumed import assert_resumes_exactly
 from ..train.test_step import tiny_config

@@ -12,10 +12,10 @@ from types import SimpleNamespace
 import torch
 
 from rlvr.config import AlgorithmConfig
+from rlvr.distributed.world import SINGLE
 from rlvr.records import Example, Rollout, ScoredRollout
-from rlvr.run.world import SINGLE
-from rlvr.train.batch import make_batch, micro_batches, outcome_advantages
-from rlvr.train.update import batch_counts, micro_batch_loss
+from rlvr.rl.batch import make_batch, micro_batches, outcome_advantages
+from rlvr.rl.update import batch_counts, micro_batch_loss
 
 from .toy import F64, MASK, PREFIX, TOKENS, T, all_groups, sampled_groups, token_logprobs
 

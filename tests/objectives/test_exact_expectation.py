@@ -274,7 +274,7 @@ def test_sampled_groups_agree_with_the_exact_expectation(name):
 
 def test_the_harness_catches_a_changed_formula(monkeypatch):
     """A mutation of the composed loss (β·KL's sign flipped in grpo_loss) fails the KL expectation."""
-    import rlvr.train.update as update
+    import rlvr.rl.update as update
 
     real = update.kl_estimate
     monkeypatch.setattr(update, "kl_estimate", lambda *a, **k: -real(*a, **k))

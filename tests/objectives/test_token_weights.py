@@ -12,9 +12,9 @@ import torch
 
 from rlvr.config import AlgorithmConfig, RolloutCorrectionConfig
 from rlvr.correction import NO_SUMS
-from rlvr.run.world import SINGLE
-from rlvr.train.batch import make_batch, micro_batches, outcome_advantages
-from rlvr.train.update import batch_counts, grpo_loss, micro_batch_loss
+from rlvr.distributed.world import SINGLE
+from rlvr.rl.batch import make_batch, micro_batches, outcome_advantages
+from rlvr.rl.update import batch_counts, grpo_loss, micro_batch_loss
 
 from .harness import Case, ToyPolicy, scored_group
 from .toy import F64, SEQUENCES, T, logits, token_logprobs

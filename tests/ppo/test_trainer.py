@@ -60,9 +60,9 @@ def test_a_resumed_ppo_run_equals_an_unbroken_one(tmp_path):
 def test_a_ppo_run_is_not_resumed_as_grpo(tmp_path):
     from rlvr.config import TrainConfig
     from rlvr.errors import UserError
+    from rlvr.grpo.trainer import train_grpo
     from rlvr.ppo.trainer import train_ppo
     from rlvr.run.directory import resume_config
-    from rlvr.train.trainer import train_grpo
 
     train_ppo(tiny_config(tmp_path, DIGITS, "eval_before=false", "eval_after=false", steps=1))
     with pytest.raises(UserError, match="this run is PPO"):
@@ -105,9 +105,9 @@ def test_ppo_settings_are_recorded_in_the_run_and_a_resume_keeps_them(tmp_path):
 def test_a_grpo_run_is_not_resumed_as_ppo(tmp_path):
     from rlvr.config import TrainConfig
     from rlvr.errors import UserError
+    from rlvr.grpo.trainer import train_grpo
     from rlvr.ppo.trainer import train_ppo
     from rlvr.run.directory import resume_config
-    from rlvr.train.trainer import train_grpo
 
     train_grpo(tiny_config(tmp_path, DIGITS, "eval_before=false", "eval_after=false", steps=1))
     with pytest.raises(UserError, match="this run is GRPO .*rlvr train --resume"):
@@ -157,7 +157,7 @@ def test_a_ppo_steps_advantages_carry_the_kl_to_the_reference_at_the_configured_
     reference's log-probs, changes them."""
     import rlvr.ppo.trainer as module
     from rlvr.ppo.gae import gae, whiten
-    from rlvr.train.batch import batch_logprobs
+    from rlvr.rl.batch import batch_logprobs
 
     ppo = PPOTrainer(tiny_config(tmp_path, DIGITS, "algorithm.beta=0.5", "ppo.gamma=1.0", "ppo.lam=0.9"))
     with torch.no_grad():  # (the policy moves away from its reference, so that the KL is not 0)

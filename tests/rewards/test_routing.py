@@ -50,7 +50,7 @@ def test_when_is_read_from_the_config(tmp_path):
 
 
 def test_the_trainer_builds_routed_rewards_from_the_config(tmp_path):
-    from rlvr.train.build import build_parts
+    from rlvr.rl.build import build_parts
 
     rows = tmp_path / "rows.jsonl"
     rows.write_text('{"prompt": "1+1?", "answer": "2", "kind": "reasoning"}\n{"prompt": "hi", "kind": "general"}\n')

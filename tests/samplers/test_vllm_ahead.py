@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import load_file
 
 from rlvr import paths
-from rlvr.train.trainer import train_grpo
+from rlvr.grpo.trainer import train_grpo
 
 from ..train.test_step import tiny_config
 from .test_vllm_training import VLLM

@@ -5,7 +5,7 @@ import importlib.util
 import pytest
 
 from rlvr.errors import UserError
-from rlvr.train.trainer import train_grpo
+from rlvr.grpo.trainer import train_grpo
 
 from ..train.test_step import DIGITS, tiny_config
 

@@ -11,8 +11,8 @@ from safetensors.torch import load_file
 from rlvr import paths
 from rlvr.config import TrainConfig
 from rlvr.errors import UserError
+from rlvr.grpo.trainer import train_grpo
 from rlvr.run.directory import resume_config
-from rlvr.train.trainer import train_grpo
 
 from ..train.test_step import DIGITS, tiny_config
 
@@ -81,7 +81,7 @@ def test_a_run_through_a_vllm_server_of_its_own(tmp_path):
 
 def test_conversations_and_dynamic_sampling_refills_through_vllm(tmp_path, monkeypatch):
     import rlvr.rollout
-    from rlvr.train.trainer import Trainer
+    from rlvr.grpo.trainer import Trainer
 
     real = rlvr.rollout.stop_token_ids  # (any letter ends a message: the random model rarely ends its own)
     monkeypatch.setattr(rlvr.rollout, "stop_token_ids", lambda model, tokenizer: [

@@ -9,12 +9,12 @@ import pytest
 import torch
 
 from rlvr.config import AlgorithmConfig
+from rlvr.distributed.world import SINGLE
 from rlvr.records import Example, Rollout, ScoredRollout, TrainBatch
-from rlvr.run.world import SINGLE
+from rlvr.rl.batch import micro_batches
+from rlvr.rl.update import batch_counts, micro_batch_loss
 from rlvr.tinker import training
 from rlvr.tinker.training import target_logprobs
-from rlvr.train.batch import micro_batches
-from rlvr.train.update import batch_counts, micro_batch_loss
 
 PROMPT, COMPLETIONS = [5, 6, 7, 8], [[9, 10, 11], [12, 13, 2]]
 
@@ -61,7 +61,7 @@ def test_a_supervised_step_learns_what_it_is_shown(client, served):
 def test_a_policy_loss_is_the_gradient_of_rlvrs_own_objective(client, served, loss_fn, policy_loss, config,
                                                                micro_tokens, monkeypatch):
     """Tinker's loss over two completions (as datums: advantage 0 where the prompt is predicted) leaves the gradient
-    rlvr's update computes for the same batch as a GRPO step (rlvr.train.update.micro_batch_loss, summed: aggregation
+    rlvr's update computes for the same batch as a GRPO step (rlvr.rl.update.micro_batch_loss, summed: aggregation
     constant at 1/N, the ratio to the sampler's log-probs, β = 0); in fp64, so that only a formula can differ."""
     monkeypatch.setattr(training, "MICRO_TOKENS", micro_tokens)
     tc = client.create_lora_training_client(base_model="tiny", rank=4).result()

@@ -12,12 +12,12 @@ import sys
 
 import torch
 
+import rlvr.grpo.trainer
+import rlvr.rl.rollouts
+import rlvr.rl.sampling
 import rlvr.rollout
 import rlvr.run.checkpoint
 import rlvr.run.metrics
-import rlvr.train.rollouts
-import rlvr.train.sampling
-import rlvr.train.trainer
 from rlvr.cli import main
 
 POINT, STEP = (sys.argv[1], int(sys.argv[2])) if __name__ == "__main__" else ("", 0)
@@ -39,7 +39,7 @@ def at(point, original, before=None):
     return wrapper
 
 
-step = rlvr.train.trainer.Trainer.step
+step = rlvr.grpo.trainer.Trainer.step
 
 
 def counted_step(self):
@@ -63,10 +63,10 @@ def half_a_line(self, step_, metrics):
 write = rlvr.run.metrics.MetricsWriter.write
 
 if __name__ == "__main__":  # (pytest imports this file for its doctests: nothing is patched then)
-    rlvr.train.trainer.Trainer.step = counted_step
+    rlvr.grpo.trainer.Trainer.step = counted_step
     rlvr.rollout.sample_next = at("decode", rlvr.rollout.sample_next, third_token)
-    rlvr.train.rollouts.score_rollout = at("reward", rlvr.train.rollouts.score_rollout)
-    rlvr.train.sampling.compute_rewards = at("reward", rlvr.train.sampling.compute_rewards)  # (group by group)
+    rlvr.rl.rollouts.score_rollout = at("reward", rlvr.rl.rollouts.score_rollout)
+    rlvr.rl.sampling.compute_rewards = at("reward", rlvr.rl.sampling.compute_rewards)  # (group by group)
     torch.optim.AdamW.step = at("update", torch.optim.AdamW.step)
     rlvr.run.checkpoint.save_config = at("checkpoint", rlvr.run.checkpoint.save_config)
     rlvr.run.metrics.MetricsWriter.write = half_a_line

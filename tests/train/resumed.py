@@ -6,8 +6,8 @@ from safetensors.torch import load_file
 
 from rlvr import paths
 from rlvr.config import TrainConfig
+from rlvr.grpo.trainer import train_grpo
 from rlvr.run.directory import resume_config
-from rlvr.train.trainer import train_grpo
 
 from .test_step import tiny_config
 

@@ -14,8 +14,8 @@ from safetensors.torch import load_file
 from rlvr import paths
 from rlvr.config import TrainConfig
 from rlvr.errors import UserError
+from rlvr.grpo.trainer import train_grpo
 from rlvr.run.directory import resume_config
-from rlvr.train.trainer import train_grpo
 
 from .test_step import DIGITS, tiny_config
 
@@ -117,7 +117,7 @@ def test_ctrl_c_saves_what_was_sampled_ahead_and_the_resumed_run_is_the_unbroken
 def test_the_worker_samples_no_batch_past_the_runs_last(tmp_path, monkeypatch, k):
     """max_steps 3: three batches sampled and scored (a paid reward pays for three), none kept in the last
     checkpoint, whatever k; the run as unbroken as ever."""
-    import rlvr.train.rollouts as module
+    import rlvr.rl.rollouts as module
     from rlvr.run.checkpoint import load_state
 
     real, scored = module.score_rollout, []
@@ -130,7 +130,7 @@ def test_the_worker_samples_no_batch_past_the_runs_last(tmp_path, monkeypatch, k
 def test_a_run_resumed_without_sampling_ahead_trains_the_batches_it_had_sampled_ahead(tmp_path, monkeypatch):
     """Stopped at step 2 with batch 2 sampled ahead, resumed with max_staleness null: batch 2's prompts are
     sampled again and trained at step 3, as the unbroken run trains them (no batch skipped)."""
-    from rlvr.train.prompts import PromptStream
+    from rlvr.rl.prompts import PromptStream
 
     drawn, real = [], PromptStream.next_batch
     monkeypatch.setattr(PromptStream, "next_batch", lambda self: drawn.append(real(self)) or drawn[-1])
@@ -157,7 +157,7 @@ def test_staleness_changes_what_is_trained(tmp_path):
 
 def test_a_reward_that_throws_in_the_worker_is_one_line_and_the_checkpoint_stays(tmp_path, monkeypatch):
     calls = {"n": 0}
-    import rlvr.train.rollouts as module
+    import rlvr.rl.rollouts as module
 
     real = module.score_rollout
 
@@ -190,7 +190,7 @@ def test_a_worker_that_dies_is_one_line_and_the_checkpoint_stays(tmp_path, monke
 
 
 def test_a_stalled_worker_ends_the_run_within_its_deadline(tmp_path, monkeypatch):
-    import rlvr.train.rollouts as module
+    import rlvr.rl.rollouts as module
 
     real, calls = module.score_rollout, {"n": 0}
 
@@ -231,8 +231,8 @@ def test_closing_interrupts_a_batch_being_sampled_at_its_next_decoding_step():
     import threading
 
     from rlvr.models import build_tiny_model
+    from rlvr.rl.ahead import RolloutsAhead
     from rlvr.samplers.local import CopySampler
-    from rlvr.train.ahead import RolloutsAhead
 
     model, tokenizer = build_tiny_model(seed=0)
     sampler = CopySampler(model, tokenizer, torch.no_grad)
@@ -254,9 +254,9 @@ def test_closing_interrupts_a_batch_being_sampled_at_its_next_decoding_step():
 def test_a_reward_past_its_limit_in_the_worker_ends_the_run_in_seconds_with_the_finished_steps_saved(tmp_path):
     """Off the main thread nothing can interrupt a reward: the trainer waiting for the worker says so once the
     reward is past its timeout_s, and the finished steps are saved (not after sampling.worker_timeout_s)."""
+    from rlvr.grpo.trainer import Trainer
     from rlvr.rewards import RewardSpec
     from rlvr.run.loop import run_training
-    from rlvr.train.trainer import Trainer
 
     trainer = Trainer(tiny_config(tmp_path, DIGITS, *ONE_THREAD, "sampling.max_staleness=1",
                                   "sampling.overlap_rewards=false", steps=5))
@@ -277,9 +277,9 @@ def test_ctrl_c_while_the_worker_is_stuck_saves_the_finished_steps_in_seconds(tm
     import signal
     import threading
 
+    from rlvr.grpo.trainer import Trainer
     from rlvr.rewards import RewardSpec
     from rlvr.run.loop import run_training
-    from rlvr.train.trainer import Trainer
 
     trainer = Trainer(tiny_config(tmp_path, DIGITS, *ONE_THREAD, "sampling.max_staleness=1",
                                   "sampling.overlap_rewards=false", steps=5))

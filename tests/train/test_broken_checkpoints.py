@@ -13,9 +13,9 @@ from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 from rlvr import paths
 from rlvr.cli import main
 from rlvr.config import TrainConfig
+from rlvr.grpo.trainer import train_grpo
 from rlvr.intact import checkpoint_problem
 from rlvr.run.directory import resume_config
-from rlvr.train.trainer import train_grpo
 
 from .test_step import DIGITS, tiny_config
 

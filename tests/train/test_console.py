@@ -6,8 +6,8 @@ import itertools
 import json
 from pathlib import Path
 
+from rlvr.grpo.trainer import train_grpo
 from rlvr.run.tally import SignalWatch, run_totals, time_line
-from rlvr.train.trainer import train_grpo
 
 from .test_step import tiny_config
 

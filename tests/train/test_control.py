@@ -11,9 +11,9 @@ import torch
 
 from rlvr.errors import UserError
 from rlvr.evaluate.compare import compare_runs, describe
+from rlvr.grpo.trainer import Trainer
 from rlvr.records import Example, Rollout, ScoredRollout
 from rlvr.rewards.control import check_control, coin_rewards, controlled
-from rlvr.train.trainer import Trainer
 
 from .test_step import REWARD_FNS, tiny_config
 

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from rlvr.train.curriculum import CurriculumStream, draw_weight
+from rlvr.rl.curriculum import CurriculumStream, draw_weight
 
 
 def test_half_solved_prompts_are_drawn_most_and_solved_ones_least():

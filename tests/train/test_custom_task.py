@@ -1,13 +1,13 @@
 """A task of the user's own (rows without `answer` or tests, a reward of theirs) trains and is evaluated
-held-out by its own correctness reward (rlvr.train.heldout); without one, the run says why it evaluates nothing."""
+held-out by its own correctness reward (rlvr.rl.heldout); without one, the run says why it evaluates nothing."""
 
 import json
 
 import pytest
 
 from rlvr.errors import UserError
-from rlvr.train import build
-from rlvr.train.trainer import train_grpo
+from rlvr.grpo.trainer import train_grpo
+from rlvr.rl import build
 
 from .test_step import tiny_config
 
@@ -94,7 +94,7 @@ def test_a_run_without_held_out_prompts_says_why_in_one_line_and_in_the_summary(
 def test_no_held_out_prompts_is_said_in_the_words_of_how_the_rows_were_given(tmp_path, train, said):
     """Rows in memory and a verifiers source were both told "data.train is a file"."""
     from rlvr.config import load_config
-    from rlvr.train.heldout import heldout_judge
+    from rlvr.rl.heldout import heldout_judge
 
     run = tmp_path / "run"
     c = load_config(None, [f"data.train={train.format(run=run)}", f"output_dir={run}"])

@@ -3,7 +3,7 @@
 import torch
 
 from rlvr.records import Example, Rollout, ScoredRollout
-from rlvr.train.dynamic import concat_scored, fill_informative, take_groups
+from rlvr.rl.dynamic import concat_scored, fill_informative, take_groups
 
 
 def scored(rewards, tag, prompt_len=3, completion_len=4):

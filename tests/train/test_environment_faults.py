@@ -13,8 +13,8 @@ import pytest
 
 from rlvr import paths
 from rlvr.errors import UserError
+from rlvr.grpo.trainer import Trainer, train_grpo
 from rlvr.run.loop import run_training
-from rlvr.train.trainer import Trainer, train_grpo
 
 from . import faulty_envs
 from .test_environments import short_messages  # noqa: F401  (a fixture: messages end at any letter)

@@ -6,8 +6,8 @@ import json
 import pytest
 
 from rlvr.errors import UserError
+from rlvr.grpo.trainer import Trainer, train_grpo
 from rlvr.samplers import local as sampling_module
-from rlvr.train.trainer import Trainer, train_grpo
 
 from .resumed import assert_resumes_exactly
 from .test_step import tiny_config

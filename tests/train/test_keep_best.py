@@ -10,11 +10,11 @@ from safetensors.torch import load_file
 from rlvr import paths
 from rlvr.config import TrainConfig
 from rlvr.errors import UserError
+from rlvr.grpo.trainer import Trainer, train_grpo
 from rlvr.models.loading import find_model_dir
+from rlvr.rl.build import build_parts
 from rlvr.run import best as best_kept
 from rlvr.run.directory import resume_config
-from rlvr.train.build import build_parts
-from rlvr.train.trainer import Trainer, train_grpo
 
 from .test_step import DIGITS, tiny_config
 
@@ -31,7 +31,7 @@ def scripted_validation(monkeypatch):
 
     def evaluate(self):
         from rlvr.records import Evaluation
-        from rlvr.train.evaluation import describe, eval_metrics
+        from rlvr.rl.evaluation import describe, eval_metrics
 
         result = real(self).result
         result["validation"]["strict"] = {"mean": SCRIPT[self.step_count], "low": 0.0, "high": 1.0}
@@ -48,7 +48,7 @@ def test_the_validation_slice_is_apart_from_the_reported_prompts(tmp_path):
 
 
 def test_the_best_checkpoint_is_kept_reported_and_loadable(tmp_path, scripted_validation, capsys):
-    from rlvr.train.cli import _print_summary
+    from rlvr.grpo.cli import _print_summary
 
     summary = train_grpo(tiny_config(tmp_path, DIGITS, *BEST, steps=6))
     run = tmp_path / "run"
@@ -77,7 +77,7 @@ def test_the_best_checkpoint_is_kept_reported_and_loadable(tmp_path, scripted_va
 
 
 def test_a_best_above_the_untrained_model_says_nothing_more(tmp_path, scripted_validation, monkeypatch, capsys):
-    from rlvr.train.cli import _print_summary
+    from rlvr.grpo.cli import _print_summary
 
     monkeypatch.setitem(SCRIPT, 0, 0.1)
     summary = train_grpo(tiny_config(tmp_path, DIGITS, *BEST, steps=2))

@@ -10,11 +10,11 @@ from safetensors.torch import load_file
 from rlvr import paths
 from rlvr.config import TrainConfig
 from rlvr.errors import UserError
+from rlvr.grpo.trainer import Trainer, train_grpo
 from rlvr.models import build_tiny_model, frozen_copy
 from rlvr.models.adapters import AdaptersOff, has_adapters
+from rlvr.rl.batch import batch_logprobs
 from rlvr.run.directory import resume_config
-from rlvr.train.batch import batch_logprobs
-from rlvr.train.trainer import Trainer, train_grpo
 
 from .test_step import DIGITS, as_policy, tiny_config
 

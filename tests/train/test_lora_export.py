@@ -8,11 +8,11 @@ from transformers import AutoModelForCausalLM
 
 from rlvr.cli import main
 from rlvr.errors import UserError
+from rlvr.grpo.trainer import Trainer
 from rlvr.models import build_tiny_model, load_model
 from rlvr.models.export import export_model
+from rlvr.rl.batch import batch_logprobs
 from rlvr.run.loop import run_training
-from rlvr.train.batch import batch_logprobs
-from rlvr.train.trainer import Trainer
 
 from .test_step import DIGITS, as_policy, tiny_config
 

@@ -1,4 +1,4 @@
-"""The memory plan (rlvr.train.memory): each part moves with its setting, a run that cannot fit is refused
+"""The memory plan (rlvr.rl.memory): each part moves with its setting, a run that cannot fit is refused
 before its model loads, and the plan lands within 30% of the peak a real run measures (the tiny model and
 SmolLM2, each run in its own process: a process's peak only grows)."""
 
@@ -15,8 +15,8 @@ from rlvr.config import TrainConfig
 from rlvr.config.loading import config_from_dict
 from rlvr.errors import UserError
 from rlvr.models.shapes import model_shapes
-from rlvr.train import build
-from rlvr.train.memory import GB, plan_memory, refuse_unless_fits
+from rlvr.rl import build
+from rlvr.rl.memory import GB, plan_memory, refuse_unless_fits
 
 CPU = torch.device("cpu")
 SHAPES = model_shapes("tiny", "~/.cache/rlvr")

@@ -5,8 +5,8 @@ completion would otherwise do)."""
 
 import torch
 
-import rlvr.train.update as update
-from rlvr.train.trainer import Trainer
+import rlvr.rl.update as update
+from rlvr.grpo.trainer import Trainer
 
 from .test_step import DIGITS, tiny_config
 

@@ -12,8 +12,8 @@ from safetensors.torch import load_file
 from rlvr import paths
 from rlvr.config import TrainConfig
 from rlvr.errors import UserError
+from rlvr.grpo.trainer import Trainer, train_grpo
 from rlvr.run.directory import resume_config
-from rlvr.train.trainer import Trainer, train_grpo
 
 from .test_step import DIGITS, tiny_config
 
@@ -88,7 +88,7 @@ def test_the_clip_shares_logged_are_the_objectives_own():
     import dataclasses
 
     from rlvr.config import AlgorithmConfig
-    from rlvr.train.objective import clip_shares
+    from rlvr.rl.objective import clip_shares
 
     old = torch.zeros(2, 2)
     new = torch.tensor([[1.0, -1.0], [0.3, 0.3]])  # log-ratios: sequence means 0 and 0.3
@@ -115,7 +115,7 @@ def test_a_users_loss_cannot_write_through_to_rlvrs_own_terms(tmp_path):
 
 
 def test_advantages_too_large_for_a_gradient_are_said(tmp_path, capsys):
-    from rlvr.train import update
+    from rlvr.rl import update
 
     update._said.discard("lost")
     train_grpo(tiny_config(tmp_path, DIGITS, f"algorithm.advantage_fn={FNS}:huge", *RUN, steps=2))

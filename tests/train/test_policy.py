@@ -2,8 +2,8 @@
 
 import torch
 
+from rlvr.grpo.trainer import Trainer
 from rlvr.models import build_tiny_model
-from rlvr.train.trainer import Trainer
 
 from .test_lora import lora_trainer
 from .test_step import DIGITS, tiny_config

@@ -1,4 +1,4 @@
-"""Preflight (rlvr.train.preflight): step 1's batch read for signs that the run cannot learn; warn says so in one
+"""Preflight (rlvr.rl.preflight): step 1's batch read for signs that the run cannot learn; warn says so in one
 line each, strict stops the run, off says nothing."""
 
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from rlvr.cli import main
-from rlvr.train.preflight import doomed, first_batch_line
+from rlvr.rl.preflight import doomed, first_batch_line
 
 REWARD_FNS = Path(__file__).with_name("reward_fns.py")
 HEALTHY = {"zero_variance_fraction": 0.5, "truncation_rate": 0.25, "reward/unscored": 1,

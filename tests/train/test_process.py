@@ -6,11 +6,11 @@ import pytest
 import torch
 
 from rlvr.advantages import process_advantages
+from rlvr.grpo.process import process_batch_advantages, step_end_chars
+from rlvr.grpo.trainer import Trainer
 from rlvr.optim import build_optimizer
-from rlvr.train.batch import make_batch, outcome_advantages
-from rlvr.train.process import process_batch_advantages, step_end_chars
-from rlvr.train.trainer import Trainer
-from rlvr.train.update import policy_update
+from rlvr.rl.batch import make_batch, outcome_advantages
+from rlvr.rl.update import policy_update
 
 from .test_step import DIGITS, _batch, step_with_batch, tiny_config
 

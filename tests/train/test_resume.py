@@ -12,9 +12,9 @@ from rlvr import paths
 from rlvr.cli import main
 from rlvr.config import TrainConfig
 from rlvr.errors import UserError
+from rlvr.grpo.trainer import Trainer, train_grpo
 from rlvr.run.directory import resume_config
 from rlvr.run.loop import run_training
-from rlvr.train.trainer import Trainer, train_grpo
 
 from .test_step import DIGITS, tiny_config
 
@@ -229,7 +229,7 @@ def test_a_real_full_disk_is_recognised_from_torch_save(small_disk):
 
 def test_an_optimizer_state_of_earlier_versions_keyed_by_position_still_loads(tmp_path):
     """Checkpoints written before states were keyed by parameter name hold the optimizer's own state dict."""
-    from rlvr.run.parallel import load_optimizer_state, optimizer_state
+    from rlvr.distributed.parallel import load_optimizer_state, optimizer_state
 
     trained = Trainer(tiny_config(tmp_path / "a", DIGITS, "algorithm.beta=0"))
     trained.step()
@@ -253,7 +253,7 @@ def test_an_optimizer_that_took_no_step_is_saved_and_restored_without_one():
     """Every step so far skipped (no reward signal): saving must not give the optimizer a state of one zero step
     (torch's get_optimizer_state_dict does), nor loading (set_optimizer_state_dict), or the next real step's bias
     correction differs from the unbroken run's."""
-    from rlvr.run.parallel import load_optimizer_state, optimizer_state
+    from rlvr.distributed.parallel import load_optimizer_state, optimizer_state
 
     model = torch.nn.Linear(3, 2)
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.5)

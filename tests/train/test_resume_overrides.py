@@ -9,8 +9,8 @@ import pytest
 
 from rlvr.cli import main
 from rlvr.config import SFTConfig, config_from_dict
+from rlvr.grpo.trainer import train_grpo
 from rlvr.sft.train import train_sft
-from rlvr.train.trainer import train_grpo
 
 from .test_step import DIGITS, tiny_config
 
@@ -55,7 +55,7 @@ def refused(args, capsys):
 
 @pytest.fixture
 def no_model_loads(monkeypatch):
-    monkeypatch.setattr("rlvr.train.trainer.Trainer", lambda *args: pytest.fail("the model was loaded"))
+    monkeypatch.setattr("rlvr.grpo.trainer.Trainer", lambda *args: pytest.fail("the model was loaded"))
 
 
 def test_unchanged_adapter_settings_resume(copy_of, capsys):

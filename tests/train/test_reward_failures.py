@@ -17,10 +17,10 @@ from safetensors.torch import load_file
 from rlvr import paths
 from rlvr.config import TrainConfig
 from rlvr.errors import UserError
+from rlvr.grpo.trainer import Trainer, train_grpo
 from rlvr.rewards import RewardSpec
 from rlvr.run.directory import resume_config
 from rlvr.run.loop import run_training
-from rlvr.train.trainer import Trainer, train_grpo
 
 from . import reward_fns
 from .test_step import DIGITS, tiny_config

@@ -1,4 +1,4 @@
-"""A run's rewards set up before the model loads (rlvr.train.reward_setup): which one is `accuracy`, and
+"""A run's rewards set up before the model loads (rlvr.rl.reward_setup): which one is `accuracy`, and
 whether the training rows have what each needs."""
 
 import json
@@ -8,10 +8,10 @@ import yaml
 
 from rlvr.config import load_config
 from rlvr.errors import UserError
+from rlvr.grpo.trainer import Trainer, train_grpo
 from rlvr.rewards.registry import ANSWER_CHECKS, BUILTIN_REWARDS
-from rlvr.train import build
-from rlvr.train.reward_setup import correctness_entry
-from rlvr.train.trainer import Trainer, train_grpo
+from rlvr.rl import build
+from rlvr.rl.reward_setup import correctness_entry
 
 from .test_step import REWARD_FNS, tiny_config
 

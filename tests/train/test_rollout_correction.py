@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from rlvr.config import AlgorithmConfig, RolloutCorrectionConfig
-from rlvr.train.trainer import Trainer
-from rlvr.train.update import grpo_loss
+from rlvr.grpo.trainer import Trainer
+from rlvr.rl.update import grpo_loss
 
 from .test_step import DIGITS, tiny_config
 

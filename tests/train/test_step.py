@@ -1,4 +1,4 @@
-"""The GRPO step (rlvr.train.batch, update, trainer) on the tiny model: micro-batching is exact, steps learn."""
+"""The GRPO step (rlvr.rl.batch, update, trainer) on the tiny model: micro-batching is exact, steps learn."""
 
 import dataclasses
 import json
@@ -10,14 +10,14 @@ import torch
 
 from rlvr.config import load_config
 from rlvr.errors import UserError
+from rlvr.grpo.trainer import Trainer, train_grpo
 from rlvr.models.loading import set_checkpointing
 from rlvr.optim import build_optimizer
 from rlvr.rewards.batch import score_rollout
+from rlvr.rl.batch import make_batch, micro_batches, outcome_advantages
+from rlvr.rl.metrics import step_record
+from rlvr.rl.update import policy_update
 from rlvr.run.policy import Policy
-from rlvr.train.batch import make_batch, micro_batches, outcome_advantages
-from rlvr.train.metrics import step_record
-from rlvr.train.trainer import Trainer, train_grpo
-from rlvr.train.update import policy_update
 
 TINY = ["model.name=tiny", "data.train_size=32", "data.eval_size=4", "sampling.group_size=4", "sampling.batch_size=8",
         "generation.max_new_tokens=12", "generation.temperature=1.0", "optim.lr=1e-3", "sample_every=0"]
@@ -38,7 +38,7 @@ def as_policy(model):
 
 def step_with_batch(trainer, monkeypatch):
     """(metrics, the TrainBatch they were computed from) of one Trainer.step()."""
-    import rlvr.train.trainer as module
+    import rlvr.grpo.trainer as module
 
     seen = []
     monkeypatch.setattr(module, "step_record", lambda batch, *args: seen.append(batch) or real(batch, *args))
@@ -128,8 +128,8 @@ def test_no_reference_model_when_beta_is_zero(tmp_path):
 @pytest.mark.parametrize("setting, no_grad", [(None, 64), ("optim.logprob_micro_batch_tokens=40", 40)])
 def test_passes_without_gradients_take_their_own_token_budget(tmp_path, monkeypatch, setting, no_grad):
     """log π_ref (β > 0) and log π_old (μ > 1) keep no activations: 4 × micro_batch_tokens by default."""
-    import rlvr.train.batch as batch_module
-    import rlvr.train.update as update_module
+    import rlvr.rl.batch as batch_module
+    import rlvr.rl.update as update_module
 
     budgets = set()
 
@@ -239,9 +239,9 @@ def test_overlapped_scoring_equals_scoring_after_decoding(tmp_path, monkeypatch,
     or while a worker thread decodes the others (an accelerator; forced here); the same rewards either way."""
     import threading
 
-    import rlvr.train.rollouts as rollouts_module
+    import rlvr.rl.rollouts as rollouts_module
     from rlvr.rewards import RewardSpec
-    from rlvr.train.sampling import score_while_sampling
+    from rlvr.rl.sampling import score_while_sampling
 
     from .reward_fns import digit_share
 

@@ -4,8 +4,8 @@ template, the gold answer as `solution`, and reward factories named in the confi
 import pytest
 
 from rlvr.errors import UserError
+from rlvr.grpo.trainer import Trainer
 from rlvr.rewards import load_reward_function
-from rlvr.train.trainer import Trainer
 
 from .test_step import REWARD_FNS, tiny_config
 

@@ -8,7 +8,7 @@ import pytest
 from rlvr import paths
 from rlvr.dashboard.report import write_report
 from rlvr.dashboard.server import run_page
-from rlvr.train.trainer import train_grpo
+from rlvr.grpo.trainer import train_grpo
 
 from .test_step import REWARD_FNS, tiny_config
 

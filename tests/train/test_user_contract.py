@@ -10,9 +10,9 @@ import pytest
 
 from rlvr import paths
 from rlvr.errors import UserError
+from rlvr.grpo.trainer import Trainer
 from rlvr.rewards import RewardSpec
 from rlvr.run.loop import run_training
-from rlvr.train.trainer import Trainer
 
 from . import contract_fns
 from .test_step import DIGITS, tiny_config

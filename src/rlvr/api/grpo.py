@@ -99,7 +99,7 @@ class GRPO:
         return self.summary
 
     def _launch(self, resume: bool, on_step_end: OnStepEnd, overwrite: bool) -> dict[str, Any]:
-        from rlvr.train.trainer import train_grpo
+        from rlvr.grpo.trainer import train_grpo
 
         return train_grpo(self.config, resume=resume, on_step_end=on_step_end, overwrite=overwrite)
 

@@ -13,9 +13,9 @@ Scale = Literal["group_std", "batch_std", "batch_norm", "none"]
 StdEstimator = Literal["population", "unbiased"]
 KLEstimator = Literal["k1", "k2", "k3", "k3+"]
 Aggregation = Literal["sequence_mean", "token_mean", "constant"]
-PolicyLoss = Literal["clip", "gspo", "cispo", "sapo"]  # or a user's `file.py:function` (rlvr.train.objective)
+PolicyLoss = Literal["clip", "gspo", "cispo", "sapo"]  # or a user's `file.py:function` (rlvr.rl.objective)
 RewardAggregation = Literal["sum", "normalize_then_sum"]  # how several rewards make one advantage (GDPO)
-TurnAdvantages = Literal["return", "per_turn"]  # how rewards of single turns are credited (rlvr.train.turns)
+TurnAdvantages = Literal["return", "per_turn"]  # how rewards of single turns are credited (rlvr.rl.turns)
 CorrectionLevel = Literal["none", "token", "sequence"]  # rollout correction (rlvr.correction)
 CorrectionMode = Literal["truncate", "mask"]
 Backend = Literal["local", "vllm"]  # what samples the completions (rlvr.samplers)
@@ -27,7 +27,7 @@ ExtractionMode = Literal["strict", "lenient"]
 FormatName = Literal["boxed", "think_answer", "soft_think_answer"]
 # What a control run trains on instead of the verifiers' rewards (rlvr.rewards.control).
 Control = Literal["none", "random", "format"]
-# What preflight does with the signs in step 1's batch that a run cannot learn (rlvr.train.preflight).
+# What preflight does with the signs in step 1's batch that a run cannot learn (rlvr.rl.preflight).
 Preflight = Literal["warn", "strict", "off"]
 
 BASELINES: tuple[Baseline, ...] = get_args(Baseline)

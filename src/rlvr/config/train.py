@@ -74,7 +74,7 @@ class DataConfig:
     """Difficulty level of a built-in task; of a reasoning-gym task, the level of its curriculum."""
     curriculum: bool = False
     """Sample prompts by difficulty as the current model's pass rate: prompts it half-solves first,
-    so training moves to harder prompts as accuracy rises (train/curriculum.py); false = shuffled epochs.
+    so training moves to harder prompts as accuracy rises (rl/curriculum.py); false = shuffled epochs.
     A reasoning-gym task's training rows then span its levels 1..data.difficulty evenly."""
     train_size: int = 2000
     """How many prompts to generate (built-in tasks) or keep (files)."""
@@ -139,15 +139,15 @@ class SamplingConfig:
     overlap_rewards: bool = True
     """Score each group as soon as it finishes decoding (reward functions are then called once per
     group, on the main thread): on an accelerator while the other groups decode, on a CPU between two
-    decoding steps (rlvr.train.sampling says why); false = one call per batch after decoding, as TRL does."""
+    decoding steps (rlvr.rl.sampling says why); false = one call per batch after decoding, as TRL does."""
     dynamic_sampling: bool = False
     """DAPO's dynamic sampling: groups whose rewards are all equal (no gradient) are replaced by
-    groups of fresh prompts until the batch is full (train/dynamic.py)."""
+    groups of fresh prompts until the batch is full (rl/dynamic.py)."""
     max_sampling_rounds: int = 3
     """Cap on sampling rounds per step with dynamic_sampling; past it the batch is topped up with
     zero-variance groups."""
     max_staleness: int | None = None
-    """Sample ahead (rlvr.train.ahead): a worker thread samples and scores batch t with the weights of step
+    """Sample ahead (rlvr.rl.ahead): a worker thread samples and scores batch t with the weights of step
     t − k while the trainer trains, half of `threads` each; the ratio's π_old is then the sampler's own
     log-prob of the version that sampled. null = sample each batch with the newest weights, in turn (the
     synchronous loop); 0 = the same, through the worker."""
@@ -223,7 +223,7 @@ class AlgorithmConfig:
     """Copy the policy into the reference model every K steps (0 = never)."""
     process_reward_model: str | None = None
     """Process supervision: a process reward model directory (`rlvr rm`) scores every step and the
-    advantages become per-token returns of group-normalised step rewards (train/process.py);
+    advantages become per-token returns of group-normalised step rewards (grpo/process.py);
     None = outcome supervision from the rewards."""
     step_separator: str = "\n\n"
     """What separates the steps of a completion under process supervision."""
@@ -231,7 +231,7 @@ class AlgorithmConfig:
     """Multi-turn rollouts whose agent or environment rewards single turns (link.reward, a Reply's reward before
     the end): `return` = those rewards add to the trajectory's reward, one advantage for all its tokens;
     `per_turn` = process supervision over turns: each turn's tokens get the group-normalised rewards from that
-    turn on (rlvr.train.turns)."""
+    turn on (rlvr.rl.turns)."""
     rollout_correction: RolloutCorrectionConfig = field(default_factory=RolloutCorrectionConfig)
     """Correct for a sampler whose log-probs differ from the trainer's (off by default: rlvr's own sampler's
     are the trainer's, within rounding)."""
@@ -323,8 +323,8 @@ class TrainConfig:
     paid on the prompt's group, `format` on the format rewards alone; everything else (seeds, data order,
     evaluation) is the run's, so `rlvr compare RUN CONTROL` gives what the rewards themselves taught."""
     preflight: Preflight = "warn"
-    """Read step 1's batch for signs the run cannot learn (rlvr.train.preflight): `warn` says so, `strict` stops;
-    a run whose memory plan exceeds the machine's (rlvr.train.memory) is refused unless `off`."""
+    """Read step 1's batch for signs the run cannot learn (rlvr.rl.preflight): `warn` says so, `strict` stops;
+    a run whose memory plan exceeds the machine's (rlvr.rl.memory) is refused unless `off`."""
     reflection_phrases: list[str] = field(default_factory=lambda: list(DEFAULT_REFLECTION_PHRASES))
     """Phrases counted as reflection in the `reflection_rate` metric (whole words, any case)."""
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import torch
 
+from rlvr.distributed.world import SINGLE, World, gather_across, shard, unshard
 from rlvr.rewards import RewardSpec
 from rlvr.rewards.batch import score_rollout
 from rlvr.rollout import SamplingParams
-from rlvr.run.world import SINGLE, World, gather_across, shard, unshard
 from rlvr.samplers import Prompt, Sampler, SampleRequest
 from rlvr.seeds import seed_of
 

@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 
 from rlvr.config import EvalConfig
+from rlvr.distributed.launcher import is_main_rank
 from rlvr.errors import UserError
-from rlvr.run.launcher import is_main_rank
 
 _DEFAULTS = EvalConfig()
 # command-line option -> config key (the rest have the same name)

@@ -24,6 +24,7 @@ from rlvr.config import EvalConfig, ProblemsConfig
 from rlvr.console import progress as progress_bar
 from rlvr.data import find_task, render_prompt, with_few_shot
 from rlvr.data.lengths import budget_words, prompt_limit, refuse_too_long
+from rlvr.distributed.world import World, barrier, gather_across, join
 from rlvr.envs.loading import load_agent
 from rlvr.errors import UserError
 from rlvr.evaluate.benchmarks import Benchmark, describe, load_benchmark
@@ -38,7 +39,6 @@ from rlvr.models import load_configured
 from rlvr.models.devices import autocast, compute_dtype, precision, resolve_device
 from rlvr.rollout import SamplingParams
 from rlvr.run.samplers import push_weights, rank_sampler
-from rlvr.run.world import World, barrier, gather_across, join
 from rlvr.samplers import Prompt, Sampler
 
 DEFAULT_K = (1, 4, 16, 64)

@@ -1,4 +1,4 @@
-"""A model's shapes before its weights load: what a memory plan (rlvr.train.memory) is computed from.
+"""A model's shapes before its weights load: what a memory plan (rlvr.rl.memory) is computed from.
 
 The model is built on PyTorch's meta device from its config (no memory, no weights read), so the
 parameter count is the model's own, tied embeddings counted once, and the linear layers are listed for

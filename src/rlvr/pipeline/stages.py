@@ -78,7 +78,7 @@ def _sft(path: Path, out: Path) -> StageOutput:
 
 
 def _grpo(path: Path, out: Path) -> StageOutput:
-    from rlvr.train.trainer import train_grpo
+    from rlvr.grpo.trainer import train_grpo
 
     resume = paths.latest_checkpoint(out) is not None  # an interrupted stage goes on with its checkpoint's config
     config = resume_config(TrainConfig, out) if resume else load_config(path)

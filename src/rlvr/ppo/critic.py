@@ -14,14 +14,14 @@ from typing import Any
 import torch
 
 from rlvr.config.sections import REPLICATED, PPOConfig
+from rlvr.distributed.parallel import Trained
+from rlvr.distributed.world import World
 from rlvr.logprobs import predicting_hidden
 from rlvr.models.adapters import decoder
 from rlvr.models.devices import autocast
 from rlvr.ppo.gae import value_loss
 from rlvr.records import Rollout
-from rlvr.run.parallel import Trained
-from rlvr.run.world import World
-from rlvr.train.batch import micro_batches
+from rlvr.rl.batch import micro_batches
 
 
 class ValueModel(torch.nn.Module):
@@ -46,7 +46,7 @@ class ValueModel(torch.nn.Module):
 
 
 class Critic:
-    """The critic as the step runs it: its network (rlvr.run.parallel.Trained) under the policy's precision
+    """The critic as the step runs it: its network (rlvr.distributed.parallel.Trained) under the policy's precision
     (autocast, as rlvr.run.policy.Policy), its AdamW at the constant rate `ppo.critic_lr`, its update clipped
     around the old values (`ppo.value_clip`) and its gradient norm to `ppo.critic_max_grad_norm`."""
 

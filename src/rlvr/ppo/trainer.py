@@ -1,9 +1,9 @@
-"""PPO: a peer of GRPO over the same run parts (rlvr.train.recipe: the policy, its optimizer, the rollout source,
+"""PPO: a peer of GRPO over the same run parts (rlvr.rl.recipe: the policy, its optimizer, the rollout source,
 evaluation), with a critic and GAE in place of the group baseline.
 
     one step:  sample G completions per prompt ─▶ rewards ─▶ values V(s_t) from the critic (rlvr.ppo.critic)
                ─▶ token rewards (reward at the end, −β·KL on every token) ─▶ GAE ─▶ whitened advantages [N, Lc]
-               ─▶ the policy's clipped update (rlvr.train.update.policy_update, no KL term: it is in the rewards)
+               ─▶ the policy's clipped update (rlvr.rl.update.policy_update, no KL term: it is in the rewards)
                ─▶ the critic's clipped value update
 """
 
@@ -13,15 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.config import TrainConfig
+from rlvr.distributed.world import SINGLE, World
 from rlvr.errors import UserError
 from rlvr.ppo.critic import Critic
 from rlvr.ppo.gae import ppo_advantages
+from rlvr.rl.batch import batch_logprobs, make_batch
+from rlvr.rl.recipe import PolicyRecipe
+from rlvr.rl.update import policy_update
 from rlvr.run.clock import Stopwatch
 from rlvr.run.loop import OnStepEnd, StepResult, launch
-from rlvr.run.world import SINGLE, World
-from rlvr.train.batch import batch_logprobs, make_batch
-from rlvr.train.recipe import PolicyRecipe
-from rlvr.train.update import policy_update
 
 
 def train_ppo(config: TrainConfig, *, resume: bool = False, on_step_end: OnStepEnd | None = None,

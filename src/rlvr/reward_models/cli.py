@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from rlvr.run.launcher import is_main_rank
+from rlvr.distributed.launcher import is_main_rank
 from rlvr.run.options import add_run_options, printed, run_config
 
 

@@ -22,6 +22,8 @@ import torch
 from rlvr import paths
 from rlvr.config import RewardModelConfig
 from rlvr.config.sections import REPLICATED, shards
+from rlvr.distributed.parallel import Trained
+from rlvr.distributed.world import SINGLE, World, gather_across, map_sharded, shard
 from rlvr.errors import UserError
 from rlvr.evaluate.accuracy import wilson_interval
 from rlvr.models import adapt, set_checkpointing
@@ -42,8 +44,6 @@ from rlvr.reward_models.pairs import PreferencePair, load_pairs, split_pairs
 from rlvr.run.checkpoint import save_pretrained
 from rlvr.run.loop import OnStepEnd, Schedule, StepResult, launch
 from rlvr.run.order import batch_order
-from rlvr.run.parallel import Trained
-from rlvr.run.world import SINGLE, World, gather_across, map_sharded, shard
 
 
 def train_reward_model(config: RewardModelConfig, *, resume: bool = False, on_step_end: OnStepEnd | None = None,

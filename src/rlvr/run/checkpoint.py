@@ -100,7 +100,7 @@ def load_state(checkpoint: Path) -> dict[str, Any]:
 
 def save_pretrained(folder: Path, model: Any, tokenizer: Any = None, state_dict: dict[str, Any] | None = None) -> None:
     """A transformers model (and its tokenizer) in `folder`, loadable with from_pretrained; `state_dict`: its
-    weights when the model holds only a shard of them (gathered by rlvr.run.parallel.full_state_dict)."""
+    weights when the model holds only a shard of them (gathered by rlvr.distributed.parallel.full_state_dict)."""
     # adapters alone for a peft model (rlvr.models.adapters): not its embeddings, which it would otherwise
     # decide by looking the base model up, on the hub when the base is not a local folder
     model.save_pretrained(folder, state_dict=state_dict, **({"save_embedding_layers": False}

@@ -9,7 +9,7 @@ TensorBoard, Ctrl-C, atomic checkpoints, and one resume semantics (`--resume RUN
 exactly: the weights, optimizer, schedule, data order and RNG of the checkpoint, and the "before"
 evaluation measured when the run started).
 
-Under torchrun every rank runs this loop on its share of each step (rlvr.run.world): rank 0 alone writes the
+Under torchrun every rank runs this loop on its share of each step (rlvr.distributed.world): rank 0 alone writes the
 run's files and the bar, and a stop asked of any rank (Ctrl-C, SIGTERM) is agreed at the end of the step."""
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from rlvr import deadline, paths
 from rlvr.config import save_config
 from rlvr.config.sections import DistributedConfig, LoggingConfig, ModelConfig
 from rlvr.console import progress
+from rlvr.distributed.world import World, any_across, barrier, join, tag_warnings
 from rlvr.errors import StepAbandoned, UserError, for_caller
 from rlvr.records import Evaluation
 from rlvr.run import best as best_kept
@@ -42,7 +43,6 @@ from rlvr.run.sharded import restore_rng, save_sharded_checkpoint
 from rlvr.run.stop import StopFlag, stop_on_signals
 from rlvr.run.tally import SignalWatch, run_totals, said_at_start, time_line
 from rlvr.run.trackers import open_trackers
-from rlvr.run.world import World, any_across, barrier, join, tag_warnings
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ class Recipe(Protocol):
     @property
     def step_count(self) -> int: ...
     @property
-    def world(self) -> World: ...  # the ranks it runs on (one process: rlvr.run.world.SINGLE)
+    def world(self) -> World: ...  # the ranks it runs on (one process: rlvr.distributed.world.SINGLE)
 
     def step(self) -> StepResult: ...
     def evaluate(self) -> Evaluation | None: ...  # held-out measurement; None = nothing to measure

@@ -7,7 +7,7 @@
            ─named_weights─▶ full tensors, adapters folded (what a sampler of its own loads)
            ─write / full_state / sharded_state─▶ checkpoints
 
-How the model is spread over ranks (one process, DDP, FSDP2: rlvr.run.parallel), whether it carries LoRA
+How the model is spread over ranks (one process, DDP, FSDP2: rlvr.distributed.parallel), whether it carries LoRA
 adapters (rlvr.models.adapters) and the forward precision (rlvr.models.devices) live here and nowhere
 else: the stages that use a Policy never ask which.
 """
@@ -22,11 +22,7 @@ from typing import Any, Protocol, TypeVar
 import torch
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
 
-from rlvr.logprobs import PolicyModule, TokenStats
-from rlvr.models.adapters import AdaptersOff, decoder, folded_for_decoding, folded_weights, has_adapters
-from rlvr.models.devices import autocast
-from rlvr.run.checkpoint import save_pretrained
-from rlvr.run.parallel import (
+from rlvr.distributed.parallel import (
     Trained,
     full_state_dict,
     gathered,
@@ -36,14 +32,18 @@ from rlvr.run.parallel import (
     spread,
     unwrap,
 )
+from rlvr.distributed.world import SINGLE, World
+from rlvr.logprobs import PolicyModule, TokenStats
+from rlvr.models.adapters import AdaptersOff, decoder, folded_for_decoding, folded_weights, has_adapters
+from rlvr.models.devices import autocast
+from rlvr.run.checkpoint import save_pretrained
 from rlvr.run.sharded import load_shards
-from rlvr.run.world import SINGLE, World
 
 T = TypeVar("T")
 
 
 class Rows(Protocol):
-    """What a forward pass of the policy reads (rlvr.train.batch.MicroBatch): read-only, as that frozen record's."""
+    """What a forward pass of the policy reads (rlvr.rl.batch.MicroBatch): read-only, as that frozen record's."""
 
     @property
     def prompt_ids(self) -> torch.Tensor: ...
@@ -182,7 +182,7 @@ class Policy:
                        options=StateDictOptions(strict=not has_adapters(self.model)))
 
     def optimizer_state(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
-        """`optimizer`'s state keyed by parameter name (loads at any world size, rlvr.run.parallel)."""
+        """`optimizer`'s state keyed by parameter name (loads at any world size, rlvr.distributed.parallel)."""
         return optimizer_state(self.model, optimizer)
 
     def load_optimizer_state(self, optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:

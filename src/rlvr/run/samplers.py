@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from rlvr.config import GenerationConfig
-from rlvr.run.world import World, barrier, gather_across
+from rlvr.distributed.world import World, barrier, gather_across
 from rlvr.samplers import Sampler
 from rlvr.samplers.build import build_sampler, give_weights
 

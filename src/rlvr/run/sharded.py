@@ -24,6 +24,7 @@ from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 
 from rlvr import paths
+from rlvr.distributed.world import World, barrier, gather_across
 from rlvr.run.checkpoint import (
     disk_full,
     out_of_space,
@@ -32,7 +33,6 @@ from rlvr.run.checkpoint import (
     set_rng_state,
     temporary_dir,
 )
-from rlvr.run.world import World, barrier, gather_across
 
 
 def save_sharded_checkpoint(run_dir: Path, step: int, *, write: Callable[[Path], None], state: dict[str, Any],

@@ -66,7 +66,7 @@ def run_totals(run_dir: Path) -> dict[str, Any]:
 
 def said_at_start(precision: str, memory_plan: str | None) -> str:
     """What a run says once every check has passed (a mistake before is one line alone): its precision and, for a
-    recipe that planned its memory before its model loaded (rlvr.train.memory), the plan.
+    recipe that planned its memory before its model loaded (rlvr.rl.memory), the plan.
 
     >>> said_at_start("float32 (model.dtype=auto)", None)
     'rlvr: precision float32 (model.dtype=auto)'

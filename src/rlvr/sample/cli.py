@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from rlvr.config.choices import MODES
-from rlvr.run.launcher import is_main_rank
+from rlvr.distributed.launcher import is_main_rank
 
 
 def add_sample_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:

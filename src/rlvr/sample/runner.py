@@ -19,11 +19,11 @@ from typing import Any
 import torch
 
 from rlvr.config import EvalConfig, SampleConfig
+from rlvr.distributed.world import World
 from rlvr.errors import UserError
 from rlvr.evaluate import runner as evaluation
 from rlvr.evaluate.benchmarks import MATH_BENCHMARKS, Benchmark, load_benchmark
 from rlvr.evaluate.store import EvalStore
-from rlvr.run.world import World
 from rlvr.sample.dataset import sft_row, summarise, write_jsonl
 from rlvr.sample.filters import filter_samples
 

@@ -88,7 +88,7 @@ class Interrupted(Exception):
 class CopySampler(LocalSampler):
     """rlvr's own engine on a network of its own: a plain copy of the policy's (adapters merged), which only
     `load_weights` changes, so the trainer can update the policy while this samples (rollouts sampled ahead:
-    rlvr.train.ahead). `precision()` is the forward passes' precision context (the policy's autocast). It
+    rlvr.rl.ahead). `precision()` is the forward passes' precision context (the policy's autocast). It
     decodes eagerly (no CUDA graphs): a graph's replay would skip the forward hook that `interrupt` stops it by."""
 
     def __init__(self, model: torch.nn.Module, tokenizer: Any, precision: Callable[[], Any], **kwargs: Any) -> None:

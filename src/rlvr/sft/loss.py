@@ -15,9 +15,9 @@ from typing import Any
 
 import torch
 
+from rlvr.distributed.world import SINGLE, World, shard, sum_across
 from rlvr.logprobs import selective_logprobs
 from rlvr.models.adapters import decoder
-from rlvr.run.world import SINGLE, World, shard, sum_across
 from rlvr.sft.data import SFTExample
 from rlvr.sft.packing import MicroBatch, attention_bias, loss_targets, micro_batches
 
@@ -31,7 +31,7 @@ class TokenNLL:
 
 def completion_nll(model: torch.nn.Module, batch: MicroBatch) -> TokenNLL:
     """Summed NLL of `batch`'s trained tokens under `model` (a causal LM: backbone + output layer; the step
-    runs it as an NLLModule, through the ranks' wrapper: rlvr.run.parallel.Trained)."""
+    runs it as an NLLModule, through the ranks' wrapper: rlvr.distributed.parallel.Trained)."""
     param = next(model.parameters())
     ids, positions, segments = (t.to(param.device) for t in (batch.input_ids, batch.position_ids, batch.segment_ids))
     backbone = decoder(model)

@@ -22,6 +22,8 @@ from typing import Any
 from rlvr import paths
 from rlvr.config import SFTConfig
 from rlvr.config.sections import REPLICATED, shards
+from rlvr.distributed.parallel import Trained
+from rlvr.distributed.world import SINGLE, World, shard, sum_across
 from rlvr.errors import UserError
 from rlvr.models import load_configured
 from rlvr.models.devices import autocast
@@ -30,8 +32,6 @@ from rlvr.records import Evaluation
 from rlvr.run.checkpoint import save_pretrained
 from rlvr.run.loop import OnStepEnd, Schedule, StepResult, launch
 from rlvr.run.order import batch_order
-from rlvr.run.parallel import Trained
-from rlvr.run.world import SINGLE, World, shard, sum_across
 from rlvr.sft.data import SFTExample, prepare_data, read_rows
 from rlvr.sft.loss import NLLModule, held_out_loss
 from rlvr.sft.masking import trained_count

@@ -9,7 +9,7 @@ of its generator (the fields of its config class) that override the rest:
 
 `difficulty` N is level N of the task's curriculum (reasoning-gym's `set_global_level(N - 1)`); a task with no
 curriculum has difficulty 1 only. With data.curriculum the training rows span levels 1..N evenly
-(rlvr.train.build), and rlvr's curriculum by pass rate walks them from the easy ones up. The rows are split into
+(rlvr.rl.build), and rlvr's curriculum by pass rate walks them from the easy ones up. The rows are split into
 train and test by a hash of their question (rlvr.data.tasks.splits), so held-out rows are never trained on,
 whatever the seeds. A row keeps the task's `answer` and `metadata`, and the `reasoning_gym` reward scores it
 with the task's own scorer, partial scores kept (`reasoning_gym_solved`: 1.0 only for a full score, the

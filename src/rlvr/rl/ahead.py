@@ -31,12 +31,12 @@ import torch
 
 from rlvr.config import TrainConfig
 from rlvr.deadline import call_with_time_limit, overdue_in
+from rlvr.distributed.world import World, barrier, gather_across, own_group
 from rlvr.errors import StepAbandoned, UserError
+from rlvr.rl.build import RunParts
+from rlvr.rl.rollouts import RolloutSource, Taken
 from rlvr.run.policy import Policy
-from rlvr.run.world import World, barrier, gather_across, own_group
 from rlvr.samplers import Sampler
-from rlvr.train.build import RunParts
-from rlvr.train.rollouts import RolloutSource, Taken
 
 Weights = list[tuple[str, torch.Tensor]]
 
@@ -202,7 +202,7 @@ class RolloutsAhead:
 
 
 class AheadSource(RolloutSource):
-    """rlvr.train.rollouts' source with a worker sampling ahead (`RolloutsAhead`, started at the first batch taken):
+    """rlvr.rl.rollouts' source with a worker sampling ahead (`RolloutsAhead`, started at the first batch taken):
     with vLLM, the engine is the worker's and evaluations decode with rlvr's engine on the policy's weights;
     otherwise the worker samples with a copy of the policy (a CopySampler), given the weights of each version."""
 

@@ -2,7 +2,7 @@
 
     TrainBatch + update statistics + phase times ─step_metrics─▶ {name: number} ─▶ metrics.jsonl / TensorBoard
 
-`reward/NAME/mean` is each reward's own mean; `accuracy` is the correctness reward's (rlvr.train.reward_setup
+`reward/NAME/mean` is each reward's own mean; `accuracy` is the correctness reward's (rlvr.rl.reward_setup
 says which one that is), and is not logged by a run that has none.
 
 Data-parallel, every rank's scored groups are gathered first (`gather_step`), so the metrics are those
@@ -19,12 +19,12 @@ from typing import Any
 import torch
 
 from rlvr.advantages import zero_variance_groups
+from rlvr.distributed.world import World, gather_across
 from rlvr.evaluate.emergence import length_quantiles, reflection_rate, reward_spread
 from rlvr.models.devices import peak_memory_gb
 from rlvr.records import Rollout, ScoredRollout, TrainBatch
 from rlvr.rewards import workers
-from rlvr.run.world import World, gather_across
-from rlvr.train.dynamic import FillStats, concat_scored
+from rlvr.rl.dynamic import FillStats, concat_scored
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def step_metrics(record: StepRecord, updates: list[dict[str, float]], seconds: d
     for name, values in scored.reward_components.items():
         m[f"reward/{name}/mean"], m[f"reward/{name}/std"] = _nan_stats(values)
         m[f"reward/{name}/seconds"] = scored.reward_seconds.get(name, 0.0)
-    if sources.correctness is not None:  # the correctness reward (rlvr.train.reward_setup), never another
+    if sources.correctness is not None:  # the correctness reward (rlvr.rl.reward_setup), never another
         m["accuracy"] = m[f"reward/{sources.correctness}/mean"]
     m["zero_variance_fraction"] = float(zero_variance_groups(scored.rewards).float().mean())
     m["advantage/abs_mean"] = float(record.advantages.abs().mean())
@@ -90,7 +90,7 @@ def step_metrics(record: StepRecord, updates: list[dict[str, float]], seconds: d
     for key in ("entropy", "lr", "sampler/logp_abs_diff_mean", "sampler/logp_abs_diff_max"):
         m[key] = updates[0][key]
     # the rollout correction's weights (rlvr.correction): π_old is the same in every update of the batch; and
-    # whether the step was skipped (rlvr.train.update: no reward signal before the first update)
+    # whether the step was skipped (rlvr.rl.update: no reward signal before the first update)
     first = ("sampler/kl", "update/skipped")
     m.update({k: v for k, v in updates[0].items() if k.startswith("rollout_correction/") or k in first})
     for key in ("loss", "kl", "clip_low_fraction", "clip_high_fraction", "grad_norm"):

@@ -6,7 +6,7 @@ Stopped by Ctrl-C or SIGTERM, torchrun has passed the signal on and waited for t
 then raises, which here is a normal end. It ends with the `rlvr` process that started it, and its
 ranks end with it (rlvr.lifeline).
 
-    python -m rlvr.run.torchrun [torchrun options] -m rlvr train ...
+    python -m rlvr.distributed.torchrun [torchrun options] -m rlvr train ...
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.run import parse_args, run
 
+from rlvr.distributed.launcher import signal_name
 from rlvr.lifeline import child_env, end_with_parent
-from rlvr.run.launcher import signal_name
 
 RLVR_EXIT_CODES = (1, 2, 130)  # a rank that exits with one of these printed why (rlvr.cli)
 

@@ -3,7 +3,7 @@
     trainer:  source.take(t) ─▶ ScoredRollout of batch t ─▶ … update … ─▶ source.updated(t + 1)
 
 `RolloutSource` samples batch t when the trainer takes it, with the policy's weights of version t (its
-newest). rlvr.train.ahead's `AheadSource` is the same source with a worker thread that samples up to k
+newest). rlvr.rl.ahead's `AheadSource` is the same source with a worker thread that samples up to k
 batches ahead (`sampling.max_staleness`). Either way the trainer says one thing after an update (`updated`:
 the policy's weights are now version t + 1), keeps the source's `state_dict` in its checkpoints, and closes it;
 what samples, when, and on which thread is the source's alone.
@@ -20,22 +20,22 @@ from typing import Any
 
 from rlvr.config import TrainConfig
 from rlvr.config.choices import Backend
+from rlvr.distributed.world import World, any_across, gather_across, shard
 from rlvr.envs import load_environment
 from rlvr.envs.loading import load_agent
 from rlvr.harness.sampler import over_episodes
 from rlvr.records import Rollout, ScoredRollout
 from rlvr.rewards.batch import score_rollout
+from rlvr.rl.build import RunParts
+from rlvr.rl.curriculum import CurriculumStream
+from rlvr.rl.dynamic import FillStats, fill_informative
+from rlvr.rl.prompts import PromptStream
+from rlvr.rl.sampling import GroupDone, score_while_sampling
 from rlvr.rollout import SamplingParams
 from rlvr.run.policy import Policy
 from rlvr.run.samplers import push_weights, rank_sampler
-from rlvr.run.world import World, any_across, gather_across, shard
 from rlvr.samplers import Sampler, SampleRequest
 from rlvr.seeds import seeds_for
-from rlvr.train.build import RunParts
-from rlvr.train.curriculum import CurriculumStream
-from rlvr.train.dynamic import FillStats, fill_informative
-from rlvr.train.prompts import PromptStream
-from rlvr.train.sampling import GroupDone, score_while_sampling
 
 Taken = tuple[ScoredRollout, FillStats | None]  # a batch, and what dynamic sampling did to fill it (None: off)
 
@@ -131,7 +131,7 @@ class RolloutSource:
         else:
             scored = score_rollout(self.sample(positions, batch, sampler, round_=round_, slots=slots),
                                    self.parts.rewards)
-        if self.parts.correctness is not None:  # (without one there is no curriculum: rlvr.train.reward_setup)
+        if self.parts.correctness is not None:  # (without one there is no curriculum: rlvr.rl.reward_setup)
             accuracies = scored.reward_components[self.parts.correctness].nanmean(dim=1).tolist()
             for seen, rates in gather_across((positions, accuracies), world):
                 self.prompts.observe(seen, rates)

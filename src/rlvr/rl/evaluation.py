@@ -11,11 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from rlvr.config import TrainConfig
+from rlvr.distributed.world import World
 from rlvr.evaluate.accuracy import Interval, evaluate_accuracy, paired_gain_interval
 from rlvr.rewards.control import DESCRIPTIONS as CONTROL_DESCRIPTIONS
-from rlvr.run.world import World
+from rlvr.rl.build import Prompts, RunParts
 from rlvr.samplers import Sampler
-from rlvr.train.build import Prompts, RunParts
 
 
 def held_out(sampler: Sampler, parts: RunParts, config: TrainConfig, step: int,
@@ -40,7 +40,7 @@ def accuracy(sampler: Sampler, parts: RunParts, config: TrainConfig, prompts: Pr
              world: World) -> dict[str, Any]:
     """Greedy, through `sampler` (in conversation with the environment when there is one, the environments
     seeded the same at every evaluation, so before and after are paired)."""
-    assert parts.accuracy_fns is not None  # (held-out prompts come with their verdicts: rlvr.train.heldout)
+    assert parts.accuracy_fns is not None  # (held-out prompts come with their verdicts: rlvr.rl.heldout)
     strict, lenient = parts.accuracy_fns
     result = evaluate_accuracy(sampler, prompts, strict=strict, lenient=lenient, seed=config.seed, world=world,
                                max_new_tokens=config.eval_max_new_tokens or config.max_new_tokens)

@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from rlvr.config.choices import CONTROLS
-from rlvr.run.launcher import is_main_rank
+from rlvr.distributed.launcher import is_main_rank
 from rlvr.run.options import add_run_options, printed, run_config
 
 
@@ -29,7 +29,7 @@ def run_train(args: argparse.Namespace) -> int:
 
     if printed(config, args):
         return 0
-    from rlvr.train.trainer import train_grpo  # torch and the models only once the config is known to be sound
+    from rlvr.grpo.trainer import train_grpo  # torch and the models only once the config is known to be sound
 
     summary = train_grpo(config, resume=bool(args.resume), overwrite=args.overwrite)
     _print_summary(summary, config.output_dir)

@@ -22,15 +22,15 @@ from rlvr.data.scoring import MATH, verifier_for_columns
 from rlvr.data.sources import with_every_column
 from rlvr.data.tasks.gym import is_gym
 from rlvr.data.trl_form import trl_form
+from rlvr.distributed.world import World
 from rlvr.errors import UserError
 from rlvr.models import frozen_copy, load_configured, load_model
 from rlvr.records import Example
 from rlvr.rewards import RewardSpec, load_reward_function
-from rlvr.run.world import World
+from rlvr.rl.heldout import Judge, heldout_judge
+from rlvr.rl.memory import plan_before_loading
+from rlvr.rl.reward_setup import run_rewards
 from rlvr.samplers import Prompt
-from rlvr.train.heldout import Judge, heldout_judge
-from rlvr.train.memory import plan_before_loading
-from rlvr.train.reward_setup import run_rewards
 
 Prompts = list[Prompt]  # each row with its rendered text and, with the chat template, its chat turns
 
@@ -48,12 +48,12 @@ class RunParts:
     validation: Prompts | None  # held-out prompts apart from `eval`, that keep_best chooses by (None: none)
     rewards: list[RewardSpec]
     reward_entries: list[RewardConfig]  # the rewards as run, each one's `correctness` decided (the effective config)
-    correctness: str | None  # the reward logged as `accuracy` and followed by the curriculum (rlvr.train.reward_setup)
-    accuracy_fns: Judge | None  # (strict, lenient) verdicts of held-out answers (rlvr.train.heldout); None: none
+    correctness: str | None  # the reward logged as `accuracy` and followed by the curriculum (rlvr.rl.reward_setup)
+    accuracy_fns: Judge | None  # (strict, lenient) verdicts of held-out answers (rlvr.rl.heldout); None: none
     heldout_skipped: str | None  # why no held-out set is evaluated, in words (None: one is)
     format_check: Callable[..., Any]  # the format reward the template asks for
     add_special_tokens: bool
-    memory_plan: str | None = None  # the plan made before the model loaded, in one line (rlvr.train.memory)
+    memory_plan: str | None = None  # the plan made before the model loaded, in one line (rlvr.rl.memory)
 
 
 def load_models(
@@ -66,7 +66,7 @@ def load_models(
     m = config.model
     policy_source = str(checkpoint / paths.MODEL) if checkpoint else None
     policy, tokenizer, device, dtype = load_configured(m, config.seed, policy_source)
-    reference = None  # (with LoRA, the policy with its adapters off: rlvr.train.trainer)
+    reference = None  # (with LoRA, the policy with its adapters off: rlvr.grpo.trainer)
     if config.algorithm.beta > 0 and not m.lora:
         refreshed = checkpoint is not None and (checkpoint / paths.REFERENCE).is_dir()
         source = str(checkpoint / paths.REFERENCE) if refreshed and checkpoint is not None else m.name
@@ -96,7 +96,7 @@ def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts
     held = load(eval_source, "test", d.eval_size + d.validation_size) if eval_source else None
     eval_examples, validation_examples = _split_validation(held, d.eval_size, d.validation_size, eval_source)
     # a file's rows are code or maths by their columns; rows with neither are scored by the config's rewards,
-    # and judged held-out by its correctness reward (rlvr.train.heldout)
+    # and judged held-out by its correctness reward (rlvr.rl.heldout)
     kind = task.scoring if task else verifier_for_columns(train_examples[0].columns if train_examples else ())
     # in TRL's form (chat messages, `solution`), so reward functions written for TRL run unchanged
     train_examples = trl_form(train_examples, chat=d.template == "chat")

@@ -30,8 +30,8 @@ from torch.distributed.checkpoint.state_dict import (
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard, register_fsdp_forward_method
 from torch.nn.parallel import DistributedDataParallel
 
+from rlvr.distributed.world import World, max_across
 from rlvr.logprobs import PolicyModule
-from rlvr.run.world import World, max_across
 
 T = TypeVar("T")
 M = TypeVar("M")
@@ -70,7 +70,7 @@ class Trained:
     `accumulating(last)` holds DDP's all-reduce back until a step's last micro-batch, and `optimizer_step`
     clips the gradient norm and steps the optimizer and its schedule.
 
-    >>> from rlvr.run.world import SINGLE
+    >>> from rlvr.distributed.world import SINGLE
     >>> trained = Trained(torch.nn.Linear(2, 1), SINGLE, "ddp", torch.device("cpu"), torch.float32)
     >>> trained(torch.ones(1, 2)).shape, trained.sharded
     (torch.Size([1, 1]), False)

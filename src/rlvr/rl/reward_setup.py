@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlvr.config import RewardConfig, TrainConfig
+from rlvr.distributed.world import World
 from rlvr.errors import UserError
 from rlvr.records import Example, Scoring
 from rlvr.rewards import RewardSpec, load_reward_function
@@ -31,7 +32,6 @@ from rlvr.rewards.control import check_control
 from rlvr.rewards.loading import checks_answers
 from rlvr.rewards.registry import PASSED_ON, is_builtin, required_columns
 from rlvr.rewards.routing import applies_to, only_where
-from rlvr.run.world import World
 
 ENVIRONMENT_COLUMNS = ("env_reward",)  # what a multi-turn rollout adds to the rows (rlvr.rewards.batch)
 

@@ -5,7 +5,7 @@
 with three things set for you: each rank gets its share of the CPU threads (OMP_NUM_THREADS, unless
 set); on Ctrl-C or SIGTERM torchrun passes the signal on to the ranks and gives them SHUTDOWN_S to
 finish the step and save before it kills them (plain torchrun gives 30 s); and a failed rank is
-reported in one line (rlvr.run.torchrun). If this process dies, however it dies, torchrun gets a
+reported in one line (rlvr.distributed.torchrun). If this process dies, however it dies, torchrun gets a
 SIGTERM, and the ranks get one if torchrun dies (rlvr.lifeline). No torch here: it only starts torchrun.
 """
 
@@ -58,7 +58,7 @@ def torchrun_command(argv: list[str], nproc: int) -> list[str]:
         skip = arg == "--nproc"
         if not skip:
             rest.append(arg)
-    return [sys.executable, "-m", "rlvr.run.torchrun", "--standalone", "--nproc_per_node", str(nproc),
+    return [sys.executable, "-m", "rlvr.distributed.torchrun", "--standalone", "--nproc_per_node", str(nproc),
             "--shutdown-timeout", str(SHUTDOWN_S), "-m", "rlvr", *rest]
 
 
@@ -99,7 +99,7 @@ def signal_name(signum: int) -> str:
 
 def rank_of_many() -> int | None:
     """This process's rank when torchrun started several, None for a single process (torchrun's
-    environment read without torch; rlvr.run.world.World.from_env reads the same)."""
+    environment read without torch; rlvr.distributed.world.World.from_env reads the same)."""
     return int(os.environ["RANK"]) if int(os.environ.get("WORLD_SIZE", 1)) > 1 else None
 
 

@@ -22,12 +22,12 @@ from rlvr.advantages import (
     std_from_moments,
 )
 from rlvr.config import AlgorithmConfig
+from rlvr.distributed.world import SINGLE, World, gather_across, sum_across
 from rlvr.losses import high_entropy_tokens
 from rlvr.records import Rollout, ScoredRollout, TrainBatch
 from rlvr.rewards.batch import completion_truncated
+from rlvr.rl.objective import user_advantages
 from rlvr.run.policy import Policy
-from rlvr.run.world import SINGLE, World, gather_across, sum_across
-from rlvr.train.objective import user_advantages
 
 
 def outcome_advantages(scored: ScoredRollout, algo: AlgorithmConfig, world: World = SINGLE,
@@ -169,7 +169,7 @@ def make_batch(
 
     With μ = 1, π_old is the policy of the same forward pass (DeepSeekMath's Algorithm 1 takes one
     update per batch): the loss uses its detached log-probs, the ratio is exactly 1, and no extra pass
-    is spent. A `stale` batch, sampled with older weights than the policy's (rlvr.train.ahead), has the
+    is spent. A `stale` batch, sampled with older weights than the policy's (rlvr.rl.ahead), has the
     sampler's own log-probs as π_old: the ratio is then π_θ over the policy that sampled it, clipped as PPO
     clips an off-policy batch (Schulman et al. 2017). `loss_mask` is the completion mask (the model's own
     tokens only, when the rollout says which) without unscored rows, and without truncated rows under

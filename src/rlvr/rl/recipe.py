@@ -1,7 +1,7 @@
-"""What GRPO and PPO share, as one base their recipes extend with a `step()`: the run's parts (rlvr.train.build),
+"""What GRPO and PPO share, as one base their recipes extend with a `step()`: the run's parts (rlvr.rl.build),
 the `Policy` handle, its optimizer, the rollout source, the held-out evaluation and the checkpoint state.
 
-    PolicyRecipe ─┬─ GRPO  (rlvr.train.trainer.Trainer):  group-relative advantages
+    PolicyRecipe ─┬─ GRPO  (rlvr.grpo.trainer.Trainer):  group-relative advantages
                   └─ PPO   (rlvr.ppo.trainer.PPOTrainer): a critic and GAE
 
 The run core (rlvr.run.loop) runs either one; each step ends in `advance()`.
@@ -18,17 +18,17 @@ import torch
 
 from rlvr import paths
 from rlvr.config import TrainConfig
+from rlvr.distributed.world import SINGLE, World
 from rlvr.errors import UserError
 from rlvr.optim import build_optimizer
 from rlvr.records import Evaluation, ScoredRollout
 from rlvr.rewards.control import controlled
+from rlvr.rl import evaluation
+from rlvr.rl.ahead import AheadSource
+from rlvr.rl.build import build_parts, with_environment_data
+from rlvr.rl.rollouts import RolloutSource
 from rlvr.run.loop import Schedule
 from rlvr.run.policy import Policy
-from rlvr.run.world import SINGLE, World
-from rlvr.train import evaluation
-from rlvr.train.ahead import AheadSource
-from rlvr.train.build import build_parts, with_environment_data
-from rlvr.train.rollouts import RolloutSource
 
 
 class PolicyRecipe:

@@ -13,13 +13,13 @@ import torch
 
 from rlvr.config import AlgorithmConfig
 from rlvr.correction import NO_SUMS, corrected_weights, correction_stats, correction_sums, log_weights
+from rlvr.distributed.world import World, max_across, sum_across
 from rlvr.kl import kl_estimate
 from rlvr.losses import aggregate_loss
 from rlvr.records import TrainBatch
+from rlvr.rl.batch import MicroBatch, micro_batches
+from rlvr.rl.objective import clip_shares, policy_term
 from rlvr.run.policy import Policy
-from rlvr.run.world import World, max_across, sum_across
-from rlvr.train.batch import MicroBatch, micro_batches
-from rlvr.train.objective import clip_shares, policy_term
 
 
 def grpo_loss(
@@ -39,7 +39,7 @@ def grpo_loss(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(scalar loss, per-token KL or None) of rows [m, T]: per token w·ℓ + β·KL(π_θ‖π_ref), aggregated with
     the whole batch's counts so that micro-batch losses add up to the batch's loss (rlvr.losses). ℓ = the
-    policy-gradient term `algorithm.policy_loss` names (rlvr.train.objective; `clip`: −min(ρÂ, clip(ρ, 1−ε_low,
+    policy-gradient term `algorithm.policy_loss` names (rlvr.rl.objective; `clip`: −min(ρÂ, clip(ρ, 1−ε_low,
     1+ε_high)Â)); w = the rollout correction's importance weights (rlvr.correction) times the entropy mask
     (`top_entropy_quantile`), 1 if None; `row_tokens` and `sequences`: each row's sequence length and sequence
     (rows numbered within these) when a sequence spans rows."""

@@ -1,10 +1,10 @@
 """GRPO: the trainer whose `step()` is the algorithm, run by the run core (rlvr.run) like every recipe.
 
-    rlvr.train.trainer.train_grpo(config)               # a fresh run in config.output_dir
-    rlvr.train.trainer.train_grpo(config, resume=True)  # continue it from its latest checkpoint
+    rlvr.grpo.trainer.train_grpo(config)               # a fresh run in config.output_dir
+    rlvr.grpo.trainer.train_grpo(config, resume=True)  # continue it from its latest checkpoint
 
 Under torchrun each rank samples, scores and trains on its own whole groups of every global batch
-(data-parallel, rlvr.run.world): the loss normalisers, the batch std and the metrics are reduced over
+(data-parallel, rlvr.distributed.world): the loss normalisers, the batch std and the metrics are reduced over
 all ranks, so a step equals the one-process step on the same global batch.
 
 Where this departs from DeepSeekMath's Algorithm 1 (Shao et al. 2024):
@@ -21,16 +21,14 @@ from typing import Any
 import torch
 
 from rlvr.config import TrainConfig
+from rlvr.distributed.world import SINGLE, World, gather_across
 from rlvr.envs.sampling import env_metrics
 from rlvr.errors import UserError
+from rlvr.grpo.process import process_batch_advantages
 from rlvr.records import ScoredRollout
 from rlvr.rewards.reward_model import ProcessRewardScorer
-from rlvr.run.clock import Stopwatch
-from rlvr.run.loop import OnStepEnd, StepResult, launch
-from rlvr.run.tally import groups_with_signal
-from rlvr.run.world import SINGLE, World, gather_across
-from rlvr.train.batch import make_batch, outcome_advantages
-from rlvr.train.metrics import (
+from rlvr.rl.batch import make_batch, outcome_advantages
+from rlvr.rl.metrics import (
     MetricSources,
     control_metrics,
     gather_step,
@@ -38,11 +36,13 @@ from rlvr.train.metrics import (
     step_metrics,
     step_record,
 )
-from rlvr.train.preflight import preflight
-from rlvr.train.process import process_batch_advantages
-from rlvr.train.recipe import PolicyRecipe
-from rlvr.train.turns import turn_batch_advantages
-from rlvr.train.update import policy_update
+from rlvr.rl.preflight import preflight
+from rlvr.rl.recipe import PolicyRecipe
+from rlvr.rl.turns import turn_batch_advantages
+from rlvr.rl.update import policy_update
+from rlvr.run.clock import Stopwatch
+from rlvr.run.loop import OnStepEnd, StepResult, launch
+from rlvr.run.tally import groups_with_signal
 
 
 def train_grpo(config: TrainConfig, *, resume: bool = False, on_step_end: OnStepEnd | None = None,
@@ -53,7 +53,7 @@ def train_grpo(config: TrainConfig, *, resume: bool = False, on_step_end: OnStep
 
 
 class Trainer(PolicyRecipe):
-    """GRPO's step over the run's parts (rlvr.train.recipe: the policy, its optimizer, the rollout source,
+    """GRPO's step over the run's parts (rlvr.rl.recipe: the policy, its optimizer, the rollout source,
     evaluation, checkpoint state)."""
 
     resume_hint, label, job = "rlvr train --resume {run_dir}", "GRPO", "train"

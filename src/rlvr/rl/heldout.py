@@ -22,7 +22,7 @@ from rlvr.records import Example, Scoring
 from rlvr.rewards import load_reward_function
 from rlvr.rewards.registry import required_columns
 from rlvr.rewards.routing import as_verdict
-from rlvr.train.reward_setup import RunRewards
+from rlvr.rl.reward_setup import RunRewards
 
 Judge = tuple[Callable[..., Any], Callable[..., Any]]  # (strict, lenient): 1.0 / 0.0 / None per completion
 

@@ -21,9 +21,9 @@ import torch
 
 from rlvr import paths
 from rlvr.config import RewardModelConfig
-from rlvr.config.sections import REPLICATED, shards
+from rlvr.config.sections import REPLICATED
 from rlvr.distributed.parallel import Trained
-from rlvr.distributed.world import SINGLE, World, gather_across, map_sharded, shard
+from rlvr.distributed.world import SINGLE, World, gather_across, map_sharded
 from rlvr.errors import UserError
 from rlvr.evaluate.accuracy import wilson_interval
 from rlvr.models import adapt, set_checkpointing
@@ -37,13 +37,12 @@ from rlvr.models.reward_model import (
     score_stats,
     score_texts,
 )
-from rlvr.optim import build_optimizer
 from rlvr.records import Evaluation
 from rlvr.reward_models.bradley_terry import bradley_terry_loss, pairwise_accuracy, pairwise_wins
 from rlvr.reward_models.pairs import PreferencePair, load_pairs, split_pairs
 from rlvr.run.checkpoint import save_pretrained
-from rlvr.run.loop import OnStepEnd, Schedule, StepResult, launch
-from rlvr.run.order import batch_order
+from rlvr.run.loop import OnStepEnd, StepResult, launch
+from rlvr.run.supervised import SupervisedRecipe
 
 
 def train_reward_model(config: RewardModelConfig, *, resume: bool = False, on_step_end: OnStepEnd | None = None,
@@ -53,15 +52,14 @@ def train_reward_model(config: RewardModelConfig, *, resume: bool = False, on_st
     return launch(RewardModelTrainer, config, resume=resume, on_step_end=on_step_end, overwrite=overwrite)
 
 
-class RewardModelTrainer:
+class RewardModelTrainer(SupervisedRecipe):
     resume_hint, label, job = "rlvr rm --resume {run_dir}", "reward model", "rm"
+    command, unit, state_key, same_rows = "rlvr rm", "pairs", "train_pairs", "the same data and eval_fraction"
 
     def __init__(self, config: RewardModelConfig, checkpoint: Path | None = None, world: World = SINGLE):
         """The pairs (read before the model: a bad row fails in a second), the model and the plan of steps."""
         self.config, c, self.world = config, config, world
-        if shards(c.distributed.strategy, world.size):
-            raise UserError(f"distributed.strategy={c.distributed.strategy} is built for rlvr train so far: run "
-                            "rlvr rm with distributed.strategy=ddp")
+        self.refuse_sharding(c.distributed.strategy, world)
         self.train, self.held_out = split_pairs(load_pairs(c.data), c.eval_fraction, c.seed)
         self.device = resolve_device(c.model.device)
         self.dtype = compute_dtype(c.model.dtype, self.device)
@@ -72,11 +70,8 @@ class RewardModelTrainer:
             set_checkpointing(self.model, True)
         self.model = adapt(self.model, c.model, task="SEQ_CLS")  # with model.lora: adapters and the head train
         self.model.to(self.device).train()
-        steps = c.max_steps or c.epochs * -(-len(self.train) // c.batch_size)
-        self.optimizer, self.scheduler = build_optimizer(self.model, c.optim, steps)
-        self.plan = batch_order(len(self.train), c.batch_size, steps, c.seed)  # each step's pairs
-        self.step_count = 0
-        self.schedule = Schedule(steps, save_every=c.save_every)
+        self.plan_steps(self.model, c.optim, rows=len(self.train), batch_size=c.batch_size, epochs=c.epochs,
+                        max_steps=c.max_steps, seed=c.seed, save_every=c.save_every)
         self.trained = Trained(self.model, world, REPLICATED, self.device, self.dtype)  # what the step runs
 
     def step(self) -> StepResult:
@@ -87,7 +82,7 @@ class RewardModelTrainer:
         one pair weighted 0, so that it still meets the all-reduce. The metrics are the global batch's."""
         started, c, world = time.perf_counter(), self.config, self.world
         chosen_ids = self.plan[self.step_count]
-        mine, weight = (shard(chosen_ids, world), 1.0) if world.rank < len(chosen_ids) else (chosen_ids[:1], 0.0)
+        mine, weight = self.my_share()
         pairs: list[PreferencePair] = [self.train[i] for i in mine]
         n = len(pairs)
         ids, mask = encode(self.tokenizer, [p.prompt for p in pairs] * 2,
@@ -148,20 +143,11 @@ class RewardModelTrainer:
         save_pretrained(folder / paths.MODEL, self.model, self.tokenizer)
         (folder / paths.MODEL / STATS_FILE).write_text(self.measure_stats().to_json())
 
-    def state_dict(self) -> dict[str, Any]:
-        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-                "train_pairs": len(self.train)}
-
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if "optimizer" not in state:
             raise UserError("cannot resume: this checkpoint was written by an rlvr that did not save the reward "
                             "model's optimizer; train it again (its model/ folder still works as a reward)")
-        if state["train_pairs"] != len(self.train):
-            raise UserError(f"cannot resume: the run trained on {state['train_pairs']} pairs and the data now gives "
-                            f"{len(self.train)}; resume with the same data and eval_fraction")
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        self.step_count = state["step"]
+        super().load_state_dict(state)
 
     def summary(self, before: dict[str, Any] | None, after: dict[str, Any] | None, seconds: float,
                 checkpoint: Path) -> dict[str, Any]:

@@ -9,6 +9,7 @@
     process.py     threads and the global seed
     order.py       a resumable order of examples (SFT, reward models)
     options.py     the command-line options every training command shares
+    supervised.py  SupervisedRecipe: what SFT and reward-model training share (rows, plan, share, optimizer)
 
 Nothing is imported here, so `rlvr` parses its arguments before loading torch: import from the modules.
 """

@@ -21,17 +21,15 @@ from typing import Any
 
 from rlvr import paths
 from rlvr.config import SFTConfig
-from rlvr.config.sections import REPLICATED, shards
+from rlvr.config.sections import REPLICATED
 from rlvr.distributed.parallel import Trained
-from rlvr.distributed.world import SINGLE, World, shard, sum_across
-from rlvr.errors import UserError
+from rlvr.distributed.world import SINGLE, World, sum_across
 from rlvr.models import load_configured
 from rlvr.models.devices import autocast
-from rlvr.optim import build_optimizer
 from rlvr.records import Evaluation
 from rlvr.run.checkpoint import save_pretrained
-from rlvr.run.loop import OnStepEnd, Schedule, StepResult, launch
-from rlvr.run.order import batch_order
+from rlvr.run.loop import OnStepEnd, StepResult, launch
+from rlvr.run.supervised import SupervisedRecipe
 from rlvr.sft.data import SFTExample, prepare_data, read_rows
 from rlvr.sft.loss import NLLModule, held_out_loss
 from rlvr.sft.masking import trained_count
@@ -45,26 +43,24 @@ def train_sft(config: SFTConfig, *, resume: bool = False, on_step_end: OnStepEnd
     return launch(SFTTrainer, config, resume=resume, on_step_end=on_step_end, overwrite=overwrite)
 
 
-class SFTTrainer:
+class SFTTrainer(SupervisedRecipe):
     resume_hint, label, job = "rlvr sft --resume {run_dir}", "SFT", "sft"
+    command, unit, state_key = "rlvr sft", "rows", "train_examples"
+    same_rows = "the same data, max_length and eval_fraction"
 
     def __init__(self, config: SFTConfig, checkpoint: Path | None = None, world: World = SINGLE):
         """The data (read before the model: a bad row fails in a second), the model and the plan of steps."""
         self.config, c, self.world = config, config, world
-        if shards(c.distributed.strategy, world.size):
-            raise UserError(f"distributed.strategy={c.distributed.strategy} is built for rlvr train so far: run "
-                            "rlvr sft with distributed.strategy=ddp")
+        self.refuse_sharding(c.distributed.strategy, world)
         rows = read_rows(c.data)
         self.model, self.tokenizer, self.device, self.dtype = load_configured(
             c.model, c.seed, str(checkpoint / paths.MODEL) if checkpoint else None)
         self.data = prepare_data(rows, self.tokenizer, template=c.template, system_prompt=c.system_prompt,
                                  max_length=c.max_length, eval_fraction=c.eval_fraction, seed=c.seed)
-        steps = c.max_steps or c.epochs * -(-len(self.data.train) // c.batch_size)
-        self.optimizer, self.scheduler = build_optimizer(self.model, c.optim, steps)
-        self.plan = batch_order(len(self.data.train), c.batch_size, steps, c.seed)  # each step's examples
-        self.step_count, self.resumed_from = 0, None
+        self.plan_steps(self.model, c.optim, rows=len(self.data.train), batch_size=c.batch_size, epochs=c.epochs,
+                        max_steps=c.max_steps, seed=c.seed, save_every=c.save_every, eval_every=c.eval_every)
+        self.resumed_from: int | None = None
         self.trained = Trained(NLLModule(self.model), world, REPLICATED, self.device, self.dtype)  # what the step runs
-        self.schedule = Schedule(steps, save_every=c.save_every, eval_every=c.eval_every)
 
     def step(self) -> StepResult:
         """One AdamW step on the token-mean NLL of the step's completion tokens (rlvr.sft.loss).
@@ -73,8 +69,7 @@ class SFTTrainer:
         of trained tokens (times the world size: DDP averages gradients). A rank whose share is empty
         (more ranks than examples) runs one example weighted 0, so that it still meets the all-reduce."""
         started, c, world = time.perf_counter(), self.config, self.world
-        chosen = self.plan[self.step_count]
-        mine, weight = (shard(chosen, world), 1.0) if world.rank < len(chosen) else (chosen[:1], 0.0)
+        mine, weight = self.my_share()
         examples: list[SFTExample] = [self.data.train[i] for i in mine]
         batches = micro_batches(examples, packing=c.packing, max_length=c.max_length,
                                 micro_batch_tokens=c.optim.micro_batch_tokens, pad_id=self.tokenizer.pad_token_id)
@@ -126,17 +121,9 @@ class SFTTrainer:
     def write_checkpoint(self, folder: Path) -> None:
         save_pretrained(folder / paths.MODEL, self.model, self.tokenizer)
 
-    def state_dict(self) -> dict[str, Any]:
-        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-                "train_examples": len(self.data.train)}
-
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state["train_examples"] != len(self.data.train):
-            raise UserError(f"cannot resume: the run trained on {state['train_examples']} rows and the data now gives "
-                            f"{len(self.data.train)}; resume with the same data, max_length and eval_fraction")
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        self.step_count = self.resumed_from = state["step"]
+        super().load_state_dict(state)
+        self.resumed_from = self.step_count
 
     def summary(self, before: dict[str, Any] | None, after: dict[str, Any] | None, seconds: float,
                 checkpoint: Path) -> dict[str, Any]:

@@ -1,0 +1,71 @@
+"""What the supervised recipes share (SFT, rlvr.sft; reward models, rlvr.reward_models): a fixed set of training
+rows, a plan of steps drawn from it, each rank's share of a step's rows, AdamW and its schedule, and their state.
+
+    rows ─▶ plan (batch_order: a pure function of the seed, the number of rows, batch_size and the steps)
+         ─▶ this rank's share of step t's rows ─▶ the recipe's loss ─▶ AdamW step
+
+A subclass loads its rows and model, calls `plan_steps`, and writes its own `step()` (the loss), `evaluate()`,
+`progress()` and what a checkpoint holds beyond the optimizer's state.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import torch
+
+from rlvr.config.sections import OptimConfig, shards
+from rlvr.distributed.world import SINGLE, World, shard
+from rlvr.errors import UserError
+from rlvr.optim import build_optimizer
+from rlvr.run.loop import Schedule
+from rlvr.run.order import batch_order
+
+
+class SupervisedRecipe:
+    """A recipe over a fixed list of training rows (`rows` of them, called `unit` in its messages)."""
+
+    command: ClassVar[str]  # how a user runs it: "rlvr sft"
+    unit: ClassVar[str]  # what its rows are called: "rows", "pairs"
+    state_key: ClassVar[str]  # the key its checkpoints keep the row count under
+    same_rows: ClassVar[str]  # what resuming needs to give the same rows: "the same data and eval_fraction"
+
+    world: World = SINGLE
+    step_count: int = 0
+
+    def refuse_sharding(self, strategy: str, world: World) -> None:
+        """These recipes replicate the model on every rank (DDP): a sharded strategy is one line."""
+        if shards(strategy, world.size):
+            raise UserError(f"distributed.strategy={strategy} is built for rlvr train so far: run {self.command} "
+                            "with distributed.strategy=ddp")
+
+    def plan_steps(self, model: torch.nn.Module, optim: OptimConfig, *, rows: int, batch_size: int, epochs: int,
+                   max_steps: int, seed: int, save_every: int, eval_every: int = 0) -> None:
+        """The steps (max_steps, or as many as `epochs` passes over the `rows` take), the optimizer and its
+        schedule over them, each step's rows, and when the loop saves and evaluates."""
+        steps = max_steps or epochs * -(-rows // batch_size)
+        self.rows = rows
+        self.optimizer, self.scheduler = build_optimizer(model, optim, steps)
+        self.plan = batch_order(rows, batch_size, steps, seed)  # each step's rows
+        self.schedule = Schedule(steps, save_every=save_every, eval_every=eval_every)
+        self.step_count = 0
+
+    def my_share(self) -> tuple[list[int], float]:
+        """This rank's rows of the current step, and their weight: 1, or 0 for a rank whose share is empty (more
+        ranks than rows), which runs the step's first row weighted 0 so that it still meets the all-reduce."""
+        chosen = self.plan[self.step_count]
+        if self.world.rank < len(chosen):
+            return shard(chosen, self.world), 1.0
+        return chosen[:1], 0.0
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                self.state_key: self.rows}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state[self.state_key] != self.rows:
+            raise UserError(f"cannot resume: the run trained on {state[self.state_key]} {self.unit} and the data now "
+                            f"gives {self.rows}; resume with {self.same_rows}")
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.step_count = state["step"]

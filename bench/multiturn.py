@@ -1,16 +1,16 @@
 """Multi-turn rollouts with the python tool: rlvr's engine (each conversation's KV cache kept across its
-turns, rows decoding on while their tool runs) against the turn-synchronous engine it replaced.
+turns, rows decoding on while their tool runs) against driving it turn by turn through `complete`, as engines
+that know only token ids are driven (rlvr.envs.turn_by_turn: vLLM's path; rlvr's engine had it before).
 
     .venv/bin/python bench/multiturn.py [--config configs/multiply_tool.yaml] [--prompts 4] [--repeats 2]
         [--rejoin 1,2,4] [--set KEY=VALUE ...]
 
 Both sample the job's conversations (its prompts, group size, environment and sampling settings) with
-the same seeds, from the job's model (SmolLM2; `--set model.name=tiny` for a smoke run). The
-turn-synchronous engine is the one rlvr had before: every turn, the live conversations decode in one
-batch until the longest message of the turn ends, then all their tool calls run (concurrently), then the
-next turn prefills every whole transcript again; it decodes a message to its end-of-turn token even past
-a complete tool call. Prints median seconds per rollout, the model tokens written and the tool calls,
-and the speed-up over the turn-synchronous engine.
+the same seeds, from the job's model (SmolLM2; `--set model.name=tiny` for a smoke run). Turn by turn,
+the live conversations decode in one batch until the longest message of the turn ends, then all their tool
+calls run (concurrently), then the next turn prefills every whole transcript again; a message is decoded to
+its end-of-turn token even past a complete tool call (and cut there afterwards). Prints median seconds per
+rollout, the model tokens written and the tool calls, and the speed-up over driving it turn by turn.
 """
 
 from __future__ import annotations
@@ -23,53 +23,12 @@ import torch
 from machine import job_precision, machine_line
 
 from rlvr.config import load_config
-from rlvr.deadline import DaemonPool
-from rlvr.envs.base import calling, checked_reply, wait_for
-from rlvr.envs.rollout import TurnFormat, record_turn
 from rlvr.envs.sampling import conversations, sample_conversations
+from rlvr.envs.turn_by_turn import take_turns
 from rlvr.grpo.trainer import Trainer
-from rlvr.rollout import SamplingParams, generate, stop_token_ids
-from rlvr.seeds import seed_of, seeds_for
-
-
-def turn_synchronous(model, tokenizer, trajectories, envs, params, *, max_turns, max_tokens, stop_ids, seeds,
-                     timeout_s=None, reply_to_cut=False):
-    """The engine rlvr had before: one batched `generate` per turn over whole transcripts (turn k of
-    conversation i drawn from the seed of (its completion seed, k), as rlvr.envs.turn_by_turn does)."""
-    fmt = TurnFormat.of(tokenizer)
-    pool = DaemonPool(max(1, min(16, len(trajectories))))
-    try:
-        for turn_number in range(max_turns):
-            live = [i for i, t in enumerate(trajectories) if not t.done]
-            if not live:
-                break
-            room = [max_tokens - len(trajectories[i].ids) for i in live]
-            turn = SamplingParams(min(params.max_new_tokens, max(room)), params.temperature, params.top_p,
-                                  params.top_k)
-            out = generate(model, [trajectories[i].prompt_ids + trajectories[i].ids for i in live], 1, turn,
-                           stop_ids=stop_ids, pad_id=tokenizer.pad_token_id,
-                           seeds=[seed_of(seeds[i], turn_number) for i in live])
-            sampled = []
-            for row, left in enumerate(room):
-                mask = out.completion_mask[row]
-                floors = (out.support_floors[row][mask].tolist() if out.support_floors is not None
-                          else [float("-inf")] * int(mask.sum()))
-                ids = out.completion_ids[row][mask].tolist()[:left]
-                logprobs = list(zip(out.logprobs[row][mask].tolist(), floors))[:left]
-                sampled.append((ids, logprobs, bool(ids) and ids[-1] in stop_ids))
-            texts = [tokenizer.decode(ids, skip_special_tokens=True) for ids, _, _ in sampled]
-            sent = time.monotonic()  # all the turn's tool calls at once, then all their replies
-            replies = [pool.submit(calling, envs[i], "step", text) for i, text in zip(live, texts)]
-            for i, (ids, logprobs, ended), text, reply in zip(live, sampled, texts, replies):
-                answer = checked_reply(envs[i], wait_for(envs[i], "step", reply, timeout_s, sent))
-                record_turn(trajectories[i], ids, logprobs, ended, text, answer, fmt, max_turns, max_tokens,
-                            reply_to_cut)
-    finally:
-        pool.close()
-    for t in trajectories:
-        if not t.done:
-            t.done = t.truncated = True
-    return trajectories
+from rlvr.rollout import SamplingParams, stop_token_ids
+from rlvr.samplers import LocalSampler
+from rlvr.seeds import seeds_for
 
 
 def timed(sample, repeats: int) -> tuple[float, int, float]:
@@ -103,11 +62,13 @@ def main() -> None:
     examples, messages = [q.example for q in prompts], [q.messages or [] for q in prompts]
     seeds = [s for slot in range(len(prompts)) for s in seeds_for(c.seed, 0, 0, slot, group_size)]  # the same each time
 
-    def synchronous(model):
+    def synchronous(model):  # rlvr.envs.turn_by_turn (how engines that know only token ids are driven), on rlvr's
+        engine = LocalSampler(lambda fn: fn(model), tokenizer)
+
         def run(trajectories, envs, own):
-            turn_synchronous(model, tokenizer, trajectories, envs, params, max_turns=env.max_turns,
-                             max_tokens=env.max_tokens, stop_ids=stop_token_ids(model, tokenizer), seeds=own,
-                             timeout_s=env.timeout_s, reply_to_cut=env.reply_to_cut)
+            take_turns(engine.complete, tokenizer, stop_token_ids(model, tokenizer), trajectories, envs, params, own,
+                       max_turns=env.max_turns, max_tokens=env.max_tokens, timeout_s=env.timeout_s,
+                       reply_to_cut=env.reply_to_cut)
         return conversations(run, tokenizer, examples, messages, group_size, params, make_env=trainer.source.make_env,
                              seeds=seeds, timeout_s=env.timeout_s)
 
@@ -120,7 +81,7 @@ def main() -> None:
 
     rows = []
     base = timed(lambda: trainer.policy.decoding(synchronous), args.repeats)
-    rows.append(("turn-synchronous, re-prefilled each turn", *base))
+    rows.append(("turn by turn through complete, re-prefilled", *base))
     for rejoin in (int(r) for r in args.rejoin.split(",")):
         rows.append((f"rlvr: KV kept, rejoin_after={rejoin}",
                      *timed(lambda rejoin=rejoin: trainer.policy.decoding(lambda m: rlvr_engine(m, rejoin)),

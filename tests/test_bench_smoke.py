@@ -102,9 +102,9 @@ def check_memory_plan(stdout: str, out: Path) -> None:
 
 
 def check_multiturn(stdout: str, out: Path) -> None:
-    table = rows(stdout, "| turn-synchronous") + rows(stdout, "| rlvr: KV kept")
+    table = rows(stdout, "| turn by turn") + rows(stdout, "| rlvr: KV kept")
     assert [line.split("|")[1].strip() for line in table] == [
-        "turn-synchronous, re-prefilled each turn", "rlvr: KV kept, rejoin_after=1", "rlvr: KV kept, rejoin_after=2"]
+        "turn by turn through complete, re-prefilled", "rlvr: KV kept, rejoin_after=1", "rlvr: KV kept, rejoin_after=2"]
     assert all(int(line.split("|")[3]) > 0 for line in table)  # model tokens written
     assert table[0].endswith("| 1.00x |")
 

@@ -204,6 +204,26 @@ def test_every_command_shares_the_model_section(cls):
     assert load_command_config(cls, None, ["model=tiny", "data=x.jsonl"]).model.name == "tiny"
 
 
+@pytest.mark.parametrize("cls", [TrainConfig, SFTConfig, RewardModelConfig])
+@pytest.mark.parametrize("setting, message", [
+    ("save_every=-1", "save_every must be >= 0 (0 = only at the end)"),
+    ("eval_every=-2", "eval_every must be >= 0 (0 = only before and after)"),
+    ("keep_checkpoints=-1", "keep_checkpoints must be >= 0 (0 = keep every checkpoint)"),
+    ("threads=-1", "threads must be >= 0 (0 = all cores)"),
+    ("distributed.timeout_s=0", "distributed.timeout_s"),
+    ("logging.report_to=[nowhere]", "logging.report_to"),
+])
+def test_every_training_command_checks_its_run_section_alike(cls, setting, message):
+    """The run section (rlvr.config.run.RunSection: the same top-level keys in every training command's config)
+    is checked once, with the same words for every command."""
+    with pytest.raises(UserError) as e:
+        load_command_config(cls, None, [setting, "data=x.jsonl"] if cls is not TrainConfig else [setting])
+    assert message in str(e.value)
+    run = load_command_config(cls, None, ["keep_checkpoints=3", "eval_every=2", "output_dir=runs/x"]
+                              + ([] if cls is TrainConfig else ["data=x.jsonl"]))
+    assert (run.keep_checkpoints, run.eval_every, run.output_dir) == (3, 2, "runs/x")
+
+
 @pytest.mark.parametrize("cls", [EvalConfig, SampleConfig])
 def test_the_sampling_commands_refuse_to_train_adapters(cls):
     with pytest.raises(UserError, match="model.lora trains adapters, which rlvr .* does not"):

@@ -126,3 +126,13 @@ def test_bad_settings_are_one_line_errors(make_config, changes, message):
     with pytest.raises(UserError, match=message) as error:
         make_config(**changes).validate()  # checked as it is built, and again here
     assert "\n" not in str(error.value)
+
+
+def test_the_run_section_applies_as_for_every_command(pairs_file, tmp_path):
+    """eval_every and keep_checkpoints (the run section every training command has: rlvr.config.run) reach the
+    reward model's loop: its held-out accuracy logged every 2 steps, one checkpoint kept."""
+    config = tiny_rm_config(pairs_file, tmp_path / "run", max_steps=4, eval_every=2, save_every=2, keep_checkpoints=1)
+    train_reward_model(config)
+    metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics if "eval/pairwise_accuracy" in m] == [2, 4]
+    assert [p.name for p in (tmp_path / "run" / "checkpoints").iterdir()] == ["step-000004"]

@@ -20,7 +20,8 @@ from typing import Any
 from rlvr.api.inputs import INPUTS, data_file, is_given_in_memory, model_source
 from rlvr.api.running import writable_folder
 from rlvr.config import EvalConfig, load_command_config
-from rlvr.config.loading import canonical, deep_merge
+from rlvr.config.loading import canonical
+from rlvr.config.yaml_files import deep_merge
 from rlvr.console import quiet_libraries
 from rlvr.data import find_task
 from rlvr.data.scoring import CODE, MATH, verifier_for_columns

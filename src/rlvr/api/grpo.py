@@ -36,7 +36,8 @@ from rlvr.api.running import (
     train_from_python,
 )
 from rlvr.config import RewardConfig, TrainConfig, load_config
-from rlvr.config.loading import config_to_yaml, deep_merge
+from rlvr.config.building import config_to_yaml
+from rlvr.config.yaml_files import deep_merge
 from rlvr.errors import UserError, front_door, python_caller
 
 

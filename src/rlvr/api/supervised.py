@@ -21,7 +21,8 @@ from typing import Any, ClassVar
 from rlvr.api.inputs import INPUTS, data_file, is_given_in_memory, model_source
 from rlvr.api.running import OnStepEnd, as_callback, config_values, save_from_python, train_from_python
 from rlvr.config import RewardModelConfig, SFTConfig, load_command_config
-from rlvr.config.loading import config_to_yaml, deep_merge
+from rlvr.config.building import config_to_yaml
+from rlvr.config.yaml_files import deep_merge
 from rlvr.errors import front_door, python_caller
 
 ROWS_KEPT = 10_000_000  # (of an IterableDataset: a stream is taken up to this many rows)

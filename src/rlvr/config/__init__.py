@@ -3,19 +3,14 @@
     sections.py   model, generation, optim: the sections every command shares
     train.py      TrainConfig (`rlvr train`) and its presets
     commands.py   EvalConfig, SampleConfig, SFTConfig, RewardModelConfig
-    loading.py    YAML + --set overrides -> a checked config; aliases of earlier keys
+    run.py        RunSection: the keys every training command has about the run itself, checked once
+    loading.py    the layers (defaults, preset, file, --set) in canonical form -> a checked config
+    yaml_files.py reading YAML and --set overrides, merging layers; building.py: dataclasses from plain values
 """
 
+from rlvr.config.building import config_to_yaml, from_dict, save_config
 from rlvr.config.commands import EvalConfig, ProblemsConfig, RewardModelConfig, SampleConfig, SFTConfig
-from rlvr.config.loading import (
-    config_from_dict,
-    config_to_yaml,
-    from_dict,
-    load_command_config,
-    load_config,
-    parse_override,
-    save_config,
-)
+from rlvr.config.loading import config_from_dict, load_command_config, load_config
 from rlvr.config.presets import PRESETS
 from rlvr.config.sections import (
     BAD_DEVICE,
@@ -39,6 +34,7 @@ from rlvr.config.train import (
     SamplingConfig,
     TrainConfig,
 )
+from rlvr.config.yaml_files import parse_override
 
 __all__ = [
     "BAD_DEVICE",

@@ -12,11 +12,10 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from rlvr.config.choices import FORMAT_NAMES, MODES, ExtractionMode
+from rlvr.config.run import RunSection
 from rlvr.config.sections import (
-    DistributedConfig,
     EnvironmentConfig,
     GenerationConfig,
-    LoggingConfig,
     ModelConfig,
     OptimConfig,
     check,
@@ -203,7 +202,7 @@ class SampleConfig:
 
 
 @dataclass
-class SFTConfig:
+class SFTConfig(RunSection):
     """`rlvr sft`: supervised fine-tuning with the loss on completion tokens only (rlvr/sft/)."""
 
     ALIASES: ClassVar[dict[str, str]] = _MOVED
@@ -228,32 +227,21 @@ class SFTConfig:
     """Examples per optimizer step; the loss is the mean over all their completion tokens."""
     epochs: int = 1
     """Passes over the training rows (used when max_steps is 0)."""
-    max_steps: int = 0
-    """Optimizer steps; 0 = as many as `epochs` passes take."""
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(schedule="cosine"))
     """AdamW, warm-up, schedule, gradient clipping and micro_batch_tokens, as for `rlvr train` (optim.lr, ...)."""
-    distributed: DistributedConfig = field(default_factory=DistributedConfig)
-    """Several ranks under torchrun (or `--nproc N`), as for `rlvr train`."""
-    logging: LoggingConfig = field(default_factory=LoggingConfig)
-    """Trackers (logging.report_to: tensorboard, wandb, trackio, mlflow), as for `rlvr train`."""
     seed: int = 0
     """Seeds the held-out split and the order of the examples."""
     output_dir: str = "runs/sft"
     """Run directory: config.yaml, metrics.jsonl, tensorboard/, checkpoints/, summary.json."""
-    save_every: int = 0
-    """Checkpoint every N steps (0 = only at the end)."""
     eval_every: int = 0
     """Also measure the held-out loss every N steps, logged as eval_loss (0 = only before and after)."""
     tensorboard: bool = True
     """false drops `tensorboard` from logging.report_to (the switch of earlier versions)."""
-    threads: int = 0
-    """CPU threads for torch (0 = all cores)."""
 
     def validate(self) -> None:
+        self.validate_run()
         self.model.validate()
         self.optim.validate()
-        self.distributed.validate()
-        self.logging.validate()
         check([
             (bool(self.data), 'no SFT data: give --data train.jsonl (one {"prompt", "completion"} or '
                               '{"messages": [...]} object per line)'),
@@ -261,14 +249,11 @@ class SFTConfig:
             (self.max_length >= 2, "max_length must be >= 2 (a prompt token and a completion token)"),
             (self.batch_size >= 1, "batch_size must be >= 1"),
             (self.epochs >= 1, "epochs must be >= 1"),
-            (self.max_steps >= 0, "max_steps must be >= 0 (0 = as many as epochs take)"),
-            (self.save_every >= 0 and self.eval_every >= 0 and self.threads >= 0,
-             "save_every, eval_every and threads must be >= 0"),
         ])
 
 
 @dataclass
-class RewardModelConfig:
+class RewardModelConfig(RunSection):
     """`rlvr rm`: a Bradley–Terry reward model trained on preference pairs (rlvr/reward_models/)."""
 
     ALIASES: ClassVar[dict[str, str]] = {
@@ -288,15 +273,9 @@ class RewardModelConfig:
     """Preference pairs per optimizer step (2 · batch_size sequences per forward)."""
     epochs: int = 1
     """Passes over the training pairs (used when max_steps is 0)."""
-    max_steps: int = 0
-    """Optimizer steps; 0 = as many as `epochs` passes take."""
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=1e-5, betas=(0.9, 0.999)))
     """AdamW as for `rlvr train` (optim.lr, ...); here constant at 1e-5 with torch's default betas.
     (micro_batch_tokens does not apply: a step is one forward of its 2 · batch_size sequences.)"""
-    distributed: DistributedConfig = field(default_factory=DistributedConfig)
-    """Several ranks under torchrun (or `--nproc N`), as for `rlvr train`."""
-    logging: LoggingConfig = field(default_factory=LoggingConfig)
-    """Trackers (logging.report_to: tensorboard, wandb, trackio, mlflow), as for `rlvr train`."""
     stats_completions: int = 1000
     """Training completions (a seeded sample of chosen and rejected ones) scored at each checkpoint
     for the mean and std that normalise the reward; 0 = all."""
@@ -304,16 +283,14 @@ class RewardModelConfig:
     """Seeds the new head, the held-out split, data order and the stats sample."""
     output_dir: str = "runs/reward_model"
     """Run directory: config.yaml, metrics.jsonl, checkpoints/, summary.json."""
-    save_every: int = 0
-    """Checkpoint every N steps (0 = only at the end)."""
-    threads: int = 0
-    """CPU threads for torch (0 = all cores)."""
+    eval_every: int = 0
+    """Also measure the held-out pairwise accuracy every N steps, logged as eval/pairwise_accuracy (0 = only
+    before and after)."""
 
     def validate(self) -> None:
+        self.validate_run()
         self.model.validate()
         self.optim.validate()
-        self.distributed.validate()
-        self.logging.validate()
         check([
             (bool(self.data), "no preference data: give --data pairs.jsonl "
                               '(one {"prompt", "chosen", "rejected"} object per line)'),
@@ -321,7 +298,5 @@ class RewardModelConfig:
             (self.max_length >= 1, "max_length must be >= 1"),
             (self.batch_size >= 1, "batch_size must be >= 1"),
             (self.epochs >= 1, "epochs must be >= 1"),
-            (self.max_steps >= 0, "max_steps must be >= 0 (0 = as many as epochs take)"),
             (self.stats_completions >= 0, "stats_completions must be >= 0 (0 = all)"),
-            (self.save_every >= 0 and self.threads >= 0, "save_every and threads must be >= 0"),
         ])

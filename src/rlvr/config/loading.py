@@ -1,4 +1,6 @@
-"""Build a config from defaults, a preset (training), a YAML file and `--set KEY=VALUE` overrides.
+"""Build a config from defaults, a preset (training), a YAML file and `--set KEY=VALUE` overrides: the layers,
+each read (rlvr.config.yaml_files) and put in canonical form here, then merged and built into the dataclass
+(rlvr.config.building).
 
 Every mistake is a one-line UserError naming the key: unknown keys (with the nearest valid one), wrong types,
 and settings that cannot work together (each config's `validate()`). Each layer is first put in canonical form:
@@ -9,19 +11,16 @@ SHORTHAND field (`model: tiny`), and your own code given as an object is named (
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import types
 import typing
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Protocol, TypeVar, Union, get_args, get_origin
+from typing import Any, ClassVar, Protocol, TypeVar, Union, get_args, get_origin
 
-import yaml
-
+from rlvr.config.building import from_dict, suggest
 from rlvr.config.presets import PRESET_ALIASES, PRESETS
 from rlvr.config.train import TrainConfig
-from rlvr.config.trl_names import trl_hint
-from rlvr.config.yaml_files import read_yaml_file
+from rlvr.config.yaml_files import deep_merge, parse_override, read_config_file, set_nested
 from rlvr.errors import UserError
 from rlvr.user_code import register
 
@@ -53,7 +52,7 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), *
             layer["preset"] = PRESET_ALIASES.get(layer["preset"], layer["preset"])
     preset = override_values.get("preset", file_values.get("preset", TrainConfig.preset))
     if preset not in PRESETS:
-        raise UserError(f"unknown preset {preset!r}: choose from {sorted(PRESETS)}{_suggest(str(preset), PRESETS)}")
+        raise UserError(f"unknown preset {preset!r}: choose from {sorted(PRESETS)}{suggest(str(preset), PRESETS)}")
     merged = dataclasses.asdict(TrainConfig())
     for layer in (PRESETS[preset], file_values, override_values):
         merged = deep_merge(merged, layer)
@@ -91,14 +90,14 @@ def _checked(cls: type[C], values: dict[str, Any]) -> C:
 def _layers(cls: type, path: str | Path | None, overrides: Sequence[str],
             cli: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the YAML file's values, the --set overrides merged with the cli's non-None values), each canonical."""
-    file_values: dict[str, Any] = _read_yaml(Path(path)) if path else {}
+    file_values: dict[str, Any] = read_config_file(Path(path)) if path else {}
     override_values: dict[str, Any] = {}
     settings = [parse_override(item) for item in overrides]
     settings += [(key.split("."), value) for key, value in cli.items() if value is not None]
     named: dict[str, str] = {}  # each setting's current name -> the name it was given by
     for number, (keys, value) in enumerate(settings):  # one at a time, so a later setting of a name wins
         single: dict[str, Any] = {}
-        _set_nested(single, keys, value)
+        set_nested(single, keys, value)
         single = canonical(cls, single)
         given = ".".join(keys)
         for name in _leaves(single) if number < len(overrides) else ():
@@ -144,7 +143,7 @@ def canonical(cls: type, values: dict[str, Any]) -> dict[str, Any]:
             continue
         if _pop_nested(_copied(out), new.split("."))[0]:  # (set already)
             raise UserError(f"config keys {old!r} and {new!r} set the same thing: keep only {new!r}")
-        _set_nested(out, new.split("."), value)
+        set_nested(out, new.split("."), value)
     for name in getattr(cls, "ONE_OR_MANY", ()):  # `report_to: wandb` is `report_to: [wandb]`
         if isinstance(out.get(name), str):
             out[name] = [out[name]]
@@ -196,146 +195,3 @@ def _pop_nested(target: dict[str, Any], keys: list[str]) -> tuple[bool, Any]:
     if len(keys) > 1 and parent == {}:
         _pop_nested(target, keys[:-1])
     return True, value
-
-
-def parse_override(item: str) -> tuple[list[str], Any]:
-    """`a.b=value` -> (["a", "b"], value parsed as a YAML scalar).
-
-    >>> parse_override("generation.temperature=0.5")
-    (['generation', 'temperature'], 0.5)
-    >>> parse_override("data.system_prompt=null")
-    (['data', 'system_prompt'], None)
-    """
-    key, sep, raw = item.partition("=")
-    if not sep or not key.strip():
-        raise UserError(f"--set expects KEY=VALUE, got {item!r} (e.g. --set generation.temperature=0.7)")
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
-        value = raw
-    return key.strip().split("."), value
-
-
-def config_to_yaml(config: Any) -> str:
-    """A config dataclass as YAML, loadable again with `load_config` (or `load_command_config`)."""
-    text: str = yaml.safe_dump(_plain(dataclasses.asdict(config)), sort_keys=False)
-    return text
-
-
-def save_config(config: Any, path: Path) -> None:
-    path.write_text(config_to_yaml(config))
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
-def _read_yaml(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise UserError(f"config file not found: {path} (check the path given to --config)")
-    data = read_yaml_file(path, f"config file {path}")
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise UserError(f"config file {path} must hold a mapping of settings, not {type(data).__name__}")
-    return data
-
-
-def _set_nested(target: dict[str, Any], keys: list[str], value: Any) -> None:
-    for key in keys[:-1]:
-        target = target.setdefault(key, {})
-        if not isinstance(target, dict):
-            raise UserError(f"--set {'.'.join(keys)}: {key!r} is not a section")
-    target[keys[-1]] = value
-
-
-def deep_merge(base: dict[str, Any], layer: dict[str, Any]) -> dict[str, Any]:
-    """`base` with `layer`'s settings on top, section by section.
-
-    >>> deep_merge({"optim": {"lr": 1e-5, "betas": [0.9, 0.99]}}, {"optim": {"lr": 2e-5}, "seed": 1})
-    {'optim': {'lr': 2e-05, 'betas': [0.9, 0.99]}, 'seed': 1}
-    """
-    out = dict(base)
-    for key, value in layer.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = deep_merge(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
-def _suggest(name: str, choices: typing.Iterable[str]) -> str:
-    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.5)
-    return f"; did you mean {close[0]!r}?" if close else ""
-
-
-def from_dict(cls: type, data: Any, prefix: str = "") -> Any:
-    """Build dataclass `cls` from a plain mapping, checking every key and type."""
-    if not isinstance(data, dict):
-        raise UserError(f"config key {prefix.rstrip('.') or '<root>'!r} must be a mapping, got {data!r}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    hints = typing.get_type_hints(cls)
-    for key in data:
-        if key not in fields:
-            full = [prefix + name for name in fields]
-            known = trl_hint(str(key))  # a TRL name: say where rlvr keeps it, not the nearest spelling
-            hint = f"; {known} (docs/from_trl.md)" if known else _suggest(prefix + str(key), full)
-            raise UserError(f"unknown config key {prefix + str(key)!r}{hint}")
-    values = {name: _coerce(hints[name], data[name], prefix + name) for name in fields if name in data}
-    return cls(**values)
-
-
-def _coerce(tp: Any, value: Any, key: str) -> Any:
-    origin, args = get_origin(tp), get_args(tp)
-    if origin in (Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        if len(inner) == 1:
-            return _coerce(inner[0], value, key)
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        shorthand = getattr(tp, "SHORTHAND", None)  # `rewards: [boxed_format]` is `rewards: [{name: boxed_format}]`
-        return from_dict(tp, {shorthand: value} if shorthand and isinstance(value, str) else value, key + ".")
-    if origin is Literal:
-        value = "off" if value is False and "off" in args else value  # (YAML reads a bare `off` as false)
-        if value not in args:
-            hint = _suggest(str(value), map(str, args))
-            raise UserError(f"config key {key!r} must be one of {list(args)}, got {value!r}{hint}")
-        return value
-    if origin is list:
-        if not isinstance(value, list):
-            raise UserError(f"config key {key!r} must be a list, got {value!r}")
-        return [_coerce(args[0], v, f"{key}[{i}]") for i, v in enumerate(value)]
-    if origin is dict:
-        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
-            raise UserError(f"config key {key!r} must be a mapping of names to values, got {value!r}")
-        return dict(value)
-    if origin is tuple:
-        if not isinstance(value, (list, tuple)) or len(value) != len(args):
-            raise UserError(f"config key {key!r} must be a list of {len(args)} values, got {value!r}")
-        return tuple(_coerce(a, v, f"{key}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
-    return _scalar(tp, value, key)
-
-
-def _scalar(tp: Any, value: Any, key: str) -> Any:
-    if tp is float and isinstance(value, str):
-        # YAML 1.1 reads `1e-5` (no dot) as a string; accept what Python accepts as a float.
-        try:
-            value = float(value)
-        except ValueError:
-            pass
-    ok = {
-        bool: isinstance(value, bool),
-        int: isinstance(value, int) and not isinstance(value, bool),
-        float: isinstance(value, (int, float)) and not isinstance(value, bool),
-        str: isinstance(value, str),
-    }.get(tp)
-    if ok is None:
-        raise TypeError(f"config field {key} has unsupported type {tp}")
-    if not ok:
-        raise UserError(f"config key {key!r} must be {tp.__name__}, got {value!r} ({type(value).__name__})")
-    return float(value) if tp is float else value

@@ -22,11 +22,10 @@ from rlvr.config.choices import (
     StdEstimator,
     TurnAdvantages,
 )
+from rlvr.config.run import RunSection
 from rlvr.config.sections import (
-    DistributedConfig,
     EnvironmentConfig,
     GenerationConfig,
-    LoggingConfig,
     ModelConfig,
     OptimConfig,
     PPOConfig,
@@ -265,7 +264,7 @@ class AlgorithmConfig:
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(RunSection):
     # Keys of earlier versions, still read: the generation settings once lived under `sampling`.
     ALIASES: ClassVar[dict[str, str]] = {
         f"sampling.{key}": f"generation.{key}" for key in ("max_new_tokens", "temperature", "top_p", "top_k")
@@ -283,21 +282,11 @@ class TrainConfig:
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
-    distributed: DistributedConfig = field(default_factory=DistributedConfig)
-    logging: LoggingConfig = field(default_factory=LoggingConfig)
     environment: EnvironmentConfig = field(default_factory=EnvironmentConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
     """PPO's critic and GAE settings (rlvr.ppo); GRPO ignores them."""
     max_steps: int = 40
     """Training steps (one sampled batch each)."""
-    seed: int = 0
-    """Seeds data order, sampling and initialisation."""
-    output_dir: str = "runs/latest"
-    """Run directory: config.yaml, metrics.jsonl, tensorboard/, checkpoints/, summary.json."""
-    save_every: int = 0
-    """Checkpoint every N steps (0 = only at the end)."""
-    keep_checkpoints: int = 2
-    """Keep the newest N checkpoints on disk, deleting older ones (0 = keep every one)."""
     sample_every: int = 4
     """Print a few completions with reward and advantage every N steps (0 = never)."""
     eval_before: bool = True
@@ -316,8 +305,6 @@ class TrainConfig:
     data.validation_size prompts) among those evaluated every eval_every steps and at the end, as
     RUN_DIR/best (a checkpoint: `rlvr eval --model RUN_DIR/best`, `rlvr export RUN_DIR/best`); summary.json
     reports it beside the last. Ties keep the earlier."""
-    threads: int = 0
-    """CPU threads for torch (0 = all cores)."""
     control: Control = "none"
     """Make this run a control (rlvr.rewards.control): `random` trains on a coin per reward at the rate that reward
     paid on the prompt's group, `format` on the format rewards alone; everything else (seeds, data order,
@@ -341,8 +328,9 @@ class TrainConfig:
         return self.generation.max_new_tokens
 
     def validate(self) -> None:
+        self.validate_run()
         for section in (self.model, self.data, self.sampling, self.generation, self.algorithm, self.optim,
-                        self.distributed, self.logging, self.environment, self.ppo):
+                        self.environment, self.ppo):
             section.validate()
         flagged = [r.name for r in self.rewards or [] if r.correctness]  # the correctness reward, when a config says
         check([
@@ -350,9 +338,7 @@ class TrainConfig:
             (self.max_steps >= 1, "max_steps must be >= 1"),
             (self.rewards is None or len(self.rewards) > 0,
              "rewards must list at least one reward (or be null for the task's defaults)"),
-            (self.save_every >= 0 and self.sample_every >= 0, "save_every and sample_every must be >= 0"),
-            (self.keep_checkpoints >= 0, "keep_checkpoints must be >= 0 (0 = keep every checkpoint)"),
-            (self.eval_every >= 0, "eval_every must be >= 0"),
+            (self.sample_every >= 0, "sample_every must be >= 0 (0 = never)"),
             (not self.keep_best or self.data.validation_size > 0,
              "keep_best chooses by validation accuracy: set data.validation_size (e.g. 100), held-out prompts "
              "apart from the data.eval_size that are reported"),
@@ -363,7 +349,6 @@ class TrainConfig:
              "(an agent or environment that rewards turns), or drop it"),
             (self.environment.name is None or self.data.template == "chat",
              f"environment {self.environment.name!r} talks in chat turns: set data.template to chat"),
-            (self.threads >= 0, "threads must be >= 0 (0 = all cores)"),
             (self.control == "none" or not self.algorithm.process_reward_model,
              f"control={self.control} replaces the outcome rewards, which a process reward model's advantages do "
              "not use: drop algorithm.process_reward_model for the control run"),

@@ -1,4 +1,5 @@
-"""Reading the YAML a user writes (configs, recipes, grader specs): every mistake one line naming the file.
+"""Reading the YAML a user writes (configs, recipes, grader specs) and the `--set KEY=VALUE` overrides beside it,
+merged layer on layer: every mistake one line naming the file or the override.
 
 A key given twice in one mapping is refused (YAML requires unique keys; PyYAML would keep the last silently), a
 syntax error names its line and column, and a file that cannot be read or is not UTF-8 names the file.
@@ -79,3 +80,55 @@ def read_text_file(path: Path, origin: str) -> str:
 def read_yaml_file(path: Path, origin: str) -> Any:
     """The YAML file at `path` parsed; unreadable, not UTF-8 or not YAML is a UserError naming `origin`."""
     return parse_yaml(read_text_file(path, origin), origin)
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    """`a.b=value` -> (["a", "b"], value parsed as a YAML scalar).
+
+    >>> parse_override("generation.temperature=0.5")
+    (['generation', 'temperature'], 0.5)
+    >>> parse_override("data.system_prompt=null")
+    (['data', 'system_prompt'], None)
+    """
+    key, sep, raw = item.partition("=")
+    if not sep or not key.strip():
+        raise UserError(f"--set expects KEY=VALUE, got {item!r} (e.g. --set generation.temperature=0.7)")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key.strip().split("."), value
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise UserError(f"config file not found: {path} (check the path given to --config)")
+    data = read_yaml_file(path, f"config file {path}")
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise UserError(f"config file {path} must hold a mapping of settings, not {type(data).__name__}")
+    return data
+
+
+def set_nested(target: dict[str, Any], keys: list[str], value: Any) -> None:
+    for key in keys[:-1]:
+        target = target.setdefault(key, {})
+        if not isinstance(target, dict):
+            raise UserError(f"--set {'.'.join(keys)}: {key!r} is not a section")
+    target[keys[-1]] = value
+
+
+def deep_merge(base: dict[str, Any], layer: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `layer`'s settings on top, section by section.
+
+    >>> deep_merge({"optim": {"lr": 1e-5, "betas": [0.9, 0.99]}}, {"optim": {"lr": 2e-5}, "seed": 1})
+    {'optim': {'lr': 2e-05, 'betas': [0.9, 0.99]}, 'seed': 1}
+    """
+    out = dict(base)
+    for key, value in layer.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out

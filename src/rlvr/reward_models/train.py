@@ -70,8 +70,7 @@ class RewardModelTrainer(SupervisedRecipe):
             set_checkpointing(self.model, True)
         self.model = adapt(self.model, c.model, task="SEQ_CLS")  # with model.lora: adapters and the head train
         self.model.to(self.device).train()
-        self.plan_steps(self.model, c.optim, rows=len(self.train), batch_size=c.batch_size, epochs=c.epochs,
-                        max_steps=c.max_steps, seed=c.seed, save_every=c.save_every)
+        self.plan_steps(self.model, c, rows=len(self.train))
         self.trained = Trained(self.model, world, REPLICATED, self.device, self.dtype)  # what the step runs
 
     def step(self) -> StepResult:

@@ -68,8 +68,9 @@ class StepResult:
 
 
 class RunConfig(Protocol):
-    """What the run core reads of a recipe's config: the section GRPO's and PPO's TrainConfig, SFTConfig and
-    RewardModelConfig share (each a dataclass, saved as config.yaml)."""
+    """What the run core reads of a recipe's config: its run section (rlvr.config.run.RunSection, which GRPO's and
+    PPO's TrainConfig, SFTConfig and RewardModelConfig extend) and its model's device (each a dataclass, saved as
+    config.yaml)."""
 
     __dataclass_fields__: ClassVar[dict[str, Any]]
 

@@ -14,7 +14,8 @@ from typing import Any, ClassVar
 
 import torch
 
-from rlvr.config.sections import OptimConfig, shards
+from rlvr.config import RewardModelConfig, SFTConfig
+from rlvr.config.sections import shards
 from rlvr.distributed.world import SINGLE, World, shard
 from rlvr.errors import UserError
 from rlvr.optim import build_optimizer
@@ -39,15 +40,17 @@ class SupervisedRecipe:
             raise UserError(f"distributed.strategy={strategy} is built for rlvr train so far: run {self.command} "
                             "with distributed.strategy=ddp")
 
-    def plan_steps(self, model: torch.nn.Module, optim: OptimConfig, *, rows: int, batch_size: int, epochs: int,
-                   max_steps: int, seed: int, save_every: int, eval_every: int = 0) -> None:
+    def plan_steps(self, model: torch.nn.Module, config: SFTConfig | RewardModelConfig, rows: int) -> None:
         """The steps (max_steps, or as many as `epochs` passes over the `rows` take), the optimizer and its
-        schedule over them, each step's rows, and when the loop saves and evaluates."""
-        steps = max_steps or epochs * -(-rows // batch_size)
+        schedule over them, each step's rows, and when the loop saves, evaluates and drops old checkpoints (the
+        run section's settings: rlvr.config.run)."""
+        c = config
+        steps = c.max_steps or c.epochs * -(-rows // c.batch_size)
         self.rows = rows
-        self.optimizer, self.scheduler = build_optimizer(model, optim, steps)
-        self.plan = batch_order(rows, batch_size, steps, seed)  # each step's rows
-        self.schedule = Schedule(steps, save_every=save_every, eval_every=eval_every)
+        self.optimizer, self.scheduler = build_optimizer(model, c.optim, steps)
+        self.plan = batch_order(rows, c.batch_size, steps, c.seed)  # each step's rows
+        self.schedule = Schedule(steps, save_every=c.save_every, eval_every=c.eval_every,
+                                 keep_checkpoints=c.keep_checkpoints)
         self.step_count = 0
 
     def my_share(self) -> tuple[list[int], float]:

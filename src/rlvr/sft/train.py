@@ -57,8 +57,7 @@ class SFTTrainer(SupervisedRecipe):
             c.model, c.seed, str(checkpoint / paths.MODEL) if checkpoint else None)
         self.data = prepare_data(rows, self.tokenizer, template=c.template, system_prompt=c.system_prompt,
                                  max_length=c.max_length, eval_fraction=c.eval_fraction, seed=c.seed)
-        self.plan_steps(self.model, c.optim, rows=len(self.data.train), batch_size=c.batch_size, epochs=c.epochs,
-                        max_steps=c.max_steps, seed=c.seed, save_every=c.save_every, eval_every=c.eval_every)
+        self.plan_steps(self.model, c, rows=len(self.data.train))
         self.resumed_from: int | None = None
         self.trained = Trained(NLLModule(self.model), world, REPLICATED, self.device, self.dtype)  # what the step runs
 

@@ -31,15 +31,21 @@ REPORT = ROOT / "docs" / "mutation.md"
 EXPLAINED = ROOT / "tests" / "mutation" / "equivalent.toml"
 RESULTS = ROOT / "tests" / "mutation" / "results.json"
 PY = Path(sys.executable)
-# module -> the tests that cover it (besides its own doctests). advantages (796 mutants, ~5 s each alone) has had
-# a partial run only (426 of them at 7bbc827: its survivors killed by tests or explained); its row waits for a whole
-# one. Next, by mutant count (at ~15 s a mutant with their tests, each is hours on 2 cores): losses (715 mutants),
-# the step's composition in rl/update.py
+# module (its path under src/rlvr, without .py) -> the tests that cover it (besides its own doctests). The rows of
+# docs/mutation.md say which have run, at which commit; a module listed here without a row has not run yet (at
+# ~5-15 s a mutant with their tests on 2 cores, each is an hour or more: run them one or two at a time).
 MODULES: dict[str, list[str]] = {
     "kl": ["tests/test_kl.py", "tests/objectives/test_exact_expectation.py"],
     "correction": ["tests/test_correction.py", "tests/objectives/test_token_weights.py"],
     "seeds": ["tests/test_seeds.py"],
     "advantages": ["tests/test_advantages.py"],
+    # the step's composition: the losses, log-probs, the objective's table, the update, PPO's advantage path
+    "losses": ["tests/test_losses.py", "tests/objectives/test_exact_expectation.py"],
+    "logprobs": ["tests/test_logprobs.py", "tests/objectives/test_exact_expectation.py"],
+    "rl/objective": ["tests/train/test_objectives.py", "tests/objectives/test_exact_expectation.py"],
+    "rl/update": ["tests/objectives/test_exact_expectation.py", "tests/objectives/test_token_weights.py",
+                  "tests/train/test_step.py"],
+    "ppo/gae": ["tests/ppo/test_gae.py", "tests/ppo/test_trainer.py"],
 }
 
 
@@ -78,7 +84,8 @@ def run_module(module: str, tree: Path, tmp: Path) -> dict[str, object]:
     tests = " ".join([f"--doctest-modules {path}", *MODULES[module]])
     command = (f"env PYTHONPATH={tree / 'src'} OMP_NUM_THREADS=1 {PY} -m pytest -x -q -p no:cacheprovider "
                f"-o addopts= -W ignore {tests}")
-    config, session = tmp / f"{module}.toml", tmp / f"{module}.sqlite"
+    name = module.replace("/", ".")  # (rl/update: one file in tmp)
+    config, session = tmp / f"{name}.toml", tmp / f"{name}.sqlite"
     config.write_text(f'[cosmic-ray]\nmodule-path = "{path}"\ntimeout = 120.0\nexcluded-modules = []\n'
                       f'test-command = {json.dumps(command)}\n\n[cosmic-ray.distributor]\nname = "local"\n')
     cosmic = PY.with_name("cosmic-ray")

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/grpo_vs_trl.py [--steps 15] [--group-size 8] [--prompts-per-step 4]
         [--max-new-tokens 128] [--temperature 1.0] [--lr 1e-5] [--beta 0.04] [--skip-trl] [--rlvr-set KEY=VALUE]
-        [--lora [--lora-rank 16]]
+        [--lora [--lora-rank 16]] [--rounds 1]
 
 With --lora, four rows: rlvr and TRL each fine-tuning every weight and training LoRA adapters of the
 same rank on every linear layer of the decoder (TRL through a peft LoraConfig; with β > 0 both take
@@ -13,6 +13,11 @@ The job (the TRL speed job): SmolLM2-135M-Instruct in fp32, one-digit sums from 
 arithmetic train split as chat prompts, G completions for each of P prompts per step, the boxed-answer
 accuracy reward, β with a reference model. TRL runs from bench/.venv-trl (created on first use:
 torch==2.13.0 and trl from PyPI), each job in its own process so its peak RSS is its own.
+
+With --rounds R the engines run R times in alternating order (rlvr then TRL, TRL then rlvr, ...), the machine's
+matmul rate measured again before each round: the table gives each engine's medians over the rounds, and a line
+the rlvr / TRL ratio of every round (the speed of a shared machine moved by 44% between two runs of the same job:
+docs/performance.md).
 
 Columns: median seconds per step, completion tokens per second, peak RSS, steps per hour, the FLOPs of
 a step (10·N per prompt+completion token: generate 2N, reference 2N, policy forward 2N + backward 4N)
@@ -128,21 +133,31 @@ def main() -> None:
                    help="an rlvr-only setting under test, e.g. optim.micro_batch_tokens=512 (repeatable)")
     p.add_argument("--lora", action="store_true", help="also train LoRA adapters with each engine")
     p.add_argument("--lora-rank", type=int, default=16)
+    p.add_argument("--rounds", type=int, default=1,
+                   help="run the engines this many times, in alternating order, and give each engine's median over "
+                        "the rounds and the rlvr / TRL ratio of every round (a machine's speed moves between runs)")
     args = p.parse_args()
     job, out, prompt_tokens = make_job(args)
-    rate = matmul_rate()
     lora = {"rank": args.lora_rank, "alpha": 2 * args.lora_rank}
     runs = [("rlvr", "rlvr_job", Path(sys.executable), {})] + ([("rlvr LoRA", "rlvr_job", Path(sys.executable),
                                                                 {"lora": lora})] if args.lora else [])
     if not args.skip_trl:
         runs += [(f"TRL {TRL_VERSION}", "trl_job", trl_python(), {})]
         runs += [("TRL LoRA", "trl_job", trl_python(), {"lora": lora})] if args.lora else []
-    rows = []
-    for name, script, python, extra in runs:
-        tag = name.replace(" ", "_").replace(".", "")
-        overrides = args.rlvr_set if script == "rlvr_job" else []
-        result = run_job(python, script, {**job, **extra, "overrides": overrides, "output_dir": str(out / tag)}, out)
-        rows.append(row(name, result, job, prompt_tokens, rate))
+    rounds, rates = [], []  # per round: {engine: its row}; the fp32 matmul rate measured before each round
+    for k in range(args.rounds):
+        rates.append(matmul_rate())
+        measured = {}
+        for name, script, python, extra in runs if k % 2 == 0 else runs[::-1]:  # (A B, then B A, ...)
+            tag = name.replace(" ", "_").replace(".", "")
+            overrides = args.rlvr_set if script == "rlvr_job" else []
+            result = run_job(python, script, {**job, **extra, "overrides": overrides, "output_dir": str(out / tag)},
+                             out)
+            measured[name] = row(name, result, job, prompt_tokens, rates[-1])
+        rounds.append(measured)
+    rows = [{key: value if key == "engine" else statistics.median(r[name][key] for r in rounds)
+             for key, value in rounds[0][name].items()} for name, *_ in runs]
+    rate = statistics.median(rates)
     print(f"\n{args.steps} steps of {args.prompts_per_step} prompts x {args.group_size} completions, "
           f"<= {args.max_new_tokens} tokens, "
           f"T={args.temperature}, lr {args.lr}, beta {args.beta}; fp32 matmul rate here {rate / 1e9:.0f} GFLOP/s")
@@ -161,10 +176,19 @@ def main() -> None:
                   f"{r['completion_tok_s'] / peer['completion_tok_s']:11.2f} {'':8} "
                   f"{r['peak_gb'] / peer['peak_gb']:8.2f}x "
                   f"{r['steps_per_hour'] / peer['steps_per_hour']:8.2f}")
+    if args.rounds > 1:
+        matmul = ", ".join(f"{r / 1e9:.0f}" for r in rates)
+        print(f"{args.rounds} rounds (medians above), fp32 matmul {matmul} GFLOP/s; rlvr s/step by round: "
+              + ", ".join(f"{r['rlvr']['s_per_step']:.1f}" for r in rounds))
+        if "TRL" in trl:
+            ratios = [r["rlvr"]["steps_per_hour"] / r[trl["TRL"]["engine"]]["steps_per_hour"] for r in rounds]
+            print(f"rlvr / TRL steps/hour by round: {', '.join(f'{x:.2f}' for x in ratios)} "
+                  f"(median {statistics.median(ratios):.2f}, range {min(ratios):.2f}-{max(ratios):.2f})")
     if args.lora and "TRL" in trl:
         lora_row = next(r for r in rows if r["engine"] == "rlvr LoRA")
         print(f"rlvr LoRA peak RSS / TRL full fine-tune: {lora_row['peak_gb'] / trl['TRL']['peak_gb']:.2f}x")
-    (out / "grpo_vs_trl.json").write_text(json.dumps({"job": job, "rows": rows}, indent=2))
+    (out / "grpo_vs_trl.json").write_text(json.dumps({"job": job, "rows": rows, "rounds": rounds, "rates": rates},
+                                                     indent=2))
 
 
 if __name__ == "__main__":

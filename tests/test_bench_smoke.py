@@ -124,6 +124,11 @@ def check_grpo_vs_trl(stdout: str, out: Path) -> None:
     saved = json.loads((out / "grpo_vs_trl.json").read_text())
     assert [r["engine"] for r in saved["rows"]] == ["rlvr"] and saved["rows"][0]["s_per_step"] > 0
     assert saved["rows"][0]["mean_len"] > 0
+    # --rounds 2: the job ran twice, the row is the median of the two (the same completions: the same seeds)
+    by_round = [r["rlvr"]["s_per_step"] for r in saved["rounds"]]
+    assert len(by_round) == 2 == len(saved["rates"]) and "2 rounds (medians above)" in stdout
+    assert saved["rows"][0]["s_per_step"] == pytest.approx(sum(by_round) / 2)
+    assert saved["rounds"][0]["rlvr"]["mean_len"] == saved["rounds"][1]["rlvr"]["mean_len"]
 
 
 def check_ppo_vs_grpo(stdout: str, out: Path) -> None:
@@ -219,7 +224,7 @@ TINY = [
                                 "--set", "model.name=tiny", "--set", "generation.max_new_tokens=4"],
          check_threads_under_load),
     Case("ppo_vs_grpo", [script("ppo_vs_grpo"), *TINY_JOB, "--prompts-per-step", "1"], check_ppo_vs_grpo),
-    Case("grpo_vs_trl", [script("grpo_vs_trl"), *TINY_JOB, "--prompts-per-step", "1", "--skip-trl"],
+    Case("grpo_vs_trl", [script("grpo_vs_trl"), *TINY_JOB, "--prompts-per-step", "1", "--skip-trl", "--rounds", "2"],
          check_grpo_vs_trl),
     Case("overlap", [script("overlap"), "--device", "cpu", "--prompts", "1", "--group", "4", "--tokens", "2",
                      "--train-tokens", "8", "--layers", "1"], check_overlap),

@@ -175,6 +175,19 @@ def test_process_advantages_reject_bad_step_positions():
     assert shared.tolist() == [3.0] * 5 + [0.0]
     with pytest.raises(ValueError, match="one end position per step"):
         process_advantages([[1.0, 2.0]], [[5]], 10)
+    # fewer rewards than ends, in both places (a check of `>` where `!=` is meant passes these)
+    with pytest.raises(ValueError, match="one end position per step"):
+        process_advantages([[1.0]], [[5, 6]], 10)
+    with pytest.raises(ValueError, match="one list per completion"):
+        process_advantages([[1.0]], [[5], [6]], 10)
+
+
+def test_std_from_moments_of_equal_rewards_is_zero_where_rounding_makes_the_variance_negative():
+    """Three rewards of 0.1: Σr²/n − (Σr/n)² is −1.7e-18 in floats. The variance is held at 0 (a floor below
+    0 would hand math.sqrt a negative number)."""
+    total, total_sq = sum([0.1] * 3), sum([0.1 * 0.1] * 3)
+    assert total_sq / 3 - (total / 3) ** 2 < 0
+    assert std_from_moments(total, total_sq, 3) == 0.0
 
 
 @pytest.mark.parametrize("baseline", ["group_mean", "leave_one_out"])

@@ -182,6 +182,20 @@ def test_process_advantages_reject_bad_step_positions():
         process_advantages([[1.0]], [[5], [6]], 10)
 
 
+def test_std_from_moments_where_the_second_moment_is_over_twice_the_squared_mean():
+    """[0, 0, 0, 1]: E[r²] = 0.25 ≥ 2·E[r]² = 0.125, where E[r²] mod E[r]² (0) is not E[r²] − E[r]² (0.1875);
+    below that ratio the two agree, and the doctest's rewards are below it."""
+    r = torch.tensor([[0.0, 0.0, 0.0, 1.0]])
+    for estimator in ("population", "unbiased"):
+        expected = float(reward_std(r, estimator)[0, 0])
+        assert std_from_moments(*reward_moments(r), estimator=estimator) == pytest.approx(expected, rel=1e-6)
+
+
+def test_one_step_reward_normalised_is_zero():
+    """A single step reward is its own mean: normalised, it gives no advantage (not its raw value)."""
+    assert process_advantages([[0.7]], [[3]], 4).tolist() == [[0.0, 0.0, 0.0, 0.0]]
+
+
 def test_std_from_moments_of_equal_rewards_is_zero_where_rounding_makes_the_variance_negative():
     """Three rewards of 0.1: Σr²/n − (Σr/n)² is −1.7e-18 in floats. The variance is held at 0 (a floor below
     0 would hand math.sqrt a negative number)."""

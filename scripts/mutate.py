@@ -82,8 +82,9 @@ def run_module(module: str, tree: Path, tmp: Path) -> dict[str, object]:
     """cosmic-ray on src/rlvr/{module}.py in `tree`: {"mutants", "killed", "skipped", "survivors": [...]}."""
     path = f"src/rlvr/{module}.py"
     tests = " ".join([f"--doctest-modules {path}", *MODULES[module]])
+    # (the suite's import mode: a test module may import another's helpers, as tests/ppo/test_trainer.py does)
     command = (f"env PYTHONPATH={tree / 'src'} OMP_NUM_THREADS=1 {PY} -m pytest -x -q -p no:cacheprovider "
-               f"-o addopts= -W ignore {tests}")
+               f"-o addopts= --import-mode=importlib -W ignore {tests}")
     name = module.replace("/", ".")  # (rl/update: one file in tmp)
     config, session = tmp / f"{name}.toml", tmp / f"{name}.sqlite"
     config.write_text(f'[cosmic-ray]\nmodule-path = "{path}"\ntimeout = 120.0\nexcluded-modules = []\n'

@@ -48,6 +48,15 @@ def test_token_rewards_put_the_reward_last_and_the_kl_everywhere():
     assert r.tolist() == [pytest.approx([-0.05, 0.0, 1.05]), pytest.approx([-0.1, 0.0, 0.0])]
 
 
+def test_at_beta_zero_the_reference_is_not_read():
+    """β = 0 puts no KL in the token rewards, whatever the reference says: a token the reference rules out
+    (log-prob −inf) leaves them finite (0 · (−inf) would be NaN)."""
+    mask = torch.tensor([[True, True]])
+    ref = torch.tensor([[-1.0, -float("inf")]])
+    r = token_rewards(torch.tensor([1.0]), torch.tensor([[-1.0, -2.0]]), ref, mask, beta=0.0)
+    assert r.tolist() == [[0.0, 1.0]]
+
+
 def test_whitened_advantages_have_zero_mean_unit_std_on_real_tokens():
     mask = torch.tensor([[True, True, False], [True, True, True]])
     a = whiten(torch.tensor([[1.0, 2.0, 50.0], [3.0, 4.0, 5.0]]), mask)

@@ -24,7 +24,7 @@ from rlvr.harness.group import Agent
 from rlvr.harness.rollout import sample_harness
 from rlvr.records import Rollout
 from rlvr.rewards.batch import completion_token_ids
-from rlvr.rollout import SamplingParams, stop_token_ids
+from rlvr.rollout import SamplingParams
 from rlvr.samplers.protocol import GroupDone, Sampler, SampleRequest, Wrapper
 
 
@@ -34,12 +34,12 @@ def over_episodes(engine: Sampler, environment: EnvironmentConfig, tokenizer: An
     """What samples a run's episodes over `engine`: the engine itself without `environment.name`; the runs of
     `agent` (the agent function or adapter that name loads: rlvr.envs.load_agent), their prompts held to
     `model`'s context; else conversations with the environment it names (`make_env`, else loaded by name:
-    rlvr.envs.driven), ended at `model`'s stop tokens."""
+    rlvr.envs.driven)."""
     if agent is not None:
         return HarnessSampler(engine, tokenizer, agent, environment, context_length(model))
     if not environment.name:
         return engine
-    return EnvironmentSampler(engine, environment, tokenizer, stop_token_ids(model, tokenizer), make_env)
+    return EnvironmentSampler(engine, environment, tokenizer, make_env)
 
 
 class HarnessSampler(Wrapper):

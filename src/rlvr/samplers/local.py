@@ -54,7 +54,7 @@ class LocalSampler:
         longest = dataclasses.replace(params, max_new_tokens=max(job.max_tokens for job in jobs))
 
         def run(model: torch.nn.Module) -> list[Sampled]:
-            stop = stop_token_ids(model, self.tokenizer)
+            stop = self.stop_ids_for(model)
             out = generate(model, [job.ids for job in jobs], 1, longest, stop_ids=stop,
                            pad_id=self.tokenizer.pad_token_id, seeds=[job.seed for job in jobs],
                            static=self.cuda_graphs and next(model.parameters()).device.type == "cuda")
@@ -67,6 +67,11 @@ class LocalSampler:
             return done
 
         return self.decoding(run)  # type: ignore[no-any-return]
+
+    def stop_ids_for(self, model: torch.nn.Module) -> list[int]:
+        """The tokens that end a message of `model` (the model `decoding` lends): the tokenizer's EOS and those its
+        generation config adds (rlvr.rollout.stop_token_ids)."""
+        return stop_token_ids(model, self.tokenizer)
 
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int) -> None:
         """The weights are the policy's own, in place: nothing to copy (`named_tensors` is not read)."""

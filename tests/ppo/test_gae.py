@@ -5,7 +5,7 @@ import random
 import pytest
 import torch
 
-from rlvr.ppo.gae import gae, token_rewards, whiten
+from rlvr.ppo.gae import gae, token_rewards, value_loss, whiten
 
 
 def slow_gae(rewards, values, length, gamma, lam):
@@ -57,6 +57,19 @@ def test_at_beta_zero_the_reference_is_not_read():
     assert r.tolist() == [[0.0, 1.0]]
 
 
+def test_the_reward_lands_on_a_one_token_completion_and_nowhere_on_an_empty_one():
+    mask = torch.tensor([[True, False], [False, False]])
+    r = token_rewards(torch.tensor([1.0, 2.0]), torch.zeros(2, 2), None, mask, beta=0.0)
+    assert r.tolist() == [[1.0, 0.0], [0.0, 0.0]]
+
+
+def test_the_value_clip_holds_below_the_old_value_too():
+    """V fell 2 below V_old with clip 0.5: the clipped value is V_old − 0.5, farther from R = −3 than V, so the
+    loss is ½·(−0.5 + 3)² (a clip to [0, 0.5] would give ½·3²)."""
+    v, old, ret, m = torch.tensor([[-2.0]]), torch.tensor([[0.0]]), torch.tensor([[-3.0]]), torch.tensor([[True]])
+    assert value_loss(v, old, ret, m, clip=0.5, tokens=1.0).item() == pytest.approx(0.5 * 2.5**2)
+
+
 def test_whitened_advantages_have_zero_mean_unit_std_on_real_tokens():
     mask = torch.tensor([[True, True, False], [True, True, True]])
     a = whiten(torch.tensor([[1.0, 2.0, 50.0], [3.0, 4.0, 5.0]]), mask)
@@ -96,8 +109,6 @@ def test_the_ppo_steps_advantages_are_token_rewards_then_gae_then_whitening_by_h
 
 
 def test_the_critics_loss_is_clipped_around_its_old_values_by_hand():
-    from rlvr.ppo.gae import value_loss
-
     values, old = torch.tensor([[1.0, -1.0, 0.3]]), torch.tensor([[0.0, 0.0, 0.0]])
     returns, mask = torch.tensor([[2.0, 1.0, 0.0]]), torch.tensor([[True, True, False]])
     # token 1: V = 1, clipped to 0.2: max((1 − 2)², (0.2 − 2)²) = 3.24; token 2: V = −1, clipped −0.2:

@@ -33,6 +33,18 @@ def test_gae_equals_the_definition_on_ragged_rows(seed):
             (advantages[i, :length] + values[i, :length]).tolist(), abs=1e-5)
 
 
+def test_gae_over_a_completion_longer_than_python_caches_small_integers():
+    """300 tokens: past 256, two equal ints need not be the same object, so an end-of-row test by identity
+    (`is not`) would read past the row; GAE still equals its definition."""
+    width = 300
+    rewards = torch.zeros(1, width)
+    rewards[0, -1] = 1.0
+    values = torch.linspace(0.0, 1.0, width).unsqueeze(0)
+    advantages, _ = gae(rewards, values, torch.ones(1, width, dtype=torch.bool), 0.99, 0.95)
+    expected = slow_gae(rewards[0].tolist(), values[0].tolist(), width, 0.99, 0.95)
+    assert advantages[0].tolist() == pytest.approx(expected, abs=1e-5)
+
+
 def test_with_lambda_and_gamma_one_the_return_is_the_reward_to_go_whatever_the_values():
     mask = torch.tensor([[True, True, True]])
     rewards = torch.tensor([[0.1, 0.0, 1.0]])

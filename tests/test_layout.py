@@ -19,7 +19,7 @@ MAX_FILE_LINES = 400
 MAX_FUNCTION_LINES = 60
 
 LAYERS: list[tuple[str, ...]] = [
-    ("rlvr.errors", "rlvr.console", "rlvr.deadline", "rlvr.lifeline", "rlvr.seeds", "rlvr.user_code",
+    ("rlvr.errors", "rlvr.console", "rlvr.deadline", "rlvr.lifeline", "rlvr.seeds", "rlvr.user_code", "rlvr.moved",
      "rlvr.config", "rlvr.records", "rlvr.advantages", "rlvr.kl", "rlvr.losses", "rlvr.correction", "rlvr.optim",
      "rlvr.paths", "rlvr.intact"),
     ("rlvr.data", "rlvr.models", "rlvr.rollout", "rlvr.graphed", "rlvr.logprobs", "rlvr.rewards", "rlvr.sandbox",

@@ -122,7 +122,9 @@ def _torch_problem(path: Path, within: Path, key: str | None = None) -> str | No
     if not zipfile.is_zipfile(path):  # torch.save writes a zip, its index at the end: a cut one has none
         return f"{name} is not a file torch.save wrote (cut short or overwritten)"
     try:
-        state = torch.load(path, mmap=True, weights_only=False)  # the pickle; the tensors are mapped, not read
+        from rlvr import moved  # (a pickle may name modules by their paths of earlier versions)
+
+        state = torch.load(path, mmap=True, weights_only=False, pickle_module=moved)  # (tensors mapped, not read)
     except Exception as e:  # whatever unpickling a damaged file raises, it is that file's problem
         return f"{name} does not load ({first_line(e)})"
     if key is not None and not (isinstance(state, dict) and key in state):

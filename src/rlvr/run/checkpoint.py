@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from rlvr import paths
+from rlvr import moved, paths
 from rlvr.config import save_config
 from rlvr.errors import UserError
 from rlvr.intact import write_manifest
@@ -94,7 +94,8 @@ def out_of_space(error: BaseException, folder: Path) -> bool:
 
 def load_state(checkpoint: Path) -> dict[str, Any]:
     """The trainer state saved with a checkpoint (RNG state included, under "rng")."""
-    state: dict[str, Any] = torch.load(checkpoint / paths.TRAINER_STATE, weights_only=False)
+    state: dict[str, Any] = torch.load(checkpoint / paths.TRAINER_STATE, weights_only=False,
+                                       pickle_module=moved)  # (objects by the module paths they were saved under)
     return state
 
 

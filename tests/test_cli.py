@@ -222,3 +222,36 @@ def test_a_signal_after_the_command_ended_lets_it_say_its_end(monkeypatch, capsy
     monkeypatch.setattr(sys, "stderr", SignalledStream())
     assert rlvr.cli._run(argparse.Namespace(command="x")) == 2
     assert signal.getsignal(signal.SIGTERM) is not rlvr.cli._terminate
+
+
+@pytest.mark.parametrize("ending", ["collective", "user error"])
+def test_an_interrupt_during_a_failing_commands_cleanup_reports_the_failure(monkeypatch, capsys, ending):
+    """torchrun signals the ranks still running when one fails; a rank unwinding from its own failed collective
+    (or its own error) when the SIGTERM lands says that failure, with its code, not "interrupted" (130)."""
+    import argparse
+    import signal
+
+    import torch.distributed  # noqa: F401  (a rank of many has it loaded)
+
+    import rlvr.cli
+    from rlvr.errors import UserError
+
+    failure = (RuntimeError("[gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:4242")
+               if ending == "collective" else UserError("broken on purpose"))
+
+    def fails(args):
+        try:
+            raise failure
+        finally:  # (a cleanup: the sampler closing, say)
+            rlvr.cli._terminate(signal.SIGTERM, None)
+
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setattr(rlvr.cli, "_stopping_since", float("-inf"))
+    monkeypatch.setattr(rlvr.cli, "COMMANDS", {"x": (None, fails)})
+    code = rlvr.cli._run(argparse.Namespace(command="x"))
+    said = capsys.readouterr().err.strip()
+    if ending == "collective":
+        assert code == 1 and said.startswith("rlvr: error (rank 0): another rank stopped, so this one stops too")
+    else:
+        assert (code, said) == (2, "rlvr: error (rank 0): broken on purpose")

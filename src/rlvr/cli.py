@@ -196,7 +196,12 @@ def _run(args: argparse.Namespace) -> int:
 
 def _said(error: BaseException) -> int:
     """How a command that raised ends: a user's error, an interruption or a failed collective in one line and
-    its exit code; anything else raised again (a bug: its traceback)."""
+    its exit code; anything else raised again (a bug: its traceback). An interruption that landed while the
+    command was already ending with such an error reports that error: torchrun signals the ranks still
+    running when one fails, and one of them can be unwinding from the failed collective when it arrives."""
+    ending = error.__context__ if isinstance(error, KeyboardInterrupt) else None
+    if isinstance(ending, UserError) or (isinstance(ending, Exception) and _collective_failed(ending)):
+        error = ending
     if isinstance(error, UserError):
         rank = rank_of_many()
         print(f"rlvr: error{'' if rank is None else f' (rank {rank})'}: {error}", file=sys.stderr)

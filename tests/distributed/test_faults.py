@@ -98,8 +98,9 @@ def test_a_rank_that_fails_ends_every_rank_with_its_error(tmp_path):
     code, _, err = finish(proc, 60)
     assert code != 0 and time.time() - started < 60
     assert "rlvr: error (rank 1): " in err and "broken on purpose" in err, err[-3000:]
-    assert "rlvr: error (rank 0): another rank stopped" in err
-    assert "rlvr: rank 1 failed first: exit code 2; its error is above" in err
+    # rank 0 waited for rank 1 and says so, or (a slow machine) torchrun's SIGTERM reached it before it waited
+    assert "rlvr: error (rank 0): another rank stopped" in err or "rlvr: interrupted" in err, err[-3000:]
+    assert "rlvr: rank 1 failed first: exit code 2; its error is above" in err, err[-3000:]
     assert "Traceback" not in err, err[-3000:]
 
 

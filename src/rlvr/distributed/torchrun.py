@@ -23,6 +23,7 @@ from rlvr.distributed.launcher import signal_name
 from rlvr.lifeline import child_env, end_with_parent
 
 RLVR_EXIT_CODES = (1, 2, 130)  # a rank that exits with one of these printed why (rlvr.cli)
+FOLLOWER_CODES = (1, 130)  # a rank that stopped because another did: a failed collective, torchrun's SIGTERM
 
 
 def main(argv: list[str]) -> int:
@@ -43,12 +44,14 @@ def first_failure(failures: dict[int, tuple[int, int]]) -> int:
     """The rank whose failure caused the others: {rank: (exit code, when seen, in whole seconds)} -> rank.
 
     torchrun takes the earliest, lowest rank on a tie; but it sees failures in whole seconds, and a rank that
-    stops because another failed (exit code 1: "another rank stopped", or it gave up waiting) can end within
-    the same second as the one that failed. So among the earliest: first a rank killed by a signal other than
-    SIGTERM (which torchrun itself sends to the ranks still running), then one that ended with its own error
-    (any other exit code), then the lowest rank.
+    stops because another failed can end within the same second as the one that failed: exit code 1 ("another
+    rank stopped", or it gave up waiting), or 130 (interrupted by the SIGTERM torchrun sends to the ranks still
+    running, before it waited for the failed one; also -15, killed by it). So among the earliest: first a rank
+    killed by another signal, then one that ended with its own error (any other exit code), then the lowest rank.
 
     >>> first_failure({0: (1, 100), 1: (-9, 100)}), first_failure({0: (1, 100), 1: (2, 100)})
+    (1, 1)
+    >>> first_failure({0: (130, 100), 1: (2, 100)}), first_failure({0: (-15, 100), 1: (2, 100)})
     (1, 1)
     >>> first_failure({0: (1, 100), 1: (-15, 100)}), first_failure({0: (1, 100), 1: (-9, 101)})
     (0, 0)
@@ -57,7 +60,7 @@ def first_failure(failures: dict[int, tuple[int, int]]) -> int:
 
     def follows(rank: int) -> int:  # 0: died of a signal, 1: its own error, 2: stopped because of another
         code = failures[rank][0]
-        return 0 if code < 0 and code != -signal.SIGTERM else 1 if code > 0 and code != 1 else 2
+        return 0 if code < 0 and code != -signal.SIGTERM else 1 if code > 0 and code not in FOLLOWER_CODES else 2
 
     return min((rank for rank, (_, when) in failures.items() if when == earliest), key=lambda r: (follows(r), r))
 

@@ -2,15 +2,19 @@
 
     .venv/bin/python scripts/mutate.py                      # every module below; writes docs/mutation.md
     .venv/bin/python scripts/mutate.py --modules kl         # some of them (the report keeps the others' rows)
+    .venv/bin/python scripts/mutate.py --recheck            # only the last runs' unexplained survivors, at HEAD
 
 Each module is mutated in a worktree of the last commit (never the working tree), and each mutant runs the
-tests that cover the module (its doctests, its unit tests, the exact-expectation proofs), two modules at a time,
-one thread each. A surviving mutant is a change to the code that no test notices: it is killed by a new test, or
-explained in tests/mutation/equivalent.toml (why no test can tell it from the original). Mutants of type
-annotations are skipped before they run: under `from __future__ import annotations` an annotation is a string
-that nothing evaluates, so such a mutant is the same program. The report lists every survivor with its
-explanation, and the script exits 1 while any is unexplained. It takes tens of minutes on 2 cores, too long for
-CI: the report says at which commit and on which day each module last ran.
+tests that cover the module (its doctests, its unit tests, the exact-expectation proofs), two modules at a time
+(each in a tree of its own), one thread each. A surviving mutant is a change to the code that no test notices: it
+is killed by a new test, or explained in tests/mutation/equivalent.toml (why no test can tell it from the
+original). Mutants of type annotations are skipped before they run: under `from __future__ import annotations` an
+annotation is a string that nothing evaluates, so such a mutant is the same program. The report lists every
+survivor with its explanation, and the script exits 1 while any is unexplained. It takes tens of minutes on 2
+cores, too long for CI: the report says at which commit and on which day each module last ran. `--recheck`
+runs only the unexplained survivors of the last runs again, each against the tests as they are at HEAD (after a
+test was written to kill it): a survivor killed there leaves the list, and the report's row says how many were,
+at which commit.
 """
 
 from __future__ import annotations
@@ -22,15 +26,18 @@ import subprocess
 import sys
 import tempfile
 import tomllib
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import date
 from pathlib import Path
+from typing import TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "docs" / "mutation.md"
 EXPLAINED = ROOT / "tests" / "mutation" / "equivalent.toml"
 RESULTS = ROOT / "tests" / "mutation" / "results.json"
 PY = Path(sys.executable)
+T = TypeVar("T")
 # module (its path under src/rlvr, without .py) -> the tests that cover it (besides its own doctests). The rows of
 # docs/mutation.md say which have run, at which commit; a module listed here without a row has not run yet (at
 # ~5-15 s a mutant with their tests on 2 cores, each is an hour or more: run them one or two at a time).
@@ -52,6 +59,8 @@ MODULES: dict[str, list[str]] = {
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--modules", nargs="+", choices=list(MODULES), default=list(MODULES))
+    p.add_argument("--recheck", action="store_true", help="run the last runs' unexplained survivors again, against "
+                   "the tests at HEAD; those now killed leave the report")
     p.add_argument("--report", action="store_true", help="only write the report again, from the last results and "
                    "the explanations as they are now (after explaining a survivor)")
     args = p.parse_args()
@@ -61,36 +70,102 @@ def main() -> int:
         return 1 if unexplained else 0
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                             check=True).stdout.strip()
-    with tempfile.TemporaryDirectory(prefix="rlvr-mutate-") as tmp:
-        tree = Path(tmp) / "tree"
-        subprocess.run(["git", "worktree", "add", "--detach", str(tree), "HEAD"], cwd=ROOT, check=True,
-                       capture_output=True)
-        try:
-            with ThreadPoolExecutor(2) as pool:
-                found = dict(zip(args.modules, pool.map(lambda m: run_module(m, tree, Path(tmp)), args.modules)))
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=False)
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    results.update({m: {**r, "commit": commit, "date": date.today().isoformat()} for m, r in found.items()})
+    if args.recheck:
+        modules = [m for m in args.modules if m in results and unexplained_survivors(m, results[m])]
+        rechecked = in_worktree(modules, lambda m, tree, tmp: recheck_module(m, results[m], tree, tmp))
+        for m, killed in rechecked.items():
+            results[m]["survivors"] = [s for s in results[m]["survivors"] if s not in killed]
+            results[m]["rechecked"] = {"commit": commit, "date": date.today().isoformat(),
+                                       "killed": results[m].get("rechecked", {}).get("killed", 0) + len(killed)}
+            print(f"{m}: {len(killed)} of the survivors rechecked are killed at {commit}")
+    else:
+        found = in_worktree(args.modules, run_module)
+        results.update({m: {**r, "commit": commit, "date": date.today().isoformat()} for m, r in found.items()})
     RESULTS.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
     unexplained = write_report(results)
     print(f"report: {REPORT} ({unexplained} unexplained survivors)")
     return 1 if unexplained else 0
 
 
+def in_worktree(modules: list[str], work: Callable[[str, Path, Path], T]) -> dict[str, T]:
+    """`work(module, tree, tmp)` for each module, two at a time, each in a worktree of the last commit of its own
+    (a mutant is written to disk while the tests run: in a shared tree, one module's mutant would be live while
+    another's tests run, and kill its mutants for it)."""
+    def alone(module: str) -> T:
+        with tempfile.TemporaryDirectory(prefix="rlvr-mutate-") as tmp:
+            tree = Path(tmp) / "tree"
+            subprocess.run(["git", "worktree", "add", "--detach", str(tree), "HEAD"], cwd=ROOT, check=True,
+                           capture_output=True)
+            try:
+                return work(module, tree, Path(tmp))
+            finally:
+                subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=False)
+
+    with ThreadPoolExecutor(2) as pool:
+        return dict(zip(modules, pool.map(alone, modules)))
+
+
+def test_command(module: str, tree: Path) -> str:
+    """The tests that cover `module` in `tree`, one thread, stopping at the first failure."""
+    path = tree / f"src/rlvr/{module}.py"  # (paths in the tree: the command runs from any folder)
+    tests = " ".join([f"--doctest-modules {path}", *(str(tree / t) for t in MODULES[module])])
+    # (the suite's import mode: a test module may import another's helpers, as tests/ppo/test_trainer.py does)
+    return (f"env PYTHONPATH={tree / 'src'} OMP_NUM_THREADS=1 {PY} -m pytest -x -q -p no:cacheprovider "
+            f"-o addopts= --import-mode=importlib -W ignore {tests}")
+
+
+def session_of(module: str, tree: Path, tmp: Path) -> tuple[Path, Path]:
+    """A cosmic-ray session of every mutant of `module` (config, database), none run yet."""
+    name = module.replace("/", ".")  # (rl/update: one file in tmp)
+    config, session = tmp / f"{name}.toml", tmp / f"{name}.sqlite"
+    config.write_text(f'[cosmic-ray]\nmodule-path = "src/rlvr/{module}.py"\ntimeout = 120.0\nexcluded-modules = []\n'
+                      f'test-command = {json.dumps(test_command(module, tree))}\n\n'
+                      f'[cosmic-ray.distributor]\nname = "local"\n')
+    subprocess.run([str(PY.with_name("cosmic-ray")), "init", str(config), str(session)], cwd=tree, check=True)
+    return config, session
+
+
+def recheck_module(module: str, result: dict, tree: Path, tmp: Path) -> list[dict]:
+    """The unexplained survivors of `module`'s last run that the tests in `tree` now kill. Each is found again among
+    the module's mutants by its operator and its line as written and as mutated (lines may have moved)."""
+    from cosmic_ray.mutating import mutate_and_test
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import TestOutcome
+
+    path = tree / f"src/rlvr/{module}.py"
+    lines = path.read_text().splitlines()
+    _, session = session_of(module, tree, tmp)
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        specs = [item.mutations[0] for item in db.work_items]
+    killed, command = [], test_command(module, tree)
+    for s in unexplained_survivors(module, result):
+        for spec in [m for m in specs if m.operator_name == s["operator"]
+                     and lines[m.start_pos[0] - 1].strip() == s["before"]]:
+            spec = type(spec)(**{**{f: getattr(spec, f) for f in ("operator_name", "occurrence", "start_pos",
+                                 "end_pos", "operator_args", "definition_name")}, "module_path": path})
+            outcome = mutate_and_test([spec], command, 120.0)
+            item = {"mutations": [{"start_pos": spec.start_pos, "definition_name": spec.definition_name,
+                                   "operator_name": spec.operator_name}]}
+            if survivor(item, {"diff": outcome.diff or ""}, path)["after"] != s["after"]:
+                continue  # (another mutant of the same operator on that line)
+            print(f"{module}:{spec.start_pos[0]} {s['after']}: {outcome.test_outcome}")
+            if outcome.test_outcome == TestOutcome.KILLED:
+                killed.append(s)
+            break
+    return killed
+
+
+def unexplained_survivors(module: str, result: dict) -> list[dict]:
+    explained = tomllib.loads(EXPLAINED.read_text()).get("equivalent", []) if EXPLAINED.exists() else []
+    return [s for s in result["survivors"] if reason(module, s, explained) is None]
+
+
 def run_module(module: str, tree: Path, tmp: Path) -> dict[str, object]:
     """cosmic-ray on src/rlvr/{module}.py in `tree`: {"mutants", "killed", "skipped", "survivors": [...]}."""
     path = f"src/rlvr/{module}.py"
-    tests = " ".join([f"--doctest-modules {path}", *MODULES[module]])
-    # (the suite's import mode: a test module may import another's helpers, as tests/ppo/test_trainer.py does)
-    command = (f"env PYTHONPATH={tree / 'src'} OMP_NUM_THREADS=1 {PY} -m pytest -x -q -p no:cacheprovider "
-               f"-o addopts= --import-mode=importlib -W ignore {tests}")
-    name = module.replace("/", ".")  # (rl/update: one file in tmp)
-    config, session = tmp / f"{name}.toml", tmp / f"{name}.sqlite"
-    config.write_text(f'[cosmic-ray]\nmodule-path = "{path}"\ntimeout = 120.0\nexcluded-modules = []\n'
-                      f'test-command = {json.dumps(command)}\n\n[cosmic-ray.distributor]\nname = "local"\n')
+    config, session = session_of(module, tree, tmp)
     cosmic = PY.with_name("cosmic-ray")
-    subprocess.run([str(cosmic), "init", str(config), str(session)], cwd=tree, check=True)
     skipped = skip_annotations(session, tree / path)
     subprocess.run([str(cosmic), "baseline", str(config)], cwd=tree, check=True)
     subprocess.run([str(cosmic), "exec", str(config), str(session)], cwd=tree, check=True)
@@ -162,7 +237,10 @@ def write_report(results: dict[str, dict]) -> int:
         why = [(s, reason(module, s, explained)) for s in r["survivors"]]
         unexplained = sum(1 for _, w in why if w is None)
         unexplained_total += unexplained
-        lines.append(f"| `rlvr/{module}.py` | {r['date']}, {r['commit']} | {r['mutants']} | {r['killed']} | "
+        again = r.get("rechecked")
+        killed = (f"{r['killed']} + {again['killed']} since ({again['date']}, {again['commit']})" if again
+                  else r["killed"])
+        lines.append(f"| `rlvr/{module}.py` | {r['date']}, {r['commit']} | {r['mutants']} | {killed} | "
                      f"{r['skipped']} | {len(why) - unexplained} | {unexplained} |")
         for s, w in why:
             detail.append(f"- `rlvr/{module}.py:{s['line']}` ({s['function']}, {s['operator']}): `{s['before']}` → "

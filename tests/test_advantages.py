@@ -132,6 +132,9 @@ def test_bad_inputs_raise():
     for scale in ("whatever", "bogus"):  # (names after and before "none")
         with pytest.raises(ValueError, match="unknown advantage scale"):
             group_advantages(torch.tensor([[1.0, 0.0]]), scale=scale)
+    for scale in ("batch", "whatever"):  # also with unscored completions ("batch" sorts before "batch_std")
+        with pytest.raises(ValueError, match="unknown advantage scale"):
+            group_advantages(torch.tensor([[1.0, float("nan"), 0.0]]), scale=scale)
     with pytest.raises(ValueError):
         group_baseline(torch.zeros(2, 1), "leave_one_out")
 

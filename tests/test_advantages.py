@@ -129,7 +129,7 @@ def test_bad_inputs_raise():
     for shape in ((8,), (2, 4, 2)):
         with pytest.raises(ValueError, match="rewards must be"):
             group_advantages(torch.zeros(shape))
-    for scale in ("whatever", "bogus"):  # (names after and before "none")
+    for scale in ("whatever", "bogus", "batch"):  # (names after and before "none"; "batch" before "batch_norm")
         with pytest.raises(ValueError, match="unknown advantage scale"):
             group_advantages(torch.tensor([[1.0, 0.0]]), scale=scale)
     for scale in ("batch", "whatever"):  # also with unscored completions ("batch" sorts before "batch_std")
@@ -137,6 +137,9 @@ def test_bad_inputs_raise():
             group_advantages(torch.tensor([[1.0, float("nan"), 0.0]]), scale=scale)
     with pytest.raises(ValueError):
         group_baseline(torch.zeros(2, 1), "leave_one_out")
+    for baseline in ("average", "rloo"):  # (names before "group_mean" and after "leave_one_out")
+        with pytest.raises(ValueError, match="unknown baseline"):
+            group_baseline(torch.zeros(1, 2), baseline)
 
 
 # ---- process supervision (DeepSeekMath §4.1.3) ----

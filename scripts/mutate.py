@@ -70,10 +70,14 @@ def main() -> int:
         return 1 if unexplained else 0
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                             check=True).stdout.strip()
-    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    def recorded() -> dict[str, dict]:  # (read again once the work is done: another run may have ended meanwhile)
+        return json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+
     if args.recheck:
-        modules = [m for m in args.modules if m in results and unexplained_survivors(m, results[m])]
-        rechecked = in_worktree(modules, lambda m, tree, tmp: recheck_module(m, results[m], tree, tmp))
+        last = recorded()
+        modules = [m for m in args.modules if m in last and unexplained_survivors(m, last[m])]
+        rechecked = in_worktree(modules, lambda m, tree, tmp: recheck_module(m, last[m], tree, tmp))
+        results = recorded()
         for m, killed in rechecked.items():
             results[m]["survivors"] = [s for s in results[m]["survivors"] if s not in killed]
             results[m]["rechecked"] = {"commit": commit, "date": date.today().isoformat(),
@@ -81,6 +85,7 @@ def main() -> int:
             print(f"{m}: {len(killed)} of the survivors rechecked are killed at {commit}")
     else:
         found = in_worktree(args.modules, run_module)
+        results = recorded()
         results.update({m: {**r, "commit": commit, "date": date.today().isoformat()} for m, r in found.items()})
     RESULTS.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
     unexplained = write_report(results)

@@ -327,3 +327,13 @@ def test_process_supervision_takes_groups_of_hundreds():
     a mutant comparing the lengths by identity refuses this group)."""
     a = process_advantages([[float(i % 2)] for i in range(300)], [[3]] * 300, 4, normalise=False)
     assert a.shape == (300, 4) and a[1, :3].tolist() == [1.0, 1.0, 1.0] and a[0].abs().sum() == 0
+    long = process_advantages([[1.0] * 300], [list(range(1, 301))], 301, normalise=False)  # 300 steps
+    assert long[0, 0].item() == 300.0 and long[0, 299].item() == 1.0
+
+
+def test_the_batch_normalisation_of_one_or_two_values():
+    """One value has no spread: 0, also without ε (not 0/0); two are ∓1 around their mean."""
+    keep = torch.tensor([[True, False]])
+    assert batch_normalised(torch.tensor([[3.0, 7.0]]), keep, eps=0.0).tolist() == [[0.0, 0.0]]
+    both = torch.tensor([[True, True]])
+    assert batch_normalised(torch.tensor([[1.0, 3.0]]), both, eps=0.0).tolist() == [[-1.0, 1.0]]

@@ -252,7 +252,7 @@ def batch_normalised(values: torch.Tensor, keep: torch.Tensor, eps: float = 1e-4
             [ 1.2247,  0.0000]])
     """
     total, total_sq, n = moments if moments is not None else masked_moments(values, keep)
-    if n < 1:
+    if n < 2:  # (none, or one value: no spread to normalise, and no signal)
         return torch.zeros_like(values)
     mean = total / n
     std = math.sqrt(max(0.0, total_sq / n - mean * mean))

@@ -90,6 +90,12 @@ def test_whitened_advantages_have_zero_mean_unit_std_on_real_tokens():
     assert a[0, 2] == 0
 
 
+def test_whitening_adds_epsilon_to_the_std():
+    """(x − mean) / (std + ε): at ε = 0.5 on [1, 3] (std 1) the advantages are ±1/1.5."""
+    a = whiten(torch.tensor([[1.0, 3.0]]), torch.tensor([[True, True]]), eps=0.5)
+    assert a[0].tolist() == pytest.approx([-2 / 3, 2 / 3])
+
+
 def test_the_ppo_steps_advantages_are_token_rewards_then_gae_then_whitening_by_hand():
     """What PPOTrainer.step trains on (ppo_advantages), written out by hand on two completions: rewards 1 and 0,
     log π_old − log π_ref of 0.5 on every token, β = 0.2, γ = 1, λ = 0.5, the critic's values given."""

@@ -145,8 +145,11 @@ def recheck_module(module: str, result: dict, tree: Path, tmp: Path) -> list[dic
         specs = [item.mutations[0] for item in db.work_items]
     killed, command = [], test_command(module, tree)
     for s in unexplained_survivors(module, result):
-        for spec in [m for m in specs if m.operator_name == s["operator"]
-                     and lines[m.start_pos[0] - 1].strip() == s["before"]]:
+        again = [m for m in specs
+                 if m.operator_name == s["operator"] and lines[m.start_pos[0] - 1].strip() == s["before"]]
+        if not again:
+            print(f"{module}:{s['line']} `{s['before']}` is no longer in the code: not rechecked (a whole run will)")
+        for spec in again:
             spec = type(spec)(**{**{f: getattr(spec, f) for f in ("operator_name", "occurrence", "start_pos",
                                  "end_pos", "operator_args", "definition_name")}, "module_path": path})
             outcome = mutate_and_test([spec], command, 120.0)

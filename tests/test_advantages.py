@@ -282,6 +282,8 @@ def test_the_batch_std_is_added_to_epsilon():
     r = torch.tensor([[1.0, 0.0], [0.5, 0.25]], dtype=torch.float64)
     want = (r - r.mean(-1, keepdim=True)) / (r.std(correction=0) + 0.5)
     torch.testing.assert_close(group_advantages(r, scale="batch_std", eps=0.5), want)
+    unscored = torch.tensor([[1.0, 0.0, float("nan")], [0.5, 0.25, float("nan")]], dtype=torch.float64)
+    torch.testing.assert_close(group_advantages(unscored, scale="batch_std", eps=0.5)[:, :2], want)  # (the same ε)
 
 
 def test_a_reward_component_without_a_weight_weighs_one():

@@ -173,3 +173,18 @@ def test_a_one_token_completion_carries_its_own_sequence_weight():
     log_w = log_weights(old, sampled, mask, "sequence")
     sums = correction_sums(old, sampled, mask, "sequence", corrected_weights(log_w, mask, "truncate", 10.0))
     assert sums["n"] == 2.0 and sums["w"] == pytest.approx(2.0 + 1.0) and sums["w_max"] == pytest.approx(2.0)
+
+
+def test_a_trajectory_split_over_rows_counts_once_at_the_sequence_level():
+    """rlvr.harness splits a trajectory over rows (`sequences`): its weight is the product over all its rows, and
+    the statistics count it once, by its first row that has tokens; a row without tokens counts for nothing."""
+    old = torch.tensor([[0.0, -1.0], [-0.5, 0.0], [0.0, 0.0], [-0.25, 0.0]])
+    sampler = torch.tensor([[0.0, -0.5], [-1.0, 0.0], [0.0, 0.0], [0.0, 0.0]])
+    mask = torch.tensor([[False, True], [True, False], [False, False], [True, False]])
+    sequences = torch.tensor([0, 0, 1, 2])  # trajectory 0 over rows 0 and 1; trajectory 1 without a token
+    log_w = log_weights(old, sampler, mask, "sequence", sequences)
+    corrected = corrected_weights(log_w, mask, "truncate", 2.0)
+    sums = correction_sums(old, sampler, mask, "sequence", corrected, sequences)
+    w = [E(-0.5 + 0.5), E(-0.25)]  # trajectory 0: its two rows' log-ratios summed; trajectory 2
+    assert sums["n"] == 2.0 and sums["w"] == pytest.approx(sum(w))
+    assert sums["w2"] == pytest.approx(sum(x * x for x in w))

@@ -242,7 +242,7 @@ def masked_moments(values: torch.Tensor, keep: torch.Tensor) -> tuple[float, flo
     return reward_moments(values.masked_fill(~keep, float("nan")))
 
 
-def batch_normalised(values: torch.Tensor, keep: torch.Tensor, eps: float = 1e-4,
+def batch_normalised(values: torch.Tensor, keep: torch.Tensor, eps: float,
                      moments: tuple[float, float, float] | None = None) -> torch.Tensor:
     """(x − mean) / (std + ε) over the entries `keep` (population std), 0 elsewhere; `moments`: the whole
     batch's (Σx, Σx², n) when `values` is a rank's part of it.

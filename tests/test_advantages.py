@@ -339,3 +339,14 @@ def test_the_batch_normalisation_of_one_or_two_values():
     assert batch_normalised(torch.tensor([[3.0, 7.0]]), keep, eps=0.0).tolist() == [[0.0, 0.0]]
     both = torch.tensor([[True, True]])
     assert batch_normalised(torch.tensor([[1.0, 3.0]]), both, eps=0.0).tolist() == [[-1.0, 1.0]]
+
+
+def test_equal_values_whose_moments_round_below_zero_normalise_to_zero():
+    """Three 1.7s: Σx²/n − mean² is −4.4e-16 in floating point, not 0; the variance is floored at 0 (a square
+    root of it would raise)."""
+    values = torch.full((1, 3), 1.7, dtype=torch.float64)
+    total, total_sq, n = reward_moments(values)
+    assert total_sq / n - (total / n) ** 2 < 0  # (the rounding this guards against)
+    keep = torch.ones(1, 3, dtype=torch.bool)
+    assert batch_normalised(values, keep, 1e-4).tolist() == [[0.0, 0.0, 0.0]]
+    assert std_from_moments(total, total_sq, n) == 0.0

@@ -186,6 +186,8 @@ def test_process_advantages_reject_bad_step_positions():
         process_advantages([[1.0]], [[5, 6]], 10)
     with pytest.raises(ValueError, match="one list per completion"):
         process_advantages([[1.0]], [[5], [6]], 10)
+    with pytest.raises(ValueError, match="one list per completion"):  # (and more: a check of `<` passes this)
+        process_advantages([[1.0], [2.0]], [[5]], 10)
 
 
 def test_std_from_moments_where_the_second_moment_is_over_twice_the_squared_mean():

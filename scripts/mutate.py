@@ -78,11 +78,14 @@ def main() -> int:
         modules = [m for m in args.modules if m in last and unexplained_survivors(m, last[m])]
         rechecked = in_worktree(modules, lambda m, tree, tmp: recheck_module(m, last[m], tree, tmp))
         results = recorded()
-        for m, killed in rechecked.items():
-            results[m]["survivors"] = [s for s in results[m]["survivors"] if s not in killed]
+        for m, (killed, gone) in rechecked.items():
+            results[m]["survivors"] = [s for s in results[m]["survivors"] if s not in killed + gone]
+            before = results[m].get("rechecked", {})
             results[m]["rechecked"] = {"commit": commit, "date": date.today().isoformat(),
-                                       "killed": results[m].get("rechecked", {}).get("killed", 0) + len(killed)}
-            print(f"{m}: {len(killed)} of the survivors rechecked are killed at {commit}")
+                                       "killed": before.get("killed", 0) + len(killed),
+                                       "rewritten": before.get("rewritten", 0) + len(gone)}
+            print(f"{m}: of the survivors rechecked at {commit}, {len(killed)} are killed and {len(gone)} are on "
+                  f"lines rewritten since")
     else:
         found = in_worktree(args.modules, run_module)
         results = recorded()
@@ -131,9 +134,10 @@ def session_of(module: str, tree: Path, tmp: Path) -> tuple[Path, Path]:
     return config, session
 
 
-def recheck_module(module: str, result: dict, tree: Path, tmp: Path) -> list[dict]:
-    """The unexplained survivors of `module`'s last run that the tests in `tree` now kill. Each is found again among
-    the module's mutants by its operator and its line as written and as mutated (lines may have moved)."""
+def recheck_module(module: str, result: dict, tree: Path, tmp: Path) -> tuple[list[dict], list[dict]]:
+    """The unexplained survivors of `module`'s last run that the tests in `tree` now kill, and those whose line is
+    no longer in the code (rewritten since: a whole run mutates the new line). Each is found again among the
+    module's mutants by its operator and its line as written and as mutated (lines may have moved)."""
     from cosmic_ray.mutating import mutate_and_test
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import TestOutcome
@@ -143,12 +147,13 @@ def recheck_module(module: str, result: dict, tree: Path, tmp: Path) -> list[dic
     _, session = session_of(module, tree, tmp)
     with use_db(str(session), WorkDB.Mode.open) as db:
         specs = [item.mutations[0] for item in db.work_items]
-    killed, command = [], test_command(module, tree)
+    killed, gone, command = [], [], test_command(module, tree)
     for s in unexplained_survivors(module, result):
         again = [m for m in specs
                  if m.operator_name == s["operator"] and lines[m.start_pos[0] - 1].strip() == s["before"]]
         if not again:
-            print(f"{module}:{s['line']} `{s['before']}` is no longer in the code: not rechecked (a whole run will)")
+            print(f"{module}:{s['line']} `{s['before']}` is no longer in the code: rewritten since the run")
+            gone.append(s)
         for spec in again:
             spec = type(spec)(**{**{f: getattr(spec, f) for f in ("operator_name", "occurrence", "start_pos",
                                  "end_pos", "operator_args", "definition_name")}, "module_path": path})
@@ -161,7 +166,7 @@ def recheck_module(module: str, result: dict, tree: Path, tmp: Path) -> list[dic
             if outcome.test_outcome == TestOutcome.KILLED:
                 killed.append(s)
             break
-    return killed
+    return killed, gone
 
 
 def unexplained_survivors(module: str, result: dict) -> list[dict]:
@@ -237,7 +242,10 @@ def write_report(results: dict[str, dict]) -> int:
              "`make mutate` (scripts/mutate.py) mutates the maths and the step's composition with cosmic-ray and runs "
              "the tests that cover each module against every mutant. A survivor is a change no test notices: each one "
              "below is explained as equivalent (tests/mutation/equivalent.toml), or the run fails. Mutants of type "
-             "annotations are skipped (strings under `from __future__ import annotations`).", "",
+             "annotations are skipped (strings under `from __future__ import annotations`). A row's \"+ N since\" "
+             "counts the survivors of that run that a test written after it kills (`scripts/mutate.py --recheck`, at "
+             "the commit named), and those whose line a fix has rewritten since (the next whole run mutates the new "
+             "line).", "",
              "| module | last run | mutants | killed | skipped (annotations) | survived, explained | unexplained |",
              "|---|---|---|---|---|---|---|"]
     unexplained_total, detail = 0, []
@@ -246,7 +254,8 @@ def write_report(results: dict[str, dict]) -> int:
         unexplained = sum(1 for _, w in why if w is None)
         unexplained_total += unexplained
         again = r.get("rechecked")
-        killed = (f"{r['killed']} + {again['killed']} since ({again['date']}, {again['commit']})" if again
+        rewritten = f", {again['rewritten']} survivors' lines rewritten" if again and again.get("rewritten") else ""
+        killed = (f"{r['killed']} + {again['killed']} since{rewritten} ({again['date']}, {again['commit']})" if again
                   else r["killed"])
         lines.append(f"| `rlvr/{module}.py` | {r['date']}, {r['commit']} | {r['mutants']} | {killed} | "
                      f"{r['skipped']} | {len(why) - unexplained} | {unexplained} |")

@@ -44,9 +44,10 @@ def test_the_report_counts_survivors_killed_since_and_marks_the_unexplained(tmp_
     other = {**same, "line": 4, "before": "b = 1", "after": "b = 2"}
     results = {"kl": {"date": "2026-11-30", "commit": "abc1234", "mutants": 20, "killed": 15, "skipped": 2,
                       "survivors": [same, other], "rechecked": {"date": "2026-12-01", "commit": "def5678",
-                                                                "killed": 1}}}
+                                                                "killed": 1, "rewritten": 2}}}
     assert mutate.write_report(results) == 1
     report = (tmp_path / "mutation.md").read_text()
-    assert "| `rlvr/kl.py` | 2026-11-30, abc1234 | 20 | 15 + 1 since (2026-12-01, def5678) | 2 | 1 | 1 |" in report
+    assert ("| `rlvr/kl.py` | 2026-11-30, abc1234 | 20 | 15 + 1 since, 2 survivors' lines rewritten (2026-12-01, "
+            "def5678) | 2 | 1 | 1 |") in report
     assert "`a = -1` → `a = +1`: the same" in report and "`b = 1` → `b = 2`: **unexplained**" in report
     assert mutate.unexplained_survivors("kl", results["kl"]) == [other]

@@ -138,6 +138,7 @@ def recheck_module(module: str, result: dict, tree: Path, tmp: Path) -> tuple[li
     """The unexplained survivors of `module`'s last run that the tests in `tree` now kill, and those whose line is
     no longer in the code (rewritten since: a whole run mutates the new line). Each is found again among the
     module's mutants by its operator and its line as written and as mutated (lines may have moved)."""
+    import attrs
     from cosmic_ray.mutating import mutate_and_test
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import TestOutcome
@@ -155,12 +156,8 @@ def recheck_module(module: str, result: dict, tree: Path, tmp: Path) -> tuple[li
             print(f"{module}:{s['line']} `{s['before']}` is no longer in the code: rewritten since the run")
             gone.append(s)
         for spec in again:
-            spec = type(spec)(**{**{f: getattr(spec, f) for f in ("operator_name", "occurrence", "start_pos",
-                                 "end_pos", "operator_args", "definition_name")}, "module_path": path})
-            outcome = mutate_and_test([spec], command, 120.0)
-            item = {"mutations": [{"start_pos": spec.start_pos, "definition_name": spec.definition_name,
-                                   "operator_name": spec.operator_name}]}
-            if survivor(item, {"diff": outcome.diff or ""}, path)["after"] != s["after"]:
+            outcome = mutate_and_test([attrs.evolve(spec, module_path=path)], command, 120.0)
+            if mutated_line(outcome.diff) != s["after"]:
                 continue  # (another mutant of the same operator on that line)
             print(f"{module}:{spec.start_pos[0]} {s['after']}: {outcome.test_outcome}")
             if outcome.test_outcome == TestOutcome.KILLED:
@@ -229,10 +226,14 @@ def survivor(item: dict, result: dict, source: Path) -> dict[str, object]:
     """A surviving mutant as the report shows it: where, the operator, the line before and after."""
     mutation = item["mutations"][0]
     line = mutation["start_pos"][0]
-    diff = [d for d in (result.get("diff") or "").splitlines() if d.startswith(("-", "+")) and d[1:2] not in "-+"]
     return {"line": line, "function": mutation.get("definition_name"), "operator": mutation["operator_name"],
-            "before": source.read_text().splitlines()[line - 1].strip(),
-            "after": next((d[1:].strip() for d in diff if d.startswith("+")), "")}
+            "before": source.read_text().splitlines()[line - 1].strip(), "after": mutated_line(result.get("diff"))}
+
+
+def mutated_line(diff: str | None) -> str:
+    """The line a mutant's diff adds, as the report shows it."""
+    added = (d for d in (diff or "").splitlines() if d.startswith("+") and d[1:2] not in "-+")
+    return next((d[1:].strip() for d in added), "")
 
 
 def write_report(results: dict[str, dict]) -> int:

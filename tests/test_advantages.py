@@ -345,10 +345,11 @@ def test_the_batch_normalisation_of_one_or_two_values():
 
 def test_equal_values_whose_moments_round_below_zero_normalise_to_zero():
     """Three 1.7s: Σx²/n − mean² is −4.4e-16 in floating point, not 0; the variance is floored at 0 (a square
-    root of it would raise)."""
+    root of it would raise). The moments are summed in Python, left to right, as ranks' moments arrive: the same
+    rounding on every CPU (a vectorised tensor sum may add in another order)."""
     values = torch.full((1, 3), 1.7, dtype=torch.float64)
-    total, total_sq, n = reward_moments(values)
+    total, total_sq, n = 1.7 + 1.7 + 1.7, 1.7 * 1.7 + 1.7 * 1.7 + 1.7 * 1.7, 3.0
     assert total_sq / n - (total / n) ** 2 < 0  # (the rounding this guards against)
     keep = torch.ones(1, 3, dtype=torch.bool)
-    assert batch_normalised(values, keep, 1e-4).tolist() == [[0.0, 0.0, 0.0]]
+    assert batch_normalised(values, keep, 1e-4, (total, total_sq, n)).tolist() == [[0.0, 0.0, 0.0]]
     assert std_from_moments(total, total_sq, n) == 0.0

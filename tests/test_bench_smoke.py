@@ -98,7 +98,11 @@ def check_step_memory(stdout: str, out: Path) -> None:
 def check_memory_plan(stdout: str, out: Path) -> None:
     (row,) = [line.split("|")[1:5] for line in rows(stdout, "| --set optim.micro_batch_tokens=512")]
     planned, measured, ratio = (float(cell.split()[0]) for cell in row[1:])
-    assert planned > 0 and measured > 0 and ratio == pytest.approx(planned / measured, abs=0.01)
+    assert planned > 0 and measured > 0
+    # every cell is rounded to 0.01: the ratio of the unrounded sizes lies within what the rounded ones allow
+    # (0.39 / 0.43 prints 0.91, yet 0.3949 / 0.4251 is 0.929, printed 0.93)
+    low, high = (planned - 0.005) / (measured + 0.005), (planned + 0.005) / (measured - 0.005)
+    assert low - 0.005 <= ratio <= high + 0.005
 
 
 def check_multiturn(stdout: str, out: Path) -> None:

@@ -4,7 +4,6 @@ import signal
 import pytest
 import torch
 
-from rlvr.models import build_tiny_model
 from rlvr.models.devices import BF16_UNITS_ENV
 from rlvr.sandbox import sandbox_available
 from rlvr.sandbox.command import ISOLATION_ENV, UNISOLATED
@@ -30,6 +29,8 @@ if not sandbox_available():
 @pytest.fixture
 def tiny():
     """A fresh random tiny model (eval mode) and its character tokenizer."""
+    from rlvr.models import build_tiny_model  # (here: transformers is seconds to import, and few tests need it)
+
     model, tokenizer = build_tiny_model(seed=0)
     return model.eval(), tokenizer
 

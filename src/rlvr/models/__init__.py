@@ -9,19 +9,24 @@ directory, a hub id), where and in what precision they compute, and reward model
     reward_model.py  a Bradley–Terry scorer: load, tokenise, score texts
 """
 
-from rlvr.models.loading import (
-    adapt,
-    build_tiny_model,
-    build_tiny_tokenizer,
-    convert_gguf,
-    find_model_dir,
-    frozen_copy,
-    load_configured,
-    load_model,
-    load_pretrained,
-    resolve_model_path,
-    set_checkpointing,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rlvr.models.loading import (
+        adapt,
+        build_tiny_model,
+        build_tiny_tokenizer,
+        convert_gguf,
+        find_model_dir,
+        frozen_copy,
+        load_configured,
+        load_model,
+        load_pretrained,
+        resolve_model_path,
+        set_checkpointing,
+    )
 
 __all__ = [
     "adapt",
@@ -36,3 +41,13 @@ __all__ = [
     "resolve_model_path",
     "set_checkpointing",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """The loading functions, imported on first use (PEP 562): loading imports transformers, a few seconds that
+    `rlvr.models.devices` and the other light modules of this package should not pay."""
+    if name in __all__:
+        from rlvr.models import loading
+
+        return getattr(loading, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -4,9 +4,10 @@
     .venv/bin/python scripts/mutate.py --modules kl         # some of them (the report keeps the others' rows)
     .venv/bin/python scripts/mutate.py --recheck            # only the last runs' unexplained survivors, at HEAD
 
-Each module is mutated in a worktree of the last commit (never the working tree), and each mutant runs the
-tests that cover the module (its doctests, its unit tests, the exact-expectation proofs), two modules at a time
-(each in a tree of its own), one thread each. A surviving mutant is a change to the code that no test notices: it
+Each module is mutated in a worktree of the last commit (never the working tree), two modules at a time (each in a
+tree of its own), one thread each. The tests that cover a module (its doctests, its unit tests, the
+exact-expectation proofs) run once under coverage first; each mutant then runs those of them that execute the
+function it changes (scripts/mutant_tests.py; all of them for a change to what runs at import). A surviving mutant is a change to the code that no test notices: it
 is killed by a new test, or explained in tests/mutation/equivalent.toml (why no test can tell it from the
 original). Mutants of type annotations are skipped before they run: under `from __future__ import annotations` an
 annotation is a string that nothing evaluates, so such a mutant is the same program. The report lists every
@@ -22,6 +23,8 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -32,6 +35,9 @@ from datetime import date
 from pathlib import Path
 from typing import TypeVar
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # (scripts/)
+from mutant_tests import build_map
+
 ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "docs" / "mutation.md"
 EXPLAINED = ROOT / "tests" / "mutation" / "equivalent.toml"
@@ -40,7 +46,7 @@ PY = Path(sys.executable)
 T = TypeVar("T")
 # module (its path under src/rlvr, without .py) -> the tests that cover it (besides its own doctests). The rows of
 # docs/mutation.md say which have run, at which commit; a module listed here without a row has not run yet (at
-# ~5-15 s a mutant with their tests on 2 cores, each is an hour or more: run them one or two at a time).
+# ~5-15 s a mutant on 2 cores, each is up to an hour or more: run them one or two at a time).
 MODULES: dict[str, list[str]] = {
     "kl": ["tests/test_kl.py", "tests/objectives/test_exact_expectation.py"],
     "correction": ["tests/test_correction.py", "tests/objectives/test_token_weights.py"],
@@ -114,21 +120,32 @@ def in_worktree(modules: list[str], work: Callable[[str, Path, Path], T]) -> dic
         return dict(zip(modules, pool.map(alone, modules)))
 
 
-def test_command(module: str, tree: Path) -> str:
-    """The tests that cover `module` in `tree`, one thread, stopping at the first failure."""
+def pytest_command(module: str, tree: Path) -> tuple[list[str], list[str]]:
+    """The pytest command (one thread, stopping at the first failure) and the tests that cover `module` in `tree`."""
     path = tree / f"src/rlvr/{module}.py"  # (paths in the tree: the command runs from any folder)
-    tests = " ".join([f"--doctest-modules {path}", *(str(tree / t) for t in MODULES[module])])
     # (the suite's import mode: a test module may import another's helpers, as tests/ppo/test_trainer.py does)
-    return (f"env PYTHONPATH={tree / 'src'} OMP_NUM_THREADS=1 {PY} -m pytest -x -q -p no:cacheprovider "
-            f"-o addopts= --import-mode=importlib -W ignore {tests}")
+    return ([str(PY), "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "--import-mode=importlib",
+             "-W", "ignore", "--doctest-modules"], [str(path), *(str(tree / t) for t in MODULES[module])])
 
 
-def session_of(module: str, tree: Path, tmp: Path) -> tuple[Path, Path]:
+def environment(tree: Path) -> dict[str, str]:
+    return {"PYTHONPATH": str(tree / "src"), "OMP_NUM_THREADS": "1"}
+
+
+def test_command(module: str, tree: Path, select: Path | None = None) -> str:
+    """The shell command that runs `module`'s tests in `tree` against a mutant on disk: all of them, or with the map
+    `select` (scripts/mutant_tests.py), only those that run the function the mutant changes."""
+    pytest, targets = pytest_command(module, tree)
+    run = [*pytest, *targets] if select is None else [str(PY), str(ROOT / "scripts" / "mutant_tests.py"), str(select)]
+    return shlex.join(["env", *(f"{k}={v}" for k, v in environment(tree).items()), *run])
+
+
+def session_of(module: str, tree: Path, tmp: Path, select: Path | None = None) -> tuple[Path, Path]:
     """A cosmic-ray session of every mutant of `module` (config, database), none run yet."""
     name = module.replace("/", ".")  # (rl/update: one file in tmp)
     config, session = tmp / f"{name}.toml", tmp / f"{name}.sqlite"
     config.write_text(f'[cosmic-ray]\nmodule-path = "src/rlvr/{module}.py"\ntimeout = 120.0\nexcluded-modules = []\n'
-                      f'test-command = {json.dumps(test_command(module, tree))}\n\n'
+                      f'test-command = {json.dumps(test_command(module, tree, select))}\n\n'
                       f'[cosmic-ray.distributor]\nname = "local"\n')
     subprocess.run([str(PY.with_name("cosmic-ray")), "init", str(config), str(session)], cwd=tree, check=True)
     return config, session
@@ -174,7 +191,10 @@ def unexplained_survivors(module: str, result: dict) -> list[dict]:
 def run_module(module: str, tree: Path, tmp: Path) -> dict[str, object]:
     """cosmic-ray on src/rlvr/{module}.py in `tree`: {"mutants", "killed", "skipped", "survivors": [...]}."""
     path = f"src/rlvr/{module}.py"
-    config, session = session_of(module, tree, tmp)
+    # which tests run each function (one run under coverage): a mutant runs only those of the function it changes
+    select = tmp / f"{module.replace('/', '.')}.map.json"
+    build_map(*pytest_command(module, tree), tree / path, tree, select, {**os.environ, **environment(tree)})
+    config, session = session_of(module, tree, tmp, select)
     cosmic = PY.with_name("cosmic-ray")
     skipped = skip_annotations(session, tree / path)
     subprocess.run([str(cosmic), "baseline", str(config)], cwd=tree, check=True)

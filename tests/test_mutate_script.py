@@ -32,6 +32,9 @@ def test_a_modules_tests_are_the_ones_in_its_tree(tmp_path):
     assert f"--doctest-modules {tmp_path}/src/rlvr/ppo/gae.py" in command
     assert f"{tmp_path}/tests/ppo/test_gae.py" in command and f"PYTHONPATH={tmp_path}/src" in command
     assert " tests/" not in command  # (nothing relative to the folder it happens to run from)
+    selecting = mutate.test_command("ppo/gae", tmp_path, tmp_path / "gae.map.json")  # (scripts/mutant_tests.py)
+    assert selecting.endswith(f"scripts/mutant_tests.py {tmp_path}/gae.map.json")
+    assert f"PYTHONPATH={tmp_path}/src" in selecting
 
 
 def test_the_report_counts_survivors_killed_since_and_marks_the_unexplained(tmp_path, monkeypatch):

@@ -1,0 +1,84 @@
+"""Which tests a mutant needs: only those that run the function it changes (the test command of `make mutate`).
+
+A mutant changes one expression; it can change what a test sees only if the test runs that code. Before the mutants
+run, the module's tests run once under coverage, each test recorded as its own context (pytest-cov's
+`--cov-context=test`), and the map says, for every function of the module, which tests execute a line of its body.
+Then, for each mutant, `python scripts/mutant_tests.py MAP` compares the module on disk (the mutant) with the
+original, finds the innermost function whose body holds every changed line, and runs only that function's tests,
+stopping at the first failure. A change outside every function body (module-level code, a class body, a default
+value or decorator of a top-level function: what runs at import) runs all the tests; a function no test runs
+has no test to run, and its mutant survives, as it would under all of them.
+
+    .venv/bin/python scripts/mutant_tests.py MAP    # exit status of the selected tests; 0 when none run the code
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def function_bodies(source: str) -> list[tuple[int, int]]:
+    """(first line, last line) of the body of every function in `source`, nested ones included."""
+    return [(node.body[0].lineno, node.end_lineno or node.body[0].lineno) for node in ast.walk(ast.parse(source))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def changed_lines(before: str, after: str) -> list[int]:
+    """The lines of `before` (1-based) that `after` replaces or deletes; for an insertion, the line it follows."""
+    lines: list[int] = []
+    matcher = difflib.SequenceMatcher(None, before.splitlines(), after.splitlines(), autojunk=False)
+    for tag, i1, i2, _, _ in matcher.get_opcodes():
+        if tag != "equal":
+            lines += range(i1 + 1, i2 + 1) if i2 > i1 else [max(i1, 1)]
+    return lines
+
+
+def selected(functions: list[dict], changed: list[int]) -> list[str] | None:
+    """The tests that run the innermost function body holding every changed line; None: all of them (a change
+    outside every body, or none found)."""
+    if not changed:
+        return None
+    holding = [f for f in functions if all(f["start"] <= line <= f["end"] for line in changed)]
+    if not holding:
+        return None
+    return sorted(min(holding, key=lambda f: f["end"] - f["start"])["tests"])
+
+
+def build_map(pytest: list[str], targets: list[str], source: Path, tree: Path, out: Path, env: dict[str, str]) -> None:
+    """Run `pytest targets` once under coverage in `tree`, one context per test, and write the map to `out`: the
+    command, the original source, and each function body of `source` with the tests that execute it. No bytecode
+    is written (as cosmic-ray runs its mutants): a mutant of the same size written within the same second as a
+    cached original would otherwise run as the original."""
+    data_file = out.with_suffix(".coverage")
+    subprocess.run([*pytest, f"--cov={source.parent}", "--cov-context=test", "--cov-report=", *targets],
+                   cwd=tree, env={**env, "COVERAGE_FILE": str(data_file), "PYTHONDONTWRITEBYTECODE": "1"}, check=True)
+    import coverage
+
+    data = coverage.CoverageData(basename=str(data_file))
+    data.read()
+    by_line = data.contexts_by_lineno(str(source))
+    text = source.read_text()
+    functions = []
+    for start, end in function_bodies(text):
+        tests = {c.rsplit("|", 1)[0] for line in range(start, end + 1) for c in by_line.get(line, []) if c}
+        functions.append({"start": start, "end": end, "tests": sorted(tests)})
+    out.write_text(json.dumps({"pytest": pytest, "targets": targets, "tree": str(tree), "path": str(source),
+                               "source": text, "functions": functions}))
+
+
+def main(map_path: str) -> int:
+    m = json.loads(Path(map_path).read_text())
+    tests = selected(m["functions"], changed_lines(m["source"], Path(m["path"]).read_text()))
+    if tests == []:
+        print("no test runs the changed code")
+        return 0
+    return subprocess.run([*m["pytest"], *(m["targets"] if tests is None else tests)], cwd=m["tree"]).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

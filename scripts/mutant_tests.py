@@ -19,6 +19,7 @@ import difflib
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 
@@ -49,16 +50,18 @@ def selected(functions: list[dict], changed: list[int]) -> list[str] | None:
     return sorted(min(holding, key=lambda f: f["end"] - f["start"])["tests"])
 
 
-def build_map(pytest: list[str], targets: list[str], source: Path, tree: Path, out: Path, env: dict[str, str]) -> None:
+def build_map(pytest: list[str], targets: list[str], source: Path, tree: Path, out: Path, env: dict[str, str]) -> float:
     """Run `pytest targets` once under coverage in `tree`, one context per test, and write the map to `out`: the
-    command, the original source, and each function body of `source` with the tests that execute it. No bytecode
+    command, the original source, and each function body of `source` with the tests that execute it; the seconds
+    that run took (all the tests, traced: more than a mutant's run of all of them takes). No bytecode
     is written (as cosmic-ray runs its mutants): a mutant of the same size written within the same second as a
     cached original would otherwise run as the original."""
-    data_file = out.with_suffix(".coverage")
+    data_file, start = out.with_suffix(".coverage"), time.monotonic()
     subprocess.run([*pytest, f"--cov={source.parent}", "--cov-context=test", "--cov-report=", *targets],
                    cwd=tree, env={**env, "COVERAGE_FILE": str(data_file), "PYTHONDONTWRITEBYTECODE": "1"}, check=True)
     import coverage
 
+    seconds = time.monotonic() - start
     data = coverage.CoverageData(basename=str(data_file))
     data.read()
     by_line = data.contexts_by_lineno(str(source))
@@ -69,6 +72,7 @@ def build_map(pytest: list[str], targets: list[str], source: Path, tree: Path, o
         functions.append({"start": start, "end": end, "tests": sorted(tests)})
     out.write_text(json.dumps({"pytest": pytest, "targets": targets, "tree": str(tree), "path": str(source),
                                "source": text, "functions": functions}))
+    return seconds
 
 
 def main(map_path: str) -> int:

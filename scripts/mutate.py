@@ -5,17 +5,17 @@
     .venv/bin/python scripts/mutate.py --recheck            # only the last runs' unexplained survivors, at HEAD
 
 Each module is mutated in a worktree of the last commit (never the working tree), two modules at a time (each in a
-tree of its own), one thread each. The tests that cover a module (its doctests, its unit tests, the
-exact-expectation proofs) run once under coverage first; each mutant then runs those of them that execute the
-function it changes (scripts/mutant_tests.py; all of them for a change to what runs at import). A surviving mutant is a change to the code that no test notices: it
-is killed by a new test, or explained in tests/mutation/equivalent.toml (why no test can tell it from the
-original). Mutants of type annotations are skipped before they run: under `from __future__ import annotations` an
-annotation is a string that nothing evaluates, so such a mutant is the same program. The report lists every
-survivor with its explanation, and the script exits 1 while any is unexplained. It takes tens of minutes on 2
-cores, too long for CI: the report says at which commit and on which day each module last ran. `--recheck`
-runs only the unexplained survivors of the last runs again, each against the tests as they are at HEAD (after a
-test was written to kill it): a survivor killed there leaves the list, and the report's row says how many were,
-at which commit.
+tree of its own), one thread each. The tests that cover a module (its doctests, its unit tests, the exact-
+expectation proofs) run once under coverage first; each mutant then runs those of them that execute the function it
+changes (scripts/mutant_tests.py; all of them for a change to what runs at import). A surviving mutant is a change
+to the code that no test notices: it is killed by a new test, or explained in tests/mutation/equivalent.toml (why no
+test can tell it from the original). Mutants of type annotations are skipped before they run: under `from __future__
+import annotations` an annotation is a string that nothing evaluates, so such a mutant is the same program. The
+report lists every survivor with its explanation, and the script exits 1 while any is unexplained. It takes tens of
+minutes on 2 cores, too long for CI: the report says at which commit and on which day each module last ran.
+`--recheck` runs only the unexplained survivors of the last runs again, each against the tests as they are at HEAD
+(after a test was written to kill it): a survivor killed there leaves the list, and the report's row says how many
+were, at which commit.
 """
 
 from __future__ import annotations
@@ -140,11 +140,14 @@ def test_command(module: str, tree: Path, select: Path | None = None) -> str:
     return shlex.join(["env", *(f"{k}={v}" for k, v in environment(tree).items()), *run])
 
 
-def session_of(module: str, tree: Path, tmp: Path, select: Path | None = None) -> tuple[Path, Path]:
-    """A cosmic-ray session of every mutant of `module` (config, database), none run yet."""
+def session_of(module: str, tree: Path, tmp: Path, select: Path | None = None,
+               timeout: float = 600.0) -> tuple[Path, Path]:
+    """A cosmic-ray session of every mutant of `module` (config, database), none run yet; a mutant whose tests
+    run past `timeout` seconds counts as killed (a mutant that loops forever)."""
     name = module.replace("/", ".")  # (rl/update: one file in tmp)
     config, session = tmp / f"{name}.toml", tmp / f"{name}.sqlite"
-    config.write_text(f'[cosmic-ray]\nmodule-path = "src/rlvr/{module}.py"\ntimeout = 120.0\nexcluded-modules = []\n'
+    config.write_text(f'[cosmic-ray]\nmodule-path = "src/rlvr/{module}.py"\ntimeout = {timeout:.0f}.0\n'
+                      f'excluded-modules = []\n'
                       f'test-command = {json.dumps(test_command(module, tree, select))}\n\n'
                       f'[cosmic-ray.distributor]\nname = "local"\n')
     subprocess.run([str(PY.with_name("cosmic-ray")), "init", str(config), str(session)], cwd=tree, check=True)
@@ -173,7 +176,7 @@ def recheck_module(module: str, result: dict, tree: Path, tmp: Path) -> tuple[li
             print(f"{module}:{s['line']} `{s['before']}` is no longer in the code: rewritten since the run")
             gone.append(s)
         for spec in again:
-            outcome = mutate_and_test([attrs.evolve(spec, module_path=path)], command, 120.0)
+            outcome = mutate_and_test([attrs.evolve(spec, module_path=path)], command, 600.0)
             if mutated_line(outcome.diff) != s["after"]:
                 continue  # (another mutant of the same operator on that line)
             print(f"{module}:{spec.start_pos[0]} {s['after']}: {outcome.test_outcome}")
@@ -193,8 +196,9 @@ def run_module(module: str, tree: Path, tmp: Path) -> dict[str, object]:
     path = f"src/rlvr/{module}.py"
     # which tests run each function (one run under coverage): a mutant runs only those of the function it changes
     select = tmp / f"{module.replace('/', '.')}.map.json"
-    build_map(*pytest_command(module, tree), tree / path, tree, select, {**os.environ, **environment(tree)})
-    config, session = session_of(module, tree, tmp, select)
+    seconds = build_map(*pytest_command(module, tree), tree / path, tree, select, {**os.environ, **environment(tree)})
+    # (a mutant of what runs at import runs all the tests: never slower than that traced run, on the same machine)
+    config, session = session_of(module, tree, tmp, select, timeout=max(120.0, 2 * seconds))
     cosmic = PY.with_name("cosmic-ray")
     skipped = skip_annotations(session, tree / path)
     subprocess.run([str(cosmic), "baseline", str(config)], cwd=tree, check=True)

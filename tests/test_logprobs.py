@@ -20,7 +20,7 @@ def test_selective_logprobs_gradients_equal_autograd_through_log_softmax():
     """The hand-written backward against autograd on the full [T, V] log-softmax, with an uneven
     upstream gradient, a temperature, and chunks that do not divide the tokens."""
     g = torch.Generator().manual_seed(1)
-    for temperature in (1.0, 0.6):
+    for temperature in (1.0, 0.6, 1.5):
         hidden = torch.randn(23, 6, generator=g, dtype=torch.float64, requires_grad=True)
         weight = torch.randn(31, 6, generator=g, dtype=torch.float64, requires_grad=True)
         targets = torch.randint(0, 31, (23,), generator=g)
@@ -32,6 +32,32 @@ def test_selective_logprobs_gradients_equal_autograd_through_log_softmax():
         theirs = torch.autograd.grad((full * upstream).sum(), (hidden, weight))
         for a, b in zip(ours, theirs):
             torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-8)
+
+
+def test_each_input_gets_its_gradient_when_only_it_requires_one():
+    """A frozen output layer (LoRA) or frozen hidden states: the backward computes the gradient of the input that
+    asks for one, and it is autograd's."""
+    g = torch.Generator().manual_seed(2)
+    hidden0, weight0 = torch.randn(9, 5, generator=g, dtype=torch.float64), torch.randn(11, 5, generator=g,
+                                                                                         dtype=torch.float64)
+    targets = torch.randint(0, 11, (9,), generator=g)
+    for trained in (0, 1):
+        inputs = [hidden0.clone().requires_grad_(trained == 0), weight0.clone().requires_grad_(trained == 1)]
+        lp, _ = selective_logprobs(*inputs, targets, temperature=0.8, chunk=4)
+        (ours,) = torch.autograd.grad(lp.sum(), inputs[trained])
+        full = torch.log_softmax(inputs[0] @ inputs[1].T / 0.8, -1).gather(-1, targets[:, None]).sum()
+        (theirs,) = torch.autograd.grad(full, inputs[trained])
+        torch.testing.assert_close(ours, theirs, atol=1e-10, rtol=1e-8)
+
+
+def test_a_bucket_ends_where_a_row_is_more_than_twice_its_shortest_and_min_gain_longer():
+    assert length_buckets([20, 40]) == [[0, 1]]  # twice, not more
+    assert length_buckets([20, 41]) == [[0], [1]]
+    assert length_buckets([20, 39]) == [[0, 1]]
+    assert length_buckets([5, 11]) == [[0, 1]]  # more than twice, but 6 tokens longer: under min_gain (16)
+    assert length_buckets([10, 26]) == [[0], [1]]  # 16 longer: min_gain exactly
+    assert length_buckets([10, 25]) == [[0, 1]]
+    assert length_buckets([10, 25], min_gain=15) == [[0], [1]]
 
 
 def test_length_buckets_cover_every_row_once():
@@ -127,3 +153,71 @@ def test_a_shared_prompts_gradient_is_the_same_on_every_pass(tiny):
         stats.logprobs.sum().backward()
         grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
     assert all(torch.equal(g[n], grads[0][n]) for g in grads[1:] for n in g)
+
+
+def plain_logprobs(model, prompt_ids, prompt_mask, completion_ids, completion_mask):
+    """log π of each completion token from one full forward over prompt + completion and a full log-softmax."""
+    from rlvr.rollout import positions
+
+    ids, attention = torch.cat([prompt_ids, completion_ids], 1), torch.cat([prompt_mask, completion_mask], 1)
+    logits = model(input_ids=ids, attention_mask=attention, position_ids=positions(attention)).logits
+    lp = prompt_ids.shape[1]
+    logp = torch.log_softmax(logits[:, lp - 1 : lp - 1 + completion_ids.shape[1]].float(), -1)
+    return logp.gather(-1, completion_ids[..., None]).squeeze(-1) * completion_mask
+
+
+def batch(prompt_width):
+    """Two left-padded prompts `prompt_width` wide, three completions (one of no tokens) with a row per prompt."""
+    g = torch.Generator().manual_seed(prompt_width)
+    prompt_ids = torch.randint(5, 40, (2, prompt_width), generator=g)
+    prompt_mask = torch.ones(2, prompt_width, dtype=torch.bool)
+    prompt_mask[1, :2] = False
+    completion_ids = torch.randint(5, 40, (3, 24), generator=g)
+    completion_mask = torch.zeros(3, 24, dtype=torch.bool)
+    completion_mask[0, :24], completion_mask[1, :20] = True, True  # (row 2: no tokens, a bucket of its own)
+    return prompt_ids, prompt_mask, torch.tensor([0, 1, 1]), completion_ids, completion_mask
+
+
+def test_both_ways_give_a_full_forwards_log_probs_at_odd_and_even_prompt_widths(tiny):
+    """The hidden state at position Lp − 1 + t predicts completion token t, whatever the prompt's padded width;
+    a row without tokens gets none (and costs no forward of its own)."""
+    model, _ = tiny
+    for width in (6, 7):
+        prompt_ids, prompt_mask, row_prompt, completion_ids, completion_mask = batch(width)
+        with torch.no_grad():
+            want = plain_logprobs(model, prompt_ids[row_prompt], prompt_mask[row_prompt], completion_ids,
+                                  completion_mask)
+            for share in (True, False):
+                got = completion_logprobs(model, prompt_ids, prompt_mask, row_prompt, completion_ids,
+                                          completion_mask, share_prompt=share).logprobs
+                torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+        assert not got[2].any()
+
+
+def test_by_default_the_prompts_are_computed_once_not_once_per_completion(tiny):
+    model, _ = tiny
+    prompt_ids, prompt_mask, row_prompt, completion_ids, completion_mask = batch(6)
+    widths = []
+    def record(_, args, kwargs):
+        widths.append(tuple(kwargs["input_ids"].shape))
+
+    hook = model.model.register_forward_pre_hook(record, with_kwargs=True)
+    try:
+        with torch.no_grad():
+            completion_logprobs(model, prompt_ids, prompt_mask, row_prompt, completion_ids, completion_mask)
+    finally:
+        hook.remove()
+    assert widths[0] == (2, 6)  # the two prompts, once
+    assert all(rows <= 3 and width < 24 for rows, width in widths[1:])  # completions alone, over the cached prompt
+
+
+def test_under_gradient_checkpointing_the_prompt_is_computed_per_completion_with_the_same_values(tiny):
+    """HF computes no cache under checkpointing in training: the plain way, whatever share_prompt says."""
+    model, _ = tiny
+    prompt_ids, prompt_mask, row_prompt, completion_ids, completion_mask = batch(7)
+    with torch.no_grad():
+        want = plain_logprobs(model, prompt_ids[row_prompt], prompt_mask[row_prompt], completion_ids, completion_mask)
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.train()
+    got = completion_logprobs(model, prompt_ids, prompt_mask, row_prompt, completion_ids, completion_mask).logprobs
+    torch.testing.assert_close(got.detach(), want, atol=1e-5, rtol=0)

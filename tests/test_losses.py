@@ -56,6 +56,16 @@ def test_clip_fractions():
     assert (low, high) == (0.25, 0.25)
 
 
+def test_clip_fractions_count_only_trained_tokens_whose_clip_removed_the_gradient():
+    """Below 1 − ε with Â < 0 counts low, above 1 + ε with Â > 0 high; a token past the clip on the side where min()
+    keeps its gradient, with Â = 0, or masked, counts in neither; the ratio is π/π_old, not their product."""
+    old = torch.tensor([[0.3, -0.2, 0.1, 0.5, 0.0, 0.2, -0.1, 0.4, 0.3]])
+    new = old + torch.tensor([[0.5, 0.5, 0.5, 1.5, 1.0, 1.5, 1.5, 1.5, 0.5]]).log()
+    adv = torch.tensor([[-1.0, 1.0, -1.0, 1.0, -1.0, -1.0, 0.0, 1.0, 0.0]])
+    mask = torch.tensor([[True, True, False, True, True, True, True, False, True]])
+    assert clip_fractions(new, old, adv, mask) == pytest.approx((1 / 7, 1 / 7))
+
+
 def test_aggregation_modes_by_hand():
     loss = torch.tensor([[1.0, 2.0, 3.0, 0.0], [4.0, 0.0, 0.0, 0.0]])
     mask = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0]]).bool()

@@ -1,8 +1,10 @@
 """rlvr.logprobs: the shared-prompt forward equals the plain one, in values and gradients."""
 
+from functools import partial
+
 import torch
 
-from rlvr.logprobs import completion_logprobs, length_buckets, selective_logprobs
+from rlvr.logprobs import PolicyModule, completion_logprobs, length_buckets, selective_logprobs
 from rlvr.rollout import SamplingParams, generate
 
 
@@ -203,12 +205,14 @@ def test_by_default_the_prompts_are_computed_once_not_once_per_completion(tiny):
 
     hook = model.model.register_forward_pre_hook(record, with_kwargs=True)
     try:
-        with torch.no_grad():
-            completion_logprobs(model, prompt_ids, prompt_mask, row_prompt, completion_ids, completion_mask)
+        for way in (partial(completion_logprobs, model), PolicyModule(model)):  # (the module DDP and FSDP wrap)
+            widths.clear()
+            with torch.no_grad():
+                way(prompt_ids, prompt_mask, row_prompt, completion_ids, completion_mask)
+            assert widths[0] == (2, 6)  # the two prompts, once
+            assert all(rows <= 3 and width < 24 for rows, width in widths[1:])  # completions over the cached prompt
     finally:
         hook.remove()
-    assert widths[0] == (2, 6)  # the two prompts, once
-    assert all(rows <= 3 and width < 24 for rows, width in widths[1:])  # completions alone, over the cached prompt
 
 
 def test_under_gradient_checkpointing_the_prompt_is_computed_per_completion_with_the_same_values(tiny):

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from rlvr.losses import aggregate_loss, clip_fractions, clipped_policy_loss
+from rlvr.losses import aggregate_loss, clip_fractions, clipped_policy_loss, gspo_policy_loss
 
 
 def test_clipped_objective_worked_numbers():
@@ -64,6 +64,24 @@ def test_clip_fractions_count_only_trained_tokens_whose_clip_removed_the_gradien
     adv = torch.tensor([[-1.0, 1.0, -1.0, 1.0, -1.0, -1.0, 0.0, 1.0, 0.0]])
     mask = torch.tensor([[True, True, False, True, True, True, True, False, True]])
     assert clip_fractions(new, old, adv, mask) == pytest.approx((1 / 7, 1 / 7))
+
+
+def test_a_ratio_exactly_on_the_clip_keeps_its_gradient_and_is_not_counted():
+    """clamp passes the gradient at its bounds: a token at π/π_old = 1 ± ε exactly was not silenced."""
+    logp = torch.tensor([[-0.5, -1.0]])
+    assert clip_fractions(logp, logp, torch.tensor([[1.0, -1.0]]), torch.ones(1, 2, dtype=torch.bool), 0.0, 0.0) == (
+        0.0, 0.0)
+
+
+def test_gspo_clips_a_sequence_ratio_below_one_minus_epsilon_when_its_advantage_is_negative():
+    """s = exp(mean log ρ) = 0.5 < 1 − ε with Â = −1: min(s·Â, (1 − ε)·Â) is the clipped (1 − ε)·Â, with no
+    gradient."""
+    old = torch.zeros(1, 2)
+    new = torch.full((1, 2), math.log(0.5), requires_grad=True)
+    loss = gspo_policy_loss(new, old, torch.tensor([-1.0]), torch.ones(1, 2, dtype=torch.bool), 0.2, 0.2)
+    torch.testing.assert_close(loss, torch.full((1, 2), 0.8))
+    loss.sum().backward()
+    assert not new.grad.any()
 
 
 def test_aggregation_modes_by_hand():

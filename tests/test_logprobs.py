@@ -60,6 +60,7 @@ def test_a_bucket_ends_where_a_row_is_more_than_twice_its_shortest_and_min_gain_
     assert length_buckets([10, 26]) == [[0], [1]]  # 16 longer: min_gain exactly
     assert length_buckets([10, 25]) == [[0, 1]]
     assert length_buckets([10, 25], min_gain=15) == [[0], [1]]
+    assert length_buckets([5, 60, 61]) == [[0], [1, 2]]  # (a row joins the last bucket, measured by its shortest)
 
 
 def test_length_buckets_cover_every_row_once():
@@ -196,23 +197,40 @@ def test_both_ways_give_a_full_forwards_log_probs_at_odd_and_even_prompt_widths(
         assert not got[2].any()
 
 
-def test_by_default_the_prompts_are_computed_once_not_once_per_completion(tiny):
-    model, _ = tiny
-    prompt_ids, prompt_mask, row_prompt, completion_ids, completion_mask = batch(6)
+def forward_widths(model, way, *batch):
+    """The [rows, tokens] of each forward of the backbone while `way(*batch)` computes the log-probs."""
     widths = []
+
     def record(_, args, kwargs):
         widths.append(tuple(kwargs["input_ids"].shape))
 
     hook = model.model.register_forward_pre_hook(record, with_kwargs=True)
     try:
-        for way in (partial(completion_logprobs, model), PolicyModule(model)):  # (the module DDP and FSDP wrap)
-            widths.clear()
-            with torch.no_grad():
-                way(prompt_ids, prompt_mask, row_prompt, completion_ids, completion_mask)
-            assert widths[0] == (2, 6)  # the two prompts, once
-            assert all(rows <= 3 and width < 24 for rows, width in widths[1:])  # completions over the cached prompt
+        with torch.no_grad():
+            way(*batch)
     finally:
         hook.remove()
+    return widths
+
+
+def test_by_default_the_prompts_are_computed_once_not_once_per_completion(tiny):
+    """The two prompts once, then the completions of 24 and 20 tokens (one bucket) over their cache; the row of
+    no tokens costs no forward."""
+    model, _ = tiny
+    for way in (partial(completion_logprobs, model), PolicyModule(model)):  # (the module DDP and FSDP wrap)
+        assert forward_widths(model, way, *batch(6)) == [(2, 6), (2, 23)]
+
+
+def test_one_token_completions_are_predicted_by_the_prompts_forward_alone(tiny):
+    model, _ = tiny
+    prompt_ids, prompt_mask, row_prompt, completion_ids, completion_mask = batch(6)
+    completion_mask[:2, 1:] = False  # one token each, and the row of none
+    assert forward_widths(model, partial(completion_logprobs, model), prompt_ids, prompt_mask, row_prompt,
+                          completion_ids, completion_mask) == [(2, 6)]
+    with torch.no_grad():
+        want = plain_logprobs(model, prompt_ids[row_prompt], prompt_mask[row_prompt], completion_ids, completion_mask)
+        got = completion_logprobs(model, prompt_ids, prompt_mask, row_prompt, completion_ids, completion_mask)
+    torch.testing.assert_close(got.logprobs, want, atol=1e-5, rtol=0)
 
 
 def test_under_gradient_checkpointing_the_prompt_is_computed_per_completion_with_the_same_values(tiny):

@@ -84,6 +84,11 @@ def test_gspo_clips_a_sequence_ratio_below_one_minus_epsilon_when_its_advantage_
     assert not new.grad.any()
 
 
+def test_clip_fractions_of_no_trained_token_are_zero():
+    logp, nothing = torch.tensor([[-3.0, 0.0]]), torch.zeros(1, 2, dtype=torch.bool)
+    assert clip_fractions(logp, torch.zeros(1, 2), torch.tensor([[-1.0, 1.0]]), nothing) == (0.0, 0.0)
+
+
 def test_aggregation_modes_by_hand():
     loss = torch.tensor([[1.0, 2.0, 3.0, 0.0], [4.0, 0.0, 0.0, 0.0]])
     mask = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0]]).bool()
@@ -92,6 +97,8 @@ def test_aggregation_modes_by_hand():
     assert aggregate_loss(loss, mask, "constant", constant=4).item() == pytest.approx(10.0 / 8)
     with pytest.raises(ValueError):
         aggregate_loss(loss, mask, "constant")
+    with pytest.raises(ValueError, match="positive"):
+        aggregate_loss(loss, mask, "constant", constant=-4)
     with pytest.raises(ValueError):
         aggregate_loss(loss, mask, "mean_of_something")
 

@@ -99,6 +99,22 @@ def test_the_clip_shares_logged_are_the_objectives_own():
     cispo = clip_shares(dataclasses.replace(base, policy_loss="cispo"), new, old, -adv, mask)
     assert cispo == (0.25, 0.75)
     assert clip_shares(dataclasses.replace(base, policy_loss="sapo"), new, old, adv, mask) == (0.0, 0.0)
+    assert clip_shares(dataclasses.replace(base, policy_loss=f"{FNS}:reinforce"), new, old, adv, mask) == (0.0, 0.0)
+
+
+def test_the_table_of_policy_losses_cannot_be_edited_through_an_entry():
+    import dataclasses
+
+    from rlvr.rl.objective import POLICY_LOSSES
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        POLICY_LOSSES["clip"].clipped = POLICY_LOSSES["sapo"].clipped  # type: ignore[misc]
+
+
+def test_a_users_function_is_imported_once_so_its_module_keeps_its_state():
+    from rlvr.rl.objective import user_function
+
+    assert user_function(f"{FNS}:reinforce", "policy loss") is user_function(f"{FNS}:reinforce", "policy loss")
 
 
 def test_a_users_loss_cannot_write_through_to_rlvrs_own_terms(tmp_path):

@@ -10,7 +10,6 @@ A user's advantages:   fn(rewards, components) -> advantages [P, G]
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
@@ -125,8 +124,8 @@ def user_advantages(spec: str, rewards: torch.Tensor, components: dict[str, torc
     return cast(torch.Tensor, out.to(rewards.dtype))
 
 
-@functools.cache
 def user_function(spec: str, kind: str) -> Callable[..., Any]:
+    """The user's function (its file is imported once: rlvr.user_code keeps the module, and with it its state)."""
     return load_user_object(spec, kind, "function", "a function (docs/objectives.md has its signature)")  # type: ignore[no-any-return]
 
 

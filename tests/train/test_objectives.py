@@ -102,6 +102,14 @@ def test_the_clip_shares_logged_are_the_objectives_own():
     assert clip_shares(dataclasses.replace(base, policy_loss=f"{FNS}:reinforce"), new, old, adv, mask) == (0.0, 0.0)
 
 
+def test_advantages_of_another_shape_are_refused_smaller_ones_too():
+    from rlvr.rl.objective import user_advantages
+
+    rewards = torch.ones(2, 4)
+    with pytest.raises(UserError, match=r"returned \(2, 1\), not advantages \[P, G\]"):
+        user_advantages(f"{FNS}:one_column", rewards, {}, timeout_s=0.0)
+
+
 def test_the_table_of_policy_losses_cannot_be_edited_through_an_entry():
     import dataclasses
 

@@ -116,7 +116,7 @@ POLICY_LOSSES: dict[str, PolicyLoss] = {
 
 
 def user_advantages(spec: str, rewards: torch.Tensor, components: dict[str, torch.Tensor],
-                    timeout_s: float = 0.0) -> torch.Tensor:
+                    timeout_s: float) -> torch.Tensor:
     """The advantages [P, G] of the user's function `spec` (called within `timeout_s`; 0: no limit), checked."""
     out = _call(spec, "algorithm.advantage_fn", timeout_s, user_function(spec, "advantage function"), rewards.clone(),
                 {k: v.clone() for k, v in components.items()})

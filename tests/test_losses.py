@@ -5,7 +5,14 @@ import math
 import pytest
 import torch
 
-from rlvr.losses import aggregate_loss, clip_fractions, clipped_policy_loss, gspo_policy_loss
+from rlvr.losses import (
+    aggregate_loss,
+    cispo_policy_loss,
+    clip_fractions,
+    clipped_policy_loss,
+    gspo_policy_loss,
+    high_entropy_tokens,
+)
 
 
 def test_clipped_objective_worked_numbers():
@@ -58,12 +65,13 @@ def test_clip_fractions():
 
 def test_clip_fractions_count_only_trained_tokens_whose_clip_removed_the_gradient():
     """Below 1 − ε with Â < 0 counts low, above 1 + ε with Â > 0 high; a token past the clip on the side where min()
-    keeps its gradient, with Â = 0, or masked, counts in neither; the ratio is π/π_old, not their product."""
-    old = torch.tensor([[0.3, -0.2, 0.1, 0.5, 0.0, 0.2, -0.1, 0.4, 0.3]])
-    new = old + torch.tensor([[0.5, 0.5, 0.5, 1.5, 1.0, 1.5, 1.5, 1.5, 0.5]]).log()
-    adv = torch.tensor([[-1.0, 1.0, -1.0, 1.0, -1.0, -1.0, 0.0, 1.0, 0.0]])
-    mask = torch.tensor([[True, True, False, True, True, True, True, False, True]])
-    assert clip_fractions(new, old, adv, mask) == pytest.approx((1 / 7, 1 / 7))
+    keeps its gradient, inside the clip, with Â = 0, or masked, counts in neither; the ratio is π/π_old, not their
+    product."""
+    old = torch.tensor([[0.3, -0.2, 0.1, 0.5, 0.0, 0.2, -0.1, 0.4, 0.3, 0.1, -0.3]])
+    new = old + torch.tensor([[0.5, 0.5, 0.5, 1.5, 1.0, 1.5, 1.5, 1.5, 0.5, 1.1, 0.9]]).log()
+    adv = torch.tensor([[-1.0, 1.0, -1.0, 1.0, -1.0, -1.0, 0.0, 1.0, 0.0, 1.0, -1.0]])
+    mask = torch.tensor([[True, True, False, True, True, True, True, False, True, True, True]])
+    assert clip_fractions(new, old, adv, mask) == pytest.approx((1 / 9, 1 / 9))
 
 
 def test_a_ratio_exactly_on_the_clip_keeps_its_gradient_and_is_not_counted():
@@ -89,6 +97,20 @@ def test_clip_fractions_of_no_trained_token_are_zero():
     assert clip_fractions(logp, torch.zeros(1, 2), torch.tensor([[-1.0, 1.0]]), nothing) == (0.0, 0.0)
 
 
+def test_cispo_bounds_a_weight_below_one_minus_epsilon_and_keeps_the_gradient():
+    """ρ = 0.5 < 1 − ε: the weight is 1 − ε = 0.8, its gradient stopped; the token's log π keeps its own."""
+    new = torch.full((1, 1), math.log(0.5), requires_grad=True)
+    loss = cispo_policy_loss(new, torch.zeros(1, 1), torch.tensor([1.0]), 0.2, 0.2)
+    torch.testing.assert_close(loss, torch.full((1, 1), -0.8 * math.log(0.5)))
+    loss.sum().backward()
+    torch.testing.assert_close(new.grad, torch.full((1, 1), -0.8))
+
+
+def test_the_entropy_mask_of_no_trained_token_is_empty():
+    h = torch.tensor([[0.5, 2.0]])
+    assert not high_entropy_tokens(h, torch.zeros(1, 2, dtype=torch.bool), 0.2).any()
+
+
 def test_aggregation_modes_by_hand():
     loss = torch.tensor([[1.0, 2.0, 3.0, 0.0], [4.0, 0.0, 0.0, 0.0]])
     mask = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0]]).bool()
@@ -99,6 +121,10 @@ def test_aggregation_modes_by_hand():
         aggregate_loss(loss, mask, "constant")
     with pytest.raises(ValueError, match="positive"):
         aggregate_loss(loss, mask, "constant", constant=-4)
+    # a mode read from a config file is equal to the name, not the same object; the counts are keywords
+    assert aggregate_loss(loss, mask, mode="".join(["con", "stant"]), constant=4).item() == pytest.approx(10.0 / 8)
+    with pytest.raises(TypeError):
+        aggregate_loss(loss, mask, "token_mean", 5)
     with pytest.raises(ValueError):
         aggregate_loss(loss, mask, "mean_of_something")
 

@@ -16,6 +16,21 @@ def test_selective_logprobs_equal_full_log_softmax():
     full = torch.log_softmax(hidden @ weight.T / 0.7, -1)
     assert torch.allclose(lp, full.gather(-1, targets[:, None]).squeeze(-1), atol=1e-5)
     assert torch.allclose(ent, -(full.exp() * full).sum(-1), atol=1e-4)
+    plain = torch.log_softmax(hidden @ weight.T, -1).gather(-1, targets[:, None]).squeeze(-1)
+    assert torch.allclose(selective_logprobs(hidden, weight, targets)[0], plain, atol=1e-5)  # (T = 1 by default)
+
+
+def test_a_logit_exactly_at_its_support_floor_stays_in_the_support():
+    """The floor is the lowest logit the sampler kept: a token whose logit equals it was in the support."""
+    g = torch.Generator().manual_seed(3)
+    hidden, weight = torch.randn(4, 6, generator=g), torch.randn(10, 6, generator=g)
+    logits = hidden @ weight.T  # (the same product selective_logprobs forms, all rows in one chunk)
+    targets = logits.argmax(-1)
+    floors = logits.sort(-1, descending=True).values[:, 2]  # top-3 kept: the target, two more
+    kept = logits.masked_fill(logits < floors[:, None], float("-inf"))
+    want = torch.log_softmax(kept, -1).gather(-1, targets[:, None]).squeeze(-1)
+    lp, _ = selective_logprobs(hidden, weight, targets, floors=floors)
+    torch.testing.assert_close(lp, want)
 
 
 def test_selective_logprobs_gradients_equal_autograd_through_log_softmax():
@@ -219,6 +234,9 @@ def test_by_default_the_prompts_are_computed_once_not_once_per_completion(tiny):
     model, _ = tiny
     for way in (partial(completion_logprobs, model), PolicyModule(model)):  # (the module DDP and FSDP wrap)
         assert forward_widths(model, way, *batch(6)) == [(2, 6), (2, 23)]
+    with torch.no_grad():  # (and the module's defaults are completion_logprobs': T = 1)
+        module, function = PolicyModule(model)(*batch(6)), completion_logprobs(model, *batch(6))
+    torch.testing.assert_close(module.logprobs, function.logprobs, atol=0, rtol=0)
 
 
 def test_one_token_completions_are_predicted_by_the_prompts_forward_alone(tiny):

@@ -61,7 +61,8 @@ class _SelectiveLogSoftmax(torch.autograd.Function):
 
     Saves only the inputs and the log-normaliser; backward recomputes the chunk's logits and
     forms d log p / d logits = onehot(target) − softmax in place, so a chunk costs two [T, V]
-    buffers at most, in either direction. The entropy is a statistic: no gradient flows from it.
+    buffers at most, in either direction (the temperature's 1/T scales each token's upstream gradient, not
+    the [T, V] buffer). The entropy is a statistic: no gradient flows from it.
     """
 
     @staticmethod
@@ -82,12 +83,11 @@ class _SelectiveLogSoftmax(torch.autograd.Function):
                  _grad_entropy: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None, None, None, None]:
         hidden, weight, targets, lse, floors = ctx.saved_tensors
         t = ctx.temperature
+        scale = grad_logprob / t  # (the logits are z / T: d/dz is 1/T of d/dlogits, a factor per token)
         hidden_w = _wide(hidden)
         weight_w = weight.to(hidden_w.dtype)
-        grad = _logits(hidden_w, weight_w, t, targets, floors).sub_(lse[:, None]).exp_().mul_(-grad_logprob[:, None])
-        grad.scatter_add_(-1, targets[:, None], grad_logprob[:, None].to(grad.dtype))
-        if t != 1.0:
-            grad.div_(t)
+        grad = _logits(hidden_w, weight_w, t, targets, floors).sub_(lse[:, None]).exp_().mul_(-scale[:, None])
+        grad.scatter_add_(-1, targets[:, None], scale[:, None].to(grad.dtype))
         grad_hidden = (grad @ weight_w).to(hidden.dtype) if ctx.needs_input_grad[0] else None
         grad_weight = (grad.T @ hidden_w).to(weight.dtype) if ctx.needs_input_grad[1] else None
         return grad_hidden, grad_weight, None, None, None
@@ -235,7 +235,8 @@ def _hidden_shared_prompt(backbone: torch.nn.Module, prompt_ids: torch.Tensor, p
             continue  # a one-token completion is predicted by the prompt alone
         src = row_prompt[rows]
         sub_cache = DynamicCache(ddp_cache_data=[(_rows(k, src), _rows(v, src)) for k, v in prompt_kv])
-        ids, cmask = completion_ids[rows, : width - 1], completion_mask[rows, : width - 1]
+        fed = slice(0, width - 1)  # (the last token predicts nothing here)
+        ids, cmask = completion_ids[rows, fed], completion_mask[rows, fed]
         attention = torch.cat([prompt_mask[src], cmask], dim=1)
         pos = prompt_len[src, None] + torch.arange(width - 1, device=ids.device)[None, :]
         hidden = backbone(input_ids=ids, attention_mask=attention, position_ids=pos, past_key_values=sub_cache,

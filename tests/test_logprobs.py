@@ -75,7 +75,8 @@ def test_a_bucket_ends_where_a_row_is_more_than_twice_its_shortest_and_min_gain_
     assert length_buckets([10, 26]) == [[0], [1]]  # 16 longer: min_gain exactly
     assert length_buckets([10, 25]) == [[0, 1]]
     assert length_buckets([10, 25], min_gain=15) == [[0], [1]]
-    assert length_buckets([5, 60, 61]) == [[0], [1, 2]]  # (a row joins the last bucket, measured by its shortest)
+    assert length_buckets([5, 60, 61]) == [[0], [1, 2]]  # (a row joins the last bucket,
+    assert length_buckets([20, 39, 41]) == [[0, 1], [2]]  # measured against its shortest row, not its longest)
 
 
 def test_length_buckets_cover_every_row_once():

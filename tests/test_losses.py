@@ -127,6 +127,8 @@ def test_aggregation_modes_by_hand():
         aggregate_loss(loss, mask, "token_mean", 5)
     with pytest.raises(ValueError):
         aggregate_loss(loss, mask, "mean_of_something")
+    with pytest.raises(ValueError, match="unknown"):  # (a name that sorts before "constant")
+        aggregate_loss(loss, mask, "average", constant=4)
 
 
 def test_fully_masked_rows_do_not_count_as_sequences():

@@ -12,6 +12,7 @@ from rlvr.losses import (
     clipped_policy_loss,
     gspo_policy_loss,
     high_entropy_tokens,
+    sequence_totals,
 )
 
 
@@ -109,6 +110,22 @@ def test_cispo_bounds_a_weight_below_one_minus_epsilon_and_keeps_the_gradient():
 def test_the_entropy_mask_of_no_trained_token_is_empty():
     h = torch.tensor([[0.5, 2.0]])
     assert not high_entropy_tokens(h, torch.zeros(1, 2, dtype=torch.bool), 0.2).any()
+
+
+def test_the_default_clip_bounds_a_ratio_below_one_minus_epsilon_at_0_8():
+    """ε = 0.2 by default: ρ = 0.5 with Â = −1 is held at 0.8 (the pessimistic min keeps the clipped penalty)."""
+    loss = clipped_policy_loss(torch.full((1, 1), 0.5).log(), torch.zeros(1, 1), torch.tensor([-1.0]))
+    assert loss.item() == pytest.approx(0.8)
+
+
+def test_the_token_mean_divides_by_the_trained_tokens_one_of_them_too_and_is_zero_without_any():
+    loss = torch.tensor([[3.0, 7.0]])
+    assert aggregate_loss(loss, torch.tensor([[True, False]]), "token_mean").item() == 3.0
+    assert aggregate_loss(loss, torch.zeros(1, 2, dtype=torch.bool), "token_mean").item() == 0.0
+
+
+def test_an_empty_batch_has_empty_sequence_totals():
+    assert sequence_totals(torch.zeros(0), torch.zeros(0, dtype=torch.long)).shape == (0,)
 
 
 def test_aggregation_modes_by_hand():

@@ -12,10 +12,11 @@ def test_selective_logprobs_equal_full_log_softmax():
     g = torch.Generator().manual_seed(0)
     hidden, weight = torch.randn(37, 8, generator=g), torch.randn(50, 8, generator=g)
     targets = torch.randint(0, 50, (37,), generator=g)
-    lp, ent = selective_logprobs(hidden, weight, targets, temperature=0.7, chunk=5)
-    full = torch.log_softmax(hidden @ weight.T / 0.7, -1)
-    assert torch.allclose(lp, full.gather(-1, targets[:, None]).squeeze(-1), atol=1e-5)
-    assert torch.allclose(ent, -(full.exp() * full).sum(-1), atol=1e-4)
+    for temperature in (0.7, 2.0):
+        lp, ent = selective_logprobs(hidden, weight, targets, temperature=temperature, chunk=5)
+        full = torch.log_softmax(hidden @ weight.T / temperature, -1)
+        assert torch.allclose(lp, full.gather(-1, targets[:, None]).squeeze(-1), atol=1e-5)
+        assert torch.allclose(ent, -(full.exp() * full).sum(-1), atol=1e-4)
     plain = torch.log_softmax(hidden @ weight.T, -1).gather(-1, targets[:, None]).squeeze(-1)
     assert torch.allclose(selective_logprobs(hidden, weight, targets)[0], plain, atol=1e-5)  # (T = 1 by default)
 

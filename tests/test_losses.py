@@ -122,10 +122,26 @@ def test_the_token_mean_divides_by_the_trained_tokens_one_of_them_too_and_is_zer
     loss = torch.tensor([[3.0, 7.0]])
     assert aggregate_loss(loss, torch.tensor([[True, False]]), "token_mean").item() == 3.0
     assert aggregate_loss(loss, torch.zeros(1, 2, dtype=torch.bool), "token_mean").item() == 0.0
+    assert aggregate_loss(loss, torch.zeros(1, 2, dtype=torch.bool), "sequence_mean").item() == 0.0
 
 
 def test_an_empty_batch_has_empty_sequence_totals():
     assert sequence_totals(torch.zeros(0), torch.zeros(0, dtype=torch.long)).shape == (0,)
+
+
+def test_gspo_with_a_token_of_log_probability_exactly_zero_is_finite():
+    """log π = 0 (a saturated softmax) is a real value: the ratio's straight-through term must not divide by it."""
+    new = torch.tensor([[0.0, -0.5]], requires_grad=True)
+    loss = gspo_policy_loss(new, torch.tensor([[0.0, -0.5]]), torch.tensor([1.0]), torch.ones(1, 2, dtype=torch.bool),
+                            0.2, 0.2)
+    loss.sum().backward()
+    assert torch.isfinite(loss).all() and torch.isfinite(new.grad).all()
+
+
+def test_clip_fractions_of_one_trained_token():
+    logp = torch.full((1, 1), 0.5).log()
+    assert clip_fractions(logp, torch.zeros(1, 1), torch.tensor([-1.0]), torch.ones(1, 1, dtype=torch.bool)) == (
+        1.0, 0.0)
 
 
 def test_aggregation_modes_by_hand():
@@ -140,10 +156,16 @@ def test_aggregation_modes_by_hand():
         aggregate_loss(loss, mask, "constant", constant=-4)
     # a mode read from a config file is equal to the name, not the same object; the counts are keywords
     assert aggregate_loss(loss, mask, mode="".join(["con", "stant"]), constant=4).item() == pytest.approx(10.0 / 8)
+    assert aggregate_loss(loss, mask, "".join(["token", "_mean"])).item() == pytest.approx(10.0 / 4)
+    assert aggregate_loss(loss, mask, "".join(["sequence", "_mean"])).item() == pytest.approx(3.0)
     with pytest.raises(TypeError):
         aggregate_loss(loss, mask, "token_mean", 5)
-    with pytest.raises(ValueError):
-        aggregate_loss(loss, mask, "mean_of_something")
+    with pytest.raises(ValueError, match="unknown"):
+        aggregate_loss(loss, mask, "mean_of_something", constant=4)
+    with pytest.raises(ValueError, match="unknown"):  # (a name that sorts after "token_mean")
+        aggregate_loss(loss, mask, "zeta")
+    with pytest.raises(ValueError, match="positive"):
+        aggregate_loss(loss, mask, "constant", constant=0)
     with pytest.raises(ValueError, match="unknown"):  # (a name that sorts before "constant")
         aggregate_loss(loss, mask, "average", constant=4)
 

@@ -78,6 +78,7 @@ def test_a_bucket_ends_where_a_row_is_more_than_twice_its_shortest_and_min_gain_
     assert length_buckets([10, 25], min_gain=15) == [[0], [1]]
     assert length_buckets([5, 60, 61]) == [[0], [1, 2]]  # (a row joins the last bucket,
     assert length_buckets([20, 39, 41]) == [[0, 1], [2]]  # measured against its shortest row, not its longest)
+    assert length_buckets([5, 30, 50]) == [[0], [1, 2]]  # (the last bucket's shortest, not the first's)
 
 
 def test_length_buckets_cover_every_row_once():

@@ -138,6 +138,22 @@ def test_gspo_with_a_token_of_log_probability_exactly_zero_is_finite():
     assert torch.isfinite(loss).all() and torch.isfinite(new.grad).all()
 
 
+def test_clip_fractions_above_count_the_positive_advantages_not_the_negative():
+    logp = torch.full((1, 3), 1.5).log()
+    assert clip_fractions(logp, torch.zeros(1, 3), torch.tensor([[1.0, 1.0, -1.0]]),
+                          torch.ones(1, 3, dtype=torch.bool)) == pytest.approx((0.0, 2 / 3))
+
+
+def test_gspo_with_a_row_of_no_trained_token_gives_a_finite_loss():
+    """A row masked out entirely (padding, or a cut trajectory's empty row) has no tokens to average: its ratio
+    must not be 0/0, which would reach the aggregated loss through NaN · 0."""
+    new = torch.tensor([[-0.2, -0.4], [-0.3, -0.1]], requires_grad=True)
+    mask = torch.tensor([[True, True], [False, False]])
+    loss = aggregate_loss(gspo_policy_loss(new, new.detach() + 0.1, torch.tensor([1.0, -1.0]), mask, 0.2, 0.2), mask)
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(new.grad).all()
+
+
 def test_clip_fractions_of_one_trained_token():
     logp = torch.full((1, 1), 0.5).log()
     assert clip_fractions(logp, torch.zeros(1, 1), torch.tensor([-1.0]), torch.ones(1, 1, dtype=torch.bool)) == (

@@ -56,12 +56,12 @@ def build_map(pytest: list[str], targets: list[str], source: Path, tree: Path, o
     that run took (all the tests, traced: more than a mutant's run of all of them takes). No bytecode
     is written (as cosmic-ray runs its mutants): a mutant of the same size written within the same second as a
     cached original would otherwise run as the original."""
-    data_file, start = out.with_suffix(".coverage"), time.monotonic()
+    data_file, began = out.with_suffix(".coverage"), time.monotonic()
     subprocess.run([*pytest, f"--cov={source.parent}", "--cov-context=test", "--cov-report=", *targets],
                    cwd=tree, env={**env, "COVERAGE_FILE": str(data_file), "PYTHONDONTWRITEBYTECODE": "1"}, check=True)
+    seconds = time.monotonic() - began
     import coverage
 
-    seconds = time.monotonic() - start
     data = coverage.CoverageData(basename=str(data_file))
     data.read()
     by_line = data.contexts_by_lineno(str(source))

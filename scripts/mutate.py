@@ -57,7 +57,9 @@ MODULES: dict[str, list[str]] = {
     "logprobs": ["tests/test_logprobs.py", "tests/objectives/test_exact_expectation.py"],
     "rl/objective": ["tests/train/test_objectives.py", "tests/objectives/test_exact_expectation.py"],
     "rl/update": ["tests/objectives/test_exact_expectation.py", "tests/objectives/test_token_weights.py",
-                  "tests/train/test_step.py"],
+                  "tests/train/test_step.py", "tests/train/test_no_signal.py", "tests/train/test_rollout_correction.py",
+                  "tests/train/test_objectives.py", "tests/harness/test_training.py", "tests/test_losses.py",
+                  "tests/train/test_update_stats.py"],
     "ppo/gae": ["tests/ppo/test_gae.py", "tests/ppo/test_trainer.py"],
 }
 

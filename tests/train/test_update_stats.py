@@ -1,0 +1,60 @@
+"""The statistics an update logs (rlvr.rl.update.policy_update) are the whole batch's: each one computed over the
+batch in one piece equals what the step adds up over its micro-batches (token-weighted means, the largest gap)."""
+
+import dataclasses
+
+import pytest
+import torch
+
+from rlvr.grpo.trainer import Trainer
+from rlvr.kl import kl_estimate
+from rlvr.optim import build_optimizer
+from rlvr.rl.batch import make_batch, micro_batches, outcome_advantages
+from rlvr.rl.objective import clip_shares
+from rlvr.rl.update import batch_counts, grpo_loss, policy_update
+
+from .test_step import _batch, tiny_config
+
+
+def _offset(values: torch.Tensor, seed: int, scale: float) -> torch.Tensor:
+    return values + scale * torch.randn(values.shape, generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.filterwarnings("ignore:Seems like:UserWarning")
+def test_the_statistics_of_a_step_in_micro_batches_are_the_whole_batchs(tmp_path):
+    trainer = Trainer(tiny_config(tmp_path, "algorithm.beta=0.1", "algorithm.kl_estimator=k2"))
+    algo, policy = trainer.config.algorithm, trainer.policy
+    scored = _batch(trainer)
+    batch = make_batch(scored, outcome_advantages(scored, algo), policy=policy, algo=algo, micro_batch_tokens=10_000,
+                       temperature=1.0)
+    whole = micro_batches(batch.rollout, batch.loss_mask, 10_000, policy.share_prompt())
+    assert len(whole) == 1 and len(micro_batches(batch.rollout, batch.loss_mask, 20, policy.share_prompt())) > 2
+    with torch.no_grad():
+        now = policy.logprobs(whole[0], 1.0)
+    lc = now.logprobs.shape[1]
+    # π_old and the sampler's log-probs apart from π_θ's (as after μ > 1 updates, or another engine): clipped tokens
+    # on both sides, and a sampler gap whose largest is in the batch's first row (the first micro-batch's)
+    old = _offset(now.logprobs, 1, 0.5)
+    sampled, ref = _offset(now.logprobs, 2, 0.1), _offset(now.logprobs, 3, 0.3)  # (π_ref: as after a few steps)
+    sampled[0, 0] = now.logprobs[0, 0] - 3.0
+    rollout = dataclasses.replace(batch.rollout, sampling_logprobs=sampled)
+    batch = dataclasses.replace(batch, scored=dataclasses.replace(batch.scored, rollout=rollout), old_logprobs=old,
+                                ref_logprobs=ref)
+    mask = batch.loss_mask[:, :lc]
+    n = mask.sum()
+    kl = kl_estimate(now.logprobs, ref, algo.kl_estimator, old)
+    low, high = clip_shares(algo, now.logprobs, old, batch.advantages[:, :lc], mask)
+    assert low > 0 and high > 0 and float((kl * mask).sum()) > 0
+    gap = (now.logprobs - sampled).abs() * mask
+    num_sequences, num_tokens = batch_counts(batch, policy.world)
+    loss, _ = grpo_loss(now.logprobs, old, ref, batch.advantages[:, :lc], mask, algo,
+                        num_sequences=num_sequences, num_tokens=num_tokens, constant=12)
+    expected = {"loss": float(loss), "kl": float((kl * mask).sum() / n), "clip_low_fraction": low,
+                "clip_high_fraction": high, "entropy": float((now.entropy * mask).sum() / n),
+                "sampler/logp_abs_diff_mean": float(gap.sum() / n), "sampler/logp_abs_diff_max": 3.0}
+    assert float(gap.max()) == pytest.approx(3.0, abs=1e-6)
+    optimizer, scheduler = build_optimizer(policy.model, trainer.config.optim, 10)
+    optimizer.step = lambda: None  # keep the weights
+    stats = policy_update(policy, optimizer, scheduler, batch, algo=algo, micro_batch_tokens=20, temperature=1.0,
+                          max_grad_norm=0.0, max_new_tokens=12)
+    assert {k: stats[k] for k in expected} == pytest.approx(expected, rel=1e-5, abs=1e-7)

@@ -4,7 +4,7 @@ implementation, and the seed chain recomputed here with Python's integers."""
 import pytest
 import torch
 
-from rlvr.seeds import seed_of, seeds_for, uniforms
+from rlvr.seeds import ids_hash, seed_of, seeds_for, uniforms
 
 MASK = 2**64 - 1
 GAMMA = 0x9E3779B97F4A7C15
@@ -36,6 +36,12 @@ def test_a_seed_is_the_finaliser_chained_over_its_parts():
     for parts in [(0,), (0, 1, 0, 3, 5), (7, 2**40, 1, 0, 63), (-1, 5)]:
         assert seed_of(*parts) == chained(*parts)
         assert 0 <= seed_of(*parts) < 2**63
+
+
+def test_a_hash_of_token_ids_is_64_bits_all_used():
+    """ids_hash is a seed part: an unsigned 64-bit value (seed_of takes each part modulo 2**64), its top bits used."""
+    hashes = [ids_hash(list(range(i, i + 1 + i % 7))) for i in range(200)]
+    assert all(0 <= h < 2**64 for h in hashes) and max(hashes) >= 2**63 and len(set(hashes)) == len(hashes)
 
 
 def test_the_seeds_of_a_group_are_its_completions_own():

@@ -5,9 +5,10 @@ run, the module's tests run once under coverage, each test recorded as its own c
 `--cov-context=test`), and the map says, for every function of the module, which tests execute a line of its body.
 Then, for each mutant, `python scripts/mutant_tests.py MAP` compares the module on disk (the mutant) with the
 original, finds the innermost function whose body holds every changed line, and runs only that function's tests,
-stopping at the first failure. A change outside every function body (module-level code, a class body, a default
-value or decorator of a top-level function: what runs at import) runs all the tests; a function no test runs
-has no test to run, and its mutant survives, as it would under all of them.
+quickest first (each test's time in the traced run), stopping at the first failure. A change outside every function
+body (module-level code, a class body, a default value or decorator of a top-level function: what runs at import)
+runs all the tests; a function no test runs has no test to run, and its mutant survives, as it would under all of
+them.
 
     .venv/bin/python scripts/mutant_tests.py MAP    # exit status of the selected tests; 0 when none run the code
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 import ast
 import difflib
 import json
+import re
 import subprocess
 import sys
 import time
@@ -39,26 +41,43 @@ def changed_lines(before: str, after: str) -> list[int]:
     return lines
 
 
-def selected(functions: list[dict], changed: list[int]) -> list[str] | None:
-    """The tests that run the innermost function body holding every changed line; None: all of them (a change
-    outside every body, or none found)."""
+def selected(functions: list[dict], changed: list[int], seconds: dict[str, float] | None = None) -> list[str] | None:
+    """The tests that run the innermost function body holding every changed line, quickest first (`seconds`: each
+    test's time; the likeliest to fail first among those equally quick is not known, so the name breaks ties); None:
+    all of them (a change outside every body, or none found)."""
     if not changed:
         return None
     holding = [f for f in functions if all(f["start"] <= line <= f["end"] for line in changed)]
     if not holding:
         return None
-    return sorted(min(holding, key=lambda f: f["end"] - f["start"])["tests"])
+    times = seconds or {}
+    return sorted(min(holding, key=lambda f: f["end"] - f["start"])["tests"], key=lambda t: (times.get(t, 0.0), t))
+
+
+_DURATION = re.compile(r"^\s*([0-9.]+)s (?:setup|call|teardown)\s+(\S.*?)\s*$")
+
+
+def test_seconds(output: str) -> dict[str, float]:
+    """Each test's seconds (setup, call and teardown together) from pytest's `--durations=0` lines."""
+    seconds: dict[str, float] = {}
+    for line in output.splitlines():
+        if match := _DURATION.match(line):
+            seconds[match[2]] = seconds.get(match[2], 0.0) + float(match[1])
+    return seconds
 
 
 def build_map(pytest: list[str], targets: list[str], source: Path, tree: Path, out: Path, env: dict[str, str]) -> float:
     """Run `pytest targets` once under coverage in `tree`, one context per test, and write the map to `out`: the
-    command, the original source, and each function body of `source` with the tests that execute it; the seconds
-    that run took (all the tests, traced: more than a mutant's run of all of them takes). No bytecode
-    is written (as cosmic-ray runs its mutants): a mutant of the same size written within the same second as a
-    cached original would otherwise run as the original."""
+    command, the original source, each function body of `source` with the tests that execute it, and each test's
+    seconds; the seconds that run took (all the tests, traced: more than a mutant's run of all of them takes). No
+    bytecode is written (as cosmic-ray runs its mutants): a mutant of the same size written within the same second as
+    a cached original would otherwise run as the original."""
     data_file, began = out.with_suffix(".coverage"), time.monotonic()
-    subprocess.run([*pytest, f"--cov={source.parent}", "--cov-context=test", "--cov-report=", *targets],
-                   cwd=tree, env={**env, "COVERAGE_FILE": str(data_file), "PYTHONDONTWRITEBYTECODE": "1"}, check=True)
+    run = subprocess.run([*pytest, f"--cov={source.parent}", "--cov-context=test", "--cov-report=", "--durations=0",
+                          "--durations-min=0", *targets], cwd=tree, capture_output=True, text=True,
+                         env={**env, "COVERAGE_FILE": str(data_file), "PYTHONDONTWRITEBYTECODE": "1"})
+    print(run.stdout[-2000:], run.stderr[-2000:], sep="\n")
+    run.check_returncode()
     seconds = time.monotonic() - began
     import coverage
 
@@ -71,13 +90,13 @@ def build_map(pytest: list[str], targets: list[str], source: Path, tree: Path, o
         tests = {c.rsplit("|", 1)[0] for line in range(start, end + 1) for c in by_line.get(line, []) if c}
         functions.append({"start": start, "end": end, "tests": sorted(tests)})
     out.write_text(json.dumps({"pytest": pytest, "targets": targets, "tree": str(tree), "path": str(source),
-                               "source": text, "functions": functions}))
+                               "source": text, "functions": functions, "seconds": test_seconds(run.stdout)}))
     return seconds
 
 
 def main(map_path: str) -> int:
     m = json.loads(Path(map_path).read_text())
-    tests = selected(m["functions"], changed_lines(m["source"], Path(m["path"]).read_text()))
+    tests = selected(m["functions"], changed_lines(m["source"], Path(m["path"]).read_text()), m.get("seconds"))
     if tests == []:
         print("no test runs the changed code")
         return 0

@@ -3,9 +3,11 @@
     .venv/bin/python scripts/mutate.py                      # every module below; writes docs/mutation.md
     .venv/bin/python scripts/mutate.py --modules kl         # some of them (the report keeps the others' rows)
     .venv/bin/python scripts/mutate.py --recheck            # only the last runs' unexplained survivors, at HEAD
+    .venv/bin/python scripts/mutate.py --modules rl/update --shards 2   # one module's mutants split over two trees
 
 Each module is mutated in a worktree of the last commit (never the working tree), two modules at a time (each in a
-tree of its own), one thread each. The tests that cover a module (its doctests, its unit tests, the exact-
+tree of its own), one thread each; with `--shards N` each module's mutants are split over N trees, so that one
+module alone keeps both cores busy. The tests that cover a module (its doctests, its unit tests, the exact-
 expectation proofs) run once under coverage first; each mutant then runs those of them that execute the function it
 changes (scripts/mutant_tests.py; all of them for a change to what runs at import). A surviving mutant is a change
 to the code that no test notices: it is killed by a new test, or explained in tests/mutation/equivalent.toml (why no
@@ -44,6 +46,7 @@ EXPLAINED = ROOT / "tests" / "mutation" / "equivalent.toml"
 RESULTS = ROOT / "tests" / "mutation" / "results.json"
 PY = Path(sys.executable)
 T = TypeVar("T")
+K = TypeVar("K")
 # module (its path under src/rlvr, without .py) -> the tests that cover it (besides its own doctests). The rows of
 # docs/mutation.md say which have run, at which commit; a module listed here without a row has not run yet (at
 # ~5-15 s a mutant on 2 cores, each is up to an hour or more: run them one or two at a time).
@@ -59,7 +62,7 @@ MODULES: dict[str, list[str]] = {
     "rl/update": ["tests/objectives/test_exact_expectation.py", "tests/objectives/test_token_weights.py",
                   "tests/train/test_step.py", "tests/train/test_no_signal.py", "tests/train/test_rollout_correction.py",
                   "tests/train/test_objectives.py", "tests/harness/test_training.py", "tests/test_losses.py",
-                  "tests/train/test_update_stats.py"],
+                  "tests/train/test_update_stats.py", "tests/distributed/test_ddp_update.py"],
     "ppo/gae": ["tests/ppo/test_gae.py", "tests/ppo/test_trainer.py"],
 }
 
@@ -69,6 +72,8 @@ def main() -> int:
     p.add_argument("--modules", nargs="+", choices=list(MODULES), default=list(MODULES))
     p.add_argument("--recheck", action="store_true", help="run the last runs' unexplained survivors again, against "
                    "the tests at HEAD; those now killed leave the report")
+    p.add_argument("--shards", type=int, default=1, help="split each module's mutants over this many trees (two run "
+                   "at once)")
     p.add_argument("--report", action="store_true", help="only write the report again, from the last results and "
                    "the explanations as they are now (after explaining a survivor)")
     args = p.parse_args()
@@ -95,7 +100,7 @@ def main() -> int:
             print(f"{m}: of the survivors rechecked at {commit}, {len(killed)} are killed and {len(gone)} are on "
                   f"lines rewritten since")
     else:
-        found = in_worktree(args.modules, run_module)
+        found = run_sharded(args.modules, args.shards)
         results = recorded()
         results.update({m: {**r, "commit": commit, "date": date.today().isoformat()} for m, r in found.items()})
     RESULTS.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
@@ -104,11 +109,11 @@ def main() -> int:
     return 1 if unexplained else 0
 
 
-def in_worktree(modules: list[str], work: Callable[[str, Path, Path], T]) -> dict[str, T]:
-    """`work(module, tree, tmp)` for each module, two at a time, each in a worktree of the last commit of its own
-    (a mutant is written to disk while the tests run: in a shared tree, one module's mutant would be live while
-    another's tests run, and kill its mutants for it)."""
-    def alone(module: str) -> T:
+def in_worktree(modules: list[K], work: Callable[[K, Path, Path], T]) -> dict[K, T]:
+    """`work(module, tree, tmp)` for each module (or a module's shard), two at a time, each in a worktree of the
+    last commit of its own (a mutant is written to disk while the tests run: in a shared tree, one module's mutant
+    would be live while another's tests run, and kill its mutants for it)."""
+    def alone(module: K) -> T:
         with tempfile.TemporaryDirectory(prefix="rlvr-mutate-") as tmp:
             tree = Path(tmp) / "tree"
             subprocess.run(["git", "worktree", "add", "--detach", str(tree), "HEAD"], cwd=ROOT, check=True,
@@ -167,10 +172,11 @@ def recheck_module(module: str, result: dict, tree: Path, tmp: Path) -> tuple[li
 
     path = tree / f"src/rlvr/{module}.py"
     lines = path.read_text().splitlines()
-    _, session = session_of(module, tree, tmp)
+    select, _ = mapped(module, tree, tmp)
+    _, session = session_of(module, tree, tmp, select)
     with use_db(str(session), WorkDB.Mode.open) as db:
         specs = [item.mutations[0] for item in db.work_items]
-    killed, gone, command = [], [], test_command(module, tree)
+    killed, gone, command = [], [], test_command(module, tree, select)
     for s in unexplained_survivors(module, result):
         again = [m for m in specs
                  if m.operator_name == s["operator"] and lines[m.start_pos[0] - 1].strip() == s["before"]]
@@ -193,15 +199,51 @@ def unexplained_survivors(module: str, result: dict) -> list[dict]:
     return [s for s in result["survivors"] if reason(module, s, explained) is None]
 
 
-def run_module(module: str, tree: Path, tmp: Path) -> dict[str, object]:
-    """cosmic-ray on src/rlvr/{module}.py in `tree`: {"mutants", "killed", "skipped", "survivors": [...]}."""
-    path = f"src/rlvr/{module}.py"
-    # which tests run each function (one run under coverage): a mutant runs only those of the function it changes
+def mapped(module: str, tree: Path, tmp: Path) -> tuple[Path, float]:
+    """Which tests run each function of `module` in `tree` (one run of them under coverage: scripts/mutant_tests.py),
+    for a mutant to run only those of the function it changes: (the map, the seconds that run took)."""
     select = tmp / f"{module.replace('/', '.')}.map.json"
-    seconds = build_map(*pytest_command(module, tree), tree / path, tree, select, {**os.environ, **environment(tree)})
+    seconds = build_map(*pytest_command(module, tree), tree / f"src/rlvr/{module}.py", tree, select,
+                        {**os.environ, **environment(tree)})
+    return select, seconds
+
+
+def run_sharded(modules: list[str], shards: int) -> dict[str, dict]:
+    """run_module for each module, its mutants split into `shards` shares, each run in a tree of its own; the
+    shares' results added up."""
+    parts = in_worktree([(m, i) for m in modules for i in range(shards)],
+                        lambda part, tree, tmp: run_module(part[0], tree, tmp, (part[1], shards)))
+    found: dict[str, dict] = {}
+    for (module, _), result in parts.items():
+        into = found.setdefault(module, {"mutants": 0, "killed": 0, "skipped": 0, "survivors": []})
+        for key in ("mutants", "killed", "skipped"):
+            into[key] += result[key]
+        into["survivors"] = sorted(into["survivors"] + result["survivors"], key=lambda s: s["line"])
+    return found
+
+
+def keep_shard(session: Path, index: int, count: int) -> None:
+    """Leave in the cosmic-ray `session` only shard `index` of `count`: every count-th mutant in the order of
+    their place in the file, operator and occurrence (the same order in every tree, whatever the job ids)."""
+    import sqlite3
+
+    with sqlite3.connect(session) as db:
+        specs = db.execute("SELECT job_id, start_pos_row, start_pos_col, operator_name, occurrence "
+                           "FROM mutation_specs").fetchall()
+        others = [(s[0],) for k, s in enumerate(sorted(specs, key=lambda s: s[1:])) if k % count != index]
+        db.executemany("DELETE FROM mutation_specs WHERE job_id = ?", others)
+        db.executemany("DELETE FROM work_items WHERE job_id = ?", others)
+
+
+def run_module(module: str, tree: Path, tmp: Path, shard: tuple[int, int] = (0, 1)) -> dict[str, object]:
+    """cosmic-ray on src/rlvr/{module}.py in `tree` (shard i of n of its mutants): {"mutants", "killed",
+    "skipped", "survivors": [...]}."""
+    path = f"src/rlvr/{module}.py"
+    select, seconds = mapped(module, tree, tmp)
     # (a mutant of what runs at import runs all the tests: never slower than that traced run, on the same machine)
     config, session = session_of(module, tree, tmp, select, timeout=max(120.0, 2 * seconds))
     cosmic = PY.with_name("cosmic-ray")
+    keep_shard(session, *shard)
     skipped = skip_annotations(session, tree / path)
     subprocess.run([str(cosmic), "baseline", str(config)], cwd=tree, check=True)
     subprocess.run([str(cosmic), "exec", str(config), str(session)], cwd=tree, check=True)

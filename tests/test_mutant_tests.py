@@ -54,6 +54,18 @@ def test_a_change_runs_the_tests_of_the_innermost_body_holding_it():
     assert mutant_tests.selected(FUNCTIONS, [16]) == []  # a body no test runs: nothing can kill its mutant
 
 
+def test_the_quickest_tests_run_first():
+    seconds = {"t::outer": 0.5, "t::both": 30.0}
+    assert mutant_tests.selected(FUNCTIONS, [9], seconds) == ["t::outer", "t::both"]
+    assert mutant_tests.selected(FUNCTIONS, [9], {"t::outer": 0.5}) == ["t::both", "t::outer"]  # (unknown: 0 s)
+    output = ("============ slowest durations ============\n"
+              "12.50s call     tests/a.py::test_slow[x y]\n"
+              "0.25s setup    tests/a.py::test_slow[x y]\n"
+              "0.01s teardown tests/b.py::test_quick\n"
+              "(2 durations < 0.005s hidden.)\n")
+    assert mutant_tests.test_seconds(output) == {"tests/a.py::test_slow[x y]": 12.75, "tests/b.py::test_quick": 0.01}
+
+
 def test_a_change_that_runs_at_import_runs_every_test():
     assert mutant_tests.selected(FUNCTIONS, [1]) is None  # module level
     assert mutant_tests.selected(FUNCTIONS, [4]) is None  # a default value: evaluated when the def runs
@@ -77,7 +89,9 @@ def test_the_map_names_the_tests_that_run_each_function_and_a_mutant_runs_only_t
     env = {"PYTHONPATH": str(tree / "src"), "PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}  # (cosmic-ray's)
     out = tmp_path / "mod.map.json"
     mutant_tests.build_map(pytest, ["tests/test_mod.py"], module, tree, out, env)
-    functions = {(f["start"], f["end"]): f["tests"] for f in json.loads(out.read_text())["functions"]}
+    written = json.loads(out.read_text())
+    assert sorted(written["seconds"]) == ["tests/test_mod.py::test_grow", "tests/test_mod.py::test_outer"]
+    functions = {(f["start"], f["end"]): f["tests"] for f in written["functions"]}
     assert functions == {(5, 9): ["tests/test_mod.py::test_outer"], (7, 7): ["tests/test_mod.py::test_outer"],
                          (16, 16): ["tests/test_mod.py::test_grow"]}
     module.write_text(SOURCE.replace("self.size * 2", "self.size * 3"))

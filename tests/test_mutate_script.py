@@ -54,3 +54,37 @@ def test_the_report_counts_survivors_killed_since_and_marks_the_unexplained(tmp_
             "def5678) | 2 | 1 | 1 |") in report
     assert "`a = -1` → `a = +1`: the same" in report and "`b = 1` → `b = 2`: **unexplained**" in report
     assert mutate.unexplained_survivors("kl", results["kl"]) == [other]
+
+
+def test_a_modules_shards_split_its_mutants_between_them_each_once(tmp_path):
+    """Each shard inits its own session (job ids differ between inits); their shares are disjoint and cover all."""
+    import sqlite3
+
+    mutate = load_script()
+    shares = []
+    for index in range(2):
+        (tmp_path / str(index)).mkdir()
+        _, session = mutate.session_of("seeds", ROOT, tmp_path / str(index))
+        with sqlite3.connect(session) as db:
+            everything = db.execute("SELECT start_pos_row, start_pos_col, operator_name, occurrence "
+                                    "FROM mutation_specs").fetchall()
+        mutate.keep_shard(session, index, 2)
+        with sqlite3.connect(session) as db:
+            share = db.execute("SELECT start_pos_row, start_pos_col, operator_name, occurrence "
+                               "FROM mutation_specs").fetchall()
+            assert db.execute("SELECT count(*) FROM work_items").fetchone()[0] == len(share)
+        shares.append(set(share))
+    assert not shares[0] & shares[1] and shares[0] | shares[1] == set(everything)
+    assert abs(len(shares[0]) - len(shares[1])) <= 1 and len(everything) > 100
+
+
+def test_the_shards_results_add_up_to_the_modules(monkeypatch):
+    mutate = load_script()
+
+    def run_module(module, tree, tmp, shard):
+        index, _ = shard
+        return {"mutants": 10 + index, "killed": 7, "skipped": index, "survivors": [{"line": 20 - 10 * index}]}
+
+    monkeypatch.setattr(mutate, "run_module", run_module)
+    assert mutate.run_sharded(["kl"], 2) == {
+        "kl": {"mutants": 21, "killed": 14, "skipped": 1, "survivors": [{"line": 10}, {"line": 20}]}}

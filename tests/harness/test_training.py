@@ -164,6 +164,16 @@ def test_a_split_trajectorys_rows_share_its_advantage_and_it_counts_once():
     assert losses[True] == pytest.approx(losses[False], abs=1e-6)
 
 
+def test_a_trajectory_with_no_trained_token_is_no_sequence_of_the_loss():
+    """sequence_mean's count: trajectories with a trained token (one token is enough; none is not)."""
+    scored = split_batch(True)
+    mask = scored.rollout.model_mask.clone()
+    batch = TrainBatch(scored, outcome_advantages(scored, AlgorithmConfig()), None, None, mask)
+    assert batch_counts(batch, SINGLE) == (2, 6)  # (trajectory 1 has one token)
+    mask[2] = False  # trajectory 1's one row
+    assert batch_counts(batch, SINGLE) == (1, 5)
+
+
 SEQUENCE_LEVEL = {"gspo": AlgorithmConfig(policy_loss="gspo", beta=0.0),
                   "sequence correction": AlgorithmConfig(beta=0.0, rollout_correction=RolloutCorrectionConfig(
                       level="sequence", mode="truncate", threshold=10.0))}

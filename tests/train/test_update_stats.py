@@ -58,3 +58,26 @@ def test_the_statistics_of_a_step_in_micro_batches_are_the_whole_batchs(tmp_path
     stats = policy_update(policy, optimizer, scheduler, batch, algo=algo, micro_batch_tokens=20, temperature=1.0,
                           max_grad_norm=0.0, max_new_tokens=12)
     assert {k: stats[k] for k in expected} == pytest.approx(expected, rel=1e-5, abs=1e-7)
+
+
+@pytest.mark.filterwarnings("ignore:Seems like:UserWarning")
+def test_gradients_are_synchronised_on_the_last_micro_batch_alone(tmp_path, monkeypatch):
+    """Data-parallel ranks all-reduce their gradients once, in the last micro-batch's backward (Policy.accumulating):
+    for an even number of micro-batches as for an odd one."""
+    trainer = Trainer(tiny_config(tmp_path, "sampling.group_size=3", "sampling.batch_size=9"))  # (three groups)
+    algo, policy = trainer.config.algorithm, trainer.policy
+    scored = _batch(trainer)
+    batch = make_batch(scored, outcome_advantages(scored, algo), policy=policy, algo=algo, micro_batch_tokens=10_000,
+                       temperature=1.0)
+    share = policy.share_prompt()
+    budgets = {len(micro_batches(batch.rollout, batch.loss_mask, b, share)): b for b in range(400, 0, -1)}
+    flags: list[bool] = []
+    real = policy.accumulating
+    monkeypatch.setattr(policy, "accumulating", lambda last: flags.append(last) or real(last))
+    optimizer, scheduler = build_optimizer(policy.model, trainer.config.optim, 10)
+    optimizer.step = lambda: None
+    for count in (min(n for n in budgets if n % 2 == 0 and n > 0), min(n for n in budgets if n % 2 and n > 1)):
+        flags.clear()
+        policy_update(policy, optimizer, scheduler, batch, algo=algo, micro_batch_tokens=budgets[count],
+                      temperature=1.0, max_grad_norm=0.0, max_new_tokens=12)
+        assert flags == [False] * (count - 1) + [True], count

@@ -12,7 +12,8 @@ expectation proofs) run once under coverage first; each mutant then runs those o
 changes (scripts/mutant_tests.py; all of them for a change to what runs at import). A surviving mutant is a change
 to the code that no test notices: it is killed by a new test, or explained in tests/mutation/equivalent.toml (why no
 test can tell it from the original). Mutants of type annotations are skipped before they run: under `from __future__
-import annotations` an annotation is a string that nothing evaluates, so such a mutant is the same program. The
+import annotations` an annotation is a string that nothing evaluates, so such a mutant is the same program. Mutants
+explained already (the same line mutated the same way) do not run either: they count as explained survivors. The
 report lists every survivor with its explanation, and the script exits 1 while any is unexplained. It takes tens of
 minutes on 2 cores, too long for CI: the report says at which commit and on which day each module last ran.
 `--recheck` runs only the unexplained survivors of the last runs again, each against the tests as they are at HEAD
@@ -245,6 +246,7 @@ def run_module(module: str, tree: Path, tmp: Path, shard: tuple[int, int] = (0, 
     cosmic = PY.with_name("cosmic-ray")
     keep_shard(session, *shard)
     skipped = skip_annotations(session, tree / path)
+    print(f"{module}: {known_equivalents(session, tree / path, module)} mutants already explained, not run")
     subprocess.run([str(cosmic), "baseline", str(config)], cwd=tree, check=True)
     subprocess.run([str(cosmic), "exec", str(config), str(session)], cwd=tree, check=True)
     dump = subprocess.run([str(cosmic), "dump", str(session)], cwd=tree, capture_output=True, text=True,
@@ -290,6 +292,41 @@ def skip_annotations(session: Path, source: Path) -> int:
     return count
 
 
+def known_equivalents(session: Path, source: Path, module: str) -> int:
+    """Record the mutants explained already (tests/mutation/equivalent.toml: this line of the module, mutated this
+    way) as survivors without running them, since the explanation says why no test can tell them from the original;
+    how many. A survivor costs a run of every test of its function, the dearest of all mutants."""
+    import difflib
+
+    import cosmic_ray.plugins
+    from cosmic_ray.mutating import mutate_code
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import TestOutcome, WorkerOutcome, WorkResult
+
+    explained = tomllib.loads(EXPLAINED.read_text()).get("equivalent", []) if EXPLAINED.exists() else []
+    pairs = {(e["before"], e["after"]) for e in explained if e["module"] == module}
+    code = source.read_text()
+    lines, count = code.splitlines(), 0
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        for item in list(db.pending_work_items):
+            spec = item.mutations[0]
+            before = lines[spec.start_pos[0] - 1].strip()
+            if not any(b == before for b, _ in pairs):
+                continue
+            operator = cosmic_ray.plugins.get_operator(spec.operator_name)(**(spec.operator_args or {}))
+            mutated = mutate_code(code, operator, spec.occurrence)
+            if mutated is None:
+                continue
+            diff = "\n".join(["--- mutation diff ---", *difflib.unified_diff(
+                code.split("\n"), mutated.split("\n"), f"a/{source.name}", f"b/{source.name}", lineterm="")])
+            if (before, mutated_line(diff)) in pairs:
+                db.set_result(item.job_id, WorkResult(
+                    worker_outcome=WorkerOutcome.NORMAL, test_outcome=TestOutcome.SURVIVED, diff=diff,
+                    output="explained in tests/mutation/equivalent.toml: not run"))
+                count += 1
+    return count
+
+
 def survivor(item: dict, result: dict, source: Path) -> dict[str, object]:
     """A surviving mutant as the report shows it: where, the operator, the line before and after."""
     mutation = item["mutations"][0]
@@ -311,7 +348,9 @@ def write_report(results: dict[str, dict]) -> int:
              "`make mutate` (scripts/mutate.py) mutates the maths and the step's composition with cosmic-ray and runs "
              "the tests that cover each module against every mutant. A survivor is a change no test notices: each one "
              "below is explained as equivalent (tests/mutation/equivalent.toml), or the run fails. Mutants of type "
-             "annotations are skipped (strings under `from __future__ import annotations`). A row's \"+ N since\" "
+             "annotations are skipped (strings under `from __future__ import annotations`), and a mutant explained "
+             "already (the same line mutated the same way) is counted as an explained survivor without running again. "
+             "A row's \"+ N since\" "
              "counts the survivors of that run that a test written after it kills (`scripts/mutate.py --recheck`, at "
              "the commit named), and those whose line a fix has rewritten since (the next whole run mutates the new "
              "line).", "",

@@ -88,3 +88,21 @@ def test_the_shards_results_add_up_to_the_modules(monkeypatch):
     monkeypatch.setattr(mutate, "run_module", run_module)
     assert mutate.run_sharded(["kl"], 2) == {
         "kl": {"mutants": 21, "killed": 14, "skipped": 1, "survivors": [{"line": 10}, {"line": 20}]}}
+
+
+def test_mutants_explained_already_are_survivors_without_running(tmp_path):
+    """What tests/mutation/equivalent.toml explains for rlvr.seeds is recorded as survived before any test runs,
+    with the diff the report reads its mutated line from; nothing else is."""
+    import tomllib
+
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import TestOutcome
+
+    mutate = load_script()
+    _, session = mutate.session_of("seeds", ROOT, tmp_path)
+    explained = [e for e in tomllib.loads(mutate.EXPLAINED.read_text())["equivalent"] if e["module"] == "seeds"]
+    assert mutate.known_equivalents(session, ROOT / "src" / "rlvr" / "seeds.py", "seeds") == len(explained) > 0
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        results = [result for _, result in db.results]
+    assert all(r.test_outcome == TestOutcome.SURVIVED for r in results)
+    assert sorted(mutate.mutated_line(r.diff) for r in results) == sorted(e["after"] for e in explained)

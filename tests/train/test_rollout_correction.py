@@ -50,3 +50,44 @@ def test_settings_are_checked():
         RolloutCorrectionConfig(threshold=1.0).validate()
     with pytest.raises(UserError, match="threshold=1e.300 must be > 1 and at most 1e30"):
         RolloutCorrectionConfig(threshold=1e300).validate()  # (1/C underflows, C overflows a float32)
+
+
+@pytest.mark.filterwarnings("ignore:Seems like:UserWarning")
+def test_with_the_entropy_mask_a_tokens_weight_is_its_correction_times_its_mask(tmp_path):
+    """algorithm.rollout_correction and top_entropy_quantile together: each token's policy-gradient term is weighted
+    by its importance weight (here 2 where the sampler gave the token half the probability π_old gives it, else 1)
+    times its entropy mask (0 or 1)."""
+    import dataclasses
+
+    from rlvr.correction import NO_SUMS
+    from rlvr.rl.batch import make_batch, micro_batches, outcome_advantages
+    from rlvr.rl.update import micro_batch_loss
+
+    from .test_step import _batch
+
+    trainer = Trainer(tiny_config(tmp_path, "algorithm.beta=0"))
+    policy = trainer.policy
+    scored = _batch(trainer)
+    plain = AlgorithmConfig(beta=0.0, loss_aggregation="token_mean")
+    batch = make_batch(scored, outcome_advantages(scored, plain), policy=policy, algo=plain, micro_batch_tokens=10_000,
+                       temperature=1.0)
+    (mb,) = micro_batches(batch.rollout, batch.loss_mask, 10_000, policy.share_prompt())
+    with torch.no_grad():
+        logprobs = policy.logprobs(mb, 1.0).logprobs
+    lc = logprobs.shape[1]
+    halved = torch.arange(lc).expand_as(logprobs) % 2 == 0
+    sampled = logprobs - math.log(2.0) * halved  # π_old / π_sampler = 2 on even positions
+    keep = torch.rand(logprobs.shape, generator=torch.Generator().manual_seed(0)) < 0.5
+    rollout = dataclasses.replace(batch.rollout, sampling_logprobs=sampled)
+    batch = dataclasses.replace(batch, scored=dataclasses.replace(batch.scored, rollout=rollout), entropy_mask=keep)
+    both = dataclasses.replace(plain, rollout_correction=RolloutCorrectionConfig(level="token", threshold=10.0))
+    counts = (int(batch.loss_mask.any(-1).sum()), int(batch.loss_mask.sum()))
+    trained = logprobs.clone().requires_grad_()
+    loss = micro_batch_loss(batch, mb, trained, both, counts=counts, max_new_tokens=12, sums=dict(NO_SUMS)).loss
+    weights = (1.0 + halved.float()) * keep
+    expected, _ = grpo_loss(trained, trained.detach(), None, batch.advantages[:, :lc], batch.loss_mask[:, :lc], plain,
+                            num_sequences=counts[0], num_tokens=counts[1], constant=12, weights=weights)
+    assert float(loss) == pytest.approx(float(expected), rel=1e-6) and float(loss) != 0.0
+    assert float(expected) != pytest.approx(float(grpo_loss(trained, trained.detach(), None, batch.advantages[:, :lc],
+                                                            batch.loss_mask[:, :lc], plain, num_sequences=counts[0],
+                                                            num_tokens=counts[1], constant=12, weights=keep)[0]))

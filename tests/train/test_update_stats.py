@@ -81,3 +81,24 @@ def test_gradients_are_synchronised_on_the_last_micro_batch_alone(tmp_path, monk
         policy_update(policy, optimizer, scheduler, batch, algo=algo, micro_batch_tokens=budgets[count],
                       temperature=1.0, max_grad_norm=0.0, max_new_tokens=12)
         assert flags == [False] * (count - 1) + [True], count
+
+
+@pytest.mark.filterwarnings("ignore:Seems like:UserWarning")
+def test_the_losss_normalisers_count_the_trained_sequences_and_tokens_and_are_at_least_one(tmp_path):
+    """batch_counts: (completions with a trained token, trained tokens), each at least 1 (a batch with none trains
+    nothing; its loss is 0, not 0/0)."""
+    trainer = Trainer(tiny_config(tmp_path))
+    algo, policy = trainer.config.algorithm, trainer.policy
+    scored = _batch(trainer)
+    batch = make_batch(scored, outcome_advantages(scored, algo), policy=policy, algo=algo, micro_batch_tokens=10_000,
+                       temperature=1.0)
+    lengths = batch.loss_mask.sum(-1)
+    assert batch_counts(batch, policy.world) == (int((lengths > 0).sum()), int(lengths.sum()))
+    mask = torch.zeros_like(batch.loss_mask)
+    counts = {}
+    for trained in ([], [(0, 0)], [(0, 0), (0, 1), (1, 0)]):
+        mask.zero_()
+        for row, token in trained:
+            mask[row, token] = True
+        counts[len(trained)] = batch_counts(dataclasses.replace(batch, loss_mask=mask), policy.world)
+    assert counts == {0: (1, 1), 1: (1, 1), 3: (2, 3)}

@@ -294,8 +294,9 @@ def skip_annotations(session: Path, source: Path) -> int:
 
 def known_equivalents(session: Path, source: Path, module: str) -> int:
     """Record the mutants explained already (tests/mutation/equivalent.toml: this line of the module, mutated this
-    way) as survivors without running them, since the explanation says why no test can tell them from the original;
-    how many. A survivor costs a run of every test of its function, the dearest of all mutants."""
+    way; a line the module holds once) as survivors without running them, since the explanation says why no test
+    can tell them from the original; how many. A survivor costs a run of every test of its function, the dearest
+    of all mutants."""
     import difflib
 
     import cosmic_ray.plugins
@@ -306,13 +307,13 @@ def known_equivalents(session: Path, source: Path, module: str) -> int:
     explained = tomllib.loads(EXPLAINED.read_text()).get("equivalent", []) if EXPLAINED.exists() else []
     pairs = {(e["before"], e["after"]) for e in explained if e["module"] == module}
     code = source.read_text()
-    lines, count = code.splitlines(), 0
+    lines, count = [line.strip() for line in code.splitlines()], 0
     with use_db(str(session), WorkDB.Mode.open) as db:
         for item in list(db.pending_work_items):
             spec = item.mutations[0]
-            before = lines[spec.start_pos[0] - 1].strip()
-            if not any(b == before for b, _ in pairs):
-                continue
+            before = lines[spec.start_pos[0] - 1]
+            if lines.count(before) > 1 or not any(b == before for b, _ in pairs):
+                continue  # (a line written twice: the explanation may hold for one of them only)
             operator = cosmic_ray.plugins.get_operator(spec.operator_name)(**(spec.operator_args or {}))
             mutated = mutate_code(code, operator, spec.occurrence)
             if mutated is None:
@@ -376,8 +377,11 @@ def write_report(results: dict[str, dict]) -> int:
 
 
 def reason(module: str, s: dict, explained: list[dict]) -> str | None:
+    """Why survivor `s` is equivalent, or None: an explanation of its module, line and mutated line (and its function,
+    where the explanation names one: a line a module holds twice)."""
     for e in explained:
-        if e["module"] == module and e["before"] == s["before"] and e["after"] == s["after"]:
+        if (e["module"] == module and e["before"] == s["before"] and e["after"] == s["after"]
+                and e.get("function", s["function"]) == s["function"]):
             return str(e["why"])
     return None
 

@@ -11,7 +11,7 @@ from rlvr.kl import kl_estimate
 from rlvr.optim import build_optimizer
 from rlvr.rl.batch import make_batch, micro_batches, outcome_advantages
 from rlvr.rl.objective import clip_shares
-from rlvr.rl.update import batch_counts, grpo_loss, policy_update
+from rlvr.rl.update import MicroLoss, batch_counts, grpo_loss, policy_update
 
 from .test_step import _batch, tiny_config
 
@@ -102,3 +102,11 @@ def test_the_losss_normalisers_count_the_trained_sequences_and_tokens_and_are_at
             mask[row, token] = True
         counts[len(trained)] = batch_counts(dataclasses.replace(batch, loss_mask=mask), policy.world)
     assert counts == {0: (1, 1), 1: (1, 1), 3: (2, 3)}
+
+
+def test_a_micro_batchs_share_cannot_be_edited_after_its_backward():
+    """The statistics read the MicroLoss the backward used: a record that cannot be changed in between."""
+    t = torch.zeros(1, 1)
+    part = MicroLoss(t.sum(), None, t, t, t.bool(), t)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        part.loss = t.sum() + 1  # type: ignore[misc]

@@ -110,3 +110,27 @@ def test_a_micro_batchs_share_cannot_be_edited_after_its_backward():
     part = MicroLoss(t.sum(), None, t, t, t.bool(), t)
     with pytest.raises(dataclasses.FrozenInstanceError):
         part.loss = t.sum() + 1  # type: ignore[misc]
+
+
+@pytest.mark.filterwarnings("ignore:Seems like:UserWarning")
+def test_the_last_of_more_than_256_micro_batches_is_the_one_synchronised(tmp_path, monkeypatch):
+    """Python's small ints are shared objects up to 256: the last micro-batch is found by its number's value. (264
+    passes: FSDP's equal_counts may add passes to a rank's runs; here it repeats a one-row micro-batch.)"""
+    trainer = Trainer(tiny_config(tmp_path, "algorithm.beta=0"))
+    algo, policy = trainer.config.algorithm, trainer.policy
+    scored = _batch(trainer)
+    batch = make_batch(scored, outcome_advantages(scored, algo), policy=policy, algo=algo, micro_batch_tokens=10_000,
+                       temperature=1.0)
+    flags: list[bool] = []
+    real = policy.accumulating
+    monkeypatch.setattr(policy, "accumulating", lambda last: flags.append(last) or real(last))
+    monkeypatch.setattr(policy, "equal_counts", lambda runs: runs[:1] * 264)
+    with torch.no_grad():  # (and each pass's log-probs a leaf of the first's values: no model in 264 backwards)
+        first = policy.logprobs(micro_batches(batch.rollout, batch.loss_mask, 1, policy.share_prompt())[0], 1.0)
+    monkeypatch.setattr(policy, "logprobs", lambda mb, temperature: dataclasses.replace(
+        first, logprobs=first.logprobs.clone().requires_grad_()))
+    optimizer, scheduler = build_optimizer(policy.model, trainer.config.optim, 10)
+    optimizer.step = lambda: None
+    policy_update(policy, optimizer, scheduler, batch, algo=algo, micro_batch_tokens=1, temperature=1.0,
+                  max_grad_norm=0.0, max_new_tokens=12)
+    assert flags == [False] * 263 + [True]

@@ -121,7 +121,9 @@ def test_mask_truncated_removes_rows_from_the_loss(tmp_path):
 
 
 def test_no_reference_model_when_beta_is_zero(tmp_path):
-    assert Trainer(tiny_config(tmp_path, "algorithm.beta=0")).policy.reference is None
+    trainer = Trainer(tiny_config(tmp_path, "algorithm.beta=0"))
+    assert trainer.policy.reference is None
+    assert trainer.step().metrics["kl"] == 0.0  # (no KL term: none logged either)
     assert Trainer(tiny_config(tmp_path)).policy.reference is not None
 
 

@@ -134,3 +134,20 @@ def test_the_last_of_more_than_256_micro_batches_is_the_one_synchronised(tmp_pat
     policy_update(policy, optimizer, scheduler, batch, algo=algo, micro_batch_tokens=1, temperature=1.0,
                   max_grad_norm=0.0, max_new_tokens=12)
     assert flags == [False] * 263 + [True]
+
+
+@pytest.mark.filterwarnings("ignore:Seems like:UserWarning")
+def test_a_finite_gradient_norm_is_not_said(tmp_path, capsys, monkeypatch):
+    import rlvr.rl.update as update
+
+    monkeypatch.setattr(update, "_said", set())  # (said once per process: this process may have said it)
+    trainer = Trainer(tiny_config(tmp_path))
+    algo, policy = trainer.config.algorithm, trainer.policy
+    scored = _batch(trainer)
+    batch = make_batch(scored, outcome_advantages(scored, algo), policy=policy, algo=algo, micro_batch_tokens=10_000,
+                       temperature=1.0)
+    optimizer, scheduler = build_optimizer(policy.model, trainer.config.optim, 10)
+    stats = policy_update(policy, optimizer, scheduler, batch, algo=algo, micro_batch_tokens=10_000, temperature=1.0,
+                          max_grad_norm=1.0, max_new_tokens=12)
+    assert 0 < stats["grad_norm"] < float("inf") and stats["update/skipped"] == 0.0
+    assert "gradient norm" not in capsys.readouterr().err

@@ -1,5 +1,7 @@
-"""The statistics an update logs (rlvr.rl.update.policy_update) are the whole batch's: each one computed over the
-batch in one piece equals what the step adds up over its micro-batches (token-weighted means, the largest gap)."""
+"""The bookkeeping of an update (rlvr.rl.update.policy_update) around its loss: the statistics it logs are the whole
+batch's (each one computed over the batch in one piece equals what the step adds up over its micro-batches:
+token-weighted means, the largest gap), the all-reduce is asked for on the last micro-batch alone, the loss's
+normalisers count what is trained, and a finite gradient norm is not reported."""
 
 import dataclasses
 
@@ -16,17 +18,29 @@ from rlvr.rl.update import MicroLoss, batch_counts, grpo_loss, policy_update
 from .test_step import _batch, tiny_config
 
 
+def sampled_batch(tmp_path, *settings):
+    """(a tiny trainer, a TrainBatch of its own sampling with random rewards): nothing updated yet."""
+    trainer = Trainer(tiny_config(tmp_path, *settings))
+    algo, scored = trainer.config.algorithm, _batch(trainer)
+    return trainer, make_batch(scored, outcome_advantages(scored, algo), policy=trainer.policy, algo=algo,
+                               micro_batch_tokens=10_000, temperature=1.0)
+
+
+def still_optimizer(trainer):
+    """The trainer's optimizer and schedule, its step a no-op: an update leaves the weights as they are."""
+    optimizer, scheduler = build_optimizer(trainer.policy.model, trainer.config.optim, 10)
+    optimizer.step = lambda: None
+    return optimizer, scheduler
+
+
 def _offset(values: torch.Tensor, seed: int, scale: float) -> torch.Tensor:
     return values + scale * torch.randn(values.shape, generator=torch.Generator().manual_seed(seed))
 
 
 @pytest.mark.filterwarnings("ignore:Seems like:UserWarning")
 def test_the_statistics_of_a_step_in_micro_batches_are_the_whole_batchs(tmp_path):
-    trainer = Trainer(tiny_config(tmp_path, "algorithm.beta=0.1", "algorithm.kl_estimator=k2"))
+    trainer, batch = sampled_batch(tmp_path, "algorithm.beta=0.1", "algorithm.kl_estimator=k2")
     algo, policy = trainer.config.algorithm, trainer.policy
-    scored = _batch(trainer)
-    batch = make_batch(scored, outcome_advantages(scored, algo), policy=policy, algo=algo, micro_batch_tokens=10_000,
-                       temperature=1.0)
     whole = micro_batches(batch.rollout, batch.loss_mask, 10_000, policy.share_prompt())
     assert len(whole) == 1 and len(micro_batches(batch.rollout, batch.loss_mask, 20, policy.share_prompt())) > 2
     with torch.no_grad():
@@ -53,8 +67,7 @@ def test_the_statistics_of_a_step_in_micro_batches_are_the_whole_batchs(tmp_path
                 "clip_high_fraction": high, "entropy": float((now.entropy * mask).sum() / n),
                 "sampler/logp_abs_diff_mean": float(gap.sum() / n), "sampler/logp_abs_diff_max": 3.0}
     assert float(gap.max()) == pytest.approx(3.0, abs=1e-6)
-    optimizer, scheduler = build_optimizer(policy.model, trainer.config.optim, 10)
-    optimizer.step = lambda: None  # keep the weights
+    optimizer, scheduler = still_optimizer(trainer)
     stats = policy_update(policy, optimizer, scheduler, batch, algo=algo, micro_batch_tokens=20, temperature=1.0,
                           max_grad_norm=0.0, max_new_tokens=12)
     assert {k: stats[k] for k in expected} == pytest.approx(expected, rel=1e-5, abs=1e-7)
@@ -64,18 +77,14 @@ def test_the_statistics_of_a_step_in_micro_batches_are_the_whole_batchs(tmp_path
 def test_gradients_are_synchronised_on_the_last_micro_batch_alone(tmp_path, monkeypatch):
     """Data-parallel ranks all-reduce their gradients once, in the last micro-batch's backward (Policy.accumulating):
     for an even number of micro-batches as for an odd one."""
-    trainer = Trainer(tiny_config(tmp_path, "sampling.group_size=3", "sampling.batch_size=9"))  # (three groups)
+    trainer, batch = sampled_batch(tmp_path, "sampling.group_size=3", "sampling.batch_size=9")  # (three groups)
     algo, policy = trainer.config.algorithm, trainer.policy
-    scored = _batch(trainer)
-    batch = make_batch(scored, outcome_advantages(scored, algo), policy=policy, algo=algo, micro_batch_tokens=10_000,
-                       temperature=1.0)
     share = policy.share_prompt()
     budgets = {len(micro_batches(batch.rollout, batch.loss_mask, b, share)): b for b in range(400, 0, -1)}
     flags: list[bool] = []
     real = policy.accumulating
     monkeypatch.setattr(policy, "accumulating", lambda last: flags.append(last) or real(last))
-    optimizer, scheduler = build_optimizer(policy.model, trainer.config.optim, 10)
-    optimizer.step = lambda: None
+    optimizer, scheduler = still_optimizer(trainer)
     for count in (min(n for n in budgets if n % 2 == 0 and n > 0), min(n for n in budgets if n % 2 and n > 1)):
         flags.clear()
         policy_update(policy, optimizer, scheduler, batch, algo=algo, micro_batch_tokens=budgets[count],
@@ -87,11 +96,8 @@ def test_gradients_are_synchronised_on_the_last_micro_batch_alone(tmp_path, monk
 def test_the_losss_normalisers_count_the_trained_sequences_and_tokens_and_are_at_least_one(tmp_path):
     """batch_counts: (completions with a trained token, trained tokens), each at least 1 (a batch with none trains
     nothing; its loss is 0, not 0/0)."""
-    trainer = Trainer(tiny_config(tmp_path))
-    algo, policy = trainer.config.algorithm, trainer.policy
-    scored = _batch(trainer)
-    batch = make_batch(scored, outcome_advantages(scored, algo), policy=policy, algo=algo, micro_batch_tokens=10_000,
-                       temperature=1.0)
+    trainer, batch = sampled_batch(tmp_path)
+    policy = trainer.policy
     lengths = batch.loss_mask.sum(-1)
     assert batch_counts(batch, policy.world) == (int((lengths > 0).sum()), int(lengths.sum()))
     mask = torch.zeros_like(batch.loss_mask)
@@ -116,11 +122,8 @@ def test_a_micro_batchs_share_cannot_be_edited_after_its_backward():
 def test_the_last_of_more_than_256_micro_batches_is_the_one_synchronised(tmp_path, monkeypatch):
     """Python's small ints are shared objects up to 256: the last micro-batch is found by its number's value. (264
     passes: FSDP's equal_counts may add passes to a rank's runs; here it repeats a one-row micro-batch.)"""
-    trainer = Trainer(tiny_config(tmp_path, "algorithm.beta=0"))
+    trainer, batch = sampled_batch(tmp_path, "algorithm.beta=0")
     algo, policy = trainer.config.algorithm, trainer.policy
-    scored = _batch(trainer)
-    batch = make_batch(scored, outcome_advantages(scored, algo), policy=policy, algo=algo, micro_batch_tokens=10_000,
-                       temperature=1.0)
     flags: list[bool] = []
     real = policy.accumulating
     monkeypatch.setattr(policy, "accumulating", lambda last: flags.append(last) or real(last))
@@ -129,8 +132,7 @@ def test_the_last_of_more_than_256_micro_batches_is_the_one_synchronised(tmp_pat
         first = policy.logprobs(micro_batches(batch.rollout, batch.loss_mask, 1, policy.share_prompt())[0], 1.0)
     monkeypatch.setattr(policy, "logprobs", lambda mb, temperature: dataclasses.replace(
         first, logprobs=first.logprobs.clone().requires_grad_()))
-    optimizer, scheduler = build_optimizer(policy.model, trainer.config.optim, 10)
-    optimizer.step = lambda: None
+    optimizer, scheduler = still_optimizer(trainer)
     policy_update(policy, optimizer, scheduler, batch, algo=algo, micro_batch_tokens=1, temperature=1.0,
                   max_grad_norm=0.0, max_new_tokens=12)
     assert flags == [False] * 263 + [True]
@@ -141,11 +143,8 @@ def test_a_finite_gradient_norm_is_not_said(tmp_path, capsys, monkeypatch):
     import rlvr.rl.update as update
 
     monkeypatch.setattr(update, "_said", set())  # (said once per process: this process may have said it)
-    trainer = Trainer(tiny_config(tmp_path))
+    trainer, batch = sampled_batch(tmp_path)
     algo, policy = trainer.config.algorithm, trainer.policy
-    scored = _batch(trainer)
-    batch = make_batch(scored, outcome_advantages(scored, algo), policy=policy, algo=algo, micro_batch_tokens=10_000,
-                       temperature=1.0)
     optimizer, scheduler = build_optimizer(policy.model, trainer.config.optim, 10)
     stats = policy_update(policy, optimizer, scheduler, batch, algo=algo, micro_batch_tokens=10_000, temperature=1.0,
                           max_grad_norm=1.0, max_new_tokens=12)

@@ -51,9 +51,11 @@ def test_the_statistics_of_a_step_in_micro_batches_are_the_whole_batchs(tmp_path
     old = _offset(now.logprobs, 1, 0.5)
     sampled, ref = _offset(now.logprobs, 2, 0.1), _offset(now.logprobs, 3, 0.3)  # (π_ref: as after a few steps)
     sampled[0, 0] = now.logprobs[0, 0] - 3.0
+    untrained = batch.loss_mask.clone()
+    untrained[1, -3:], untrained[3] = False, False  # (tokens out of the loss, as a cut row's: no statistic reads them)
     rollout = dataclasses.replace(batch.rollout, sampling_logprobs=sampled)
     batch = dataclasses.replace(batch, scored=dataclasses.replace(batch.scored, rollout=rollout), old_logprobs=old,
-                                ref_logprobs=ref)
+                                ref_logprobs=ref, loss_mask=untrained)
     mask = batch.loss_mask[:, :lc]
     n = mask.sum()
     kl = kl_estimate(now.logprobs, ref, algo.kl_estimator, old)

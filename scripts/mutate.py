@@ -196,7 +196,7 @@ def recheck_module(module: str, result: dict, tree: Path, tmp: Path) -> tuple[li
 
 
 def unexplained_survivors(module: str, result: dict) -> list[dict]:
-    explained = tomllib.loads(EXPLAINED.read_text()).get("equivalent", []) if EXPLAINED.exists() else []
+    explained = explanations()
     return [s for s in result["survivors"] if reason(module, s, explained) is None]
 
 
@@ -304,15 +304,15 @@ def known_equivalents(session: Path, source: Path, module: str) -> int:
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import TestOutcome, WorkerOutcome, WorkResult
 
-    explained = tomllib.loads(EXPLAINED.read_text()).get("equivalent", []) if EXPLAINED.exists() else []
-    pairs = {(e["before"], e["after"]) for e in explained if e["module"] == module}
+    explained = explanations()
+    explained_lines = {e["before"] for e in explained if e["module"] == module}
     code = source.read_text()
     lines, count = [line.strip() for line in code.splitlines()], 0
     with use_db(str(session), WorkDB.Mode.open) as db:
         for item in list(db.pending_work_items):
             spec = item.mutations[0]
             before = lines[spec.start_pos[0] - 1]
-            if lines.count(before) > 1 or not any(b == before for b, _ in pairs):
+            if lines.count(before) > 1 or before not in explained_lines:
                 continue  # (a line written twice: the explanation may hold for one of them only)
             operator = cosmic_ray.plugins.get_operator(spec.operator_name)(**(spec.operator_args or {}))
             mutated = mutate_code(code, operator, spec.occurrence)
@@ -320,7 +320,8 @@ def known_equivalents(session: Path, source: Path, module: str) -> int:
                 continue
             diff = "\n".join(["--- mutation diff ---", *difflib.unified_diff(
                 code.split("\n"), mutated.split("\n"), f"a/{source.name}", f"b/{source.name}", lineterm="")])
-            if (before, mutated_line(diff)) in pairs:
+            if reason(module, {"before": before, "after": mutated_line(diff), "function": spec.definition_name},
+                      explained) is not None:
                 db.set_result(item.job_id, WorkResult(
                     worker_outcome=WorkerOutcome.NORMAL, test_outcome=TestOutcome.SURVIVED, diff=diff,
                     output="explained in tests/mutation/equivalent.toml: not run"))
@@ -344,7 +345,7 @@ def mutated_line(diff: str | None) -> str:
 
 def write_report(results: dict[str, dict]) -> int:
     """docs/mutation.md from the results; the number of survivors without an explanation."""
-    explained = tomllib.loads(EXPLAINED.read_text()).get("equivalent", []) if EXPLAINED.exists() else []
+    explained = explanations()
     lines = ["# Mutation testing", "",
              "`make mutate` (scripts/mutate.py) mutates the maths and the step's composition with cosmic-ray and runs "
              "the tests that cover each module against every mutant. A survivor is a change no test notices: each one "
@@ -374,6 +375,11 @@ def write_report(results: dict[str, dict]) -> int:
     lines += ["", "## Survivors", "", *(detail or ["None."]), ""]
     REPORT.write_text("\n".join(lines))
     return unexplained_total
+
+
+def explanations() -> list[dict]:
+    """The explained survivors (tests/mutation/equivalent.toml), as its entries."""
+    return tomllib.loads(EXPLAINED.read_text()).get("equivalent", []) if EXPLAINED.exists() else []
 
 
 def reason(module: str, s: dict, explained: list[dict]) -> str | None:

@@ -60,17 +60,13 @@ def test_with_the_entropy_mask_a_tokens_weight_is_its_correction_times_its_mask(
     import dataclasses
 
     from rlvr.correction import NO_SUMS
-    from rlvr.rl.batch import make_batch, micro_batches, outcome_advantages
+    from rlvr.rl.batch import micro_batches
     from rlvr.rl.update import micro_batch_loss
 
-    from .test_step import _batch
+    from .test_update_stats import sampled_batch
 
-    trainer = Trainer(tiny_config(tmp_path, "algorithm.beta=0"))
-    policy = trainer.policy
-    scored = _batch(trainer)
-    plain = AlgorithmConfig(beta=0.0, loss_aggregation="token_mean")
-    batch = make_batch(scored, outcome_advantages(scored, plain), policy=policy, algo=plain, micro_batch_tokens=10_000,
-                       temperature=1.0)
+    trainer, batch = sampled_batch(tmp_path, "algorithm.beta=0", "algorithm.loss_aggregation=token_mean")
+    policy, plain = trainer.policy, trainer.config.algorithm
     (mb,) = micro_batches(batch.rollout, batch.loss_mask, 10_000, policy.share_prompt())
     with torch.no_grad():
         logprobs = policy.logprobs(mb, 1.0).logprobs
@@ -84,10 +80,11 @@ def test_with_the_entropy_mask_a_tokens_weight_is_its_correction_times_its_mask(
     counts = (int(batch.loss_mask.any(-1).sum()), int(batch.loss_mask.sum()))
     trained = logprobs.clone().requires_grad_()
     loss = micro_batch_loss(batch, mb, trained, both, counts=counts, max_new_tokens=12, sums=dict(NO_SUMS)).loss
-    weights = (1.0 + halved.float()) * keep
-    expected, _ = grpo_loss(trained, trained.detach(), None, batch.advantages[:, :lc], batch.loss_mask[:, :lc], plain,
-                            num_sequences=counts[0], num_tokens=counts[1], constant=12, weights=weights)
-    assert float(loss) == pytest.approx(float(expected), rel=1e-6) and float(loss) != 0.0
-    assert float(expected) != pytest.approx(float(grpo_loss(trained, trained.detach(), None, batch.advantages[:, :lc],
-                                                            batch.loss_mask[:, :lc], plain, num_sequences=counts[0],
-                                                            num_tokens=counts[1], constant=12, weights=keep)[0]))
+
+    def weighted(weights):  # the loss with these weights on each token's policy-gradient term
+        return float(grpo_loss(trained, trained.detach(), None, batch.advantages[:, :lc], batch.loss_mask[:, :lc],
+                               plain, num_sequences=counts[0], num_tokens=counts[1], constant=12, weights=weights)[0])
+
+    expected = weighted((1.0 + halved.float()) * keep)
+    assert float(loss) == pytest.approx(expected, rel=1e-6) and float(loss) != 0.0
+    assert expected != pytest.approx(weighted(keep))  # (the correction's weights count)

@@ -254,6 +254,20 @@ def test_one_token_completions_are_predicted_by_the_prompts_forward_alone(tiny):
     torch.testing.assert_close(got.logprobs, want, atol=1e-5, rtol=0)
 
 
+def test_rows_without_tokens_give_log_probs_a_backward_runs_through_with_zero_gradients(tiny):
+    """A micro-batch of empty rows only (a failed agent run): its loss is of the graph, so its backward runs (a
+    data-parallel rank all-reduces in it) and gives every parameter a gradient of zero, both ways."""
+    model, _ = tiny
+    prompt_ids, prompt_mask, row_prompt, completion_ids, _ = batch(6)
+    for share in (True, False):
+        model.zero_grad(set_to_none=True)
+        stats = completion_logprobs(model, prompt_ids, prompt_mask, row_prompt, completion_ids[:, :1],
+                                    torch.zeros(3, 1, dtype=torch.bool), share_prompt=share)
+        assert stats.logprobs.requires_grad and not stats.logprobs.any()
+        stats.logprobs.sum().backward()
+        assert all(p.grad is not None and not p.grad.any() for p in model.parameters())
+
+
 def test_under_gradient_checkpointing_the_prompt_is_computed_per_completion_with_the_same_values(tiny):
     """HF computes no cache under checkpointing in training: the plain way, whatever share_prompt says."""
     model, _ = tiny

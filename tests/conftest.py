@@ -19,6 +19,12 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 # tests/test_devices.py fakes the other CPUs where it tests the choice.
 os.environ[BF16_UNITS_ENV] = "none"
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `pytest -n 2` (make test): two workers share the cores, so each computes on one thread, and the processes
+    # its tests start inherit that (torch reads OMP_NUM_THREADS when it loads; a run's `threads: 0` is torch's count)
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
+
 if not sandbox_available():
     # The suite's own test programs are benign: on a machine without bubblewrap, the tests of code rewards
     # and graders run them unisolated (the opt-in a user would give) instead of failing. The attack tests

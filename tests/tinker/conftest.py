@@ -34,7 +34,9 @@ def served(tmp_path, monkeypatch):
 
 @pytest.fixture
 def client(served):
-    """A ServiceClient of the tinker SDK on the served URL, as its docs make one (the key only has its form)."""
+    """A ServiceClient of the tinker SDK on the served URL, as its docs make one (the key only has its form); closed
+    after the test, before its server stops (else its session's heartbeat goes on failing in the process)."""
     import tinker
 
-    return tinker.ServiceClient(base_url=served[0], api_key="tml-local")
+    with tinker.ServiceClient(base_url=served[0], api_key="tml-local") as client:
+        yield client

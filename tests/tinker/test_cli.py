@@ -17,9 +17,9 @@ def test_rlvr_serve_tinker_serves_the_sdk_and_stops_on_sigterm(tmp_path):
     try:
         line = server.stderr.readline()
         url = re.search(r"on (http://127\.0\.0\.1:\d+)", line).group(1)
-        client = tinker.ServiceClient(base_url=url, api_key="tml-local")
-        tc = client.create_lora_training_client(base_model="tiny", rank=2).result()
-        saved = tc.save_state("first").result().path
+        with tinker.ServiceClient(base_url=url, api_key="tml-local") as client:  # (closed: no heartbeat left)
+            tc = client.create_lora_training_client(base_model="tiny", rank=2).result()
+            saved = tc.save_state("first").result().path
         assert (tmp_path / "ckpt" / tc.model_id / "weights" / "first" / "state.pt").is_file()
         assert saved == f"tinker://{tc.model_id}/weights/first"
     finally:

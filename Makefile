@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 
 VLLM_VENV ?= .venv-vllm
 # the suite's workers (pytest-xdist): two keep 2 cores busy, each test computing on one thread (tests/conftest.py);
-# a test's process peaks near 8 GB (the SmolLM2 memory test): more workers only where the memory is
+# the suite's largest process peaked at 7.7 GB (`/usr/bin/time -v`, 2026-11-30): more workers only where the memory is
 TEST_WORKERS ?= 2
 
 .PHONY: setup train test setup-vllm test-vllm mutate

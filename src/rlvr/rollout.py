@@ -25,6 +25,7 @@ import torch
 from transformers import DynamicCache
 
 from rlvr.graphed import StaticDecoder, static_refusal
+from rlvr.prepacked import packed_linears
 from rlvr.records import Example, Rollout
 from rlvr.seeds import uniforms
 
@@ -162,23 +163,24 @@ def generate(
     active = torch.arange(n)
     stop = torch.tensor(stop_ids, device=device)
     groups = _GroupTracker(len(prompts), group_size, completion_ids, lengths, on_group_done)
-    for t in range(params.max_new_tokens):
-        u = uniforms([seeds[i] for i in active.tolist()], t) if seeds is not None and params.temperature else None
-        token, token_logprob, floor = sample_next(logits, params, u)
-        completion_ids[active, t] = token.cpu()
-        logprobs[active, t] = token_logprob.cpu()
-        floors[active, t] = floor.cpu()
-        lengths[active] += 1
-        done = torch.isin(token, stop)
-        finished[active[done.cpu()]] = True
-        groups.finished(active[done.cpu()].tolist())
-        if t == params.max_new_tokens - 1 or bool(done.all()):
-            break
-        if bool(done.any()):
-            keep = (~done).nonzero().squeeze(-1)
-            decoder.drop(keep)
-            active, token = active[keep.cpu()], token[keep]
-        logits = decoder.step(token)
+    with packed_linears(model, params.max_new_tokens):  # (a CPU's decoding steps: rlvr.prepacked)
+        for t in range(params.max_new_tokens):
+            u = uniforms([seeds[i] for i in active.tolist()], t) if seeds is not None and params.temperature else None
+            token, token_logprob, floor = sample_next(logits, params, u)
+            completion_ids[active, t] = token.cpu()
+            logprobs[active, t] = token_logprob.cpu()
+            floors[active, t] = floor.cpu()
+            lengths[active] += 1
+            done = torch.isin(token, stop)
+            finished[active[done.cpu()]] = True
+            groups.finished(active[done.cpu()].tolist())
+            if t == params.max_new_tokens - 1 or bool(done.all()):
+                break
+            if bool(done.any()):
+                keep = (~done).nonzero().squeeze(-1)
+                decoder.drop(keep)
+                active, token = active[keep.cpu()], token[keep]
+            logits = decoder.step(token)
 
     groups.report_the_rest()
     width = int(lengths.max()) if n else 0

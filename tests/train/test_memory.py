@@ -15,6 +15,7 @@ from rlvr.config import TrainConfig
 from rlvr.config.loading import config_from_dict
 from rlvr.errors import UserError
 from rlvr.models.shapes import model_shapes
+from rlvr.prepacked import MIN_STEPS, onednn_linear
 from rlvr.rl import build
 from rlvr.rl.memory import GB, plan_memory, refuse_unless_fits
 
@@ -41,6 +42,17 @@ def test_each_part_moves_with_its_setting():
     cache = plan(sampling={"batch_size": 2**16, "group_size": 8}).parts  # every completion decoded at once
     assert cache["KV cache"] == 2**16 * (100 + 64) * SHAPES.layers * 2 * SHAPES.kv_width * 4
     assert plan(generation={"max_new_tokens": 36}).parts["KV cache"] == base["KV cache"] * (100 + 36) / (100 + 64)
+
+
+@pytest.mark.skipif(not onednn_linear(), reason="this torch has no oneDNN linear: nothing is packed")
+def test_decoding_on_a_cpu_in_fp32_counts_its_packed_copy_of_the_linear_weights():
+    linear = sum(n_in * n_out for _, n_in, n_out in SHAPES.linears) + SHAPES.vocab * SHAPES.hidden
+    assert plan().parts["packed weights"] == linear * 4
+    config = config_from_dict(TrainConfig, {"model": {"name": "tiny"}})
+    for device, dtype in [(CPU, torch.bfloat16), (torch.device("cuda"), torch.float32)]:
+        assert "packed weights" not in plan_memory(config, SHAPES, 100, 0.0, device, dtype).parts
+    assert "packed weights" not in plan(generation={"max_new_tokens": MIN_STEPS - 1}).parts
+    assert "packed weights" not in plan(generation={"backend": "vllm"}).parts
 
 
 def test_the_largest_part_names_the_setting_to_change():

@@ -7,6 +7,8 @@ The plan adds up, from the model's shapes (rlvr.models.shapes) and the settings:
   parameters only (LoRA's adapters); the frozen reference (β > 0, no LoRA) in the forward dtype.
 - a sampler's copy: sampling ahead (`sampling.max_staleness`) decodes with a whole copy; a LoRA policy
   decodes with its adapted weights folded into new tensors (rlvr.models.adapters.folded_for_decoding).
+- decoding's packed weights: on a CPU in fp32, rlvr's engine decodes with a copy of the linear layers' weights
+  (the output layer's too) packed for oneDNN (rlvr.prepacked).
 - KV cache: every completion of the batch decoded together, prompt and completion, keys and values of
   every layer.
 - activations: what a transformer layer keeps for its backward pass, per token of a micro-batch: about 12
@@ -36,6 +38,7 @@ from rlvr.config.sections import shards
 from rlvr.errors import UserError
 from rlvr.logprobs import CHUNK_TOKENS
 from rlvr.models.shapes import Shapes
+from rlvr.prepacked import MIN_STEPS, onednn_linear
 
 GB = 1e9
 FP32 = 4
@@ -91,6 +94,9 @@ def plan_memory(config: TrainConfig, shapes: Shapes, prompt_tokens: int, runtime
         adapted = sum(n_in * n_out for _, n_in, n_out in shapes.targeted(lora.target_modules))
         parts["sampler copy"], notes["sampler copy"] = adapted * FP32, "LoRA folded for decoding"
     new_tokens = g.max_new_tokens or max(shapes.context - prompt_tokens, 0)
+    if g.backend == "local" and not gpu and dtype == torch.float32 and new_tokens >= MIN_STEPS and onednn_linear():
+        linear = sum(n_in * n_out for _, n_in, n_out in shapes.linears) + shapes.vocab * shapes.hidden
+        parts["packed weights"], notes["packed weights"] = linear * FP32, "decoding on a CPU"
     sequence = prompt_tokens + new_tokens
     parts["KV cache"] = (s.batch_size * sequence * shapes.layers * 2 * shapes.kv_width * act
                          if g.backend == "local" else 0.0)  # (vLLM plans its own cache)
@@ -143,6 +149,7 @@ FIXES = {
     "optimizer": "train LoRA adapters (model.lora: {{rank: 16}}) or a smaller model",
     "gradients": "train LoRA adapters (model.lora: {{rank: 16}}) or a smaller model",
     "weights": "train a smaller model",
+    "packed weights": "train a smaller model",
     "reference": "train LoRA adapters (model.lora: {{rank: 16}}: the reference is then the base model) or set "
                  "algorithm.beta: 0",
     "sampler copy": "sample in turn (sampling.max_staleness: null)",

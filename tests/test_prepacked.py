@@ -1,0 +1,78 @@
+"""Decoding on a CPU with the linear weights packed for oneDNN (rlvr.prepacked): the same function as the layers'
+own up to rounding, only where it pays, and the layers' own forward back afterwards."""
+
+import pytest
+import torch
+
+import rlvr.prepacked as prepacked
+from rlvr.models.loading import build_tiny_model
+from rlvr.prepacked import MIN_STEPS, packed_linears
+from rlvr.rollout import SamplingParams, generate
+
+pytestmark = pytest.mark.skipif(not prepacked.onednn_linear(), reason="this torch has no oneDNN linear")
+
+
+@pytest.fixture
+def model():
+    return build_tiny_model(seed=0)[0].eval()
+
+
+def linears(model):
+    return [m for m in model.modules() if type(m) is torch.nn.Linear]
+
+
+def own_forwards(model):
+    return all("forward" not in m.__dict__ for m in linears(model))
+
+
+@torch.no_grad()
+def test_packed_layers_compute_the_same_logits_up_to_rounding(model):
+    ids = torch.randint(0, model.config.vocab_size, (3, 7))
+    plain = model(input_ids=ids).logits
+    with packed_linears(model, MIN_STEPS) as packed:
+        assert packed and not own_forwards(model)
+        logits = model(input_ids=ids).logits
+    assert own_forwards(model)
+    torch.testing.assert_close(logits, plain, rtol=1e-5, atol=1e-5)
+
+
+@torch.no_grad()
+def test_the_weights_are_packed_on_entry(model):
+    ids = torch.randint(0, model.config.vocab_size, (2, 5))
+    with packed_linears(model, MIN_STEPS):
+        before = model(input_ids=ids).logits
+        for m in linears(model):  # an update during decoding is not seen: the packed copy is of the entry's weights
+            if m.weight is not model.get_input_embeddings().weight:  # (the tied output layer's is the embedding's)
+                m.weight.add_(1.0)
+        torch.testing.assert_close(model(input_ids=ids).logits, before, rtol=0, atol=0)
+    assert not torch.allclose(model(input_ids=ids).logits, before)
+
+
+def test_the_layers_own_forward_is_back_after_an_error(model):
+    with pytest.raises(RuntimeError, match="mid-decoding"), packed_linears(model, MIN_STEPS):
+        assert not own_forwards(model)
+        raise RuntimeError("mid-decoding")
+    assert own_forwards(model)
+
+
+@pytest.mark.parametrize("why", ["short", "autocast", "bf16", "no onednn"])
+def test_nothing_is_packed_where_it_does_not_pay(model, why, monkeypatch):
+    steps = MIN_STEPS - 1 if why == "short" else MIN_STEPS
+    if why == "bf16":
+        model.to(torch.bfloat16)
+    if why == "no onednn":
+        monkeypatch.setattr(prepacked, "onednn_linear", lambda: False)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=why == "autocast"), \
+            packed_linears(model, steps) as packed:
+        assert not packed and own_forwards(model)
+
+
+@pytest.mark.parametrize("new_tokens", [MIN_STEPS - 1, MIN_STEPS])
+def test_generate_decodes_with_packed_weights_where_it_pays(model, new_tokens, monkeypatch):
+    packed = []
+    monkeypatch.setattr(prepacked, "packed_forward", lambda w, b: packed.append(w) or (lambda x: x @ w.T))
+    out = generate(model, [[5, 6, 7]], 2, SamplingParams(max_new_tokens=new_tokens), stop_ids=[], pad_id=0,
+                   seeds=[1, 2])
+    assert out.completion_ids.shape == (2, new_tokens)
+    assert len(packed) == (len(linears(model)) if new_tokens >= MIN_STEPS else 0)
+    assert own_forwards(model)

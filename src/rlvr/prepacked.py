@@ -31,8 +31,13 @@ MIN_STEPS = 16
 def packs(model: torch.nn.Module, steps: int) -> bool:
     """Whether decoding `steps` steps with `model` here packs its linear layers (see the module docstring)."""
     weight = next(model.parameters(), None)
-    return (steps >= MIN_STEPS and weight is not None and weight.device.type == "cpu"
-            and weight.dtype == torch.float32 and not torch.is_autocast_enabled("cpu") and onednn_linear())
+    return (weight is not None and not torch.is_autocast_enabled("cpu")
+            and pays(weight.device, weight.dtype, steps))
+
+
+def pays(device: torch.device, dtype: torch.dtype, steps: int) -> bool:
+    """Whether decoding `steps` steps on `device` with forward passes in `dtype` packs (rlvr.rl.memory plans it)."""
+    return steps >= MIN_STEPS and device.type == "cpu" and dtype == torch.float32 and onednn_linear()
 
 
 def onednn_linear() -> bool:

@@ -38,7 +38,7 @@ from rlvr.config.sections import shards
 from rlvr.errors import UserError
 from rlvr.logprobs import CHUNK_TOKENS
 from rlvr.models.shapes import Shapes
-from rlvr.prepacked import MIN_STEPS, onednn_linear
+from rlvr.prepacked import pays
 
 GB = 1e9
 FP32 = 4
@@ -94,7 +94,7 @@ def plan_memory(config: TrainConfig, shapes: Shapes, prompt_tokens: int, runtime
         adapted = sum(n_in * n_out for _, n_in, n_out in shapes.targeted(lora.target_modules))
         parts["sampler copy"], notes["sampler copy"] = adapted * FP32, "LoRA folded for decoding"
     new_tokens = g.max_new_tokens or max(shapes.context - prompt_tokens, 0)
-    if g.backend == "local" and not gpu and dtype == torch.float32 and new_tokens >= MIN_STEPS and onednn_linear():
+    if g.backend == "local" and pays(device, dtype, new_tokens):
         linear = sum(n_in * n_out for _, n_in, n_out in shapes.linears) + shapes.vocab * shapes.hidden
         parts["packed weights"], notes["packed weights"] = linear * FP32, "decoding on a CPU"
     sequence = prompt_tokens + new_tokens

@@ -2,8 +2,10 @@
 
 from functools import partial
 
+import pytest
 import torch
 
+import rlvr.logprobs
 from rlvr.logprobs import PolicyModule, completion_logprobs, length_buckets, selective_logprobs
 from rlvr.rollout import SamplingParams, generate
 
@@ -34,16 +36,18 @@ def test_a_logit_exactly_at_its_support_floor_stays_in_the_support():
     torch.testing.assert_close(lp, want)
 
 
-def test_selective_logprobs_gradients_equal_autograd_through_log_softmax():
+@pytest.mark.parametrize("keep", [False, True])
+def test_selective_logprobs_gradients_equal_autograd_through_log_softmax(keep):
     """The hand-written backward against autograd on the full [T, V] log-softmax, with an uneven
-    upstream gradient, a temperature, and chunks that do not divide the tokens."""
+    upstream gradient, a temperature, and chunks that do not divide the tokens; on the softmax kept from the
+    forward and on the logits recomputed."""
     g = torch.Generator().manual_seed(1)
     for temperature in (1.0, 0.6, 1.5):
         hidden = torch.randn(23, 6, generator=g, dtype=torch.float64, requires_grad=True)
         weight = torch.randn(31, 6, generator=g, dtype=torch.float64, requires_grad=True)
         targets = torch.randint(0, 31, (23,), generator=g)
         upstream = torch.randn(23, generator=g, dtype=torch.float64)
-        lp, ent = selective_logprobs(hidden, weight, targets, temperature=temperature, chunk=4)
+        lp, ent = selective_logprobs(hidden, weight, targets, temperature=temperature, chunk=4, keep=keep)
         assert not ent.requires_grad
         ours = torch.autograd.grad((lp * upstream).sum(), (hidden, weight))
         full = torch.log_softmax(hidden @ weight.T / temperature, -1).gather(-1, targets[:, None]).squeeze(-1)
@@ -52,7 +56,8 @@ def test_selective_logprobs_gradients_equal_autograd_through_log_softmax():
             torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-8)
 
 
-def test_each_input_gets_its_gradient_when_only_it_requires_one():
+@pytest.mark.parametrize("keep", [False, True])
+def test_each_input_gets_its_gradient_when_only_it_requires_one(keep):
     """A frozen output layer (LoRA) or frozen hidden states: the backward computes the gradient of the input that
     asks for one, and it is autograd's."""
     g = torch.Generator().manual_seed(2)
@@ -61,11 +66,66 @@ def test_each_input_gets_its_gradient_when_only_it_requires_one():
     targets = torch.randint(0, 11, (9,), generator=g)
     for trained in (0, 1):
         inputs = [hidden0.clone().requires_grad_(trained == 0), weight0.clone().requires_grad_(trained == 1)]
-        lp, _ = selective_logprobs(*inputs, targets, temperature=0.8, chunk=4)
+        lp, _ = selective_logprobs(*inputs, targets, temperature=0.8, chunk=4, keep=keep)
         (ours,) = torch.autograd.grad(lp.sum(), inputs[trained])
         full = torch.log_softmax(inputs[0] @ inputs[1].T / 0.8, -1).gather(-1, targets[:, None]).sum()
         (theirs,) = torch.autograd.grad(full, inputs[trained])
         torch.testing.assert_close(ours, theirs, atol=1e-10, rtol=1e-8)
+
+
+def test_the_kept_softmax_gives_the_recomputed_gradients_bit_for_bit_without_a_second_product(monkeypatch):
+    """In fp32, the gradient on the softmax kept from the forward is the one the backward recomputes (the same
+    product of the same inputs), and the kept way forms no logits in the backward: one product per chunk in
+    all, against two."""
+    g = torch.Generator().manual_seed(4)
+    hidden0, weight0 = torch.randn(23, 16, generator=g), torch.randn(97, 16, generator=g)
+    targets, upstream = torch.randint(0, 97, (23,), generator=g), torch.randn(23, generator=g)
+    floors = (hidden0 @ weight0.T / 0.7).median(-1).values
+    products = []
+    monkeypatch.setattr(rlvr.logprobs, "_logits", lambda *a: products.append(1) or logits_of(*a))
+    grads = {}
+    for keep in (False, True):
+        hidden, weight = hidden0.clone().requires_grad_(), weight0.clone().requires_grad_()
+        lp, _ = selective_logprobs(hidden, weight, targets, temperature=0.7, chunk=5, floors=floors, keep=keep)
+        forward = len(products)
+        grads[keep] = torch.autograd.grad((lp * upstream).sum(), (hidden, weight))
+        assert len(products) - forward == (0 if keep else 5)  # (23 tokens in chunks of 5)
+        products.clear()
+    for kept, recomputed in zip(grads[True], grads[False]):
+        assert torch.equal(kept, recomputed)
+
+
+logits_of = rlvr.logprobs._logits
+
+
+def test_a_second_backward_through_a_kept_softmax_is_refused_not_wrong():
+    """The backward turns the kept softmax into the gradient in place: torch's version check refuses a second."""
+    hidden = torch.randn(6, 4, requires_grad=True)
+    lp, _ = selective_logprobs(hidden, torch.randn(9, 4), torch.arange(6), keep=True)
+    lp.sum().backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        lp.sum().backward()
+
+
+def test_the_update_keeps_the_softmax_unless_checkpointing(tiny, monkeypatch):
+    """completion_logprobs keeps the output layer's softmax for the backward, and recomputes it under activation
+    checkpointing (memory first); without gradients nothing is kept."""
+    model, _ = tiny
+    kept = []
+    real = rlvr.logprobs.selective_logprobs
+
+    def spy(*args, keep=False, **kwargs):
+        kept.append(keep and torch.is_grad_enabled())
+        return real(*args, keep=keep, **kwargs)
+    monkeypatch.setattr(rlvr.logprobs, "selective_logprobs", spy)
+    rows = batch(7)
+    completion_logprobs(model, *rows).logprobs.sum().backward()
+    with torch.no_grad():
+        completion_logprobs(model, *rows)
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.train()
+    completion_logprobs(model, *rows).logprobs.sum().backward()
+    assert kept == [True, False, False]
 
 
 def test_a_bucket_ends_where_a_row_is_more_than_twice_its_shortest_and_min_gain_longer():
@@ -113,7 +173,8 @@ def test_shared_prompt_gives_the_same_loss_and_gradients(tiny):
                               atol=1e-5 * max(1.0, float(grad.abs().max()))), name
 
 
-def test_log_probs_over_the_kept_support_in_value_gradient_and_entropy():
+@pytest.mark.parametrize("keep", [False, True])
+def test_log_probs_over_the_kept_support_in_value_gradient_and_entropy(keep):
     """With support floors (top-k / top-p), the log-softmax runs over the logits at or above each position's
     floor, the target always kept: against autograd on the masked full log-softmax, in fp64."""
     g = torch.Generator().manual_seed(2)
@@ -126,7 +187,7 @@ def test_log_probs_over_the_kept_support_in_value_gradient_and_entropy():
     floors = (top[:, 4] + top[:, 5]) / 2  # puts it (on the 5th itself, chunked logits 1 ulp off can drop it)...
     floors[3] = float("-inf")  # ...but the whole vocabulary at one
     kept = (scaled >= floors[:, None]).scatter(-1, targets[:, None], True)  # (a target below the floor stays)
-    lp, ent = selective_logprobs(hidden, weight, targets, temperature=0.7, chunk=4, floors=floors)
+    lp, ent = selective_logprobs(hidden, weight, targets, temperature=0.7, chunk=4, floors=floors, keep=keep)
     masked = torch.log_softmax((hidden @ weight.T / 0.7).masked_fill(~kept, float("-inf")), -1)
     torch.testing.assert_close(lp, masked.gather(-1, targets[:, None]).squeeze(-1), atol=1e-12, rtol=1e-10)
     torch.testing.assert_close(ent, -(masked.exp() * masked.nan_to_num(neginf=0.0)).sum(-1), atol=1e-10, rtol=1e-8)

@@ -5,9 +5,12 @@ Two savings over the obvious `model(prompt + completion).logits`:
 - **The prompt is computed once per group.** Its keys and values are computed for the P prompts
   and reused by every completion of the group; in training, the gradient reaching the prompt
   is the sum over all the completions that attended to it — the same as G separate copies.
-- **No [tokens × vocabulary] tensor.** Only completion positions go through the output layer,
-  in chunks, and backward recomputes a chunk's logits instead of keeping them
-  (`_SelectiveLogSoftmax`, a hand-written gradient: onehot − softmax).
+- **No logits beyond the completions.** Only completion positions go through the output layer, in chunks
+  (`_SelectiveLogSoftmax`, a hand-written gradient: onehot − softmax). The backward takes each chunk's softmax
+  kept from the forward, which becomes its gradient in place: [tokens × vocabulary] floats in fp32, what a
+  plain backward keeps too. Under activation checkpointing, where memory comes first, nothing is kept and the
+  backward recomputes a chunk's logits: one [tokens × hidden × vocabulary] product more per chunk (5% of
+  the forward and backward of SmolLM2-135M's 32 completions on a CPU in fp32: docs/performance.md).
 
 Where the sampler cut the distribution (top-k / top-p), each position's log-prob is renormalised over the
 tokens it kept: the logits below its support floor (rlvr.rollout) are left out of the softmax, in the
@@ -59,53 +62,60 @@ def _logits(hidden: torch.Tensor, weight: torch.Tensor, temperature: float, targ
 class _SelectiveLogSoftmax(torch.autograd.Function):
     """(log-prob of the target [T], entropy [T]) from hidden [T, H] and the output layer [V, H].
 
-    Saves only the inputs and the log-normaliser; backward recomputes the chunk's logits and
-    forms d log p / d logits = onehot(target) − softmax in place, so a chunk costs two [T, V]
-    buffers at most, in either direction (the temperature's 1/T scales each token's upstream gradient, not
-    the [T, V] buffer). The entropy is a statistic: no gradient flows from it.
+    Saves the inputs, the log-normaliser and, when `keep`, the softmax [T, V]; the backward forms
+    d log p / d logits = onehot(target) − softmax in place, on the kept softmax or on the chunk's logits
+    recomputed (the same numbers: the same product of the same inputs), so without `keep` a chunk costs two
+    [T, V] buffers at most, in either direction (the temperature's 1/T scales each token's upstream gradient,
+    not the [T, V] buffer). The entropy is a statistic: no gradient flows from it.
     """
 
     @staticmethod
     def forward(ctx: Any, hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, temperature: float,
-                floors: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+                floors: torch.Tensor | None, keep: bool) -> tuple[torch.Tensor, torch.Tensor]:
         logits = _logits(hidden, weight, temperature, targets, floors)
         lse = torch.logsumexp(logits, dim=-1)
         target_logit = logits.gather(-1, targets[:, None]).squeeze(-1)
         probs = (logits - lse[:, None]).exp_()
         entropy = lse - torch.linalg.vecdot(probs, logits)
-        ctx.save_for_backward(hidden, weight, targets, lse, floors)
+        ctx.save_for_backward(hidden, weight, targets, lse, floors, probs if keep else None)
         ctx.temperature = temperature
         ctx.mark_non_differentiable(entropy)
         return target_logit - lse, entropy
 
     @staticmethod
-    def backward(ctx: Any, grad_logprob: torch.Tensor,
-                 _grad_entropy: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None, None, None, None]:
-        hidden, weight, targets, lse, floors = ctx.saved_tensors
+    def backward(ctx: Any, grad_logprob: torch.Tensor, _grad_entropy: torch.Tensor
+                 ) -> tuple[torch.Tensor | None, torch.Tensor | None, None, None, None, None]:
+        hidden, weight, targets, lse, floors, probs = ctx.saved_tensors
         t = ctx.temperature
         scale = grad_logprob / t  # (the logits are z / T: d/dz is 1/T of d/dlogits, a factor per token)
         hidden_w = _wide(hidden)
         weight_w = weight.to(hidden_w.dtype)
-        grad = _logits(hidden_w, weight_w, t, targets, floors).sub_(lse[:, None]).exp_().mul_(-scale[:, None])
+        if probs is not None:  # (in place: a second backward, retain_graph, is refused by torch's version check)
+            grad = probs.mul_(-scale[:, None].to(probs.dtype))
+        else:
+            grad = _logits(hidden_w, weight_w, t, targets, floors).sub_(lse[:, None]).exp_().mul_(-scale[:, None])
         grad.scatter_add_(-1, targets[:, None], scale[:, None].to(grad.dtype))
         grad_hidden = (grad @ weight_w).to(hidden.dtype) if ctx.needs_input_grad[0] else None
         grad_weight = (grad.T @ hidden_w).to(weight.dtype) if ctx.needs_input_grad[1] else None
-        return grad_hidden, grad_weight, None, None, None
+        return grad_hidden, grad_weight, None, None, None, None
 
 
 def selective_logprobs(
     hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0,
-    chunk: int = CHUNK_TOKENS, floors: torch.Tensor | None = None,
+    chunk: int = CHUNK_TOKENS, floors: torch.Tensor | None = None, keep: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """log softmax(hidden·Wᵀ / T)[target] and the entropy, chunk by chunk, over the logits at or above each
     position's support floor when `floors` [T] is given. [T, H] -> ([T], [T]).
+    `keep`: with gradients, keep every chunk's softmax ([T, V] in all) for the backward instead of recomputing
+    its logits there.
     No token (T = 0, a micro-batch of empty rows) still gives log-probs of the graph, so a backward through
     them runs (gradients of zero: every data-parallel rank's backward must run, it all-reduces them)."""
+    keep = keep and torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
     out_lp, out_ent = [hidden.new_zeros(0, dtype=torch.float32)], [hidden.new_zeros(0, dtype=torch.float32)]
     for start in range(0, max(1, hidden.shape[0]), chunk):
         part = slice(start, start + chunk)
         lp, ent = _SelectiveLogSoftmax.apply(hidden[part], weight, targets[part], temperature,  # type: ignore[no-untyped-call]
-                                             None if floors is None else floors[part])
+                                             None if floors is None else floors[part], keep)
         out_lp.append(lp)
         out_ent.append(ent)
     return torch.cat(out_lp), torch.cat(out_ent)
@@ -177,7 +187,8 @@ def completion_logprobs(
     prompt_ids, prompt_mask, row_prompt = prompt_ids.to(device), prompt_mask.to(device), row_prompt.to(device)
     completion_ids, completion_mask = completion_ids.to(device), completion_mask.to(device)
     backbone = decoder(model)
-    if share_prompt and not getattr(backbone, "gradient_checkpointing", False):
+    checkpointed = getattr(backbone, "gradient_checkpointing", False)  # (memory first: nothing kept)
+    if share_prompt and not checkpointed:
         predicting = _hidden_shared_prompt(backbone, prompt_ids, prompt_mask, row_prompt, completion_ids,
                                            completion_mask)
     else:
@@ -186,7 +197,7 @@ def completion_logprobs(
     mask = completion_mask
     floors = None if support_floors is None else support_floors.to(device)[mask]
     lp, ent = selective_logprobs(predicting[mask], model.get_output_embeddings().weight,  # type: ignore[operator]
-                                 completion_ids[mask], temperature, floors=floors)
+                                 completion_ids[mask], temperature, floors=floors, keep=not checkpointed)
     logprobs = torch.zeros(mask.shape, dtype=lp.dtype, device=device).masked_scatter(mask, lp)
     entropy = torch.zeros(mask.shape, dtype=ent.dtype, device=device).masked_scatter(mask, ent.detach())
     return TokenStats(logprobs=logprobs, entropy=entropy)

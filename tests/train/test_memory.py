@@ -42,6 +42,10 @@ def test_each_part_moves_with_its_setting():
     cache = plan(sampling={"batch_size": 2**16, "group_size": 8}).parts  # every completion decoded at once
     assert cache["KV cache"] == 2**16 * (100 + 64) * SHAPES.layers * 2 * SHAPES.kv_width * 4
     assert plan(generation={"max_new_tokens": 36}).parts["KV cache"] == base["KV cache"] * (100 + 36) / (100 + 64)
+    # the output layer: a micro-batch's kept softmax and a chunk's two buffers; under checkpointing, three buffers
+    tokens, vocab = min(2048, 16 * (100 + 64)), SHAPES.vocab  # (16 completions a batch by default)
+    assert base["logits"] == (tokens + 2 * 512) * vocab * 4
+    assert plan(model={"name": "tiny", "gradient_checkpointing": True}).parts["logits"] == 3 * 512 * vocab * 4
 
 
 @pytest.mark.skipif(not onednn_linear(), reason="this torch has no oneDNN linear: nothing is packed")

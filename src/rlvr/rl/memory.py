@@ -16,7 +16,8 @@ The plan adds up, from the model's shapes (rlvr.models.shapes) and the settings:
   key-value widths and 4 MLP-width ones (SwiGLU's gate, up, their product, the down projection's input);
   with gradient checkpointing, half of that (what was measured on SmolLM2: its peak fell by half the
   activations, not to one layer's worth).
-- logits: rlvr.logprobs computes the output layer in chunks of 512 tokens (logits, softmax, gradient).
+- logits: rlvr.logprobs computes the output layer in chunks of 512 tokens (logits, softmax, gradient), and
+  keeps every chunk's softmax of a micro-batch for the backward (not under gradient checkpointing).
 
 Sampling and the update come one after the other, yet they are added: on a CPU the allocator keeps what
 decoding freed (glibc's heap holds blocks below its mmap threshold) when the update's activations arrive,
@@ -103,7 +104,8 @@ def plan_memory(config: TrainConfig, shapes: Shapes, prompt_tokens: int, runtime
     tokens = min(o.micro_batch_tokens, s.batch_size * sequence)
     parts |= {"gradients": trainable * FP32 / sharded,
               "activations": activation_bytes(shapes, tokens, act, m.gradient_checkpointing),
-              "logits": 3.0 * min(CHUNK_TOKENS, tokens) * shapes.vocab * FP32}
+              "logits": ((3.0 if m.gradient_checkpointing else 2.0) * min(CHUNK_TOKENS, tokens)
+                         + (0 if m.gradient_checkpointing else tokens)) * shapes.vocab * FP32}
     notes["KV cache"] = f"{s.batch_size} × {sequence} tokens"
     notes["activations"] = f"{tokens} tokens a micro-batch" + (", checkpointed" if m.gradient_checkpointing else "")
     where = "RAM" if not gpu else f"{device} memory"

@@ -81,7 +81,7 @@ def test_the_kept_softmax_gives_the_recomputed_gradients_bit_for_bit_without_a_s
     hidden0, weight0 = torch.randn(23, 16, generator=g), torch.randn(97, 16, generator=g)
     targets, upstream = torch.randint(0, 97, (23,), generator=g), torch.randn(23, generator=g)
     floors = (hidden0 @ weight0.T / 0.7).median(-1).values
-    products = []
+    products, logits_of = [], rlvr.logprobs._logits
     monkeypatch.setattr(rlvr.logprobs, "_logits", lambda *a: products.append(1) or logits_of(*a))
     grads = {}
     for keep in (False, True):
@@ -94,8 +94,6 @@ def test_the_kept_softmax_gives_the_recomputed_gradients_bit_for_bit_without_a_s
     for kept, recomputed in zip(grads[True], grads[False]):
         assert torch.equal(kept, recomputed)
 
-
-logits_of = rlvr.logprobs._logits
 
 
 def test_a_second_backward_through_a_kept_softmax_is_refused_not_wrong():

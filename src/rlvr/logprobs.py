@@ -64,7 +64,8 @@ class _SelectiveLogSoftmax(torch.autograd.Function):
 
     Saves the inputs, the log-normaliser and, when `keep`, the softmax [T, V]; the backward forms
     d log p / d logits = onehot(target) − softmax in place, on the kept softmax or on the chunk's logits
-    recomputed (the same numbers: the same product of the same inputs), so without `keep` a chunk costs two
+    recomputed (in fp32 the same numbers: the same product of the same inputs; under autocast the kept softmax is
+    the forward's, of its bf16 product, where the recomputation runs in fp32), so without `keep` a chunk costs two
     [T, V] buffers at most, in either direction (the temperature's 1/T scales each token's upstream gradient,
     not the [T, V] buffer). The entropy is a statistic: no gradient flows from it.
     """

@@ -102,10 +102,11 @@ def plan_memory(config: TrainConfig, shapes: Shapes, prompt_tokens: int, runtime
     parts["KV cache"] = (s.batch_size * sequence * shapes.layers * 2 * shapes.kv_width * act
                          if g.backend == "local" else 0.0)  # (vLLM plans its own cache)
     tokens = min(o.micro_batch_tokens, s.batch_size * sequence)
+    chunk = min(CHUNK_TOKENS, tokens)  # (checkpointed: a chunk's three buffers; else two, and the kept softmax)
+    logit_rows = 3 * chunk if m.gradient_checkpointing else 2 * chunk + tokens
     parts |= {"gradients": trainable * FP32 / sharded,
               "activations": activation_bytes(shapes, tokens, act, m.gradient_checkpointing),
-              "logits": ((3.0 if m.gradient_checkpointing else 2.0) * min(CHUNK_TOKENS, tokens)
-                         + (0 if m.gradient_checkpointing else tokens)) * shapes.vocab * FP32}
+              "logits": float(logit_rows * shapes.vocab * FP32)}
     notes["KV cache"] = f"{s.batch_size} × {sequence} tokens"
     notes["activations"] = f"{tokens} tokens a micro-batch" + (", checkpointed" if m.gradient_checkpointing else "")
     where = "RAM" if not gpu else f"{device} memory"

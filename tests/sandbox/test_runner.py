@@ -83,17 +83,17 @@ def test_output_limit():
     assert len(result.stdout) == 1000
 
 
-def test_process_limit():
+@pytest.mark.parametrize("children_files", [True, False])
+def test_the_watchdog_kills_a_tree_past_the_process_limit(monkeypatch, children_files):
+    """Where the kernel cannot count the candidate's processes alone (no RLIMIT_NPROC), the watchdog does;
+    also on kernels without CONFIG_PROC_CHILDREN."""
+    monkeypatch.setattr(command, "process_cap", lambda *args, **kwargs: 0)
+    monkeypatch.setattr(tree, "HAS_CHILDREN_FILES", children_files)
     source = ("import os, time\nfor _ in range(10):\n    if os.fork() == 0:\n        time.sleep(100)\n"
               "time.sleep(100)\n")
     result = run_python(source, limits=Limits(processes=3, wall_seconds=5))
     assert result.status == "error"
     assert "more than 3 processes" in result.stderr
-
-
-def test_process_limit_without_children_files(monkeypatch):
-    monkeypatch.setattr(tree, "HAS_CHILDREN_FILES", False)  # kernels without CONFIG_PROC_CHILDREN
-    test_process_limit()
 
 
 def test_files_passed_in():

@@ -7,17 +7,18 @@ host's home or project visible. Without a working bubblewrap it fails closed: `i
 when a code reward or python grader is built, and before every run) raises a UserError saying how
 to install it, unless the user opts in with ``RLVR_SANDBOX=unisolated``; then resource limits
 alone, with a loud warning, the candidate in its own session with its temporary files in its own
-folder and, when rlvr runs as root, under a uid of its own (uids.py; it may not signal or read the
-trainer or the other candidates). Either way: rlimits on CPU time, address
-space, file size and open files, a watchdog on the number of processes (RLIMIT_NPROC does nothing
-for root), a wall clock, a cap on captured output, and the whole tree killed at the end.
+folder. When rlvr runs as root, in either mode, each candidate runs under a uid of its own (uids.py; it
+may not signal or read the trainer or the other candidates, and the kernel counts its processes). Either
+way: rlimits on CPU time, address space, file size, open files and (where the kernel counts the candidate
+alone) processes, a watchdog on the number of processes, a wall clock, a cap on captured output, and the
+whole tree killed at the end.
 
 - limits.py: `Limits` (what a run may use), `RunResult` (what came back)
 - runner.py: `run_python`, the one-shot call
 - process.py: `SandboxProcess`, one live tree with its pipes and watchdog
 - command.py: the interpreter, bubblewrap's flags, the launcher that sets the rlimits
 - tree.py: process trees from /proc
-- uids.py: unisolated as root, a uid leased to each candidate
+- uids.py: as root, a uid leased to each candidate
 - calls.py + serve_calls.py + check_calls.py + plain.py: function tests whose comparisons
   never share a process with the candidate (see calls.py)
 """

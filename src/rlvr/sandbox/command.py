@@ -1,12 +1,11 @@
 """The command line that starts a sandboxed Python: interpreter, bubblewrap flags, launcher.
 
 Every run goes through a small trusted launcher (`LAUNCHER`): it copies the input files into the
-working directory, sets the rlimits on itself, writes `STARTED` to stderr, and only then execs the
-candidate's interpreter. Setting rlimits there rather than in a ``preexec_fn`` keeps spawning safe
-from the trainer's threads; the marker tells a sandbox that failed to start (infrastructure,
-reward None) from a candidate that started and then failed (reward 0), and the candidate cannot
-forge its absence.
-"""
+working directory, under bubblewrap as root gives them, ``/tmp`` and itself to the candidate's leased
+uid, sets the rlimits on itself, writes `STARTED` to stderr, and only then execs the candidate's
+interpreter. Setting rlimits there rather than in a ``preexec_fn`` keeps spawning safe from the
+trainer's threads; the marker tells a sandbox that failed to start (infrastructure, reward None) from
+a candidate that started and then failed (reward 0), and the candidate cannot forge its absence."""
 
 from __future__ import annotations
 
@@ -16,12 +15,14 @@ import math
 import os
 import pwd
 import shutil
+import stat
 import subprocess
 import sys
 import warnings
 from typing import Literal
 
 from rlvr.errors import UserError
+from rlvr.sandbox import uids
 from rlvr.sandbox.limits import Limits
 
 STARTED = b"\x00rlvr-sandbox-started\n"
@@ -42,8 +43,8 @@ _PROC_GUARDS = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus")
 
 LAUNCHER = r"""
 import os, resource, sys
-cpu, mem, fsize, nofile = (int(a) for a in sys.argv[1:5])
-src = sys.argv[5]
+cpu, mem, fsize, nofile, nproc, uid = (int(a) for a in sys.argv[1:7])
+src = sys.argv[7]
 if src:
     for root, dirs, files in os.walk(src):
         rel = os.path.relpath(root, src)
@@ -52,6 +53,15 @@ if src:
         for name in files:
             with open(os.path.join(root, name), "rb") as i, open(os.path.join(rel, name), "wb") as o:
                 o.write(i.read())
+if uid >= 0:
+    paths = ["/tmp", "."]
+    for root, dirs, files in os.walk("."):
+        paths += [os.path.join(root, name) for name in dirs + files]
+    for path in paths:
+        os.chown(path, uid, uid, follow_symlinks=False)
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
 def limit(kind, soft, hard):
     cap = resource.getrlimit(kind)[1]
     if cap != resource.RLIM_INFINITY:
@@ -61,8 +71,10 @@ limit(resource.RLIMIT_CPU, cpu, cpu + 1)
 limit(resource.RLIMIT_AS, mem, mem)
 limit(resource.RLIMIT_FSIZE, fsize, fsize)
 limit(resource.RLIMIT_NOFILE, nofile, nofile)
+if nproc:
+    limit(resource.RLIMIT_NPROC, nproc, nproc)
 os.write(2, STARTED)
-os.execv(sys.executable, [sys.executable, "-I", *sys.argv[6:]])
+os.execv(sys.executable, [sys.executable, "-I", *sys.argv[8:]])
 """.replace("STARTED", repr(STARTED))
 
 _logger = logging.getLogger(__name__)
@@ -130,11 +142,13 @@ def isolation() -> Literal["bubblewrap", "unisolated"]:
 def _probe(bwrap: str, python: str) -> str | None:
     """Run ``python -c pass`` under the full bubblewrap configuration once per process: the error, or None."""
     probe_dir = os.path.dirname(python)  # any existing directory will do as the input dir
-    argv = bwrap_argv(bwrap, python, probe_dir, Limits())
-    cut = argv.index("--")
+    return _try([*bwrap_argv(bwrap, python, probe_dir, Limits()), python, "-I", "-S", "-c", "pass"])
+
+
+def _try(argv: list[str]) -> str | None:
+    """Run a trial command: its error, or None when it exits 0."""
     try:
-        done = subprocess.run([*argv[: cut + 1], python, "-I", "-S", "-c", "pass"],
-                              capture_output=True, timeout=30, env={"PATH": PATH})
+        done = subprocess.run(argv, capture_output=True, timeout=30, env={"PATH": PATH})
     except (OSError, subprocess.TimeoutExpired) as e:
         return str(e)
     if done.returncode != 0:
@@ -173,21 +187,27 @@ def unprivileged_user() -> tuple[int, int] | None:
         return NOBODY, NOBODY
 
 
-def launcher_args(python: str, limits: Limits, copy_from: str, script: list[str]) -> list[str]:
-    """``python -I -S -c LAUNCHER <limits> <copy_from> <script...>``."""
+def launcher_args(python: str, limits: Limits, copy_from: str, script: list[str], *, nproc: int = 0,
+                  uid: int = -1) -> list[str]:
+    """``python -I -S -c LAUNCHER <limits> <nproc> <uid> <copy_from> <script...>``: RLIMIT_NPROC set to `nproc`
+    where it is positive, and the run given to `uid` where it is one (under bubblewrap as root)."""
     mb = 1024 * 1024
     return [python, "-I", "-S", "-c", LAUNCHER, str(math.ceil(limits.cpu_seconds)),
-            str(limits.memory_mb * mb), str(limits.file_size_mb * mb), str(limits.open_files),
-            copy_from, *script]
+            str(limits.memory_mb * mb), str(limits.file_size_mb * mb), str(limits.open_files), str(nproc),
+            str(uid), copy_from, *script]
 
 
-def bwrap_argv(bwrap: str, python: str, host_dir: str, limits: Limits) -> list[str]:
-    """bubblewrap's flags, ending in ``--``; the launcher's arguments follow."""
+def bwrap_argv(bwrap: str, python: str, host_dir: str, limits: Limits, *, drop: bool = False) -> list[str]:
+    """bubblewrap's flags, ending in ``--``; the launcher's arguments follow. `drop`: the launcher (as root)
+    keeps the capabilities to give the run to a leased uid, whose first exec leaves it none."""
     scratch = str(4 * limits.file_size_mb * 1024 * 1024)  # tmpfs is RAM: cap it
     argv = [bwrap, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
             "--hostname", "sandbox", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
             "--clearenv", "--setenv", "PATH", PATH, "--setenv", "HOME", WORK_DIR,
             "--setenv", "LANG", "C.UTF-8"]
+    if drop:
+        argv[argv.index("ALL") + 1 : argv.index("ALL") + 1] = [
+            "--cap-add", "CAP_CHOWN", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     for path in _SYSTEM_PATHS:
         if os.path.islink(path):
             argv += ["--symlink", os.readlink(path), path]
@@ -195,6 +215,10 @@ def bwrap_argv(bwrap: str, python: str, host_dir: str, limits: Limits) -> list[s
             argv += ["--ro-bind", path, path]
     prefix = os.path.realpath(sys.base_prefix)
     if not python.startswith("/usr/"):
+        if drop:  # the folders above it (/root, say) made ones the candidate's uid may pass through
+            folders = prefix.strip("/").split("/")[:-1]
+            for depth in range(1, len(folders) + 1):
+                argv += ["--perms", "0755", "--dir", "/" + "/".join(folders[:depth])]
         argv += ["--ro-bind", prefix, prefix]
     argv += ["--proc", "/proc"]
     for path in _PROC_GUARDS:
@@ -206,23 +230,62 @@ def bwrap_argv(bwrap: str, python: str, host_dir: str, limits: Limits) -> list[s
     return argv
 
 
-def sandbox_command(host_dir: str, limits: Limits, script: list[str]) -> tuple[list[str], bool] | None:
-    """(argv, under bubblewrap?) to run `script` from `host_dir`; None without an interpreter (one that
-    'nobody' may run, when dropping to it); a UserError
-    without a sandbox unless the user opted in (`isolation`)."""
+def sandbox_command(host_dir: str, limits: Limits, script: list[str],
+                    uid: int | None = None) -> tuple[list[str], bool] | None:
+    """(argv, under bubblewrap?) to run `script` from `host_dir`, as root under `uid` (leased: no other
+    process has it) where one is given; None without an interpreter (one that 'nobody' may run, when
+    dropping to it); a UserError without a sandbox unless the user opted in (`isolation`).
+
+    RLIMIT_NPROC holds the tree to `Limits.processes` wherever the kernel counts the candidate's processes
+    alone (`process_cap`); elsewhere the watchdog alone counts."""
     python = interpreter()
     if python is None:
         return None
     if isolation() == "bubblewrap":
         bwrap = find_bwrap()
         assert bwrap is not None
-        return [*bwrap_argv(bwrap, python, host_dir, limits),
-                *launcher_args(python, limits, INPUT_DIR, script)], True
+        to = uid if uid is not None and os.geteuid() == 0 and drop_problem(bwrap, python) is None else -1
+        # A user's bubblewrap (not setuid) makes a user namespace, where the kernel counts the user's processes apart.
+        namespace = os.geteuid() != 0 and not os.stat(bwrap).st_mode & stat.S_ISUID
+        nproc = process_cap(limits, own_uid=to >= 0, user_namespace=namespace)
+        return [*bwrap_argv(bwrap, python, host_dir, limits, drop=to >= 0),
+                *launcher_args(python, limits, INPUT_DIR, script, nproc=nproc, uid=to)], True
     if unprivileged_user() is not None:
         python = public_interpreter()
         if python is None:
             return None
-    return launcher_args(python, limits, "", script), False
+    nproc = process_cap(limits, own_uid=uid is not None, user_namespace=False)
+    return launcher_args(python, limits, "", script, nproc=nproc), False
+
+
+def process_cap(limits: Limits, *, own_uid: bool, user_namespace: bool) -> int:
+    """RLIMIT_NPROC for a candidate, or 0 for none. The kernel counts the tasks (threads too) of the caller's
+    uid in its user namespace, and none of root's: a uid that no other process has (a lease) holds exactly the
+    candidate's tree; a user namespace of its own holds bubblewrap's init beside it. A shared 'nobody', a
+    setuid bubblewrap or an unisolated user would count other processes too: there the watchdog alone counts."""
+    if own_uid:
+        return limits.processes
+    return limits.processes + 1 if user_namespace else 0
+
+
+@functools.cache
+def drop_problem(bwrap: str, python: str) -> str | None:
+    """As root: why bubblewrap cannot give a candidate a leased uid here (tried once per process, and said
+    once), or None when it can."""
+    lease = uids.lease()
+    if lease is None:
+        return "no uid of rlvr's pool can be leased"
+    try:
+        limits = Limits()
+        problem = _try([*bwrap_argv(bwrap, python, os.path.dirname(python), limits, drop=True),
+                        *launcher_args(python, limits, "", ["-S", "-c", "pass"], uid=lease.uid)])
+    finally:
+        lease.release()
+    if problem is not None:
+        _logger.warning("rlvr.sandbox: bubblewrap cannot run a candidate under a uid of its own here (%s): it "
+                        "runs as root without capabilities, and a fork bomb is held by the watchdog alone",
+                        problem)
+    return problem
 
 
 def public_interpreter() -> str | None:

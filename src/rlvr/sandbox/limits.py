@@ -23,8 +23,10 @@ class Limits:
     open_files: int = 64
     """Open file descriptors per process (RLIMIT_NOFILE)."""
     processes: int = 16
-    """Processes in the tree. RLIMIT_NPROC does nothing for uid 0, so a watchdog counts the
-    tree a few times a second and kills it when it grows past this."""
+    """Processes in the tree (threads count too where the kernel holds it: RLIMIT_NPROC, whenever the
+    candidate has a uid or a user namespace of its own; then a fork past it fails with EAGAIN). A watchdog
+    also counts the tree every few milliseconds and kills it when it grows past this: the only limit where
+    the kernel's cannot be set (a shared 'nobody', an unisolated user)."""
     output_bytes: int = 1_000_000
     """stdout + stderr kept; one byte more and the tree is killed with status "output_limit"."""
 

@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 KillReason = Literal["timeout", "output_limit", "processes"]
 
 SCAN_SECONDS = 0.02
-"""How often the watchdog counts the tree: a Python fork bomb on two cores makes a few dozen
-processes in that time, each bounded by RLIMIT_AS."""
+"""How often the watchdog counts the tree. Where the kernel holds the tree (RLIMIT_NPROC) this is a
+second line; where it cannot, a fork bomb beside busy cores can outrun it (`command.process_cap`)."""
 EXIT_GRACE_SECONDS = 0.2
 """How long to keep reading after the main process exits, before killing whatever holds the pipes."""
 _CHUNK = 65536
@@ -56,13 +56,19 @@ class SandboxProcess:
         self._closed = False
         self._token = f"RLVR_SANDBOX_TOKEN={uuid.uuid4().hex}"
         self._selector = selectors.DefaultSelector()
-        self._lease: uids.Lease | None = None  # unisolated as root: the uid the candidate has to itself
+        self._lease: uids.Lease | None = None  # as root: the uid the candidate has to itself
         self.error = self._spawn(script, host_dir)
 
     def _spawn(self, script: list[str], host_dir: str) -> str | None:
         """Start the child; the reason it could not start, or None."""
-        spec = command.sandbox_command(host_dir, self.limits, script)
+        # As root, the candidate runs under a uid of its own (else, unisolated, as 'nobody'), which may neither
+        # signal this process or the other candidates nor read this process's memory, environment or private
+        # files, and whose processes the kernel counts (RLIMIT_NPROC does nothing for root).
+        self._lease = uids.lease()
+        spec = command.sandbox_command(host_dir, self.limits, script, None if self._lease is None else self._lease.uid)
         if spec is None:
+            if self._lease is not None:
+                self._lease.release()
             who = " that the user 'nobody' may run (install python3 system-wide)" if command.unprivileged_user() else ""
             return f"no python interpreter found for the sandbox{who}"
         argv, self.sandboxed = spec
@@ -70,13 +76,10 @@ class SandboxProcess:
         # /proc/1/environ: give it nothing worth reading. The token lets cleanup find daemons.
         env = {"PATH": command.PATH, "LANG": "C.UTF-8", "HOME": host_dir,
                self._token.split("=")[0]: self._token.split("=")[1]}
-        # Unisolated (the user's opt-in) as root: the candidate runs under a uid of its own (else as
-        # 'nobody'), which may neither signal this process or the other candidates nor read this process's
-        # memory, environment or private files.
+        # Unisolated, this process switches the candidate's uid; under bubblewrap the launcher does.
         user = None if self.sandboxed else command.unprivileged_user()
-        if user is not None:
-            self._lease = uids.lease()
-            user = user if self._lease is None else (self._lease.uid, self._lease.uid)
+        if user is not None and self._lease is not None:
+            user = (self._lease.uid, self._lease.uid)
         try:
             if not self.sandboxed:  # its temporary files in its own folder (bubblewrap gives it its own /tmp)
                 tmp = os.path.join(host_dir, TMP_DIR)
@@ -214,8 +217,8 @@ class SandboxProcess:
             del self._stderr[: len(command.STARTED)]
 
     def _watch(self) -> None:
-        """Count the tree now and then; more processes than allowed kills it (RLIMIT_NPROC
-        does nothing for root, so this is the limit that holds)."""
+        """Count the tree now and then; more processes than allowed kills it (the only count where
+        RLIMIT_NPROC cannot be set: `command.process_cap`)."""
         now = time.monotonic()
         if self.popen is None or now - self._last_scan < SCAN_SECONDS:
             return

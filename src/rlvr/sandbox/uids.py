@@ -1,14 +1,17 @@
-"""A uid of its own for each unisolated candidate, where rlvr runs as root (RLVR_SANDBOX=unisolated).
+"""A uid of its own for each candidate, where rlvr runs as root (under bubblewrap, the launcher switches to
+it; unisolated, the spawning process does).
 
-Processes of one uid may signal one another: under a shared 'nobody', one candidate's ``kill -9 -1``
-kills every candidate running beside it. So each candidate runs under a uid that no other process on
-the machine has: one of `POOL_SIZE` uids from `FIRST_UID` (a block that systemd leaves unused, in no
-user database), with the group of the same number, leased by an flock on LOCK_DIR/<uid> for as long as
-its processes live, so that the candidates of any number of rlvr processes never share one. The lease
-ends by killing every process of the uid, so the next candidate under it meets nothing left behind.
+Root's processes are not counted by RLIMIT_NPROC, and processes of one uid may signal one another: under a
+shared 'nobody', one unisolated candidate's ``kill -9 -1`` kills every candidate running beside it. So each
+candidate runs under a uid that no other process on the machine has: one of `POOL_SIZE` uids from
+`FIRST_UID` (a block that systemd leaves unused, in no user database), with the group of the same number,
+leased by an flock on LOCK_DIR/<uid> for as long as its processes live, so that the candidates of any number
+of rlvr processes never share one. The lease ends by killing every process of the uid, so the next candidate
+under it meets nothing left behind.
 
-Where the pool cannot be used (a user namespace that does not map it, no /run), `lease` gives None
-and candidates share 'nobody', able to signal each other (docs/verifiers.md says so).
+Where the pool cannot be used (a user namespace that does not map it, no /run), `lease` gives None: under
+bubblewrap candidates then run as root without capabilities, unisolated they share 'nobody', able to signal
+each other; either way only the watchdog counts their processes (docs/verifiers.md says so).
 """
 
 from __future__ import annotations

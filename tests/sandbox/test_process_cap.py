@@ -1,4 +1,5 @@
-"""The kernel's cap on a candidate's processes (RLIMIT_NPROC), which holds where the watchdog is starved.
+"""The kernel's cap on a candidate's processes (RLIMIT_NPROC), which holds where the watchdog is starved: one
+process past `Limits.processes`, which the watchdog, when it comes, kills.
 
 A fork bomb beside busy cores once outgrew the machine's memory between two of the watchdog's scans: as root,
 RLIMIT_NPROC does nothing, and the watchdog was the only limit. Each test here switches the watchdog off, so
@@ -56,7 +57,7 @@ def test_under_bubblewrap_as_root_the_candidate_has_a_uid_of_its_own_and_no_capa
 @needs_bwrap
 def test_under_bubblewrap_as_root_the_kernel_holds_the_tree_to_the_limit(no_watchdog):
     result = run_python(FORKS, limits=LIMITS)
-    assert (result.status, result.stdout) == ("ok", f"{LIMITS.processes - 1}\n"), result.stderr
+    assert (result.status, result.stdout) == ("ok", f"{LIMITS.processes}\n"), result.stderr
 
 
 @as_root
@@ -64,7 +65,7 @@ def test_unisolated_as_root_the_kernel_holds_the_tree_to_the_limit(no_watchdog, 
     if uids.lease() is None:
         pytest.skip("rlvr's uid pool is not mapped here: candidates share 'nobody', and the watchdog counts")
     result = run_python(FORKS, limits=LIMITS)
-    assert (result.status, result.stdout) == ("ok", f"{LIMITS.processes - 1}\n"), result.stderr
+    assert (result.status, result.stdout) == ("ok", f"{LIMITS.processes}\n"), result.stderr
 
 
 @as_root
@@ -114,4 +115,4 @@ def test_a_users_bubblewrap_counts_the_namespace_alone():
         os.rmdir(host_dir)
     if command.STARTED not in done.stderr:
         pytest.skip(f"bubblewrap cannot make a user namespace for an ordinary user here: {done.stderr[-200:]!r}")
-    assert done.stdout == f"{LIMITS.processes - 1}\n".encode(), done.stderr
+    assert done.stdout == f"{LIMITS.processes}\n".encode(), done.stderr

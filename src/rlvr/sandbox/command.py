@@ -236,8 +236,8 @@ def sandbox_command(host_dir: str, limits: Limits, script: list[str],
     process has it) where one is given; None without an interpreter (one that 'nobody' may run, when
     dropping to it); a UserError without a sandbox unless the user opted in (`isolation`).
 
-    RLIMIT_NPROC holds the tree to `Limits.processes` wherever the kernel counts the candidate's processes
-    alone (`process_cap`); elsewhere the watchdog alone counts."""
+    RLIMIT_NPROC holds the tree to one process past `Limits.processes` wherever the kernel counts the
+    candidate's processes alone (`process_cap`); elsewhere the watchdog alone counts."""
     python = interpreter()
     if python is None:
         return None
@@ -259,13 +259,15 @@ def sandbox_command(host_dir: str, limits: Limits, script: list[str],
 
 
 def process_cap(limits: Limits, *, own_uid: bool, user_namespace: bool) -> int:
-    """RLIMIT_NPROC for a candidate, or 0 for none. The kernel counts the tasks (threads too) of the caller's
-    uid in its user namespace, and none of root's: a uid that no other process has (a lease) holds exactly the
-    candidate's tree; a user namespace of its own holds bubblewrap's init beside it. A shared 'nobody', a
-    setuid bubblewrap or an unisolated user would count other processes too: there the watchdog alone counts."""
+    """RLIMIT_NPROC for a candidate, or 0 for none: room for one process past `Limits.processes`, so that the
+    watchdog still sees the limit broken, kills the tree at once and says why, and no room for a second one,
+    however late the watchdog comes. The kernel counts the tasks (threads too) of the caller's uid in its user
+    namespace, and none of root's: a uid that no other process has (a lease) holds exactly the candidate's
+    tree; a user namespace of its own holds bubblewrap's init beside it. A shared 'nobody', a setuid
+    bubblewrap or an unisolated user would count other processes too: there the watchdog alone counts."""
     if own_uid:
-        return limits.processes
-    return limits.processes + 1 if user_namespace else 0
+        return limits.processes + 1
+    return limits.processes + 2 if user_namespace else 0
 
 
 @functools.cache

@@ -23,10 +23,9 @@ class Limits:
     open_files: int = 64
     """Open file descriptors per process (RLIMIT_NOFILE)."""
     processes: int = 16
-    """Processes in the tree (threads count too where the kernel holds it: RLIMIT_NPROC, whenever the
-    candidate has a uid or a user namespace of its own; then a fork past it fails with EAGAIN). A watchdog
-    also counts the tree every few milliseconds and kills it when it grows past this: the only limit where
-    the kernel's cannot be set (a shared 'nobody', an unisolated user)."""
+    """Processes in the tree: a watchdog counts the tree every few milliseconds and kills it when it grows
+    past this. Where the candidate has a uid or a user namespace of its own, the kernel also refuses any fork
+    beyond one past it (RLIMIT_NPROC; threads count there too), however late the watchdog comes."""
     output_bytes: int = 1_000_000
     """stdout + stderr kept; one byte more and the tree is killed with status "output_limit"."""
 

@@ -33,6 +33,8 @@ SHAPES = {  # (transformers class name, config) of random networks with these mo
     "qwen2.5-0.5b": ("Qwen2", dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
                                    num_attention_heads=14, num_key_value_heads=2, vocab_size=151936,
                                    tie_word_embeddings=True, max_position_embeddings=32768)),
+    "tiny": ("Qwen2", dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                           num_key_value_heads=2, vocab_size=128, tie_word_embeddings=True)),  # (smoke tests)
 }
 
 

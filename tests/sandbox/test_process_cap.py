@@ -6,6 +6,7 @@ RLIMIT_NPROC does nothing, and the watchdog was the only limit. Each test here s
 that only the kernel can stop the tree.
 """
 
+import fcntl
 import logging
 import os
 import subprocess
@@ -13,6 +14,7 @@ import tempfile
 
 import pytest
 
+from rlvr.errors import UserError
 from rlvr.sandbox import Limits, command, run_python, uids
 from rlvr.sandbox.process import SandboxProcess
 
@@ -116,3 +118,17 @@ def test_a_users_bubblewrap_counts_the_namespace_alone():
     if command.STARTED not in done.stderr:
         pytest.skip(f"bubblewrap cannot make a user namespace for an ordinary user here: {done.stderr[-200:]!r}")
     assert done.stdout == f"{LIMITS.processes}\n".encode(), done.stderr
+
+
+@as_root
+def test_a_run_refused_before_it_starts_gives_its_uid_back(monkeypatch):
+    held = []
+    monkeypatch.setattr(uids, "lease", lambda real=uids.lease: held.append(real()) or held[-1])
+    monkeypatch.setattr(command, "find_bwrap", lambda: None)
+    monkeypatch.delenv(command.ISOLATION_ENV, raising=False)
+    with pytest.raises(UserError, match="needs a sandbox"):
+        run_python("print(1)")
+    if held[0] is None:
+        pytest.skip("rlvr's uid pool is not mapped here")
+    with open(os.path.join(uids.LOCK_DIR, str(held[0].uid))) as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # (BlockingIOError while the refused run still held it)

@@ -65,10 +65,13 @@ class SandboxProcess:
         # signal this process or the other candidates nor read this process's memory, environment or private
         # files, and whose processes the kernel counts (RLIMIT_NPROC does nothing for root).
         self._lease = uids.lease()
-        spec = command.sandbox_command(host_dir, self.limits, script, None if self._lease is None else self._lease.uid)
-        if spec is None:
-            if self._lease is not None:
+        uid, spec = (None if self._lease is None else self._lease.uid), None
+        try:
+            spec = command.sandbox_command(host_dir, self.limits, script, uid)
+        finally:  # no interpreter, no sandbox and no opt-in (a UserError), or an interrupt: the uid goes back
+            if spec is None and self._lease is not None:
                 self._lease.release()
+        if spec is None:
             who = " that the user 'nobody' may run (install python3 system-wide)" if command.unprivileged_user() else ""
             return f"no python interpreter found for the sandbox{who}"
         argv, self.sandboxed = spec

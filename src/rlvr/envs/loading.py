@@ -22,13 +22,15 @@ SANDBOXED = (PythonTool,)
 """The built-ins that run model-written code: refused when loaded without a sandbox (rlvr.sandbox)."""
 
 
-def load_agent(spec: str, params: dict[str, Any] | None = None) -> Any:
+def load_agent(spec: str | None, params: dict[str, Any] | None = None) -> Any:
     """What runs harness rollouts (rlvr.harness) for `spec`: the agent function it names (`file.py:fn`, `module:fn`,
     or from Python the function itself), `fn(link, row)`, which runs its own loop against the policy's endpoint;
     a verifiers environment (`verifiers:<module>`, built with `params`) as its adapter; None when `spec` names an
-    environment rlvr drives (a built-in or a class)."""
+    environment rlvr drives (a built-in or a class), or none (a single-turn run)."""
     from rlvr.adapters import verifiers_env
 
+    if not spec:
+        return None
     if verifiers_env.is_verifiers(spec):
         env = verifiers_env.load(spec, params) if isinstance(spec, str) else spec
         return verifiers_env.VerifiersAgent(env, spec if isinstance(spec, str) else type(env).__name__)

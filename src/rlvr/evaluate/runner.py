@@ -186,7 +186,7 @@ def _sample_missing(config: EvalConfig, benchmark: Benchmark, settings: dict[str
         return iter(model.state_dict().items())
 
     env = config.environment
-    agent = load_agent(env.name, env.params) if env.name else None
+    agent = load_agent(env.name, env.params)
     engine = rank_sampler(config.generation, world, model=model, decoding=decoding, weights=weights,
                           tokenizer=tokenizer, device=device, dtype=dtype, add_special_tokens=specials,
                           seed=config.seed)

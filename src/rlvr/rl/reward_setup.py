@@ -75,7 +75,7 @@ def default_rewards(config: TrainConfig, scoring: Scoring) -> list[RewardConfig]
     data's."""
     from rlvr.envs.loading import load_agent
 
-    if config.environment.name and load_agent(config.environment.name, config.environment.params) is not None:
+    if load_agent(config.environment.name, config.environment.params) is not None:
         return [RewardConfig("agent_reward")]
     return [RewardConfig(name, weight) for name, weight in scoring.rewards]
 

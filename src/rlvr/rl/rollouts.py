@@ -50,7 +50,7 @@ class RolloutSource:
         self.prompts = stream(len(parts.train), s.batch_size // s.group_size, config.seed)
         # multi-turn rollouts: each sample a conversation with the environment (rlvr.envs.driven), or the run of an
         # agent that runs its own loop (rlvr.harness): either is driven over the engine (over_episodes)
-        self.agent = load_agent(env.name, env.params) if env.name else None
+        self.agent = load_agent(env.name, env.params)
         self.make_env = load_environment(env.name, **env.params) if env.name and self.agent is None else None
         self.version = 0  # the policy's weights version this source was last told of (`updated`)
         self.sampler = self.build_sampler(config.generation.backend)

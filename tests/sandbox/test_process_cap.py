@@ -2,8 +2,8 @@
 process past `Limits.processes`, which the watchdog, when it comes, kills.
 
 A fork bomb beside busy cores once outgrew the machine's memory between two of the watchdog's scans: as root,
-RLIMIT_NPROC does nothing, and the watchdog was the only limit. Each test here switches the watchdog off, so
-that only the kernel can stop the tree.
+RLIMIT_NPROC does nothing, and the watchdog was the only limit. The tests of the cap switch the watchdog off, so
+that only the kernel can stop the tree; the others check the uid it rests on, and what happens where it cannot be had.
 """
 
 import fcntl

@@ -21,8 +21,7 @@ set -u
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
 if [ "${1:-}" = wheels ]; then
-    mkdir -p .whl
-    grep -qx '/.whl/' .git/info/exclude 2>/dev/null || { mkdir -p .git/info && echo /.whl/ >> .git/info/exclude; }
+    mkdir -p .whl  # (in .gitignore: it travels to the GPU machine only when a run carries it)
     exec "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
         --platform manylinux2014_x86_64 -d .whl math-verify==0.9.0 latex2sympy2_extended==1.11.0 \
         antlr4-python3-runtime==4.13.2 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19

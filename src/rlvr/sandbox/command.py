@@ -40,6 +40,8 @@ _SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc/alte
 # Parts of /proc that change the host when written: root keeps write access to sysctls even
 # without capabilities, so they are covered read-only.
 _PROC_GUARDS = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus")
+_DROP_CAPS = ("--cap-add", "CAP_CHOWN", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID")
+"""As root, what the launcher keeps to give the run to the candidate's uid; becoming that uid clears them."""
 
 LAUNCHER = r"""
 import os, resource, sys
@@ -203,11 +205,8 @@ def bwrap_argv(bwrap: str, python: str, host_dir: str, limits: Limits, *, drop: 
     scratch = str(4 * limits.file_size_mb * 1024 * 1024)  # tmpfs is RAM: cap it
     argv = [bwrap, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
             "--hostname", "sandbox", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-            "--clearenv", "--setenv", "PATH", PATH, "--setenv", "HOME", WORK_DIR,
+            *(_DROP_CAPS if drop else ()), "--clearenv", "--setenv", "PATH", PATH, "--setenv", "HOME", WORK_DIR,
             "--setenv", "LANG", "C.UTF-8"]
-    if drop:
-        argv[argv.index("ALL") + 1 : argv.index("ALL") + 1] = [
-            "--cap-add", "CAP_CHOWN", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     for path in _SYSTEM_PATHS:
         if os.path.islink(path):
             argv += ["--symlink", os.readlink(path), path]

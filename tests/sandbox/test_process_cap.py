@@ -35,13 +35,6 @@ def no_watchdog(monkeypatch):
     monkeypatch.setattr(SandboxProcess, "_watch", lambda self: None)
 
 
-@pytest.fixture
-def unisolated(monkeypatch):
-    monkeypatch.setattr(command, "find_bwrap", lambda: None)
-    monkeypatch.setattr(command, "_warned", True)
-    monkeypatch.setenv(command.ISOLATION_ENV, command.UNISOLATED)
-
-
 @as_root
 @needs_bwrap
 def test_under_bubblewrap_as_root_the_candidate_has_a_uid_of_its_own_and_no_capabilities():
@@ -63,7 +56,8 @@ def test_under_bubblewrap_as_root_the_kernel_holds_the_tree_to_the_limit(no_watc
 
 
 @as_root
-def test_unisolated_as_root_the_kernel_holds_the_tree_to_the_limit(no_watchdog, unisolated):
+@pytest.mark.filterwarnings("ignore:rlvr.sandbox")  # (the warning of unisolated runs: test_runner.py checks it)
+def test_unisolated_as_root_the_kernel_holds_the_tree_to_the_limit(no_watchdog, no_bwrap):
     if uids.lease() is None:
         pytest.skip("rlvr's uid pool is not mapped here: candidates share 'nobody', and the watchdog counts")
     result = run_python(FORKS, limits=LIMITS)
@@ -121,11 +115,9 @@ def test_a_users_bubblewrap_counts_the_namespace_alone():
 
 
 @as_root
-def test_a_run_refused_before_it_starts_gives_its_uid_back(monkeypatch):
+def test_a_run_refused_before_it_starts_gives_its_uid_back(monkeypatch, no_sandbox_no_opt_in):
     held = []
     monkeypatch.setattr(uids, "lease", lambda real=uids.lease: held.append(real()) or held[-1])
-    monkeypatch.setattr(command, "find_bwrap", lambda: None)
-    monkeypatch.delenv(command.ISOLATION_ENV, raising=False)
     with pytest.raises(UserError, match="needs a sandbox"):
         run_python("print(1)")
     if held[0] is None:

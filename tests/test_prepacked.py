@@ -1,10 +1,13 @@
 """Decoding on a CPU with the linear weights packed for oneDNN (rlvr.prepacked): the same function as the layers'
-own up to rounding, only where it pays, and the layers' own forward back afterwards."""
+own up to rounding, only where it pays, and the layers' own forward back afterwards; both engines decode with it
+(rlvr.rollout.generate, and the multi-turn engine, rlvr.envs.rollout.converse)."""
 
 import pytest
 import torch
 
 import rlvr.prepacked as prepacked
+from rlvr.envs import Reply
+from rlvr.envs import rollout as conv
 from rlvr.models.loading import build_tiny_model
 from rlvr.prepacked import MIN_STEPS, packed_linears
 from rlvr.rollout import SamplingParams, generate
@@ -74,5 +77,32 @@ def test_generate_decodes_with_packed_weights_where_it_pays(model, new_tokens, m
     out = generate(model, [[5, 6, 7]], 2, SamplingParams(max_new_tokens=new_tokens), stop_ids=[], pad_id=0,
                    seeds=[1, 2])
     assert out.completion_ids.shape == (2, new_tokens)
+    assert len(packed) == (len(linears(model)) if new_tokens >= MIN_STEPS else 0)
+    assert own_forwards(model)
+
+
+class Asks:
+    """An environment that answers every message with one more question, `turns` times, then ends."""
+
+    def __init__(self, turns):
+        self.turns = turns
+
+    def step(self, text):
+        self.turns -= 1
+        return Reply(message={"role": "user", "content": "Again."} if self.turns else None, done=not self.turns)
+
+
+@pytest.mark.parametrize("new_tokens", [MIN_STEPS - 1, MIN_STEPS])
+def test_conversations_decode_with_packed_weights_where_it_pays(model, new_tokens, monkeypatch):
+    """Packed once for a whole multi-turn rollout, the tool replies' prefills included; the layers' own forward
+    back after it."""
+    tokenizer = build_tiny_model(seed=0)[1]
+    packed = []
+    monkeypatch.setattr(prepacked, "packed_forward",
+                        lambda w, b: packed.append(w) or (lambda x: torch.nn.functional.linear(x, w, b)))
+    trajectories = [conv.start(tokenizer, [{"role": "user", "content": "Hi."}]) for _ in range(2)]
+    conv.converse(model, tokenizer, trajectories, [Asks(3), Asks(3)], SamplingParams(new_tokens, 1.0), max_turns=3,
+                  max_tokens=400, stop_ids=[tokenizer.eos_token_id], seeds=[1, 2], reply_to_cut=True)
+    assert all(t.info["turns"] == 3 for t in trajectories)  # (the environment replied to each message)
     assert len(packed) == (len(linears(model)) if new_tokens >= MIN_STEPS else 0)
     assert own_forwards(model)

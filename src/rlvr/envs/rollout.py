@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import Future
+from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -43,6 +44,7 @@ from rlvr.envs.base import (
 )
 from rlvr.envs.kv_batch import KVBatch, Parked
 from rlvr.envs.template import completion_text, first_prefix
+from rlvr.prepacked import packed_linears
 from rlvr.rollout import SamplingParams, sample_next
 from rlvr.seeds import uniforms
 
@@ -135,8 +137,9 @@ def converse(model: torch.nn.Module, tokenizer: Any, trajectories: list[Trajecto
                                                            for row, t in enumerate(trajectories)]
     waiting: dict[int, _Waiting] = {}
     step = 0
-    pool = DaemonPool(max(1, min(16, len(trajectories))))  # (a step() that never returns holds up nothing)
-    try:
+    # the linear weights packed for a CPU's decoding steps (rlvr.prepacked); the environments' calls on daemon threads
+    # (a step() that never returns holds up nothing)
+    with packed_linears(model, params.max_new_tokens), closing(DaemonPool(max(1, min(16, len(trajectories))))) as pool:
         while batch.rows or waiting or joining:
             if not batch.rows and not joining:  # nobody decodes: skip ahead to the next row due back
                 step = max(step, min(w.due for w in waiting.values()))
@@ -175,8 +178,6 @@ def converse(model: torch.nn.Module, tokenizer: Any, trajectories: list[Trajecto
                 waiting[row] = _Waiting(envs[row], reply, time.monotonic(), step + rejoin_after, parked, ids, lps,
                                         ids[-1] in stop_ids, text)
                 writing[row] = ([], [])
-    finally:
-        pool.close()
     return trajectories
 
 

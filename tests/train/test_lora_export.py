@@ -16,6 +16,12 @@ from rlvr.run.loop import run_training
 
 from .test_step import DIGITS, as_policy, tiny_config
 
+# adapters merged into the weights give the adapter-on log-probs up to rounding: each merge rounds W + BA once more.
+# Measured after two merges: 5-10e-6 nats apart at most over five runs (log-probs of -7 to 0; each run's adapters
+# start elsewhere: a Trainer built here is not seeded as `rlvr train` seeds it, rlvr.run.process.configure_process),
+# where a missing adapter moves them by nats; 1e-5 failed one run in two
+MERGED = 5e-5
+
 
 @pytest.fixture(scope="module")
 def lora_run(tmp_path_factory):
@@ -43,7 +49,7 @@ def test_the_merged_export_is_a_plain_checkpoint_with_the_adapted_policy(lora_ru
     merged = AutoModelForCausalLM.from_pretrained(tmp_path / "merged").eval()  # plain transformers, no peft
     trainer.policy.model.eval()
     adapted = batch_logprobs(trainer.policy, rollout, 10_000, 1.0)
-    assert float((batch_logprobs(as_policy(merged), rollout, 10_000, 1.0) - adapted).abs().max()) < 1e-5
+    assert float((batch_logprobs(as_policy(merged), rollout, 10_000, 1.0) - adapted).abs().max()) < MERGED
     base = batch_logprobs(as_policy(AutoModelForCausalLM.from_pretrained(tmp / "base")), rollout, 10_000, 1.0)
     assert float((base - adapted).abs().max()) > 1e-3  # the adapters changed the policy, and the export has them
     with torch.no_grad():
@@ -68,7 +74,7 @@ def test_a_lora_run_directory_is_a_model_for_eval_and_sample(lora_run):
     model, _ = load_model(str(tmp / "run"))  # what `rlvr eval --model RUN_DIR` and `rlvr sample` load
     trainer.policy.model.eval()
     expected = batch_logprobs(trainer.policy, rollout, 10_000, 1.0)
-    assert float((batch_logprobs(as_policy(model), rollout, 10_000, 1.0) - expected).abs().max()) < 1e-5
+    assert float((batch_logprobs(as_policy(model), rollout, 10_000, 1.0) - expected).abs().max()) < MERGED
 
 
 def test_export_mistakes_are_one_line(lora_run, tmp_path, capsys):
@@ -96,12 +102,12 @@ def test_a_later_stage_puts_new_adapters_on_the_merged_lora_model(lora_run, tmp_
     second.policy.model.eval()
     start = batch_logprobs(second.policy, rollout, 10_000, 1.0)
     first.policy.model.eval()
-    assert float((start - batch_logprobs(first.policy, rollout, 10_000, 1.0)).abs().max()) < 1e-5
+    assert float((start - batch_logprobs(first.policy, rollout, 10_000, 1.0)).abs().max()) < MERGED
     run_training(second)
     model, _ = load_model(str(tmp_path / "run"))  # both runs' adapters, merged in turn
     expected = batch_logprobs(second.policy, rollout, 10_000, 1.0)
-    assert float((batch_logprobs(as_policy(model), rollout, 10_000, 1.0) - expected).abs().max()) < 1e-5
-    assert float((expected - start).abs().max()) > 1e-4  # (the second run trained)
+    assert float((batch_logprobs(as_policy(model), rollout, 10_000, 1.0) - expected).abs().max()) < MERGED
+    assert float((expected - start).abs().max()) > 1e-2  # (the second run trained: 4-6 nats measured)
 
 
 @pytest.fixture

@@ -6,11 +6,12 @@ import pytest
 import torch
 
 import rlvr.prepacked as prepacked
-from rlvr.envs import Reply
-from rlvr.envs import rollout as conv
 from rlvr.models.loading import build_tiny_model
 from rlvr.prepacked import MIN_STEPS, packed_linears
 from rlvr.rollout import SamplingParams, generate
+
+from .envs.test_converse import Scripted
+from .envs.test_converse import run as converse
 
 pytestmark = pytest.mark.skipif(not prepacked.onednn_linear(), reason="this torch has no oneDNN linear")
 
@@ -81,28 +82,17 @@ def test_generate_decodes_with_packed_weights_where_it_pays(model, new_tokens, m
     assert own_forwards(model)
 
 
-class Asks:
-    """An environment that answers every message with one more question, `turns` times, then ends."""
-
-    def __init__(self, turns):
-        self.turns = turns
-
-    def step(self, text):
-        self.turns -= 1
-        return Reply(message={"role": "user", "content": "Again."} if self.turns else None, done=not self.turns)
-
 
 @pytest.mark.parametrize("new_tokens", [MIN_STEPS - 1, MIN_STEPS])
-def test_conversations_decode_with_packed_weights_where_it_pays(model, new_tokens, monkeypatch):
-    """Packed once for a whole multi-turn rollout, the tool replies' prefills included; the layers' own forward
-    back after it."""
-    tokenizer = build_tiny_model(seed=0)[1]
+def test_conversations_decode_with_packed_weights_where_it_pays(tiny, new_tokens, monkeypatch):
+    """Packed once for a whole multi-turn rollout, the replies' prefills included; the layers' own forward back
+    after it."""
     packed = []
     monkeypatch.setattr(prepacked, "packed_forward",
                         lambda w, b: packed.append(w) or (lambda x: torch.nn.functional.linear(x, w, b)))
-    trajectories = [conv.start(tokenizer, [{"role": "user", "content": "Hi."}]) for _ in range(2)]
-    conv.converse(model, tokenizer, trajectories, [Asks(3), Asks(3)], SamplingParams(new_tokens, 1.0), max_turns=3,
-                  max_tokens=400, stop_ids=[tokenizer.eos_token_id], seeds=[1, 2], reply_to_cut=True)
+    # (the random model's messages are cut at the budget: replied to all the same)
+    trajectories = converse(tiny, [Scripted(["Again.", "Again."]) for _ in range(2)], max_turns=3,
+                            new_tokens=new_tokens, reply_to_cut=True)
     assert all(t.info["turns"] == 3 for t in trajectories)  # (the environment replied to each message)
-    assert len(packed) == (len(linears(model)) if new_tokens >= MIN_STEPS else 0)
-    assert own_forwards(model)
+    assert len(packed) == (len(linears(tiny[0])) if new_tokens >= MIN_STEPS else 0)
+    assert own_forwards(tiny[0])

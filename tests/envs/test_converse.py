@@ -54,12 +54,13 @@ def scripted_model(monkeypatch, tokenizer, messages):
 
 
 def run(tiny, envs, *, max_turns=4, max_tokens=400, new_tokens=64, temperature=1.0, seed=0, stop_ids=None,
-        rejoin_after=1):
+        rejoin_after=1, reply_to_cut=False):
     model, tokenizer = tiny
     trajectories = [conv.start(tokenizer, ASK) for _ in envs]
     return conv.converse(model, tokenizer, trajectories, envs, SamplingParams(new_tokens, temperature),
                          max_turns=max_turns, max_tokens=max_tokens, stop_ids=stop_ids or [tokenizer.eos_token_id],
-                         seeds=[seed_of(seed, i) for i in range(len(envs))], rejoin_after=rejoin_after)
+                         seeds=[seed_of(seed, i) for i in range(len(envs))], rejoin_after=rejoin_after,
+                         reply_to_cut=reply_to_cut)
 
 
 def test_the_transcript_is_the_chat_template_of_the_conversation_and_the_mask_marks_model_tokens(tiny, monkeypatch):

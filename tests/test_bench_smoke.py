@@ -78,13 +78,6 @@ def rows(stdout: str, start: str) -> list[str]:
     return [line for line in stdout.splitlines() if line.startswith(start)]
 
 
-def usage_of(name: str) -> Callable[[str, Path], None]:
-    def check(stdout: str, out: Path) -> None:
-        assert stdout.startswith("usage:") and f"{name}.py" in stdout.splitlines()[0]
-        assert "--help" in stdout
-    return check
-
-
 def check_generation(stdout: str, out: Path) -> None:
     assert len(rows(stdout, "    8  HF generate")) == 1
     assert rows(stdout, "    8  rlvr ")[0].endswith("greedy tokens equal: True")  # the same greedy tokens as HF's
@@ -302,7 +295,9 @@ def test_the_script_prints_its_usage(name, monkeypatch, capsys):
     with pytest.raises(SystemExit) as done:
         runpy.run_path(script(name), run_name="__main__")
     assert done.value.code in (0, None) and torch.get_num_threads() == threads
-    usage_of(name)(capsys.readouterr().out, Path())
+    stdout = capsys.readouterr().out
+    assert stdout.startswith("usage:") and f"{name}.py" in stdout.splitlines()[0]
+    assert "--help" in stdout
 
 
 @pytest.mark.parametrize("case", TINY, ids=[c.name for c in TINY])

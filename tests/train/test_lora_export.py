@@ -17,9 +17,9 @@ from rlvr.run.loop import run_training
 from .test_step import DIGITS, as_policy, tiny_config
 
 # adapters merged into the weights give the adapter-on log-probs up to rounding: each merge rounds W + BA once more.
-# Measured after two merges: 5-10e-6 nats apart at most over five runs (log-probs of -7 to 0; each run's adapters
-# start elsewhere: a Trainer built here is not seeded as `rlvr train` seeds it, rlvr.run.process.configure_process),
-# where a missing adapter moves them by nats; 1e-5 failed one run in two
+# Measured over five runs (log-probs of -7 to 0): 5-9e-6 nats apart at most after one merge, 5-7e-6 after two, and
+# once 1.05e-5 in `make test` (each run's adapters start elsewhere: a Trainer built here is not seeded as `rlvr train`
+# seeds it, rlvr.run.process.configure_process), where a missing adapter moves them by nats
 MERGED = 5e-5
 
 

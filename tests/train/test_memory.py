@@ -14,6 +14,7 @@ import torch
 from rlvr.config import TrainConfig
 from rlvr.config.loading import config_from_dict
 from rlvr.errors import UserError
+from rlvr.models.devices import BF16_UNITS_ENV
 from rlvr.models.shapes import model_shapes
 from rlvr.prepacked import MIN_STEPS, onednn_linear
 from rlvr.rl import build
@@ -49,12 +50,18 @@ def test_each_part_moves_with_its_setting():
 
 
 @pytest.mark.skipif(not onednn_linear(), reason="this torch has no oneDNN linear: nothing is packed")
-def test_decoding_on_a_cpu_in_fp32_counts_its_packed_copy_of_the_linear_weights():
+def test_decoding_on_a_cpu_counts_its_packed_copy_of_the_linear_weights(monkeypatch):
+    """In fp32, and in bf16 where the CPU has bf16 units: the copy in the forward dtype, the KV cache in fp32."""
     linear = sum(n_in * n_out for _, n_in, n_out in SHAPES.linears) + SHAPES.vocab * SHAPES.hidden
     assert plan().parts["packed weights"] == linear * 4
     config = config_from_dict(TrainConfig, {"model": {"name": "tiny"}})
-    for device, dtype in [(CPU, torch.bfloat16), (torch.device("cuda"), torch.float32)]:
+    for device, dtype in [(CPU, torch.bfloat16), (torch.device("cuda"), torch.float32)]:  # (bf16: no units here)
         assert "packed weights" not in plan_memory(config, SHAPES, 100, 0.0, device, dtype).parts
+    assert plan_memory(config, SHAPES, 100, 0.0, CPU, torch.bfloat16).parts["KV cache"] == plan().parts["KV cache"] / 2
+    monkeypatch.setenv(BF16_UNITS_ENV, "avx512_bf16")
+    if torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        bf16 = plan_memory(config, SHAPES, 100, 0.0, CPU, torch.bfloat16).parts
+        assert bf16["packed weights"] == linear * 2 and bf16["KV cache"] == plan().parts["KV cache"]
     assert "packed weights" not in plan(generation={"max_new_tokens": MIN_STEPS - 1}).parts
     assert "packed weights" not in plan(generation={"backend": "vllm"}).parts
 

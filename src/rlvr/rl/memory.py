@@ -7,8 +7,9 @@ The plan adds up, from the model's shapes (rlvr.models.shapes) and the settings:
   parameters only (LoRA's adapters); the frozen reference (β > 0, no LoRA) in the forward dtype.
 - a sampler's copy: sampling ahead (`sampling.max_staleness`) decodes with a whole copy; a LoRA policy
   decodes with its adapted weights folded into new tensors (rlvr.models.adapters.folded_for_decoding).
-- decoding's packed weights: on a CPU in fp32, rlvr's engine decodes with a copy of the linear layers' weights
-  (the output layer's too) packed for oneDNN (rlvr.prepacked).
+- decoding's packed weights: on a CPU (in fp32, or in bf16 where it has bf16 units), rlvr's engine decodes with
+  a copy of the linear layers' weights (the output layer's too) packed for oneDNN in the forward dtype, and the KV
+  cache in fp32 (rlvr.prepacked).
 - KV cache: every completion of the batch decoded together, prompt and completion, keys and values of
   every layer.
 - activations: what a transformer layer keeps for its backward pass, per token of a micro-batch: about 12
@@ -95,11 +96,13 @@ def plan_memory(config: TrainConfig, shapes: Shapes, prompt_tokens: int, runtime
         adapted = sum(n_in * n_out for _, n_in, n_out in shapes.targeted(lora.target_modules))
         parts["sampler copy"], notes["sampler copy"] = adapted * FP32, "LoRA folded for decoding"
     new_tokens = g.max_new_tokens or max(shapes.context - prompt_tokens, 0)
-    if g.backend == "local" and pays(device, dtype, new_tokens):
+    packed = g.backend == "local" and pays(device, dtype, new_tokens)
+    if packed:
         linear = sum(n_in * n_out for _, n_in, n_out in shapes.linears) + shapes.vocab * shapes.hidden
-        parts["packed weights"], notes["packed weights"] = linear * FP32, "decoding on a CPU"
+        parts["packed weights"], notes["packed weights"] = linear * act, "decoding on a CPU"
     sequence = prompt_tokens + new_tokens
-    parts["KV cache"] = (s.batch_size * sequence * shapes.layers * 2 * shapes.kv_width * act
+    cached = FP32 if packed else act  # (packed decoding keeps the KV cache in fp32: rlvr.prepacked)
+    parts["KV cache"] = (s.batch_size * sequence * shapes.layers * 2 * shapes.kv_width * cached
                          if g.backend == "local" else 0.0)  # (vLLM plans its own cache)
     tokens = min(o.micro_batch_tokens, s.batch_size * sequence)
     chunk = min(CHUNK_TOKENS, tokens)  # (checkpointed: a chunk's three buffers; else two, and the kept softmax)

@@ -41,8 +41,8 @@ HELPERS = {"rlvr_job": "the grpo_vs_trl and ppo_vs_grpo tiny runs", "ppo_job": "
            "machine": "every tiny run below (the first line of each table)"}
 # the scripts run here with --help
 USAGE = ["arithmetic_baselines", "generation", "grpo_vs_trl", "learning_vs_trl", "lora_sampling", "multiturn",
-         "memory_plan", "optimizer", "overlap", "ppo_vs_grpo", "reward_curve", "samplers", "scaling", "step_memory",
-         "threads_under_load", "tinker_numerics"]
+         "memory_plan", "optimizer", "overlap", "ppo_vs_grpo", "precision", "reward_curve", "samplers", "scaling",
+         "step_memory", "threads_under_load", "tinker_numerics"]
 # what of a script is not run here, and why
 SKIPPED = {
     "scaling": "its run is `rlvr train --nproc 2` (torchrun, two processes) under DDP and FSDP after a one-process "
@@ -157,6 +157,14 @@ def check_overlap(stdout: str, out: Path) -> None:
     assert cases == ["decoding alone", "training alone", "both, as is", "both, GIL switch 0.2 ms"]
 
 
+def check_precision(stdout: str, out: Path) -> None:
+    assert "bf16 units: none" in stdout  # (the suite's setting: as on a CPU without them)
+    works = [line[:72].strip() for line in stdout.splitlines()[-6:]]
+    assert works[0] == "matmul, update (2048 rows)" and works[3] == "forward + backward, 2 × 160 tokens"
+    assert works[5] == "decoding 32 × 16 tokens, bf16 as rlvr decodes (autocast)"  # (no units: not packed)
+    assert all(float(line.split()[-1].rstrip("×")) > 0 for line in stdout.splitlines()[-6:])
+
+
 def check_threads_under_load(stdout: str, out: Path) -> None:
     assert "measured one: quiet" in stdout
     assert len(rows(stdout, "| one | 1 / ")) == 1  # the setting's one intra-op thread, quiet and beside a competitor
@@ -245,6 +253,8 @@ TINY = [
     Case("generation", [script("generation"), "--model", "tiny", "--batches", "8", "--new-tokens", "4",
                         "--repeats", "1"], check_generation),
     Case("samplers", ["-c", SAMPLERS], check_samplers),
+    Case("precision", [script("precision"), "--shape", "tiny", "--repeats", "1", "--new-tokens", "16",
+                       "--sequences", "2"], check_precision),
     Case("reward_curve", [script("reward_curve"), "{out}", "--window", "2", "--control", "{out}/control"],
          check_reward_curve, write_metrics),
 ]

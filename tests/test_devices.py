@@ -77,11 +77,11 @@ def test_bf16_reaches_the_rollout_thread(tmp_path, monkeypatch):
     assert gaps["float32"] < 1e-4 < 1e-2 < gaps["bfloat16"]
 
 
-@pytest.mark.parametrize(("units", "expected"), [("amx", torch.bfloat16), ("avx512_bf16", torch.float32),
+@pytest.mark.parametrize(("units", "expected"), [("amx", torch.bfloat16), ("avx512_bf16", torch.bfloat16),
                                                  (None, torch.float32)])
 def test_auto_precision_follows_the_cpus_bf16_units(monkeypatch, units, expected):
-    """`auto` on a CPU: bf16 autocast where AMX makes it faster, fp32 elsewhere, each said in words that name
-    the CPU; the flags faked, so that the choice is tested on any machine."""
+    """`auto` on a CPU: bf16 autocast where AMX or AVX512-BF16 makes it faster, fp32 elsewhere, each said in
+    words that name the CPU and its units; the flags faked, so that the choice is tested on any machine."""
     import rlvr.models.devices as devices
 
     monkeypatch.setenv(devices.BF16_UNITS_ENV, units or "none")
@@ -89,7 +89,8 @@ def test_auto_precision_follows_the_cpus_bf16_units(monkeypatch, units, expected
     dtype, said = devices.precision("auto", torch.device("cpu"))
     assert dtype == expected == compute_dtype("auto", torch.device("cpu"))
     assert "model.dtype=auto" in said and "Some CPU 9000" in said
-    assert ("has AMX" in said) == (units == "amx") and said.startswith("bfloat16" if units == "amx" else "float32")
+    assert ("has AMX" in said) == (units == "amx") and ("has AVX512-BF16" in said) == (units == "avx512_bf16")
+    assert said.startswith("bfloat16" if units else "float32")
     # asked for, bf16 is used anyway, with a warning only where the CPU lacks the units
     dtype, said = devices.precision("bfloat16", torch.device("cpu"))
     assert dtype == torch.bfloat16 and ("slower" in said) == (units is None)

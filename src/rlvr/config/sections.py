@@ -68,8 +68,9 @@ class ModelConfig:
     device: str = "auto"
     """`auto` (a CUDA GPU when torch sees one, else the CPU), `cpu`, `cuda` or `cuda:N` (DEVICE_PATTERN)."""
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"
-    """Precision of the forward passes: `auto` is bf16 autocast on a GPU that supports it and fp32
-    elsewhere. Weights, gradients and optimizer state stay fp32; a frozen reference is stored in it."""
+    """Precision of the forward passes: `auto` is bf16 autocast on a GPU that supports it and on a CPU with bf16
+    units (AMX, AVX512-BF16), fp32 elsewhere. Weights, gradients and optimizer state stay fp32; a frozen
+    reference is stored in it."""
     attn_implementation: Literal["sdpa", "eager", "flash_attention_2"] = "sdpa"
     """Attention kernel (`flash_attention_2` needs the flash-attn package and a GPU)."""
     lora: LoraConfig | None = None

@@ -3,11 +3,10 @@
 Weights, gradients and optimizer state stay fp32; with `model.dtype: bfloat16` the forward passes
 (rollout, reference, update) run under `torch.autocast`, and the frozen reference is stored in
 bf16. `auto` picks CUDA when there is one, and bf16 where the hardware makes it faster: a GPU that
-supports it, or a CPU with AMX matrix units (Intel Xeon since Sapphire Rapids), where bf16 matmuls ran
-3-4x faster than fp32 on 2 cores (docs/performance.md). A CPU without them (AMD EPYC before Zen 4, most
-laptops) computes bf16 far slower than fp32 (about 1 GFLOP/s against 50-175 on a 2-core AMD EPYC),
-so `auto` stays fp32 there. AVX512-BF16 without AMX (AMD Zen 4, Intel Cooper Lake) has not been measured
-and stays fp32 until it is.
+supports it, or a CPU with bf16 arithmetic: AMX matrix units (Intel Xeon since Sapphire Rapids), where bf16
+matmuls ran 3-4x faster than fp32 on 2 cores, or AVX512-BF16 (AMD EPYC since Zen 4, Intel Cooper Lake),
+2.4-3.5x (docs/performance.md). A CPU without either (AMD EPYC before Zen 4, most laptops) computes bf16 far
+slower than fp32 (about 1 GFLOP/s against 50-175 on a 2-core AMD EPYC), so `auto` stays fp32 there.
 """
 
 from __future__ import annotations
@@ -52,8 +51,8 @@ def resolve_device(name: str) -> torch.device:
 
 
 def compute_dtype(name: str, device: torch.device) -> torch.dtype:
-    """The forward passes' precision: `auto` is bf16 on a GPU that supports it and on a CPU with AMX bf16
-    units, fp32 elsewhere (`precision` says why).
+    """The forward passes' precision: `auto` is bf16 on a GPU that supports it and on a CPU with bf16 units
+    (AMX or AVX512-BF16), fp32 elsewhere (`precision` says why).
 
     >>> compute_dtype("float32", torch.device("cpu")), compute_dtype("bfloat16", torch.device("cpu"))
     (torch.float32, torch.bfloat16)
@@ -79,12 +78,12 @@ def precision(name: str, device: torch.device) -> tuple[torch.dtype, str]:
         return ((torch.bfloat16, f"bfloat16 autocast, fp32 weights (model.dtype=auto: {card} supports bf16)")
                 if bf16 else (torch.float32, f"float32 (model.dtype=auto: {card} has no bf16)"))
     units, cpu = cpu_bf16_units(), cpu_name()
-    if units == "amx":
-        return torch.bfloat16, (f"bfloat16 autocast, fp32 weights (model.dtype=auto: this CPU, {cpu}, has AMX "
-                                "bf16 matrix units; model.dtype=float32 for fp32)")
-    why = ("has AVX512-BF16 but no AMX, where bf16 is not known to be faster" if units == "avx512_bf16"
-           else "has no bf16 matrix units, where bf16 runs slower than fp32")
-    return torch.float32, f"float32 (model.dtype=auto: this CPU, {cpu}, {why})"
+    if units:
+        has = "AMX bf16 matrix units" if units == "amx" else "AVX512-BF16 bf16 arithmetic"
+        return torch.bfloat16, (f"bfloat16 autocast, fp32 weights (model.dtype=auto: this CPU, {cpu}, has {has}; "
+                                "model.dtype=float32 for fp32)")
+    return torch.float32, (f"float32 (model.dtype=auto: this CPU, {cpu}, has no bf16 matrix units, where bf16 runs "
+                           "slower than fp32)")
 
 
 DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16"}

@@ -9,7 +9,8 @@ same rank on every linear layer of the decoder (TRL through a peft LoraConfig; w
 the reference from the base with the adapters off). TRL's GRPOConfig checkpoints activations by default;
 rlvr's LoRA row uses 384-token micro-batches instead (optim.micro_batch_tokens), its full row rlvr's defaults.
 
-The job (the TRL speed job): SmolLM2-135M-Instruct in fp32, one-digit sums from rlvr's
+The job (the TRL speed job): SmolLM2-135M-Instruct (TRL in fp32, rlvr in its `model.dtype: auto`: bf16 on a
+CPU with bf16 units, else fp32; the table's first line says which), one-digit sums from rlvr's
 arithmetic train split as chat prompts, G completions for each of P prompts per step, the boxed-answer
 accuracy reward, β with a reference model. TRL runs from bench/.venv-trl (created on first use:
 torch==2.13.0 and trl from PyPI), each job in its own process so its peak RSS is its own.

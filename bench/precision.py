@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import time
+from unittest import mock
 
 import torch
-from generation import SHAPES, random_network  # (this folder)
+from generation import SHAPES, best_seconds, random_network  # (this folder)
 from machine import machine_line
 
 import rlvr.prepacked as prepacked
@@ -30,21 +30,11 @@ from rlvr.rollout import SamplingParams, generate
 BF16 = torch.bfloat16
 
 
-def best(fn, repeats: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def matmul_rate(rows: int, n_in: int, n_out: int, dtype: torch.dtype, repeats: int) -> float:
     """GFLOP/s of x [rows, n_in] · w [n_in, n_out] in `dtype`."""
     x, w = torch.randn(rows, n_in).to(dtype), torch.randn(n_in, n_out).to(dtype)
     reps = max(1, int(2e9 // (2 * rows * n_in * n_out)))  # (about 2 GFLOP a timing)
-    seconds = best(lambda: [x @ w for _ in range(reps)], repeats)
+    seconds = best_seconds(lambda: [x @ w for _ in range(reps)], repeats)
     return 2 * rows * n_in * n_out * reps / seconds / 1e9
 
 
@@ -56,22 +46,11 @@ def forward_backward(model: torch.nn.Module, dtype: torch.dtype, tokens: torch.T
 
 
 def decode(model: torch.nn.Module, ids: list[list[int]], new_tokens: int, dtype: torch.dtype, pack: bool) -> None:
-    with torch.no_grad(), torch.autocast("cpu", dtype=BF16, enabled=dtype == BF16), \
-            contextlib.ExitStack() as unpacked:
-        if not pack:  # (the layers' own forward: no decoding is long enough to pack)
-            unpacked.enter_context(patched(prepacked, "MIN_STEPS", 10**9))
+    # (pack=False: the layers' own forward, no decoding being long enough to pack)
+    unpacked = contextlib.nullcontext() if pack else mock.patch.object(prepacked, "MIN_STEPS", 10**9)
+    with torch.no_grad(), torch.autocast("cpu", dtype=BF16, enabled=dtype == BF16), unpacked:
         generate(model, ids, 8, SamplingParams(max_new_tokens=new_tokens), stop_ids=[], pad_id=0,
                  seeds=list(range(8 * len(ids))))
-
-
-@contextlib.contextmanager
-def patched(module, name: str, value):
-    before = getattr(module, name)
-    setattr(module, name, value)
-    try:
-        yield
-    finally:
-        setattr(module, name, before)
 
 
 def main() -> None:
@@ -95,16 +74,16 @@ def main() -> None:
         rows.append((what, fp32, bf16, "GFLOP/s"))
     tokens = torch.randint(0, c.vocab_size, (a.sequences, 160))
     model.train()
-    fp32, bf16 = (best(lambda d=dtype: forward_backward(model, d, tokens), a.repeats)
+    fp32, bf16 = (best_seconds(lambda d=dtype: forward_backward(model, d, tokens), a.repeats)
                   for dtype in (torch.float32, BF16))
     rows.append((f"forward + backward, {a.sequences} × 160 tokens", fp32, bf16, "s"))
     model.eval()
     ids = [[1 + (7 * i + j) % (c.vocab_size - 1) for j in range(40)] for i in range(4)]
-    fp32 = best(lambda: decode(model, ids, a.new_tokens, torch.float32, pack=True), a.repeats)
-    autocast = best(lambda: decode(model, ids, a.new_tokens, BF16, pack=False), a.repeats)
+    fp32 = best_seconds(lambda: decode(model, ids, a.new_tokens, torch.float32, pack=True), a.repeats)
+    autocast = best_seconds(lambda: decode(model, ids, a.new_tokens, BF16, pack=False), a.repeats)
     with torch.autocast("cpu", dtype=BF16):
         packs = prepacked.packs(model, a.new_tokens) == BF16
-    rlvr = best(lambda: decode(model, ids, a.new_tokens, BF16, pack=True), a.repeats)
+    rlvr = best_seconds(lambda: decode(model, ids, a.new_tokens, BF16, pack=True), a.repeats)
     rows.append((f"decoding 32 × {a.new_tokens} tokens, bf16 autocast, layers' own forward", fp32, autocast, "s"))
     rows.append((f"decoding 32 × {a.new_tokens} tokens, bf16 as rlvr decodes ({'packed' if packs else 'autocast'})",
                  fp32, rlvr, "s"))

@@ -130,7 +130,6 @@ def test_generate_under_bf16_decodes_with_bf16_packed_weights_and_samples_autoca
     torch.testing.assert_close(out.logprobs, again * out.completion_mask, rtol=0, atol=0.1)
 
 
-
 @pytest.mark.parametrize("new_tokens", [MIN_STEPS - 1, MIN_STEPS])
 def test_conversations_decode_with_packed_weights_where_it_pays(tiny, new_tokens, monkeypatch):
     """Packed once for a whole multi-turn rollout, the replies' prefills included; the layers' own forward back

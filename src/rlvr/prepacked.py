@@ -11,10 +11,11 @@ blocked layout (what torch.compile's CPU weight freezing does), ran those 1.3-1.
 Under bf16 (`model.dtype` bfloat16 on a CPU with bf16 units, rlvr.models.devices.cpu_bf16_units) the copy is
 the weights cast to bf16 once, packed the same way, where autocast would cast every weight at every step; and
 autocast is off while decoding, so that the rest of the step (the norms, attention over the KV cache, the
-sampling) runs in fp32: torch's CPU attention in bf16 ran 2.7x slower than in fp32 at these shapes. The linear
-layers' inputs are rounded to bf16 as autocast rounds them and their outputs come back in fp32. On 2 AMD EPYC
-cores with AVX512-BF16 (SmolLM2's shape, 32 rows) a decoding step took 99-105 ms this way, against 131-135 ms
-packed in fp32 and 175-197 ms under autocast (2026-12-01). The prompts' pass before decoding keeps autocast
+sampling) runs in fp32: torch's CPU attention over the cache ran 2.7x slower in bf16 than in fp32 (a one-off
+torch.profiler run over SmolLM2's decoding). The linear layers' inputs are rounded to bf16 as autocast rounds them
+and their outputs come back in fp32. On 2 AMD EPYC cores with AVX512-BF16, decoding 32 completions of 64 tokens
+took 5.4 s this way, 6.5 s packed in fp32 and 8.7 s under autocast (SmolLM2's shape; Qwen2.5-0.5B's: 9.7, 16.5
+and 15.8 s; bench/precision.py, 2026-12-01). The prompts' pass before decoding keeps autocast
 (its bf16 keys and values join the cache in fp32 at the first step).
 
 The packed copy is made for one decoding (an optimizer step changes the weights in place between two) and

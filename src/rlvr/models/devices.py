@@ -5,7 +5,7 @@ Weights, gradients and optimizer state stay fp32; with `model.dtype: bfloat16` t
 bf16. `auto` picks CUDA when there is one, and bf16 where the hardware makes it faster: a GPU that
 supports it, or a CPU with bf16 arithmetic: AMX matrix units (Intel Xeon since Sapphire Rapids), where bf16
 matmuls ran 3-4x faster than fp32 on 2 cores, or AVX512-BF16 (AMD EPYC since Zen 4, Intel Cooper Lake),
-2.4-3.5x (docs/performance.md). A CPU without either (AMD EPYC before Zen 4, most laptops) computes bf16 far
+2.1-3.6x (docs/performance.md). A CPU without either (AMD EPYC before Zen 4, most laptops) computes bf16 far
 slower than fp32 (about 1 GFLOP/s against 50-175 on a 2-core AMD EPYC), so `auto` stays fp32 there.
 """
 

@@ -9,6 +9,7 @@ Prints a table: the setting, the plan, the measured peak (resident set), plan / 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import re
 import shlex
@@ -20,7 +21,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from machine import machine_line  # noqa: E402
+from machine import job_precision, machine_line  # noqa: E402
 
 SETTINGS = ["", "--set optim.micro_batch_tokens=1024", "--set model.lora.rank=16",
             "--set model.gradient_checkpointing=true", "--set sampling.max_staleness=1"]
@@ -46,13 +47,16 @@ def main() -> None:
     p.add_argument("--setting", action="append", default=None,
                    help='rlvr train arguments, one setting (--setting="--set KEY=VALUE")')
     args = p.parse_args()
-    print(f"{machine_line('float32', 'auto')}\n\n| {args.model}, setting | plan | measured peak | plan / measured |\n"
-          "|---|---|---|---|", flush=True)
+    print(f"{machine_line('each setting its own (model.dtype auto unless set)')}\n\n"
+          f"| {args.model}, setting | precision | plan | measured peak | plan / measured |\n|---|---|---|---|---|",
+          flush=True)
     with tempfile.TemporaryDirectory() as out:
         for setting in args.setting or SETTINGS:
             planned, measured = measure(args.model, setting, Path(out))
-            print(f"| {setting or 'the defaults'} | {planned:.2f} GB | {measured:.2f} GB | {planned / measured:.2f} |",
-                  flush=True)
+            words = shlex.split(setting)
+            dtype = job_precision([v for k, v in itertools.pairwise(words) if k == "--set"]).split(" (")[0]
+            print(f"| {setting or 'the defaults'} | {dtype} | {planned:.2f} GB | {measured:.2f} GB | "
+                  f"{planned / measured:.2f} |", flush=True)
 
 
 if __name__ == "__main__":

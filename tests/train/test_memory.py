@@ -66,6 +66,15 @@ def test_decoding_on_a_cpu_counts_its_packed_copy_of_the_linear_weights(monkeypa
     assert "packed weights" not in plan(generation={"backend": "vllm"}).parts
 
 
+def test_under_bf16_the_update_counts_a_bf16_copy_of_the_linear_weights():
+    """Kept for the backward pass: autocast's cache of the trained weights, or the frozen ones cast once (LoRA)."""
+    linear = sum(n_in * n_out for _, n_in, n_out in SHAPES.linears)
+    assert "weight casts" not in plan().parts
+    for model in ({"name": "tiny"}, {"name": "tiny", "lora": {"rank": 4}}):
+        config = config_from_dict(TrainConfig, {"model": model})
+        assert plan_memory(config, SHAPES, 100, 0.0, CPU, torch.bfloat16).parts["weight casts"] == linear * 2
+
+
 def test_the_largest_part_names_the_setting_to_change():
     config = config_from_dict(TrainConfig, {"model": {"name": "tiny"}, "optim": {"micro_batch_tokens": 10**6}})
     big = plan_memory(config, SHAPES, prompt_tokens=100, runtime=0.5 * GB, device=CPU, dtype=torch.float32)

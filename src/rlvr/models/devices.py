@@ -18,7 +18,8 @@ import platform
 import re
 import resource
 import sys
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -154,6 +155,31 @@ def autocast(device: torch.device, dtype: torch.dtype) -> AbstractContextManager
     if dtype == torch.float32:
         return nullcontext()
     return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+@contextmanager
+def frozen_cast_once(model: torch.nn.Module, dtype: torch.dtype) -> Iterator[None]:
+    """Within: the frozen linear weights of `model` (a LoRA model's base layers) held cast to `dtype`, for one
+    forward with gradients under `dtype` autocast; nothing changes in fp32 or without gradients.
+
+    Autocast casts a weight that needs no gradient anew at every call (its cache keeps the casts of trainable
+    weights only), and each cast is kept for the backward pass. rlvr.logprobs calls the layers once for the
+    prompts and once for each length bucket of completions, so a LoRA update kept that many bf16 copies of the
+    frozen weights (Qwen2.5-0.5B: 0.7 GB each); cast here once, they are kept once. The same cast (`Tensor.to`),
+    so the same numbers. The output layer is left as it is: rlvr.logprobs' backward reads its fp32 weight."""
+    if dtype == torch.float32 or not torch.is_grad_enabled():
+        yield
+        return
+    output = getattr(model, "get_output_embeddings", lambda: None)()
+    held = [(m, m.weight) for m in model.modules() if isinstance(m, torch.nn.Linear) and m is not output
+            and not m.weight.requires_grad and m.weight.dtype == torch.float32]
+    for module, weight in held:
+        module.weight = torch.nn.Parameter(weight.to(dtype), requires_grad=False)
+    try:
+        yield
+    finally:
+        for module, weight in held:
+            module.weight = weight
 
 
 def peak_memory_gb(device: torch.device) -> float:

@@ -10,6 +10,8 @@ The plan adds up, from the model's shapes (rlvr.models.shapes) and the settings:
 - decoding's packed weights: on a CPU (in fp32, or in bf16 where it has bf16 units), rlvr's engine decodes with
   a copy of the linear layers' weights (the output layer's too) packed for oneDNN in the forward dtype, and the KV
   cache in fp32 (rlvr.prepacked).
+- weight casts: under bf16 autocast the update keeps a bf16 copy of each linear layer's weight for its backward
+  pass (autocast's cache for the trained weights, rlvr.models.devices.frozen_cast_once for the frozen ones).
 - KV cache: every completion of the batch decoded together, prompt and completion, keys and values of
   every layer.
 - activations: what a transformer layer keeps for its backward pass, per token of a micro-batch: about 12
@@ -100,6 +102,9 @@ def plan_memory(config: TrainConfig, shapes: Shapes, prompt_tokens: int, runtime
     if packed:
         linear = sum(n_in * n_out for _, n_in, n_out in shapes.linears) + shapes.vocab * shapes.hidden
         parts["packed weights"], notes["packed weights"] = linear * act, "decoding on a CPU"
+    if act < FP32:
+        linears = sum(n_in * n_out for _, n_in, n_out in shapes.linears)
+        parts["weight casts"], notes["weight casts"] = linears * act, "kept for the backward under autocast"
     sequence = prompt_tokens + new_tokens
     cached = FP32 if packed else act  # (packed decoding keeps the KV cache in fp32: rlvr.prepacked)
     parts["KV cache"] = (s.batch_size * sequence * shapes.layers * 2 * shapes.kv_width * cached
@@ -156,6 +161,7 @@ FIXES = {
     "gradients": "train LoRA adapters (model.lora: {{rank: 16}}) or a smaller model",
     "weights": "train a smaller model",
     "packed weights": "train a smaller model",
+    "weight casts": "train a smaller model, or in fp32 (model.dtype: float32)",
     "reference": "train LoRA adapters (model.lora: {{rank: 16}}: the reference is then the base model) or set "
                  "algorithm.beta: 0",
     "sampler copy": "sample in turn (sampling.max_staleness: null)",

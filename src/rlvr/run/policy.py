@@ -15,7 +15,7 @@ else: the stages that use a Policy never ask which.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -35,7 +35,7 @@ from rlvr.distributed.parallel import (
 from rlvr.distributed.world import SINGLE, World
 from rlvr.logprobs import PolicyModule, TokenStats
 from rlvr.models.adapters import AdaptersOff, decoder, folded_for_decoding, folded_weights, has_adapters
-from rlvr.models.devices import autocast
+from rlvr.models.devices import autocast, frozen_cast_once
 from rlvr.run.checkpoint import save_pretrained
 from rlvr.run.sharded import load_shards
 
@@ -95,7 +95,8 @@ class Policy:
         with gradients (when enabled) through the wrapper's hooks, without them on this rank's own copy
         (unless sharded: then every pass goes through FSDP)."""
         module = self.trained.runner if torch.is_grad_enabled() or self.trained.sharded else self.trained.module
-        with self.autocast():
+        cast_once = nullcontext() if self.trained.sharded else frozen_cast_once(self.model, self.dtype)
+        with self.autocast(), cast_once:
             return module(*_arguments(rows, temperature, self.share_prompt()))  # type: ignore[no-any-return]
 
     def reference_logprobs(self, rows: Rows, temperature: float) -> TokenStats:

@@ -50,6 +50,7 @@ def main() -> None:
     rss("start")
     trainer = Trainer(config)
     rss("building the trainer")
+    print(f"\n{trainer.memory_plan or 'no memory plan (the model shapes were not read before it loaded)'}\n")
     a, o, g = config.algorithm, config.optim, config.generation
     for step in range(1, args.steps + 1):  # Trainer.step()'s phases, each measured apart
         scored, _ = trainer.source.take(trainer.step_count)

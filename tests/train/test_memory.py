@@ -15,7 +15,7 @@ from rlvr.config import TrainConfig
 from rlvr.config.loading import config_from_dict
 from rlvr.errors import UserError
 from rlvr.models.devices import BF16_UNITS_ENV
-from rlvr.models.shapes import model_shapes
+from rlvr.models.shapes import Shapes, model_shapes
 from rlvr.prepacked import MIN_STEPS, onednn_linear
 from rlvr.rl import build
 from rlvr.rl.memory import GB, plan_memory, refuse_unless_fits
@@ -73,6 +73,32 @@ def test_under_bf16_the_update_counts_a_bf16_copy_of_the_linear_weights():
     for model in ({"name": "tiny"}, {"name": "tiny", "lora": {"rank": 4}}):
         config = config_from_dict(TrainConfig, {"model": model})
         assert plan_memory(config, SHAPES, 100, 0.0, CPU, torch.bfloat16).parts["weight casts"] == linear * 2
+
+
+@pytest.mark.skipif(not onednn_linear(), reason="this torch has no oneDNN linear: nothing is packed")
+def test_decodings_blocks_of_32_mb_or_more_are_not_added_to_the_update():
+    """glibc maps them apart and unmaps them when freed: the update's parts take their place, up to their size."""
+    up, small, vocab, hidden = 4096 * 16384, 1024 * 1024, 32000, 4096  # (an MLP matrix of 268 MB in fp32)
+    big = Shapes(up + small + vocab * hidden, hidden=hidden, intermediate=16384, layers=1, kv_width=1024, vocab=vocab,
+                 context=4096, linears=(("layers.0.mlp.up_proj", 4096, 16384), ("layers.0.attn.q_proj", 1024, 1024)))
+
+    def big_plan(*, micro=2048, device=CPU, **settings):
+        config = config_from_dict(TrainConfig, {"model": {"name": "tiny", "lora": {"rank": 4}},
+                                                "optim": {"micro_batch_tokens": micro}, **settings})
+        return plan_memory(config, big, 100, 0.0, device, torch.float32)
+
+    assert plan(model={"name": "tiny", "lora": {"rank": 4}}).reused == 0  # (the tiny model's blocks are all small)
+    plan_ = big_plan()  # the folded up_proj and the packed up_proj and output layer go back; q_proj's stay
+    assert plan_.parts["activations"] + plan_.parts["logits"] > 3 * up * 4
+    assert plan_.reused == (up + up + vocab * hidden) * 4
+    assert plan_.total == pytest.approx(sum(plan_.parts.values()) - plan_.reused)
+    assert "less 1.06 given back by decoding before the update" in plan_.line(None)
+    small_update = big_plan(micro=8)  # an update smaller than what decoding gave back: the peak is decoding's
+    update = small_update.parts["activations"] + small_update.parts["logits"]
+    assert small_update.reused == update
+    assert small_update.total == pytest.approx(sum(small_update.parts.values()) - update)
+    assert big_plan(sampling={"max_staleness": 1}).reused == 0  # the sampler decodes beside the update
+    assert big_plan(device=torch.device("cuda")).reused == 0
 
 
 def test_the_largest_part_names_the_setting_to_change():

@@ -24,8 +24,14 @@ The plan adds up, from the model's shapes (rlvr.models.shapes) and the settings:
 
 Sampling and the update come one after the other, yet they are added: on a CPU the allocator keeps what
 decoding freed (glibc's heap holds blocks below its mmap threshold) when the update's activations arrive,
-and the measured peaks follow the sum. The plan is an estimate: tests/train/test_memory.py holds it within
-30% of the peak a run measures on the tiny model and on SmolLM2 (docs/performance.md has the others).
+and the measured peaks follow the sum. Not decoding's blocks of 32 MB or more (a run's mmap threshold,
+rlvr.run.process): glibc maps each apart and unmaps it when freed, so what the update needs takes their place
+(the output layer's packed copy; a 1.5B model's MLP weights). The plan is the sum less the smaller of those
+blocks and the update's own parts: Qwen2.5-Coder-1.5B's LoRA step peaked at 18.5 GB in fp32 while decoding,
+the plan 18.3 GB, where the sum was 25.8 (bench/step_memory.py, docs/models.md).
+
+The plan is an estimate: tests/train/test_memory.py holds it within 30% of the peak a run measures on the
+tiny model and on SmolLM2 (docs/performance.md has the others).
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from rlvr.errors import UserError
 from rlvr.logprobs import CHUNK_TOKENS
 from rlvr.models.shapes import Shapes
 from rlvr.prepacked import pays
+from rlvr.run.process import MMAP_THRESHOLD_MAX
 
 GB = 1e9
 FP32 = 4
@@ -53,17 +60,19 @@ class MemoryPlan:
     parts: dict[str, float]  # bytes, by part
     where: str  # "RAM" or a GPU's memory
     notes: dict[str, str] = field(default_factory=dict)  # a part's settings, in words
+    reused: float = 0.0  # bytes of the update's parts that take the place of decoding's blocks given back
 
     @property
     def total(self) -> float:
-        return sum(self.parts.values())
+        return sum(self.parts.values()) - self.reused
 
     def line(self, available: float | None) -> str:
         """The plan in one line."""
         of = f" of {available / GB:.1f} GB available" if available else ""
         parts = ", ".join(f"{name} {size / GB:.2f}" + (f" ({self.notes[name]})" if name in self.notes else "")
                           for name, size in self.parts.items() if size >= 0.005 * GB)
-        return f"rlvr: memory plan: {self.total / GB:.2f} GB of {self.where}{of}: {parts}"
+        back = f"; less {self.reused / GB:.2f} given back by decoding before the update" if self.reused else ""
+        return f"rlvr: memory plan: {self.total / GB:.2f} GB of {self.where}{of}: {parts}{back}"
 
 
 def activation_bytes(shapes: Shapes, tokens: int, act_bytes: int, checkpointing: bool) -> float:
@@ -91,17 +100,19 @@ def plan_memory(config: TrainConfig, shapes: Shapes, prompt_tokens: int, runtime
              "weights": shapes.parameters * FP32 / sharded,
              "reference": shapes.parameters * act / sharded if config.algorithm.beta > 0 and not lora else 0.0,
              "optimizer": 2 * trainable * FP32 / sharded}
-    notes = {}
+    notes, decoding_blocks = {}, []  # (the sizes of the copies decoding makes and frees)
     if s.max_staleness is not None:
         parts["sampler copy"], notes["sampler copy"] = shapes.parameters * FP32, "sampling ahead"
     elif lora:
-        adapted = sum(n_in * n_out for _, n_in, n_out in shapes.targeted(lora.target_modules))
-        parts["sampler copy"], notes["sampler copy"] = adapted * FP32, "LoRA folded for decoding"
+        adapted = [n_in * n_out * FP32 for _, n_in, n_out in shapes.targeted(lora.target_modules)]
+        parts["sampler copy"], notes["sampler copy"] = float(sum(adapted)), "LoRA folded for decoding"
+        decoding_blocks += adapted
     new_tokens = g.max_new_tokens or max(shapes.context - prompt_tokens, 0)
     packed = g.backend == "local" and pays(device, dtype, new_tokens)
     if packed:
-        linear = sum(n_in * n_out for _, n_in, n_out in shapes.linears) + shapes.vocab * shapes.hidden
-        parts["packed weights"], notes["packed weights"] = linear * act, "decoding on a CPU"
+        matrices = [n_in * n_out for _, n_in, n_out in shapes.linears] + [shapes.vocab * shapes.hidden]
+        parts["packed weights"], notes["packed weights"] = sum(matrices) * act, "decoding on a CPU"
+        decoding_blocks += [n * act for n in matrices]
     if act < FP32:
         linears = sum(n_in * n_out for _, n_in, n_out in shapes.linears)
         parts["weight casts"], notes["weight casts"] = linears * act, "kept for the backward under autocast"
@@ -117,10 +128,23 @@ def plan_memory(config: TrainConfig, shapes: Shapes, prompt_tokens: int, runtime
               "logits": float(logit_rows * shapes.vocab * FP32)}
     notes["KV cache"] = f"{s.batch_size} × {sequence} tokens"
     notes["activations"] = f"{tokens} tokens a micro-batch" + (", checkpointed" if m.gradient_checkpointing else "")
+    # decoding's blocks that glibc maps apart go back to the system when freed, before the update (not when the
+    # sampler decodes beside it: sampling ahead); the update's parts take their place (see the module docstring)
+    given_back = 0.0 if gpu or s.max_staleness is not None else mapped_bytes(decoding_blocks)
+    reused = min(given_back, parts["activations"] + parts["logits"] + parts.get("weight casts", 0.0))
     where = "RAM" if not gpu else f"{device} memory"
     if ranks > 1 and not gpu:  # every rank's process in the one machine's RAM
-        return MemoryPlan({k: v * ranks for k, v in parts.items()}, f"RAM, {ranks} ranks", notes)
-    return MemoryPlan(parts, where, notes)
+        return MemoryPlan({k: v * ranks for k, v in parts.items()}, f"RAM, {ranks} ranks", notes, reused * ranks)
+    return MemoryPlan(parts, where, notes, reused)
+
+
+def mapped_bytes(blocks: list[float]) -> float:
+    """The bytes of `blocks` that glibc maps apart, each of them at least a run's mmap threshold (32 MiB).
+
+    >>> mapped_bytes([MMAP_THRESHOLD_MAX, MMAP_THRESHOLD_MAX - 1, 10 * MMAP_THRESHOLD_MAX]) / MMAP_THRESHOLD_MAX
+    11.0
+    """
+    return float(sum(b for b in blocks if b >= MMAP_THRESHOLD_MAX))
 
 
 def resident_bytes() -> float:

@@ -100,7 +100,8 @@ def plan_memory(config: TrainConfig, shapes: Shapes, prompt_tokens: int, runtime
              "weights": shapes.parameters * FP32 / sharded,
              "reference": shapes.parameters * act / sharded if config.algorithm.beta > 0 and not lora else 0.0,
              "optimizer": 2 * trainable * FP32 / sharded}
-    notes, decoding_blocks = {}, []  # (the sizes of the copies decoding makes and frees)
+    notes: dict[str, str] = {}
+    decoding_blocks: list[int] = []  # (the sizes of the copies decoding makes and frees)
     if s.max_staleness is not None:
         parts["sampler copy"], notes["sampler copy"] = shapes.parameters * FP32, "sampling ahead"
     elif lora:
@@ -138,7 +139,7 @@ def plan_memory(config: TrainConfig, shapes: Shapes, prompt_tokens: int, runtime
     return MemoryPlan(parts, where, notes, reused)
 
 
-def mapped_bytes(blocks: list[float]) -> float:
+def mapped_bytes(blocks: list[int]) -> float:
     """The bytes of `blocks` that glibc maps apart, each of them at least a run's mmap threshold (32 MiB).
 
     >>> mapped_bytes([MMAP_THRESHOLD_MAX, MMAP_THRESHOLD_MAX - 1, 10 * MMAP_THRESHOLD_MAX]) / MMAP_THRESHOLD_MAX

@@ -110,13 +110,13 @@ def plan_memory(config: TrainConfig, shapes: Shapes, prompt_tokens: int, runtime
         decoding_blocks += adapted
     new_tokens = g.max_new_tokens or max(shapes.context - prompt_tokens, 0)
     packed = g.backend == "local" and pays(device, dtype, new_tokens)
+    linears = [n_in * n_out for _, n_in, n_out in shapes.linears]  # (the decoder's weight matrices)
     if packed:
-        matrices = [n_in * n_out for _, n_in, n_out in shapes.linears] + [shapes.vocab * shapes.hidden]
+        matrices = [*linears, shapes.vocab * shapes.hidden]
         parts["packed weights"], notes["packed weights"] = sum(matrices) * act, "decoding on a CPU"
         decoding_blocks += [n * act for n in matrices]
     if act < FP32:
-        linears = sum(n_in * n_out for _, n_in, n_out in shapes.linears)
-        parts["weight casts"], notes["weight casts"] = linears * act, "kept for the backward under autocast"
+        parts["weight casts"], notes["weight casts"] = sum(linears) * act, "kept for the backward under autocast"
     sequence = prompt_tokens + new_tokens
     cached = FP32 if packed else act  # (packed decoding keeps the KV cache in fp32: rlvr.prepacked)
     parts["KV cache"] = (s.batch_size * sequence * shapes.layers * 2 * shapes.kv_width * cached

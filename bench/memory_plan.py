@@ -9,7 +9,6 @@ Prints a table: the setting, the plan, the measured peak (resident set), plan / 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import re
 import shlex
@@ -21,13 +20,14 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from machine import job_precision, machine_line  # noqa: E402
+from machine import machine_line  # noqa: E402
 
 SETTINGS = ["", "--set optim.micro_batch_tokens=1024", "--set model.lora.rank=16",
             "--set model.gradient_checkpointing=true", "--set sampling.max_staleness=1"]
 
 
-def measure(model: str, setting: str, out: Path) -> tuple[float, float]:
+def measure(model: str, setting: str, out: Path) -> tuple[str, float, float]:
+    """(the precision the run said it computed in, its plan, its measured peak) in GB."""
     run = out / re.sub(r"\W+", "_", setting or "defaults")
     done = subprocess.run([sys.executable, "-m", "rlvr", "train", "--set", f"model.name={model}", "--max-steps", "2",
                            "--set", "eval_before=false", "--set", "eval_after=false", "--output-dir", str(run),
@@ -35,10 +35,11 @@ def measure(model: str, setting: str, out: Path) -> tuple[float, float]:
     if done.returncode != 0:
         raise SystemExit(done.stderr[-2000:])
     found = re.search(r"rlvr: memory plan: ([\d.]+) GB", done.stderr)
-    if found is None:
-        raise SystemExit(f"no plan line for {setting!r}")
+    said = re.search(r"rlvr: precision ([^(\n]+)", done.stderr)
+    if found is None or said is None:
+        raise SystemExit(f"no plan or precision line for {setting!r}")
     peaks = [json.loads(line).get("memory/peak_gb", 0.0) for line in (run / "metrics.jsonl").open()]
-    return float(found.group(1)), max(peaks)
+    return said.group(1).strip(), float(found.group(1)), max(peaks)
 
 
 def main() -> None:
@@ -47,14 +48,12 @@ def main() -> None:
     p.add_argument("--setting", action="append", default=None,
                    help='rlvr train arguments, one setting (--setting="--set KEY=VALUE")')
     args = p.parse_args()
-    print(f"{machine_line('each setting its own (model.dtype auto unless set)')}\n\n"
+    print(f"{machine_line('each setting its own, as the run said it')}\n\n"
           f"| {args.model}, setting | precision | plan | measured peak | plan / measured |\n|---|---|---|---|---|",
           flush=True)
     with tempfile.TemporaryDirectory() as out:
         for setting in args.setting or SETTINGS:
-            planned, measured = measure(args.model, setting, Path(out))
-            words = shlex.split(setting)
-            dtype = job_precision([v for k, v in itertools.pairwise(words) if k == "--set"]).split(" (")[0]
+            dtype, planned, measured = measure(args.model, setting, Path(out))
             print(f"| {setting or 'the defaults'} | {dtype} | {planned:.2f} GB | {measured:.2f} GB | "
                   f"{planned / measured:.2f} |", flush=True)
 

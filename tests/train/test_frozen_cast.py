@@ -37,6 +37,11 @@ def frozen_linears(policy):
             and not m.weight.requires_grad]
 
 
+def autocast_alone(monkeypatch):
+    """Policy.logprobs without the cast once: what plain autocast does."""
+    monkeypatch.setattr(policy_module, "frozen_cast_once", lambda model, dtype: nullcontext())
+
+
 def saved_casts(policy, batch):
     """The distinct bf16 tensors of a frozen linear weight's shape that the forward keeps for the backward."""
     shapes = {tuple(m.weight.shape) for m in frozen_linears(policy)}
@@ -59,7 +64,7 @@ def test_the_frozen_weights_are_kept_once_in_bf16_where_autocast_keeps_a_cast_fo
     assert calls > 2
     once = saved_casts(policy, batch)
     assert 0 < once <= len(frozen_linears(policy))  # (the first layer's q, k, v keep none: no gradient flows below)
-    monkeypatch.setattr(policy_module, "frozen_cast_once", lambda model, dtype: nullcontext())  # autocast alone
+    autocast_alone(monkeypatch)
     assert saved_casts(policy, batch) == calls * once
 
 
@@ -79,7 +84,7 @@ def test_the_cast_once_changes_no_number(monkeypatch):
     assert [m.weight for m in frozen_linears(policy)] == weights  # the fp32 weights back in place, the same objects
     assert all(w.dtype == torch.float32 for w in weights)
     policy.model.zero_grad()
-    monkeypatch.setattr(policy_module, "frozen_cast_once", lambda model, dtype: nullcontext())
+    autocast_alone(monkeypatch)
     plain = grads_and_logprobs(policy, batch)
     torch.testing.assert_close(once[0], plain[0], rtol=0, atol=0)
     assert once[1].keys() == plain[1].keys() and len(once[1]) > 0

@@ -5,6 +5,7 @@ the same numbers as plain autocast (rlvr.models.devices.frozen_cast_once, called
 from contextlib import nullcontext
 from types import SimpleNamespace
 
+import pytest
 import torch
 
 import rlvr.run.policy as policy_module
@@ -108,3 +109,13 @@ def test_nothing_is_cast_in_fp32_or_without_gradients():
         weights = [m.weight for m in frozen_linears(policy)]
         seen = weights_seen_by_each_call(policy, grad)
         assert seen and all(a is b for call in seen for a, b in zip(call, weights, strict=True))
+
+
+def test_a_forward_that_fails_puts_the_fp32_weights_back():
+    policy = lora_policy()
+    weights = [m.weight for m in frozen_linears(policy)]
+    bad = rows()
+    bad.completion_ids[0, 0] = 10**6  # (no such token: the embedding lookup fails inside the forward)
+    with pytest.raises(IndexError):
+        policy.logprobs(bad, temperature=1.0)
+    assert all(a is b for a, b in zip((m.weight for m in frozen_linears(policy)), weights, strict=True))

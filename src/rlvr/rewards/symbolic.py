@@ -11,6 +11,10 @@ boxing ``9^{9^9}`` or ``(10^{10})!`` stalls the reward for minutes. Three guards
    C code either: the hard bound is a killable worker process (workers.py), which runs these
    same functions with the alarm off.
 
+The first comparison in a process also sets up math-verify's LaTeX parser (its grammar, ~0.1 s on an idle
+machine, seconds on a loaded one): `warm_up` does that once, on trivial input, before any answer's timeout
+starts, so that the set-up never times a correct answer out as a miss.
+
 math-verify also compares numbers with an absolute tolerance (``evalf(chop=True)``, rounding to
 6 decimals), so ``\frac{1}{20!}`` "equals" ``\frac{1}{21!}`` and ``10^{-20}`` equals ``10^{-21}``.
 A match between two numeric values is therefore confirmed with a relative tolerance (`REL_TOL`).
@@ -27,6 +31,7 @@ from typing import Any
 
 MAX_CHARS = 200
 TIMEOUT_S = 2  # per parse and per verify; an int because signal.alarm takes whole seconds
+WARM_UP_TIMEOUT_S = 60  # the one-off set-up's alarm: generous, it reads no answer
 REL_TOL = 1e-6  # two numeric values match when |a - b| <= REL_TOL * max(|a|, |b|)
 
 _COMBINATORIAL = re.compile(r"!|\\[dt]?binom|\\choose|\\Gamma|\\prod")
@@ -105,6 +110,11 @@ def equivalent(pred: str, gold: str, rel_tol: float = REL_TOL, alarm_s: int | No
     """
     if too_costly(pred) or too_costly(gold):
         return False
+    warm_up(alarm_s and WARM_UP_TIMEOUT_S)
+    return _equivalent(pred, gold, rel_tol, alarm_s)
+
+
+def _equivalent(pred: str, gold: str, rel_tol: float, alarm_s: int | None) -> bool:
     from math_verify import parse, verify  # imports sympy: only when a comparison needs it
 
     timeout = alarm_s if _alarm_usable() else None
@@ -133,6 +143,7 @@ def parses(gold: str, alarm_s: int | None = TIMEOUT_S) -> bool:
     """
     if too_costly(gold):
         return True
+    warm_up(alarm_s and WARM_UP_TIMEOUT_S)
     from math_verify import parse
 
     timeout = alarm_s if _alarm_usable() else None
@@ -142,6 +153,24 @@ def parses(gold: str, alarm_s: int | None = TIMEOUT_S) -> bool:
         return False
     # parse falls back to the raw string when it cannot build an expression: only sympy objects count.
     return any(not isinstance(p, str) for p in parsed)
+
+
+_warm_up_lock = threading.Lock()
+_warmed_up = False
+
+
+def warm_up(alarm_s: int | None = WARM_UP_TIMEOUT_S) -> None:
+    """Import math-verify and run one comparison on trivial input, once per process, under a bound of `alarm_s`
+    (None: none, as in a worker process, whose bound is being killed) instead of an answer's."""
+    global _warmed_up
+    with _warm_up_lock:
+        if _warmed_up:
+            return
+        try:
+            _equivalent("x+1", "1+x", REL_TOL, alarm_s)
+        except Exception:  # a broken install shows up on the first real comparison, with its reason
+            pass
+        _warmed_up = True
 
 
 def too_costly(s: str) -> bool:

@@ -225,7 +225,7 @@ def serve(read_fd: int, write_fd: int, memory_mb: int | None) -> None:
     # math-verify warns that its timeout is off: here the parent's kill is the timeout.
     logging.getLogger("math_verify").setLevel(logging.ERROR)
     receive, send = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
-    _warm_up()
+    symbolic.warm_up(None)
     send.send((True, "ready"))
     while True:
         try:
@@ -250,14 +250,6 @@ def _exit_with_parent() -> None:
         os._exit(1)
 
     threading.Thread(target=watch, daemon=True).start()
-
-
-def _warm_up() -> None:
-    """Import math-verify and run one comparison: the first one costs ~0.2 s of one-off set-up."""
-    try:
-        symbolic.equivalent("x+1", "1+x", alarm_s=None)
-    except Exception:  # a broken install shows up on the first real item, with its reason
-        pass
 
 
 def _exit_code(worker: _Worker) -> int | None:

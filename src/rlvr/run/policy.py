@@ -34,7 +34,14 @@ from rlvr.distributed.parallel import (
 )
 from rlvr.distributed.world import SINGLE, World
 from rlvr.logprobs import PolicyModule, TokenStats
-from rlvr.models.adapters import AdaptersOff, decoder, folded_for_decoding, folded_weights, has_adapters
+from rlvr.models.adapters import (
+    AdaptersOff,
+    add_unrounded_sums,
+    decoder,
+    folded_for_decoding,
+    folded_weights,
+    has_adapters,
+)
 from rlvr.models.devices import autocast, frozen_cast_once
 from rlvr.run.checkpoint import save_pretrained
 from rlvr.run.sharded import load_shards
@@ -67,6 +74,8 @@ class Policy:
     def __init__(self, model: torch.nn.Module, *, device: torch.device, dtype: torch.dtype, world: World = SINGLE,
                  strategy: str = "ddp", reference: torch.nn.Module | None = None, with_reference: bool = False):
         self.model, self.device, self.dtype, self.world = model, device, dtype, world
+        if dtype != torch.float32:  # the adapters' term kept whole under bf16 autocast, as the sampler keeps it
+            add_unrounded_sums(model)
         self.trained = Trained(PolicyModule(model), world, strategy, device, dtype)
         self.reference: torch.nn.Module | None = None  # called like the trained module (a PolicyModule's forward)
         if with_reference and has_adapters(model):

@@ -1,0 +1,152 @@
+"""Under bf16 autocast a LoRA policy's forward keeps the adapters' term (α / r) · B A x where it is under half a
+unit in the last place of the base layer's output, which peft's sum rounds away whole
+(rlvr.models.adapters.add_unrounded_sums, registered by Policy): the update computes the adapted model, as the
+sampler does, not nearly the base one. Nothing changes with the adapters off, while decoding, or in fp32."""
+
+import copy
+
+import torch
+
+from rlvr.config.sections import LoraConfig
+from rlvr.models.adapters import _UnroundedSum, add_adapters, add_unrounded_sums
+from rlvr.models.loading import build_tiny_model, set_checkpointing
+from rlvr.run.policy import Policy
+
+from .test_frozen_cast import rows
+
+BF16 = torch.bfloat16
+
+
+def adapted(scale=2e-4, checkpointing=False):
+    """The tiny model with adapters whose B has entries of about `scale` (B starts at 0; a few AdamW steps at a
+    LoRA learning rate give entries of that size)."""
+    model, _ = build_tiny_model()
+    if checkpointing:
+        set_checkpointing(model, True)
+    model = add_adapters(model, LoraConfig(rank=4), "tiny")
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.copy_(torch.randn(p.shape, generator=g) * scale)
+    return model
+
+
+def policy(model, dtype=BF16):
+    return Policy(model, device=torch.device("cpu"), dtype=dtype)
+
+
+def lora_layers(model):
+    from peft.tuners.lora import LoraLayer
+
+    return [m for m in model.modules() if isinstance(m, LoraLayer)]
+
+
+def hooks(model):
+    return [h for layer in lora_layers(model) for h in layer.get_base_layer()._forward_hooks.values()
+            if isinstance(h, _UnroundedSum)]
+
+
+def without_hooks(model):
+    for layer in lora_layers(model):
+        base = layer.get_base_layer()
+        for key, h in list(base._forward_hooks.items()):
+            if isinstance(h, _UnroundedSum):
+                del base._forward_hooks[key]
+    return model
+
+
+def half_ulp(x):
+    """Half a unit in the last place of bf16 values `x`."""
+    return 2.0 ** (torch.floor(torch.log2(x.float().abs())) - 8)
+
+
+def test_a_term_under_half_a_unit_of_the_output_is_kept_where_pefts_sum_drops_it():
+    model = adapted(scale=1e-5)
+    layer = lora_layers(model)[0]
+    base, a, b = layer.get_base_layer(), layer.lora_A["default"], layer.lora_B["default"]
+    x = torch.randn(8, base.in_features, generator=torch.Generator().manual_seed(2))
+    rounded = torch.nn.functional.linear(x.to(BF16), base.weight.to(BF16))  # what autocast's base output is
+    with torch.no_grad():
+        term = (x.double() @ a.weight.double().T @ b.weight.double().T) * layer.scaling["default"]
+    small = term.abs() < half_ulp(rounded)
+    assert small.float().mean() > 0.95 and term.abs().max() > 0  # the case: nearly every term under half a unit
+    with torch.no_grad(), torch.autocast("cpu", dtype=BF16):
+        plain = layer(x)
+    assert plain.dtype == BF16 and torch.equal(plain[small], rounded[small])  # peft's sum: the term dropped whole
+    add_unrounded_sums(model)
+    assert len(hooks(model)) == len(lora_layers(model))
+    with torch.no_grad(), torch.autocast("cpu", dtype=BF16):
+        kept = layer(x)
+    assert kept.dtype == torch.float32
+    # the term added to the same rounded output: kept to bf16's precision of the term itself
+    torch.testing.assert_close((kept.double() - rounded.double()), term, rtol=2e-2, atol=1e-2 * float(term.abs().max()))
+    add_unrounded_sums(model)  # once only
+    assert len(hooks(model)) == len(lora_layers(model))
+
+
+def logprobs(p, off=False):
+    with torch.no_grad():
+        if off:
+            with p.model.disable_adapter():
+                return p.logprobs(rows(), temperature=1.0).logprobs
+        return p.logprobs(rows(), temperature=1.0).logprobs
+
+
+def layer_outputs(p, grad):
+    """The dtypes of the LoRA layers' outputs in a forward of Policy.logprobs."""
+    seen = []
+    handles = [layer.register_forward_hook(lambda m, i, o: seen.append(o.dtype)) for layer in lora_layers(p.model)]
+    with torch.set_grad_enabled(grad):
+        p.logprobs(rows(), temperature=1.0)
+    for h in handles:
+        h.remove()
+    return seen
+
+
+def test_the_policys_bf16_forward_adds_every_term_unrounded():
+    """Policy registers the hooks: in its forward, with or without gradients, each adapted layer's sum is fp32 (the
+    term added to the rounded base output exactly), where peft's is bf16 (rounded again)."""
+    hooked = policy(adapted())
+    plain = policy(adapted())
+    without_hooks(plain.model)
+    for grad in (True, False):
+        assert set(layer_outputs(hooked, grad)) == {torch.float32}
+        assert set(layer_outputs(plain, grad)) == {BF16}
+    assert set(layer_outputs(policy(adapted(), torch.float32), True)) == {torch.float32}
+
+
+def test_nothing_changes_with_the_adapters_off_while_decoding_or_in_fp32():
+    p = policy(adapted())
+    assert hooks(p.model)
+    ids = rows().completion_ids
+
+    def decode(model):
+        return model(input_ids=ids).logits
+
+    before = (p.reference_logprobs(rows(), 1.0).logprobs if p.reference is not None else logprobs(p, off=True),
+              p.decoding(decode))
+    without_hooks(p.model)
+    after = (p.reference_logprobs(rows(), 1.0).logprobs if p.reference is not None else logprobs(p, off=True),
+             p.decoding(decode))
+    for x, y in zip(before, after, strict=True):
+        assert torch.equal(x, y)
+    assert not hooks(policy(adapted(), torch.float32).model)
+
+
+def test_a_deep_copy_hooks_its_own_layers():
+    model = policy(adapted()).model
+    twin = copy.deepcopy(model)
+    assert [h.layer for h in hooks(twin)] == lora_layers(twin)
+    assert all(a is not b for a, b in zip(lora_layers(twin), lora_layers(model), strict=True))
+
+
+def test_activation_checkpointing_recomputes_the_same_forward():
+    """transformers' checkpointing (non-reentrant) recomputes each layer in the backward and checks that the
+    recomputed tensors have the forward's dtypes: the hooks stay on for it."""
+    for checkpointing in (False, True):
+        p = policy(adapted(checkpointing=checkpointing))
+        stats = p.logprobs(rows(), temperature=1.0)
+        stats.logprobs.sum().backward()
+        grads = [q.grad for q in p.model.parameters() if q.requires_grad]
+        assert grads and all(g is not None and torch.isfinite(g).all() for g in grads)

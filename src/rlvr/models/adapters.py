@@ -215,12 +215,15 @@ def add_unrounded_sums(model: torch.nn.Module) -> None:
     it rounds back to itself). After a few steps at a LoRA learning rate most of the term is that small (B starts
     at 0), so the update's forward computed nearly the base model while the sampler, which decodes from
     W + (α / r) · B A cast to bf16 once (`folded_for_decoding`: rounded once, the term kept on average), sampled
-    from the adapted one. Measured on Qwen2.5-Coder-0.5B after 2 steps (configs/chain_sum_qwen.yaml in bf16):
-    the trainer's log-probs 0.013 nats a token from the sampler's on average, where the fp32 forward was 0.006
-    and this forward is 0.006. Handed on in fp32 (the same rounded base output, the term added to it exactly,
-    the layer's later arithmetic in fp32), the term is kept; gradients are unchanged in kind. Nothing changes
-    while the adapters are off (the reference pass, folded decoding) or in fp32. A hook on each base layer, kept
-    by copies of the model (it names its layer, which a deep copy maps to the copy's), registered once."""
+    from the adapted one. Measured on Qwen2.5-Coder-0.5B (configs/chain_sum_qwen.yaml in bf16, its random-reward
+    control after 2 steps, the third batch): the trainer's log-probs were 0.013 nats a token from the sampler's
+    on average, the fp32 forward's 0.006, this forward's 0.006 (docs/backends.md has the whole run's).
+
+    Handed on in fp32 (the same rounded base output, the term added to it exactly, the layer's later arithmetic
+    in fp32), the term is kept. Nothing changes while the adapters are off (the reference pass, folded decoding)
+    or in fp32. A hook on each base layer, registered once, that stays through the backward (activation
+    checkpointing recomputes the forward there and checks its dtypes) and in deep copies of the model (it names
+    its layer, which a deep copy maps to the copy's)."""
     if not has_adapters(model):
         return
     from peft.tuners.lora import LoraLayer

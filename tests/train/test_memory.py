@@ -75,6 +75,18 @@ def test_under_bf16_the_update_counts_a_bf16_copy_of_the_linear_weights():
         assert plan_memory(config, SHAPES, 100, 0.0, CPU, torch.bfloat16).parts["weight casts"] == linear * 2
 
 
+def test_under_bf16_lora_keeps_fp32_activations():
+    """The adapted layers hand their sums on in fp32 (rlvr.models.adapters.add_unrounded_sums): the layers keep
+    fp32 activations, where a full fine-tune's are bf16."""
+    def activations(model, dtype):
+        config = config_from_dict(TrainConfig, {"model": model})
+        return plan_memory(config, SHAPES, 100, 0.0, CPU, dtype).parts["activations"]
+
+    full, lora = {"name": "tiny"}, {"name": "tiny", "lora": {"rank": 4}}
+    assert activations(full, torch.bfloat16) * 2 == activations(full, torch.float32) > 0
+    assert activations(lora, torch.bfloat16) == activations(lora, torch.float32) == activations(full, torch.float32)
+
+
 @pytest.mark.skipif(not onednn_linear(), reason="this torch has no oneDNN linear: nothing is packed")
 def test_decodings_blocks_of_32_mb_or_more_are_not_added_to_the_update():
     """glibc maps them apart and unmaps them when freed: the update's parts take their place, up to their size."""

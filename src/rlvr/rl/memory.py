@@ -18,7 +18,8 @@ The plan adds up, from the model's shapes (rlvr.models.shapes) and the settings:
   hidden-size vectors (the norms' inputs and outputs, attention's inputs and output, rotary q and k), 2
   key-value widths and 4 MLP-width ones (SwiGLU's gate, up, their product, the down projection's input);
   with gradient checkpointing, half of that (what was measured on SmolLM2: its peak fell by half the
-  activations, not to one layer's worth).
+  activations, not to one layer's worth). In the forward precision, except under LoRA in bf16: the adapted
+  layers hand their sums on in fp32 (rlvr.models.adapters.add_unrounded_sums), and the layers keep fp32.
 - logits: rlvr.logprobs computes the output layer in chunks of 512 tokens (logits, softmax, gradient), and
   keeps every chunk's softmax of a micro-batch for the backward (not under gradient checkpointing).
 
@@ -125,7 +126,7 @@ def plan_memory(config: TrainConfig, shapes: Shapes, prompt_tokens: int, runtime
     chunk = min(CHUNK_TOKENS, tokens)  # (checkpointed: a chunk's three buffers; else two, and the kept softmax)
     logit_rows = 3 * chunk if m.gradient_checkpointing else 2 * chunk + tokens
     parts |= {"gradients": trainable * FP32 / sharded,
-              "activations": activation_bytes(shapes, tokens, act, m.gradient_checkpointing),
+              "activations": activation_bytes(shapes, tokens, FP32 if lora else act, m.gradient_checkpointing),
               "logits": float(logit_rows * shapes.vocab * FP32)}
     notes["KV cache"] = f"{s.batch_size} × {sequence} tokens"
     notes["activations"] = f"{tokens} tokens a micro-batch" + (", checkpointed" if m.gradient_checkpointing else "")

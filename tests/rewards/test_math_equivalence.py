@@ -103,6 +103,8 @@ def test_the_parsers_one_off_set_up_never_times_an_answer_out(monkeypatch):
         pytest.skip("math-verify's alarm works on the main thread only")
     import math_verify.parser
 
+    if not hasattr(math_verify.parser, "extract_target_from_pred"):
+        pytest.skip("this math-verify parses through another function (the test slows math-verify 0.9's)")
     parse_one, parsed = math_verify.parser.extract_target_from_pred, []
 
     def slow_the_first_time(*args, **kwargs):  # (math-verify's parse runs this under its alarm)

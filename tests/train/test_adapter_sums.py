@@ -85,11 +85,9 @@ def test_a_term_under_half_a_unit_of_the_output_is_kept_where_pefts_sum_drops_it
     assert len(hooks(model)) == len(lora_layers(model))
 
 
-def logprobs(p, off=False):
-    with torch.no_grad():
-        if off:
-            with p.model.disable_adapter():
-                return p.logprobs(rows(), temperature=1.0).logprobs
+def logprobs_adapters_off(p):
+    """What the reference pass of a LoRA policy computes (AdaptersOff: the adapters disabled)."""
+    with torch.no_grad(), p.model.disable_adapter():
         return p.logprobs(rows(), temperature=1.0).logprobs
 
 
@@ -124,11 +122,9 @@ def test_nothing_changes_with_the_adapters_off_while_decoding_or_in_fp32():
     def decode(model):
         return model(input_ids=ids).logits
 
-    before = (p.reference_logprobs(rows(), 1.0).logprobs if p.reference is not None else logprobs(p, off=True),
-              p.decoding(decode))
+    before = logprobs_adapters_off(p), p.decoding(decode)
     without_hooks(p.model)
-    after = (p.reference_logprobs(rows(), 1.0).logprobs if p.reference is not None else logprobs(p, off=True),
-             p.decoding(decode))
+    after = logprobs_adapters_off(p), p.decoding(decode)
     for x, y in zip(before, after, strict=True):
         assert torch.equal(x, y)
     assert not hooks(policy(adapted(), torch.float32).model)

@@ -5,6 +5,7 @@ sampler does, not nearly the base one. Nothing changes with the adapters off, wh
 
 import copy
 
+import pytest
 import torch
 
 from rlvr.config.sections import LoraConfig
@@ -74,14 +75,14 @@ def test_a_term_under_half_a_unit_of_the_output_is_kept_where_pefts_sum_drops_it
     with torch.no_grad(), torch.autocast("cpu", dtype=BF16):
         plain = layer(x)
     assert plain.dtype == BF16 and torch.equal(plain[small], rounded[small])  # peft's sum: the term dropped whole
-    add_unrounded_sums(model)
+    add_unrounded_sums(model, BF16)
     assert len(hooks(model)) == len(lora_layers(model))
     with torch.no_grad(), torch.autocast("cpu", dtype=BF16):
         kept = layer(x)
     assert kept.dtype == torch.float32
     # the term added to the same rounded output: kept to bf16's precision of the term itself
     torch.testing.assert_close((kept.double() - rounded.double()), term, rtol=2e-2, atol=1e-2 * float(term.abs().max()))
-    add_unrounded_sums(model)  # once only
+    add_unrounded_sums(model, BF16)  # once only
     assert len(hooks(model)) == len(lora_layers(model))
 
 
@@ -146,3 +147,42 @@ def test_activation_checkpointing_recomputes_the_same_forward():
         stats.logprobs.sum().backward()
         grads = [q.grad for q in p.model.parameters() if q.requires_grad]
         assert grads and all(g is not None and torch.isfinite(g).all() for g in grads)
+
+
+def outputs_while(model, run):
+    """The dtypes of `model`'s LoRA layers' outputs while `run()` runs."""
+    seen = []
+    handles = [layer.register_forward_hook(lambda m, i, o: seen.append(o.dtype)) for layer in lora_layers(model)]
+    run()
+    for h in handles:
+        h.remove()
+    return set(seen)
+
+
+@pytest.mark.parametrize("trainer", ["sft", "reward model", "ppo critic"])
+def test_every_trainer_of_adapters_under_bf16_adds_the_terms_unrounded(tmp_path, trainer):
+    """SFT and the reward model register the hooks as the policy does; the PPO critic's backbone, a deep copy of
+    the policy's, carries the policy's (test_a_deep_copy_hooks_its_own_layers)."""
+    model_section = {"name": "tiny", "lora": {"rank": 4}, "dtype": "bfloat16"}
+    if trainer == "sft":
+        from rlvr.sft.train import SFTTrainer
+        from tests.sft.conftest import echo_rows, tiny_sft_config, write_rows
+
+        sft = SFTTrainer(tiny_sft_config(write_rows(tmp_path / "rows.jsonl", echo_rows()), tmp_path / "run",
+                                         model=model_section))
+        model, run = sft.model, sft.step
+    elif trainer == "reward model":
+        from rlvr.reward_models.train import RewardModelTrainer
+        from tests.reward_models.conftest import tiny_rm_config, write_pairs
+
+        rm = RewardModelTrainer(tiny_rm_config(write_pairs(tmp_path / "pairs.jsonl"), tmp_path / "run",
+                                               model=model_section))
+        model, run = rm.model, rm.step
+    else:
+        from rlvr.ppo.trainer import PPOTrainer
+        from tests.train.test_step import DIGITS, tiny_config
+
+        ppo = PPOTrainer(tiny_config(tmp_path, DIGITS, "model.dtype=bfloat16", "model.lora.rank=4"))
+        rollout = ppo.source.take(0)[0].rollout
+        model, run = ppo.critic.module.backbone, lambda: ppo.critic.values(rollout)
+    assert outputs_while(model, run) == {torch.float32}  # (peft's sums would be bf16)

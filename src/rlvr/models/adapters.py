@@ -205,9 +205,11 @@ class AdaptersOff(torch.nn.Module):
             return policy_module(*args, **kwargs)
 
 
-def add_unrounded_sums(model: torch.nn.Module) -> None:
+def add_unrounded_sums(model: torch.nn.Module, dtype: torch.dtype) -> None:
     """From now on, while its adapters are on, each LoRA layer of `model` adds (α / r) · B A x to its base output
-    in fp32 where autocast computed that output in bf16 (or fp16), instead of to its bf16 rounding.
+    in fp32 where autocast computed that output in bf16 (or fp16), instead of to its bf16 rounding; nothing when
+    the forward passes' `dtype` is fp32. Every trainer of adapters under autocast registers it (the policy, SFT,
+    the reward model; the PPO critic's deep copy of the policy carries the policy's).
 
     peft adds the adapters' term to the base layer's output as that layer returns it: under bf16 autocast, a
     value already rounded to 8 significant bits, and the sum is rounded again. A term under half a unit in the
@@ -224,7 +226,7 @@ def add_unrounded_sums(model: torch.nn.Module) -> None:
     or in fp32. A hook on each base layer, registered once, that stays through the backward (activation
     checkpointing recomputes the forward there and checks its dtypes) and in deep copies of the model (it names
     its layer, which a deep copy maps to the copy's)."""
-    if not has_adapters(model):
+    if dtype == torch.float32 or not has_adapters(model):
         return
     from peft.tuners.lora import LoraLayer
 

@@ -19,7 +19,9 @@ and 15.8 s; bench/precision.py, 2026-12-01). The prompts' pass before decoding k
 (its bf16 keys and values join the cache in fp32 at the first step).
 
 The packed copy is made for one decoding (an optimizer step changes the weights in place between two) and
-dropped after it: one more copy of the linear weights while decoding (rlvr.rl.memory counts it). Only where it
+dropped after it: one more copy of the linear weights while decoding (rlvr.rl.memory counts it). A LoRA policy's
+weights folded for decoding (rlvr.models.adapters.folded_for_decoding) are set aside as each is packed, so that
+the two copies do not add up, and folded again after. Only where it
 pays: fp32 weights on a CPU with oneDNN, computed in fp32 or (with bf16 units) under bf16 autocast, and a
 decoding of at least MIN_STEPS steps (packing SmolLM2 took 0.3 s, what about ten of its decoding steps save).
 oneDNN's sums round differently from MKL's (about 1e-6 relative, as any two kernels' do), and the trainer's
@@ -36,6 +38,7 @@ from contextlib import ExitStack, contextmanager
 
 import torch
 
+from rlvr.models.adapters import set_fold_aside
 from rlvr.models.devices import cpu_bf16_units
 
 MIN_STEPS = 16
@@ -77,13 +80,19 @@ def packed_linears(model: torch.nn.Module, steps: int) -> Iterator[bool]:
     with ExitStack() as outside:
         if dtype == torch.bfloat16:
             outside.enter_context(torch.autocast("cpu", enabled=False))
+        folds_again = []  # a LoRA policy's folded weights, set aside once packed (rlvr.models.adapters)
         try:
             for m in linears:
                 m.__dict__["forward"] = packed_forward(m.weight, m.bias, dtype)  # (over the class's forward)
+                fold_again = set_fold_aside(m.weight)
+                if fold_again is not None:
+                    folds_again.append(fold_again)
             yield bool(linears)
         finally:
             for m in linears:
                 m.__dict__.pop("forward", None)
+            for fold_again in folds_again:  # (once the packed copies are gone)
+                fold_again()
 
 
 def packed_forward(weight: torch.Tensor, bias: torch.Tensor | None,

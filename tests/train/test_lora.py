@@ -132,6 +132,45 @@ def test_decoding_folds_the_adapters_into_copies_and_leaves_the_base_bit_for_bit
     assert [m.get_base_layer().weight for m in layers] == [w for w, _ in bases]
 
 
+def test_packed_decoding_sets_the_folded_copies_aside_and_samples_the_same(tmp_path, monkeypatch):
+    """Where decoding packs its weights (rlvr.prepacked), a folded weight is set aside once packed (the
+    adapted layers hold their own tensors while the tokens are decoded: the two copies do not add up) and
+    folded again after, to the same bits; the completions and their log-probs are those of keeping the folds."""
+    from peft.tuners.lora import LoraLayer
+
+    import rlvr.prepacked as prepacked
+    from rlvr.models.adapters import folded_weights
+    from rlvr.rollout import SamplingParams, generate
+
+    if not prepacked.onednn_linear():
+        pytest.skip("this torch has no oneDNN linear")
+    trainer = lora_trainer(tmp_path)
+    trainer.step()  # adapters no longer zero
+    policy = trainer.policy
+    bases = [m.get_base_layer().weight for m in policy.model.modules() if isinstance(m, LoraLayer)]
+    own = [w.data_ptr() for w in bases]
+    given = [t for name, t in folded_weights(policy.model) if name.endswith("proj.weight")]
+    assert len(given) == len(bases)
+    seen = []  # for each forward pass: whether every adapted weight held its own tensor
+    policy.model.register_forward_pre_hook(lambda *_: seen.append([w.data_ptr() for w in bases] == own))
+
+    def sample(model):
+        out = generate(model, [[5, 6, 7], [8, 9]], 2, SamplingParams(max_new_tokens=prepacked.MIN_STEPS),
+                       stop_ids=[], pad_id=0, seeds=[1, 2, 3, 4])
+        after = [w.detach().clone() for w in bases]  # (the decoding block goes on: folded again)
+        return out, after
+
+    out, after = policy.decoding(sample)
+    assert seen[0] is False and seen[1:] and all(seen[1:])  # the prompts' pass folded; each decoding step not
+    assert all(torch.equal(a, g) for a, g in zip(after, given, strict=True))
+    assert [w.data_ptr() for w in bases] == own
+    monkeypatch.setattr(prepacked, "set_fold_aside", lambda weight: None)
+    seen.clear()
+    kept, _ = policy.decoding(sample)
+    assert not any(seen)
+    assert torch.equal(out.completion_ids, kept.completion_ids) and torch.equal(out.logprobs, kept.logprobs)
+
+
 def test_decoding_under_bf16_autocast_folds_the_same_weights_that_a_sampler_is_given(tmp_path):
     """On a GPU decoding runs under bf16 autocast: the fold W + (α/r)·BA must still be computed in fp32, the
     bits `folded_weights` hands a sampler holding its own copy (sampling ahead), or the two decode apart."""

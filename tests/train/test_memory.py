@@ -16,7 +16,7 @@ from rlvr.config.loading import config_from_dict
 from rlvr.errors import UserError
 from rlvr.models.devices import BF16_UNITS_ENV
 from rlvr.models.shapes import Shapes, model_shapes
-from rlvr.prepacked import MIN_STEPS, onednn_linear
+from rlvr.prepacked import MIN_STEPS, onednn_linear, pays
 from rlvr.rl import build
 from rlvr.rl.memory import GB, plan_memory, refuse_unless_fits
 
@@ -88,6 +88,31 @@ def test_under_bf16_lora_keeps_fp32_activations():
 
 
 @pytest.mark.skipif(not onednn_linear(), reason="this torch has no oneDNN linear: nothing is packed")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_under_lora_a_folded_layers_packed_copy_takes_the_folds_place(dtype, monkeypatch):
+    """Packed decoding sets each folded weight aside as it packs it (rlvr.prepacked): the folds and the other layers'
+    packed copies are counted, not the folded layers' packed copies as well."""
+    monkeypatch.setenv(BF16_UNITS_ENV, "avx512_bf16")  # (bf16 decoding packs where the CPU has bf16 units)
+    if dtype == torch.bfloat16 and not pays(CPU, dtype, 256):
+        pytest.skip("this CPU has no oneDNN bf16: nothing is packed in bf16")
+    act = torch.finfo(dtype).bits // 8
+    output = SHAPES.vocab * SHAPES.hidden
+
+    def parts(targets):
+        lora = {"name": "tiny", "lora": {"rank": 4, "target_modules": targets}} if targets else {"name": "tiny"}
+        config = config_from_dict(TrainConfig, {"model": lora, "generation": {"max_new_tokens": 256}})
+        return plan_memory(config, SHAPES, 100, 0.0, CPU, dtype).parts
+
+    every = sum(n_in * n_out for _, n_in, n_out in SHAPES.linears)
+    q = sum(n_in * n_out for name, n_in, n_out in SHAPES.linears if name.endswith("q_proj"))
+    assert parts(None)["packed weights"] == (every + output) * act  # a full fine-tune folds nothing
+    assert parts(["all-linear"])["packed weights"] == output * act
+    assert parts(["all-linear"])["sampler copy"] == every * 4
+    assert parts(["q_proj"])["packed weights"] == (every - q + output) * act
+    assert parts(["q_proj"])["sampler copy"] == q * 4
+
+
+@pytest.mark.skipif(not onednn_linear(), reason="this torch has no oneDNN linear: nothing is packed")
 def test_decodings_blocks_of_32_mb_or_more_are_not_added_to_the_update():
     """glibc maps them apart and unmaps them when freed: the update's parts take their place, up to their size."""
     up, small, vocab, hidden = 4096 * 16384, 1024 * 1024, 32000, 4096  # (an MLP matrix of 268 MB in fp32)
@@ -100,11 +125,11 @@ def test_decodings_blocks_of_32_mb_or_more_are_not_added_to_the_update():
         return plan_memory(config, big, 100, 0.0, device, torch.float32)
 
     assert plan(model={"name": "tiny", "lora": {"rank": 4}}).reused == 0  # (the tiny model's blocks are all small)
-    plan_ = big_plan()  # the folded up_proj and the packed up_proj and output layer go back; q_proj's stay
+    plan_ = big_plan()  # the folded up_proj (its packed copy in its place) and the packed output layer go back
     assert plan_.parts["activations"] + plan_.parts["logits"] > 3 * up * 4
-    assert plan_.reused == (up + up + vocab * hidden) * 4
+    assert plan_.reused == (up + vocab * hidden) * 4
     assert plan_.total == pytest.approx(sum(plan_.parts.values()) - plan_.reused)
-    assert "less 1.06 given back by decoding before the update" in plan_.line(None)
+    assert "less 0.79 given back by decoding before the update" in plan_.line(None)
     small_update = big_plan(micro=8)  # an update smaller than what decoding gave back: the peak is decoding's
     update = small_update.parts["activations"] + small_update.parts["logits"]
     assert small_update.reused == update

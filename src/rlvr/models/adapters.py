@@ -130,7 +130,8 @@ def folded_for_decoding(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
     instead of three. The base tensors themselves are never written: they are put back as they were when
     the block ends, bit for bit (peft's merge_adapter / unmerge_adapter would add and subtract B A in place,
     and W + BA − BA is not W in floating point). The price is one copy of the adapted weights while
-    decoding (bench/lora_sampling.py measures both). Any other model is yielded as it is."""
+    decoding (bench/lora_sampling.py measures both), which decoding from packed copies of them sets aside
+    (`set_fold_aside`). Any other model is yielded as it is."""
     if not has_adapters(model):
         yield model
         return
@@ -142,16 +143,43 @@ def folded_for_decoding(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
         with torch.no_grad():
             for layer in model.modules():
                 if isinstance(layer, LoraLayer) and layer.active_adapters:
-                    weight = layer.get_base_layer().weight
+                    weight: Any = layer.get_base_layer().weight  # (a Linear's)
                     kept.append((weight, weight.data))
-                    weight.data = weight.data + _delta(layer)  # type: ignore[operator]  # (a Linear's weight)
+                    _folds[id(weight)] = (weight.data, layer)
+                    weight.data = _fold(weight.data, layer)
         with model.disable_adapter():  # type: ignore[operator]
             yield model
     finally:
         for weight, data in kept:
             weight.data = data
+            _folds.pop(id(weight), None)
         del kept
         _give_back_freed_memory()
+
+
+_folds: dict[int, tuple[torch.Tensor, Any]] = {}  # weight's id -> (its own tensor, its LoRA layer), while folded
+
+
+def _fold(own: torch.Tensor, layer: Any) -> torch.Tensor:
+    """W + (α / r) · B A, a new tensor (`own` is W)."""
+    with torch.no_grad():
+        return own + _delta(layer)
+
+
+def set_fold_aside(weight: torch.Tensor) -> Callable[[], None] | None:
+    """For a weight that `folded_for_decoding` folded (else None): it holds its own tensor again from now on, the
+    folded copy freed, for a decoding that computes from a packed copy of the folded weight (rlvr.prepacked); the
+    function returned folds it again, to the same bits (the same sum of the same tensors), for what follows."""
+    entry = _folds.get(id(weight))
+    if entry is None or weight.data is entry[0]:
+        return None
+    own, layer = entry
+    weight.data = own
+
+    def fold_again() -> None:
+        weight.data = _fold(own, layer)
+
+    return fold_again
 
 
 def _give_back_freed_memory() -> None:

@@ -9,7 +9,8 @@ The plan adds up, from the model's shapes (rlvr.models.shapes) and the settings:
   decodes with its adapted weights folded into new tensors (rlvr.models.adapters.folded_for_decoding).
 - decoding's packed weights: on a CPU (in fp32, or in bf16 where it has bf16 units), rlvr's engine decodes with
   a copy of the linear layers' weights (the output layer's too) packed for oneDNN in the forward dtype, and the KV
-  cache in fp32 (rlvr.prepacked).
+  cache in fp32 (rlvr.prepacked). A LoRA policy's folded weights are set aside as each is packed, so that the packed
+  copies of the folded layers take the folds' place: only the other layers' packed copies add.
 - weight casts: under bf16 autocast the update keeps a bf16 copy of each linear layer's weight for its backward
   pass (autocast's cache for the trained weights, rlvr.models.devices.frozen_cast_once for the frozen ones).
 - KV cache: every completion of the batch decoded together, prompt and completion, keys and values of
@@ -103,18 +104,22 @@ def plan_memory(config: TrainConfig, shapes: Shapes, prompt_tokens: int, runtime
              "optimizer": 2 * trainable * FP32 / sharded}
     notes: dict[str, str] = {}
     decoding_blocks: list[int] = []  # (the sizes of the copies decoding makes and frees)
+    folded: list[tuple[str, int, int]] = []  # (the linear layers LoRA's adapters are folded into for decoding)
     if s.max_staleness is not None:
         parts["sampler copy"], notes["sampler copy"] = shapes.parameters * FP32, "sampling ahead"
     elif lora:
-        adapted = [n_in * n_out * FP32 for _, n_in, n_out in shapes.targeted(lora.target_modules)]
+        folded = shapes.targeted(lora.target_modules)
+        adapted = [n_in * n_out * FP32 for _, n_in, n_out in folded]
         parts["sampler copy"], notes["sampler copy"] = float(sum(adapted)), "LoRA folded for decoding"
         decoding_blocks += adapted
     new_tokens = g.max_new_tokens or max(shapes.context - prompt_tokens, 0)
     packed = g.backend == "local" and pays(device, dtype, new_tokens)
     linears = [n_in * n_out for _, n_in, n_out in shapes.linears]  # (the decoder's weight matrices)
-    if packed:
-        matrices = [*linears, shapes.vocab * shapes.hidden]
-        parts["packed weights"], notes["packed weights"] = sum(matrices) * act, "decoding on a CPU"
+    if packed:  # (a folded weight is set aside as it is packed: its packed copy takes its place)
+        unfolded = [linear for linear in shapes.linears if linear not in folded]
+        matrices = [n_in * n_out for _, n_in, n_out in unfolded] + [shapes.vocab * shapes.hidden]
+        parts["packed weights"] = sum(matrices) * act
+        notes["packed weights"] = "decoding on a CPU" + ("; the folded layers' in their folds' place" if folded else "")
         decoding_blocks += [n * act for n in matrices]
     if act < FP32:
         parts["weight casts"], notes["weight casts"] = sum(linears) * act, "kept for the backward under autocast"

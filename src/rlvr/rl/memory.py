@@ -29,8 +29,9 @@ decoding freed (glibc's heap holds blocks below its mmap threshold) when the upd
 and the measured peaks follow the sum. Not decoding's blocks of 32 MB or more (a run's mmap threshold,
 rlvr.run.process): glibc maps each apart and unmaps it when freed, so what the update needs takes their place
 (the output layer's packed copy; a 1.5B model's MLP weights). The plan is the sum less the smaller of those
-blocks and the update's own parts: Qwen2.5-Coder-1.5B's LoRA step peaked at 18.5 GB in fp32 while decoding,
-the plan 18.3 GB, where the sum was 25.8 (bench/step_memory.py, docs/models.md).
+blocks and the update's own parts: Qwen2.5-Coder-1.5B's LoRA step peaked at 18.5 GB in fp32 while decoding
+(before its folds were set aside as they were packed), the plan 18.3 GB, where the sum was 25.8; since, 13.3 GB
+against a plan of 15.0 (bench/step_memory.py, docs/models.md).
 
 The plan is an estimate: tests/train/test_memory.py holds it within 30% of the peak a run measures on the
 tiny model and on SmolLM2 (docs/performance.md has the others).

@@ -76,7 +76,7 @@ def packed_linears(model: torch.nn.Module, steps: int) -> Iterator[bool]:
     is back after it, error or not."""
     dtype = packs(model, steps)
     linears = [m for m in model.modules() if type(m) is torch.nn.Linear and "forward" not in m.__dict__
-               and m.weight.dtype == torch.float32] if dtype else []
+               and m.weight.dtype in (torch.float32, dtype)] if dtype else []  # (a LoRA fold: autocast's dtype)
     with ExitStack() as outside:
         if dtype == torch.bfloat16:
             outside.enter_context(torch.autocast("cpu", enabled=False))

@@ -171,9 +171,38 @@ def test_packed_decoding_sets_the_folded_copies_aside_and_samples_the_same(tmp_p
     assert torch.equal(out.completion_ids, kept.completion_ids) and torch.equal(out.logprobs, kept.logprobs)
 
 
+@pytest.mark.parametrize("units", ["none", "avx512_bf16"])
+def test_a_fold_held_in_bf16_samples_what_autocast_made_of_an_fp32_fold(tmp_path, monkeypatch, units):
+    """Under bf16 autocast the fold is held in bf16, rounded once as autocast rounds an fp32 fold at each call:
+    the same completions and log-probs, bit for bit, through autocast (no bf16 units) or packed decoding."""
+    import rlvr.models.adapters as adapters
+    import rlvr.prepacked as prepacked
+    from rlvr.models.devices import BF16_UNITS_ENV
+    from rlvr.rollout import SamplingParams, generate
+
+    if units != "none" and not (prepacked.onednn_linear() and torch.ops.mkldnn._is_mkldnn_bf16_supported()):
+        pytest.skip("this CPU has no oneDNN bf16: nothing is packed in bf16")
+    monkeypatch.setenv(BF16_UNITS_ENV, units)
+    trainer = lora_trainer(tmp_path, "model.dtype=bfloat16")
+    trainer.step()  # adapters no longer zero
+    dtypes = []
+
+    def sample(model):
+        dtypes.extend({m.weight.dtype for name, m in model.named_modules() if name.endswith("base_layer")})
+        return generate(model, [[5, 6, 7], [8, 9]], 2, SamplingParams(max_new_tokens=prepacked.MIN_STEPS),
+                        stop_ids=[], pad_id=0, seeds=[1, 2, 3, 4])
+
+    held = trainer.policy.decoding(sample)
+    monkeypatch.setattr(adapters, "_fold", lambda own, layer: own + adapters._delta(layer))  # (in fp32)
+    fp32 = trainer.policy.decoding(sample)
+    assert dtypes == [torch.bfloat16, torch.float32]
+    assert torch.equal(held.completion_ids, fp32.completion_ids) and torch.equal(held.logprobs, fp32.logprobs)
+
+
 def test_decoding_under_bf16_autocast_folds_the_same_weights_that_a_sampler_is_given(tmp_path):
-    """On a GPU decoding runs under bf16 autocast: the fold W + (α/r)·BA must still be computed in fp32, the
-    bits `folded_weights` hands a sampler holding its own copy (sampling ahead), or the two decode apart."""
+    """Decoding under bf16 autocast (a GPU's, a CPU's with bf16 units): the fold W + (α/r)·BA must still be
+    computed in fp32 and rounded once, to the bits autocast makes of what `folded_weights` hands a sampler holding
+    its own copy (sampling ahead), or the two decode apart. It is held in bf16 (half the memory of fp32)."""
     from peft.tuners.lora import LoraLayer
 
     from rlvr.models.adapters import folded_for_decoding, folded_weights
@@ -189,4 +218,5 @@ def test_decoding_under_bf16_autocast_folds_the_same_weights_that_a_sampler_is_g
         folded = {f"{names[id(m.get_base_layer().weight)]}.weight": m.get_base_layer().weight.detach().clone()
                   for m in model.modules() if isinstance(m, LoraLayer)}
     for name, weight in folded.items():
-        assert torch.equal(weight, given[name.replace(".base_layer.", ".")]), name
+        assert weight.dtype == torch.bfloat16
+        assert torch.equal(weight, given[name.replace(".base_layer.", ".")].to(torch.bfloat16)), name

@@ -131,7 +131,9 @@ def folded_for_decoding(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
     the block ends, bit for bit (peft's merge_adapter / unmerge_adapter would add and subtract B A in place,
     and W + BA − BA is not W in floating point). The price is one copy of the adapted weights while
     decoding (bench/lora_sampling.py measures both), which decoding from packed copies of them sets aside
-    (`set_fold_aside`). Any other model is yielded as it is."""
+    (`set_fold_aside`). Inside an autocast block the copy is held in autocast's dtype: the sum rounded once, as
+    autocast would round it at every call (the same bits, half the memory in bf16). Any other model is yielded as
+    it is."""
     if not has_adapters(model):
         yield model
         return
@@ -161,9 +163,11 @@ _folds: dict[int, tuple[torch.Tensor, Any]] = {}  # weight's id -> (its own tens
 
 
 def _fold(own: torch.Tensor, layer: Any) -> torch.Tensor:
-    """W + (α / r) · B A, a new tensor (`own` is W)."""
+    """W + (α / r) · B A, a new tensor (`own` is W), in autocast's dtype inside an autocast block (on W's device)."""
+    device = own.device.type
+    cast = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else own.dtype
     with torch.no_grad():
-        return own + _delta(layer)
+        return (own + _delta(layer)).to(cast)
 
 
 def set_fold_aside(weight: torch.Tensor) -> Callable[[], None] | None:

@@ -6,7 +6,8 @@ The plan adds up, from the model's shapes (rlvr.models.shapes) and the settings:
 - weights, gradients, AdamW's two moments: fp32 (4 bytes), gradients and moments for the trainable
   parameters only (LoRA's adapters); the frozen reference (β > 0, no LoRA) in the forward dtype.
 - a sampler's copy: sampling ahead (`sampling.max_staleness`) decodes with a whole copy; a LoRA policy
-  decodes with its adapted weights folded into new tensors (rlvr.models.adapters.folded_for_decoding).
+  decodes with its adapted weights folded into new tensors, in the forward dtype
+  (rlvr.models.adapters.folded_for_decoding).
 - decoding's packed weights: on a CPU (in fp32, or in bf16 where it has bf16 units), rlvr's engine decodes with
   a copy of the linear layers' weights (the output layer's too) packed for oneDNN in the forward dtype, and the KV
   cache in fp32 (rlvr.prepacked). A LoRA policy's folded weights are set aside as each is packed, so that the packed
@@ -110,7 +111,7 @@ def plan_memory(config: TrainConfig, shapes: Shapes, prompt_tokens: int, runtime
         parts["sampler copy"], notes["sampler copy"] = shapes.parameters * FP32, "sampling ahead"
     elif lora:
         folded = shapes.targeted(lora.target_modules)
-        adapted = [n_in * n_out * FP32 for _, n_in, n_out in folded]
+        adapted = [n_in * n_out * act for _, n_in, n_out in folded]  # (held in the forward dtype)
         parts["sampler copy"], notes["sampler copy"] = float(sum(adapted)), "LoRA folded for decoding"
         decoding_blocks += adapted
     new_tokens = g.max_new_tokens or max(shapes.context - prompt_tokens, 0)

@@ -38,7 +38,7 @@ from contextlib import ExitStack, contextmanager
 
 import torch
 
-from rlvr.models.adapters import set_fold_aside
+from rlvr.models.adapters import give_back_freed_memory, set_fold_aside
 from rlvr.models.devices import cpu_bf16_units
 
 MIN_STEPS = 16
@@ -91,8 +91,10 @@ def packed_linears(model: torch.nn.Module, steps: int) -> Iterator[bool]:
         finally:
             for m in linears:
                 m.__dict__.pop("forward", None)
-            for fold_again in folds_again:  # (once the packed copies are gone)
-                fold_again()
+            if folds_again:  # once the packed copies are freed and given back: else the folds add to them
+                give_back_freed_memory()
+                for fold_again in folds_again:
+                    fold_again()
 
 
 def packed_forward(weight: torch.Tensor, bias: torch.Tensor | None,

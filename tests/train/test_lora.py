@@ -188,14 +188,17 @@ def test_a_fold_held_in_bf16_samples_what_autocast_made_of_an_fp32_fold(tmp_path
     dtypes = []
 
     def sample(model):
-        dtypes.extend({m.weight.dtype for name, m in model.named_modules() if name.endswith("base_layer")})
-        return generate(model, [[5, 6, 7], [8, 9]], 2, SamplingParams(max_new_tokens=prepacked.MIN_STEPS),
-                        stop_ids=[], pad_id=0, seeds=[1, 2, 3, 4])
+        folds = lambda: {m.weight.dtype for name, m in model.named_modules() if name.endswith("base_layer")}  # noqa: E731
+        before = folds()
+        out = generate(model, [[5, 6, 7], [8, 9]], 2, SamplingParams(max_new_tokens=prepacked.MIN_STEPS),
+                       stop_ids=[], pad_id=0, seeds=[1, 2, 3, 4])
+        dtypes.append((before, folds()))  # (packed decoding folds again in the same dtype)
+        return out
 
     held = trainer.policy.decoding(sample)
-    monkeypatch.setattr(adapters, "_fold", lambda own, layer: own + adapters._delta(layer))  # (in fp32)
+    monkeypatch.setattr(adapters, "_fold", lambda own, layer, dtype=None: own + adapters._delta(layer))  # (in fp32)
     fp32 = trainer.policy.decoding(sample)
-    assert dtypes == [torch.bfloat16, torch.float32]
+    assert dtypes == [({torch.bfloat16}, {torch.bfloat16}), ({torch.float32}, {torch.float32})]
     assert torch.equal(held.completion_ids, fp32.completion_ids) and torch.equal(held.logprobs, fp32.logprobs)
 
 

@@ -140,15 +140,15 @@ def folded_for_decoding(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
     from peft.tuners.lora import LoraLayer
 
     kept = []
-    _give_back_freed_memory()  # what the update freed, before the copies are made
+    give_back_freed_memory()  # what the update freed, before the copies are made
     try:
         with torch.no_grad():
             for layer in model.modules():
                 if isinstance(layer, LoraLayer) and layer.active_adapters:
                     weight: Any = layer.get_base_layer().weight  # (a Linear's)
                     kept.append((weight, weight.data))
-                    _folds[id(weight)] = (weight.data, layer)
                     weight.data = _fold(weight.data, layer)
+                    _folds[id(weight)] = (kept[-1][1], layer, weight.dtype)
         with model.disable_adapter():  # type: ignore[operator]
             yield model
     finally:
@@ -156,18 +156,21 @@ def folded_for_decoding(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
             weight.data = data
             _folds.pop(id(weight), None)
         del kept
-        _give_back_freed_memory()
+        give_back_freed_memory()
 
 
-_folds: dict[int, tuple[torch.Tensor, Any]] = {}  # weight's id -> (its own tensor, its LoRA layer), while folded
+_folds: dict[int, tuple[torch.Tensor, Any, torch.dtype]] = {}  # weight's id -> (its own tensor, its LoRA layer,
+# the fold's dtype), while folded
 
 
-def _fold(own: torch.Tensor, layer: Any) -> torch.Tensor:
-    """W + (α / r) · B A, a new tensor (`own` is W), in autocast's dtype inside an autocast block (on W's device)."""
+def _fold(own: torch.Tensor, layer: Any, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """W + (α / r) · B A, a new tensor (`own` is W), in `dtype`: by default autocast's inside an autocast block (on
+    W's device), else W's."""
     device = own.device.type
-    cast = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else own.dtype
+    if dtype is None:
+        dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else own.dtype
     with torch.no_grad():
-        return (own + _delta(layer)).to(cast)
+        return (own + _delta(layer)).to(dtype)
 
 
 def set_fold_aside(weight: torch.Tensor) -> Callable[[], None] | None:
@@ -177,16 +180,16 @@ def set_fold_aside(weight: torch.Tensor) -> Callable[[], None] | None:
     entry = _folds.get(id(weight))
     if entry is None or weight.data is entry[0]:
         return None
-    own, layer = entry
+    own, layer, dtype = entry
     weight.data = own
 
-    def fold_again() -> None:
-        weight.data = _fold(own, layer)
+    def fold_again() -> None:  # (in the first fold's dtype: packed decoding switches autocast off)
+        weight.data = _fold(own, layer, dtype)
 
     return fold_again
 
 
-def _give_back_freed_memory() -> None:
+def give_back_freed_memory() -> None:
     """Return freed pages to the system (glibc's malloc_trim): the update's activations before the copies
     are made, the copies after, so that the two never add up in the process's memory; elsewhere a no-op."""
     libc = _libc()

@@ -29,7 +29,8 @@ Sampling and the update come one after the other, yet they are added: on a CPU t
 decoding freed (glibc's heap holds blocks below its mmap threshold) when the update's activations arrive,
 and the measured peaks follow the sum. Not decoding's blocks of 32 MB or more (a run's mmap threshold,
 rlvr.run.process): glibc maps each apart and unmaps it when freed, so what the update needs takes their place
-(the output layer's packed copy; a 1.5B model's MLP weights). The plan is the sum less the smaller of those
+(the output layer's packed copy; a 1.5B model's MLP weights); nor, under LoRA, any of decoding's blocks: the folds'
+end gives the freed heap back too (malloc_trim). The plan is the sum less the smaller of those
 blocks and the update's own parts: Qwen2.5-Coder-1.5B's LoRA step peaked at 18.5 GB in fp32 while decoding
 (before its folds were set aside as they were packed), the plan 18.3 GB, where the sum was 25.8; since, 13.3 GB
 against a plan of 15.0 (bench/step_memory.py, docs/models.md).
@@ -139,7 +140,9 @@ def plan_memory(config: TrainConfig, shapes: Shapes, prompt_tokens: int, runtime
     notes["activations"] = f"{tokens} tokens a micro-batch" + (", checkpointed" if m.gradient_checkpointing else "")
     # decoding's blocks that glibc maps apart go back to the system when freed, before the update (not when the
     # sampler decodes beside it: sampling ahead); the update's parts take their place (see the module docstring)
-    given_back = 0.0 if gpu or s.max_staleness is not None else mapped_bytes(decoding_blocks)
+    # (a LoRA policy's decoding ends giving all it freed back, its heap's blocks too: malloc_trim, rlvr.models.adapters)
+    given_back = 0.0 if gpu or s.max_staleness is not None else (
+        float(sum(decoding_blocks)) if folded else mapped_bytes(decoding_blocks))
     reused = min(given_back, parts["activations"] + parts["logits"] + parts.get("weight casts", 0.0))
     where = "RAM" if not gpu else f"{device} memory"
     if ranks > 1 and not gpu:  # every rank's process in the one machine's RAM

@@ -32,8 +32,8 @@ rlvr.run.process): glibc maps each apart and unmaps it when freed, so what the u
 (the output layer's packed copy; a 1.5B model's MLP weights); nor, under LoRA, any of decoding's blocks: the folds'
 end gives the freed heap back too (malloc_trim). The plan is the sum less the smaller of those
 blocks and the update's own parts: Qwen2.5-Coder-1.5B's LoRA step peaked at 18.5 GB in fp32 while decoding
-(before its folds were set aside as they were packed), the plan 18.3 GB, where the sum was 25.8; since, 13.3 GB
-against a plan of 15.0 (bench/step_memory.py, docs/models.md).
+(before its folds were set aside as they were packed), the plan 18.3 GB, where the sum was 25.8; since, 13.4 GB
+against a plan of 14.4 (bench/step_memory.py, docs/models.md).
 
 The plan is an estimate: tests/train/test_memory.py holds it within 30% of the peak a run measures on the
 tiny model and on SmolLM2 (docs/performance.md has the others).

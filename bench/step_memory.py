@@ -43,11 +43,13 @@ def main() -> None:
     from rlvr.grpo.trainer import Trainer
     from rlvr.rl.batch import make_batch
     from rlvr.rl.update import policy_update
+    from rlvr.run.process import configure_process
 
     print(f"settings: {args.rlvr_set or 'the defaults'}\n\n"
           f"{machine_line(job_precision(args.rlvr_set, 'auto'), 'auto')}\n"
           "| after | peak RSS | RSS now | phase seconds |\n|---|---|---|---|")
     rss("start")
+    configure_process(config.threads, config.seed)  # as `rlvr train` sets the process up (threads, seed, heap)
     trainer = Trainer(config)
     rss("building the trainer")
     print(f"\n{trainer.memory_plan or 'no memory plan (the model shapes were not read before it loaded)'}\n")

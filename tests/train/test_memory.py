@@ -171,12 +171,14 @@ def test_the_command_line_refuses_it_in_one_line(tmp_path):
     assert done.stderr.splitlines()[-1].startswith("rlvr: error: this run needs about ")
 
 
-@pytest.mark.parametrize("model", ["tiny", "smollm2"])
+@pytest.mark.parametrize("model", ["tiny", "tiny with LoRA", "smollm2"])
 def test_the_plan_is_within_30_percent_of_the_measured_peak(tmp_path, model):
     """Two steps (the second holds AdamW's moments too), the peak as the run logs it (its resident set)."""
     run = tmp_path / "run"
-    done = subprocess.run([sys.executable, "-m", "rlvr", "train", "--set", f"model.name={model}", "--max-steps", "2",
-                           "--set", "eval_before=false", "--set", "eval_after=false", "--output-dir", str(run)],
+    lora = ["--set", "model.lora.rank=4"] if model.endswith("LoRA") else []
+    done = subprocess.run([sys.executable, "-m", "rlvr", "train", "--set", f"model.name={model.split()[0]}", *lora,
+                           "--max-steps", "2", "--set", "eval_before=false", "--set", "eval_after=false",
+                           "--output-dir", str(run)],
                           capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "2"})
     assert done.returncode == 0, done.stderr[-2000:]
     planned = float(re.search(r"rlvr: memory plan: ([\d.]+) GB of RAM", done.stderr).group(1))

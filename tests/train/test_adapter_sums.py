@@ -1,7 +1,8 @@
 """Under bf16 autocast a LoRA policy's forward keeps the adapters' term (α / r) · B A x where it is under half a
 unit in the last place of the base layer's output, which peft's sum rounds away whole
-(rlvr.models.adapters.add_unrounded_sums, registered by Policy): the update computes the adapted model, as the
-sampler does, not nearly the base one. Nothing changes with the adapters off, while decoding, or in fp32."""
+(rlvr.models.adapters.add_unrounded_sums, registered on what a recipe trains): the update computes the adapted
+model, as the sampler does, not nearly the base one. Nothing changes with the adapters off, while decoding, or in
+fp32."""
 
 import copy
 
@@ -104,8 +105,8 @@ def layer_outputs(p, grad):
 
 
 def test_the_policys_bf16_forward_adds_every_term_unrounded():
-    """Policy registers the hooks: in its forward, with or without gradients, each adapted layer's sum is fp32 (the
-    term added to the rounded base output exactly), where peft's is bf16 (rounded again)."""
+    """The policy has the hooks (Trained registers them): in its forward, with or without gradients, each adapted
+    layer's sum is fp32 (the term added to the rounded base output exactly), where peft's is bf16 (rounded again)."""
     hooked = policy(adapted())
     plain = policy(adapted())
     without_hooks(plain.model)
@@ -161,8 +162,8 @@ def outputs_while(model, run):
 
 @pytest.mark.parametrize("trainer", ["sft", "reward model", "ppo critic"])
 def test_every_trainer_of_adapters_under_bf16_adds_the_terms_unrounded(tmp_path, trainer):
-    """SFT and the reward model register the hooks as the policy does; the PPO critic's backbone, a deep copy of
-    the policy's, carries the policy's (test_a_deep_copy_hooks_its_own_layers)."""
+    """Every module a recipe trains has the hooks (rlvr.distributed.parallel.Trained registers them), as the
+    policy's: SFT's model, the reward model, the PPO critic's backbone (a deep copy of the policy's)."""
     model_section = {"name": "tiny", "lora": {"rank": 4}, "dtype": "bfloat16"}
     if trainer == "sft":
         from rlvr.sft.train import SFTTrainer

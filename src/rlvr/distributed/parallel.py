@@ -32,6 +32,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from rlvr.distributed.world import World, max_across
 from rlvr.logprobs import PolicyModule
+from rlvr.models.adapters import add_unrounded_sums
 
 T = TypeVar("T")
 M = TypeVar("M")
@@ -79,6 +80,7 @@ class Trained:
     def __init__(self, module: torch.nn.Module, world: World, strategy: str, device: torch.device,
                  dtype: torch.dtype) -> None:
         self.module, self.world = module, world  # (the bare module: what the wrapper wraps)
+        add_unrounded_sums(module, dtype)  # under bf16, LoRA's term kept whole: what the sampler's fold keeps
         self.runner = spread(module, world, strategy, device, dtype)
         self.sharded = is_sharded(self.runner)
 

@@ -110,7 +110,7 @@ def folded_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]
                 continue
             layer = adapted.get(name)
             if layer is not None:  # (as folded_for_decoding folds them: the same bits)
-                tensor = tensor + _delta(layer)
+                tensor = _fold(tensor, layer, tensor.dtype)
             yield name.replace(".base_layer.", "."), tensor
 
 
@@ -139,28 +139,28 @@ def folded_for_decoding(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
         return
     from peft.tuners.lora import LoraLayer
 
-    kept = []
+    mine: list[int] = []  # this block's entries in _folds
     give_back_freed_memory()  # what the update freed, before the copies are made
     try:
         with torch.no_grad():
             for layer in model.modules():
                 if isinstance(layer, LoraLayer) and layer.active_adapters:
                     weight: Any = layer.get_base_layer().weight  # (a Linear's)
-                    kept.append((weight, weight.data))
-                    weight.data = _fold(weight.data, layer)
-                    _folds[id(weight)] = (kept[-1][1], layer, weight.dtype)
+                    own = weight.data
+                    weight.data = _fold(own, layer)
+                    _folds[id(weight)] = (weight, own, layer, weight.dtype)
+                    mine.append(id(weight))
         with model.disable_adapter():  # type: ignore[operator]
             yield model
     finally:
-        for weight, data in kept:
-            weight.data = data
-            _folds.pop(id(weight), None)
-        del kept
+        for key in mine:
+            weight, own, _, _ = _folds.pop(key)
+            weight.data = own
         give_back_freed_memory()
 
 
-_folds: dict[int, tuple[torch.Tensor, Any, torch.dtype]] = {}  # weight's id -> (its own tensor, its LoRA layer,
-# the fold's dtype), while folded
+# while folded for decoding, a weight's id -> (the weight, its own tensor, its LoRA layer, the fold's dtype)
+_folds: dict[int, tuple[Any, torch.Tensor, Any, torch.dtype]] = {}
 
 
 def _fold(own: torch.Tensor, layer: Any, dtype: torch.dtype | None = None) -> torch.Tensor:
@@ -178,9 +178,9 @@ def set_fold_aside(weight: torch.Tensor) -> Callable[[], None] | None:
     folded copy freed, for a decoding that computes from a packed copy of the folded weight (rlvr.prepacked); the
     function returned folds it again, to the same bits (the same sum of the same tensors), for what follows."""
     entry = _folds.get(id(weight))
-    if entry is None or weight.data is entry[0]:
+    if entry is None or weight.data is entry[1]:
         return None
-    own, layer, dtype = entry
+    _, own, layer, dtype = entry
     weight.data = own
 
     def fold_again() -> None:  # (in the first fold's dtype: packed decoding switches autocast off)
@@ -243,8 +243,9 @@ class AdaptersOff(torch.nn.Module):
 def add_unrounded_sums(model: torch.nn.Module, dtype: torch.dtype) -> None:
     """From now on, while its adapters are on, each LoRA layer of `model` adds (α / r) · B A x to its base output
     in fp32 where autocast computed that output in bf16 (or fp16), instead of to its bf16 rounding; nothing when
-    the forward passes' `dtype` is fp32. Every trainer of adapters under autocast registers it (the policy, SFT,
-    the reward model; the PPO critic's deep copy of the policy carries the policy's).
+    the forward passes' `dtype` is fp32. `model` may hold the peft model (a module wrapping it): every module a
+    recipe trains has it registered (rlvr.distributed.parallel.Trained: the policy, SFT's model, the reward
+    model, the PPO critic).
 
     peft adds the adapters' term to the base layer's output as that layer returns it: under bf16 autocast, a
     value already rounded to 8 significant bits, and the sum is rounded again. A term under half a unit in the
@@ -261,7 +262,7 @@ def add_unrounded_sums(model: torch.nn.Module, dtype: torch.dtype) -> None:
     or in fp32. A hook on each base layer, registered once, that stays through the backward (activation
     checkpointing recomputes the forward there and checks its dtypes) and in deep copies of the model (it names
     its layer, which a deep copy maps to the copy's)."""
-    if dtype == torch.float32 or not has_adapters(model):
+    if dtype == torch.float32 or "peft" not in sys.modules:  # (no adapters without peft imported)
         return
     from peft.tuners.lora import LoraLayer
 

@@ -27,7 +27,6 @@ from rlvr.distributed.world import SINGLE, World, gather_across, map_sharded
 from rlvr.errors import UserError
 from rlvr.evaluate.accuracy import wilson_interval
 from rlvr.models import adapt, set_checkpointing
-from rlvr.models.adapters import add_unrounded_sums
 from rlvr.models.devices import autocast, compute_dtype, resolve_device
 from rlvr.models.reward_model import (
     STATS_FILE,
@@ -70,7 +69,6 @@ class RewardModelTrainer(SupervisedRecipe):
         if c.model.gradient_checkpointing:
             set_checkpointing(self.model, True)
         self.model = adapt(self.model, c.model, task="SEQ_CLS")  # with model.lora: adapters and the head train
-        add_unrounded_sums(self.model, self.dtype)  # under bf16, LoRA's term kept whole (as in the policy's update)
         self.model.to(self.device).train()
         self.plan_steps(self.model, c, rows=len(self.train))
         self.trained = Trained(self.model, world, REPLICATED, self.device, self.dtype)  # what the step runs

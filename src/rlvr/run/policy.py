@@ -36,7 +36,6 @@ from rlvr.distributed.world import SINGLE, World
 from rlvr.logprobs import PolicyModule, TokenStats
 from rlvr.models.adapters import (
     AdaptersOff,
-    add_unrounded_sums,
     decoder,
     folded_for_decoding,
     folded_weights,
@@ -74,7 +73,6 @@ class Policy:
     def __init__(self, model: torch.nn.Module, *, device: torch.device, dtype: torch.dtype, world: World = SINGLE,
                  strategy: str = "ddp", reference: torch.nn.Module | None = None, with_reference: bool = False):
         self.model, self.device, self.dtype, self.world = model, device, dtype, world
-        add_unrounded_sums(model, dtype)  # the adapters' term kept whole under bf16 autocast, as the sampler keeps it
         self.trained = Trained(PolicyModule(model), world, strategy, device, dtype)
         self.reference: torch.nn.Module | None = None  # called like the trained module (a PolicyModule's forward)
         if with_reference and has_adapters(model):

@@ -25,7 +25,6 @@ from rlvr.config.sections import REPLICATED
 from rlvr.distributed.parallel import Trained
 from rlvr.distributed.world import SINGLE, World, sum_across
 from rlvr.models import load_configured
-from rlvr.models.adapters import add_unrounded_sums
 from rlvr.models.devices import autocast
 from rlvr.records import Evaluation
 from rlvr.run.checkpoint import save_pretrained
@@ -56,7 +55,6 @@ class SFTTrainer(SupervisedRecipe):
         rows = read_rows(c.data)
         self.model, self.tokenizer, self.device, self.dtype = load_configured(
             c.model, c.seed, str(checkpoint / paths.MODEL) if checkpoint else None)
-        add_unrounded_sums(self.model, self.dtype)  # under bf16, LoRA's term kept whole (as in the policy's update)
         self.data = prepare_data(rows, self.tokenizer, template=c.template, system_prompt=c.system_prompt,
                                  max_length=c.max_length, eval_fraction=c.eval_fraction, seed=c.seed)
         self.plan_steps(self.model, c, rows=len(self.data.train))

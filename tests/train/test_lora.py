@@ -171,6 +171,39 @@ def test_packed_decoding_sets_the_folded_copies_aside_and_samples_the_same(tmp_p
     assert torch.equal(out.completion_ids, kept.completion_ids) and torch.equal(out.logprobs, kept.logprobs)
 
 
+def test_an_error_mid_decoding_leaves_the_base_weights_as_they_were(tmp_path):
+    """Ctrl-C (or any error) while packed decoding has the folds set aside: the base tensors are back, the same
+    objects and bits, and nothing stays recorded as folded (the checkpoint saved next holds the base)."""
+    from peft.tuners.lora import LoraLayer
+
+    import rlvr.models.adapters as adapters
+    import rlvr.prepacked as prepacked
+    from rlvr.rollout import SamplingParams, generate
+
+    if not prepacked.onednn_linear():
+        pytest.skip("this torch has no oneDNN linear")
+    trainer = lora_trainer(tmp_path)
+    trainer.step()
+    policy = trainer.policy
+    bases = [m.get_base_layer().weight for m in policy.model.modules() if isinstance(m, LoraLayer)]
+    before = [(w.data_ptr(), w.detach().clone()) for w in bases]
+    calls = []
+
+    def interrupt(*_):
+        calls.append(1)
+        if len(calls) == 3:  # a decoding step, the folds set aside
+            raise KeyboardInterrupt
+
+    hook = policy.model.register_forward_pre_hook(interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        policy.decoding(lambda model: generate(model, [[5, 6, 7]], 2, SamplingParams(prepacked.MIN_STEPS),
+                                               stop_ids=[], pad_id=0, seeds=[1, 2]))
+    hook.remove()
+    assert len(calls) == 3
+    assert all(w.data_ptr() == ptr and torch.equal(w, kept) for w, (ptr, kept) in zip(bases, before, strict=True))
+    assert not adapters._folds
+
+
 @pytest.mark.parametrize("units", ["none", "avx512_bf16"])
 def test_a_fold_held_in_bf16_samples_what_autocast_made_of_an_fp32_fold(tmp_path, monkeypatch, units):
     """Under bf16 autocast the fold is held in bf16, rounded once as autocast rounds an fp32 fold at each call:

@@ -163,7 +163,8 @@ def outputs_while(model, run):
 @pytest.mark.parametrize("trainer", ["sft", "reward model", "ppo critic"])
 def test_every_trainer_of_adapters_under_bf16_adds_the_terms_unrounded(tmp_path, trainer):
     """Every module a recipe trains has the hooks (rlvr.distributed.parallel.Trained registers them), as the
-    policy's: SFT's model, the reward model, the PPO critic's backbone (a deep copy of the policy's)."""
+    policy's: SFT's model, the reward model, the PPO critic's backbone (a deep copy of the policy's); and forms its
+    sums in place (tests/train/test_lora_sum_in_place.py)."""
     model_section = {"name": "tiny", "lora": {"rank": 4}, "dtype": "bfloat16"}
     if trainer == "sft":
         from rlvr.sft.train import SFTTrainer
@@ -187,3 +188,4 @@ def test_every_trainer_of_adapters_under_bf16_adds_the_terms_unrounded(tmp_path,
         rollout = ppo.source.take(0)[0].rollout
         model, run = ppo.critic.module.backbone, lambda: ppo.critic.values(rollout)
     assert outputs_while(model, run) == {torch.float32}  # (peft's sums would be bf16)
+    assert all("forward" in vars(layer) for layer in lora_layers(model))  # the sums in place (sum_lora_in_place)

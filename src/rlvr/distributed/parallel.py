@@ -32,7 +32,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from rlvr.distributed.world import World, max_across
 from rlvr.logprobs import PolicyModule
-from rlvr.models.adapters import add_unrounded_sums
+from rlvr.models.adapters import add_unrounded_sums, sum_lora_in_place
 
 T = TypeVar("T")
 M = TypeVar("M")
@@ -81,6 +81,7 @@ class Trained:
                  dtype: torch.dtype) -> None:
         self.module, self.world = module, world  # (the bare module: what the wrapper wraps)
         add_unrounded_sums(module, dtype)  # under bf16, LoRA's term kept whole: what the sampler's fold keeps
+        sum_lora_in_place(module)  # (the same bits as peft's sum, in less memory)
         self.runner = spread(module, world, strategy, device, dtype)
         self.sharded = is_sharded(self.runner)
 

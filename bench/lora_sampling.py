@@ -26,6 +26,7 @@ from machine import job_precision, machine_line
 from rlvr.config import load_config
 from rlvr.grpo.trainer import Trainer
 from rlvr.run import policy as policy_module
+from rlvr.run.process import configure_process
 
 
 def main() -> None:
@@ -43,6 +44,7 @@ def main() -> None:
                                 f"sampling.batch_size={args.prompts * args.group_size}",
                                 f"generation.max_new_tokens={args.new_tokens}",
                                 f"generation.temperature={args.temperature}", "output_dir=/tmp/rlvr-lora-bench"])
+    configure_process(config.threads, config.seed)  # as `rlvr train` sets the process up (threads, seed, heap)
     trainer = Trainer(config)
     policy = trainer.policy.model  # the peft model (rlvr.run.policy.Policy holds it)
     with torch.no_grad():  # adapters as after some training: B no longer zero

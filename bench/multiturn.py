@@ -27,6 +27,7 @@ from rlvr.envs.sampling import conversations, sample_conversations
 from rlvr.envs.turn_by_turn import take_turns
 from rlvr.grpo.trainer import Trainer
 from rlvr.rollout import SamplingParams, stop_token_ids
+from rlvr.run.process import configure_process
 from rlvr.samplers import LocalSampler
 from rlvr.seeds import seeds_for
 
@@ -52,9 +53,9 @@ def main() -> None:
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="a setting of the job, e.g. model.name=tiny (repeatable)")
     args = p.parse_args()
-    torch.manual_seed(0)
-    trainer = Trainer(load_config(args.config, ["output_dir=/tmp/rlvr-multiturn-bench", "model.device=cpu",
-                                                *args.sets]))
+    config = load_config(args.config, ["output_dir=/tmp/rlvr-multiturn-bench", "model.device=cpu", *args.sets])
+    configure_process(config.threads, config.seed)  # as `rlvr train` sets the process up (threads, seed, heap)
+    trainer = Trainer(config)
     c, env, tokenizer = trainer.config, trainer.config.environment, trainer.tokenizer
     g, group_size = c.generation, c.sampling.group_size
     params = SamplingParams(g.max_new_tokens, g.temperature, g.top_p, g.top_k)

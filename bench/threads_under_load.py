@@ -67,6 +67,9 @@ def child(options: dict, steps: int, prompts: int, out: str, sets: tuple[str, ..
         torch.set_num_threads(threads)
     from rlvr.config import load_config
     from rlvr.grpo.trainer import Trainer
+    from rlvr.run.process import keep_freed_memory
+
+    keep_freed_memory()  # the heap as `rlvr train` keeps it (the threads are what this measures)
 
     with tempfile.TemporaryDirectory() as run:
         config = load_config(None, [f"sampling.batch_size={8 * prompts}", f"threads={threads}", "eval_before=false",

@@ -78,6 +78,8 @@ def test_the_same_bits_as_pefts_sum_forward_and_backward(dtype, dropout):
     assert len(a) == len(b) > 1
     for x, y in zip(a, b, strict=True):
         assert torch.equal(x, y)
+    if dropout:  # (the dropout draws: another seed, other numbers)
+        assert not torch.equal(logprobs_and_grads(model(), 4)[0], a[0])
 
 
 def _with_dropout(p):

@@ -19,13 +19,13 @@ from .test_frozen_cast import rows
 BF16 = torch.bfloat16
 
 
-def adapted(scale=2e-4, checkpointing=False):
+def adapted(scale=2e-4, checkpointing=False, dropout=0.0):
     """The tiny model with adapters whose B has entries of about `scale` (B starts at 0; a few AdamW steps at a
     LoRA learning rate give entries of that size)."""
     model, _ = build_tiny_model()
     if checkpointing:
         set_checkpointing(model, True)
-    model = add_adapters(model, LoraConfig(rank=4), "tiny")
+    model = add_adapters(model, LoraConfig(rank=4, dropout=dropout), "tiny")
     g = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for name, p in model.named_parameters():

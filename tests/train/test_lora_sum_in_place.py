@@ -8,8 +8,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from rlvr.config.sections import LoraConfig
-from rlvr.models.adapters import add_adapters, sum_lora_in_place
+from rlvr.models.adapters import sum_lora_in_place
 from rlvr.run.policy import Policy
 
 from .test_adapter_sums import adapted, lora_layers
@@ -68,7 +67,7 @@ def logprobs_and_grads(p, dropout_seed=None):
 def test_the_same_bits_as_pefts_sum_forward_and_backward(dtype, dropout):
     def model():
         torch.manual_seed(0)  # (the same base weights and A)
-        m = adapted() if dropout == 0 else _with_dropout(dropout)
+        m = adapted() if dropout == 0 else adapted(scale=1e-2, dropout=dropout)
         return Policy(m, device=torch.device("cpu"), dtype=dtype)
 
     ours, theirs = model(), model()
@@ -82,23 +81,12 @@ def test_the_same_bits_as_pefts_sum_forward_and_backward(dtype, dropout):
         assert not torch.equal(logprobs_and_grads(model(), 4)[0], a[0])
 
 
-def _with_dropout(p):
-    from rlvr.models.loading import build_tiny_model
-
-    model, _ = build_tiny_model()
-    model = add_adapters(model, LoraConfig(rank=4, dropout=p), "tiny")
-    g = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for name, q in model.named_parameters():
-            if "lora_B" in name:
-                q.copy_(torch.randn(q.shape, generator=g) * 1e-2)
-    return model
-
-
 def test_adapters_off_and_merged_are_pefts_and_a_deep_copy_sums_its_own_layers():
     model = adapted(scale=1e-2)
     sum_lora_in_place(model)
+    forwards = [vars(layer)["forward"] for layer in lora_layers(model)]
     sum_lora_in_place(model)  # once only: the same bound method stays
+    assert all(vars(layer)["forward"] is f for layer, f in zip(lora_layers(model), forwards, strict=True))
     layer = lora_layers(model)[0]
     x = torch.randn(3, layer.get_base_layer().in_features)
     with torch.no_grad():

@@ -1,7 +1,9 @@
 """rlvr.trl.GRPOTrainer's own arguments: what it takes, and what it refuses in one line."""
 
 import pytest
+import torch
 from datasets import Dataset
+from safetensors.torch import load_file
 
 from rlvr.errors import UserError
 from rlvr.trl import GRPOConfig, GRPOTrainer
@@ -23,6 +25,8 @@ def trainer(tmp_path, **kwargs):
     ({"tools": [print]}, "tools"), ({"optimizers": (object(), None)}, "optimizers"),
     ({"reward_funcs": "OpenAssistant/reward-model-deberta-v3-large-v2"}, "reward model"),
     ({"eval_dataset": {"a": ROWS, "b": ROWS}}, "dict of datasets"),
+    ({"reward_funcs": [reward, torch.nn.Linear(2, 1)]}, "reward_funcs holds a model (Linear)"),
+    ({"args": GRPOConfig(per_device_train_batch_size=8, num_generations=3)}, "not divisible by num_generations=3"),
 ])
 def test_what_rlvr_does_not_run_is_one_line(tmp_path, kwargs, named):
     with pytest.raises(UserError) as e:
@@ -57,3 +61,43 @@ def test_arguments_set_after_construction_count_as_given(tmp_path):
     args = GRPOConfig(output_dir=str(tmp_path / "run"), max_steps=1, num_generations=4, max_completion_length=8)
     args.learning_rate = 3e-6
     assert trainer(tmp_path, args=args).config.optim.lr == 3e-6
+
+
+def test_after_train_the_trainer_has_trls_model_processing_class_and_state_and_a_second_train_is_refused(tmp_path):
+    """As TRL's: the model object given holds the trained weights (the run's latest checkpoint), state.global_step
+    and log_history are the run's. A second train() would start over the run: refused, the run kept. evaluate()
+    without an eval_dataset is refused (TRL's is), not run on the training rows."""
+    from rlvr import paths
+    from rlvr.models import build_tiny_model
+
+    def odd_sum(completions, **kwargs):  # (rewards that differ within a group: the weights move)
+        return [float(sum(map(ord, c)) % 2) for c in completions]
+
+    model, tokenizer = build_tiny_model(seed=0)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    args = GRPOConfig(output_dir=str(tmp_path / "run"), max_steps=1, num_generations=4, max_completion_length=8,
+                      learning_rate=1e-2)
+    t = trainer(tmp_path, model=model, processing_class=tokenizer, reward_funcs=odd_sum, args=args)
+    with pytest.raises(UserError, match="no state before train"):
+        _ = t.state
+    t.train()
+    latest = paths.latest_checkpoint(tmp_path / "run")
+    saved = load_file(latest / paths.MODEL / "model.safetensors")
+    assert t.model is model and t.processing_class is tokenizer
+    assert any(not torch.equal(v, before[k]) for k, v in model.state_dict().items())
+    assert all(torch.equal(model.state_dict()[k], v) for k, v in saved.items())
+    assert t.state.global_step == 1 and [row["step"] for row in t.state.log_history] == [1]
+    with pytest.raises(UserError, match="has trained already, into .*resume_from_checkpoint=True"):
+        t.train()
+    assert paths.latest_checkpoint(tmp_path / "run") == latest and load_file(
+        latest / paths.MODEL / "model.safetensors").keys() == saved.keys()
+    with pytest.raises(UserError, match="evaluate\\(\\) has no held-out rows: .*eval_data was not given"):
+        t.evaluate()
+
+
+def test_save_or_evaluate_before_train_says_so(tmp_path):
+    t = trainer(tmp_path)
+    with pytest.raises(UserError, match="^nothing trained yet: .* holds no checkpoint \\(call train\\(\\) first\\)$"):
+        t.save_model(str(tmp_path / "out"))
+    with pytest.raises(UserError, match="^nothing trained yet"):
+        t.evaluate()

@@ -111,8 +111,15 @@ class GRPO:
         `data` (default: the run's held-out rows), asked as training asked (template, examples); answers
         judged by the data's verifier, else by `reward`, else by the run's correctness reward. Results go to
         output_dir (default RUN_DIR/eval/<data>); `**settings` are rlvr eval's (temperature=0.6, k=[1, 4], ...)."""
+        from rlvr.rl.build import heldout_source
+        from rlvr.rl.heldout import no_eval_rows
+
         c = self.config
-        data = data if data is not None else c.data.eval or c.data.train
+        if model == "latest":
+            self._trained_yet()
+        if data is None and heldout_source(c.data) is None:
+            raise UserError(f"evaluate() has no held-out rows: {no_eval_rows(c)}, or pass data= to evaluate()")
+        data = data if data is not None else heldout_source(c.data)
         name = (Path(data).stem if isinstance(data, (str, Path)) else "eval") or "eval"
         if reward is None and verifier_of(data) is None:
             reward = self._correctness_reward()
@@ -133,7 +140,12 @@ class GRPO:
     def save(self, path: str | Path, merge: bool = False) -> Path:
         """Write the run's latest model as a folder transformers (and peft, and vLLM) load without rlvr; with
         LoRA, the adapters, or with `merge` one plain checkpoint with them folded in."""
+        self._trained_yet()
         return save_from_python(self.run_dir, path, merge, self.config.model.cache_dir)
+
+    def _trained_yet(self) -> None:
+        if paths.latest_checkpoint(self.run_dir) is None:
+            raise UserError(f"nothing trained yet: {self.run_dir} holds no checkpoint (call train() first)")
 
     def _write_inputs(self, resume: bool) -> None:
         """What was given in memory, written where the config says (rlvr.api.inputs)."""

@@ -131,8 +131,8 @@ def _its_tokenizer(model: Any) -> Any:
     try:
         return AutoTokenizer.from_pretrained(source)
     except Exception:  # (not saved anywhere, offline)
-        raise UserError(f"no tokenizer for the given model (its name_or_path {source!r} has none that loads): "
-                        "pass it as tokenizer=") from None
+        raise UserError(f"no tokenizer for the given model (its name_or_path {source!r} has none that loads): pass "
+                        "its tokenizer (tokenizer= to rlvr.GRPO, processing_class= to rlvr.trl.GRPOTrainer)") from None
 
 
 def keep_sources(specs: list[str], folder: Path) -> None:

@@ -92,7 +92,7 @@ def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts
     load: Callable[[str, str, int | None], list[Example]] = lambda source, split, limit: load_examples(  # noqa: E731
         source, split=split, prompt_field=d.prompt_field, limit=limit, seed=config.seed, difficulty=d.difficulty)
     train_examples = with_every_column(_training_rows(config, load))
-    eval_source = d.eval or (d.train if task or _has_eval_rows(d.train) else None)
+    eval_source = heldout_source(d)
     held = load(eval_source, "test", d.eval_size + d.validation_size) if eval_source else None
     eval_examples, validation_examples = _split_validation(held, d.eval_size, d.validation_size, eval_source)
     # a file's rows are code or maths by their columns; rows with neither are scored by the config's rewards,
@@ -161,6 +161,12 @@ def with_environment_data(config: TrainConfig) -> TrainConfig:
     name = f"{verifiers_env.PREFIX}{env.name}" if given else env.name
     source = name + (("&" if "?" in name else "?") + query if query else "")
     return dataclasses.replace(config, data=dataclasses.replace(d, train=source))
+
+
+def heldout_source(d: DataConfig) -> str | None:
+    """Where a run's held-out rows come from: data.eval, else a built-in task's or a verifiers environment's own
+    held-out split of data.train; None when there is none (a file's rows, rows given from Python)."""
+    return d.eval or (d.train if find_task(d.train) or _has_eval_rows(d.train) else None)
 
 
 def _has_eval_rows(source: str) -> bool:

@@ -37,7 +37,7 @@ def heldout_judge(config: TrainConfig, kind: Scoring | None, rewards: RunRewards
                   rows: list[Example] | None, source: str | None) -> HeldOut:
     """The judge of the held-out `rows` of `source` (see the module docstring), their columns checked."""
     if rows is None:
-        return HeldOut(None, f"no held-out prompts: {_no_eval_rows(config)}")
+        return HeldOut(None, f"no held-out prompts: {no_eval_rows(config)}")
     if kind is not None:
         judge: Judge = (load_reward_function(kind.strict), load_reward_function(kind.lenient))
         who = f"the verifier {kind.strict}"
@@ -62,7 +62,7 @@ def heldout_judge(config: TrainConfig, kind: Scoring | None, rewards: RunRewards
     return HeldOut(judge, None)
 
 
-def _no_eval_rows(config: TrainConfig) -> str:
+def no_eval_rows(config: TrainConfig) -> str:
     """Why the training source gives no held-out rows, and what gives them, in the words of how it was given."""
     from rlvr.adapters.verifiers_env import PREFIX
 

@@ -146,6 +146,11 @@ def _batch(args: dict[str, Any], given: dict[str, Any], notes: list[str]) -> Set
     if steps is not None and steps != args["gradient_accumulation_steps"]:
         raise _refuse("steps_per_generation", steps, "rlvr takes one optimizer step per sampled batch "
                       "(num_iterations reuses it)")
+    g = args["num_generations"]
+    if isinstance(g, int) and g > 0 and per_step % g:
+        raise UserError(f"per_device_train_batch_size × gradient_accumulation_steps = {per_step} completions a step "
+                        f"is not divisible by num_generations={g}: give a multiple of {g}, such as "
+                        f"{g * max(1, per_step // g)}")
     return {"sampling.batch_size": per_step}
 
 

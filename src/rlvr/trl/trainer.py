@@ -27,6 +27,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
+from transformers.trainer_callback import TrainerState
 from transformers.trainer_utils import TrainOutput
 
 from rlvr import paths
@@ -67,7 +69,8 @@ class GRPOConfig:
 
 class GRPOTrainer:
     """TRL's GRPOTrainer call shape: `GRPOTrainer(model, reward_funcs, args, train_dataset, eval_dataset,
-    processing_class, peft_config, callbacks)`, `.train()`, `.save_model()`, `.evaluate()`."""
+    processing_class, peft_config, callbacks)`, `.train()`, `.save_model()`, `.evaluate()`, and after training
+    `.model`, `.processing_class` and `.state` as TRL's trainer has them."""
 
     @front_door
     def __init__(self, model: Any, reward_funcs: Any = None, args: GRPOConfig | None = None, train_dataset: Any = None,
@@ -104,6 +107,9 @@ class GRPOTrainer:
                           config=settings)
         self.config = self._grpo.config  # the rlvr config the run uses (config.yaml)
         self.summary: dict[str, Any] | None = None  # rlvr's summary of the last train() (summary.json)
+        self._given = (model, processing_class)
+        self._trained = False  # (train() was called: a second one without resume_from_checkpoint is refused)
+        self._loaded: tuple[Any, Any] | None = None  # (model, tokenizer) read by .model and .processing_class
 
     @front_door
     def train(self, resume_from_checkpoint: bool | str | None = None) -> TrainOutput:
@@ -117,12 +123,61 @@ class GRPOTrainer:
                 raise UserError(f"resume_from_checkpoint={resume_from_checkpoint!r} is not a checkpoint of "
                                 f"output_dir {run_dir}: rlvr resumes a run in its own directory (True)")
         resume = bool(resume_from_checkpoint)
+        if self._trained and not resume:
+            raise UserError(f"this GRPOTrainer has trained already, into {run_dir}: a second train() would start over "
+                            "that run (TRL's goes on from the trained weights with a new optimizer); "
+                            "train(resume_from_checkpoint=True) continues it, or give save_model()'s folder as "
+                            "model= to a new GRPOTrainer")
+        self._trained, self._loaded = True, None
         overwrite = not resume and paths.latest_checkpoint(run_dir) is not None
         if overwrite:
             print(f"rlvr.trl: {run_dir} holds an earlier run: starting afresh over it, as TRL does "
                   "(resume_from_checkpoint=True would continue it)", file=sys.stderr)
         self.summary = self._grpo.train(resume=resume, overwrite=overwrite)
+        given = self._given[0]
+        if not isinstance(given, (str, os.PathLike)) and paths.latest_checkpoint(run_dir) is not None:
+            # the model object given holds the trained weights, as in TRL
+            trained, tokenizer = self._model_and_tokenizer()
+            given.load_state_dict(trained.state_dict())
+            self._loaded = (given, tokenizer)
         return train_output(self.summary, run_dir, self.config.algorithm.updates_per_batch)
+
+    @property
+    def model(self) -> Any:
+        """The model: once trained, the run's latest (LoRA adapters merged in; a model object given to the
+        trainer holds the trained weights too, as in TRL); before, the model given."""
+        return self._model_and_tokenizer()[0]
+
+    @property
+    def processing_class(self) -> Any:
+        """The tokenizer: the one given, else the model's (once trained, the run's)."""
+        return self._model_and_tokenizer()[1]
+
+    @property
+    def state(self) -> TrainerState:
+        """TRL's (transformers') TrainerState after train(): global_step in optimizer steps (TRL's count),
+        max_steps, and log_history, one dict of metrics a step (the run's metrics.jsonl)."""
+        if not self._trained:
+            raise UserError("the trainer has no state before train(): call train() first")
+        rows = _metrics_rows(self._grpo.run_dir)
+        per_batch = self.config.algorithm.updates_per_batch
+        done = int(rows[-1]["step"]) if rows else 0
+        return TrainerState(global_step=done * per_batch, max_steps=self.config.max_steps * per_batch,
+                            log_history=rows)
+
+    def _model_and_tokenizer(self) -> tuple[Any, Any]:
+        if self._loaded is None:
+            from rlvr.models import load_model
+
+            model, tokenizer = self._given
+            if self._trained and paths.latest_checkpoint(self._grpo.run_dir) is not None:
+                model, loaded = load_model(str(self._grpo.run_dir), self.config.model.cache_dir)
+                tokenizer = tokenizer if tokenizer is not None else loaded
+            elif isinstance(model, (str, os.PathLike)):
+                model, loaded = load_model(str(model), self.config.model.cache_dir)
+                tokenizer = tokenizer if tokenizer is not None else loaded
+            self._loaded = (model, tokenizer)
+        return self._loaded
 
     @front_door
     def save_model(self, output_dir: str | None = None) -> Path:
@@ -155,14 +210,20 @@ def train_output(summary: dict[str, Any], run_dir: Path, updates_per_batch: int)
     """TRL's (transformers') TrainOutput of a run: its optimizer steps, the mean of its steps' losses
     (metrics.jsonl), and TRL's train_* metrics."""
     steps = int(summary.get("stopped_at", summary.get("steps", 0))) * updates_per_batch
-    metrics_file = run_dir / paths.METRICS
-    rows = [json.loads(line) for line in metrics_file.read_text().splitlines()] if metrics_file.is_file() else []
-    losses = [row["loss"] for row in rows if "loss" in row and "step" in row]
+    rows = _metrics_rows(run_dir)
+    losses = [row["loss"] for row in rows if "loss" in row]
     loss = sum(losses) / len(losses) if losses else 0.0
     runtime = float(summary.get("train_seconds", 0.0))
     metrics = {"train_runtime": runtime, "train_loss": loss,
                "train_steps_per_second": steps / runtime if runtime else 0.0}
     return TrainOutput(global_step=steps, training_loss=loss, metrics=metrics)
+
+
+def _metrics_rows(run_dir: Path) -> list[dict[str, Any]]:
+    """The run's metrics a step (metrics.jsonl), in step order."""
+    metrics_file = run_dir / paths.METRICS
+    rows = [json.loads(line) for line in metrics_file.read_text().splitlines()] if metrics_file.is_file() else []
+    return [row for row in rows if "step" in row]
 
 
 def _refuse_given(**arguments: Any) -> None:
@@ -184,6 +245,10 @@ def _rewards(reward_funcs: Any, weights: list[float] | None) -> list[dict[str, A
     if weights is not None and len(weights) != len(funcs):
         raise UserError(f"reward_weights has {len(weights)} weights for {len(funcs)} reward_funcs: give one each")
     for f in funcs:
+        if isinstance(f, torch.nn.Module):
+            raise UserError(f"reward_funcs holds a model ({type(f).__name__}): rlvr.trl takes reward functions; a "
+                            "reward model is trained by `rlvr rm` and named as {'name': 'reward_model', 'params': "
+                            "{'path': ...}} in rlvr's config (docs/from_trl.md)")
         if isinstance(f, str) and f not in BUILTIN_REWARDS and ":" not in f:
             raise UserError(f"reward_funcs {f!r}: TRL loads a name as a reward model; rlvr's reward models are "
                             "trained by `rlvr rm` and named as {'name': 'reward_model', 'params': {'path': ...}} "

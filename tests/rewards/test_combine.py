@@ -55,6 +55,22 @@ def test_receives_every_trl_keyword_and_column():
     }
 
 
+def test_an_async_reward_is_awaited_on_a_thread_with_or_without_an_event_loop():
+    """TRL's GRPOTrainer takes `async def` rewards; so does rlvr, called from a notebook's loop too."""
+    import asyncio
+
+    async def length(completions, **kwargs):
+        await asyncio.sleep(0)
+        return [float(len(c)) for c in completions]
+
+    assert run([RewardSpec("length", length)]).components["length"] == [9.0, 9.0, 5.0]
+
+    async def in_a_notebook():  # (a running loop on this thread: asyncio.run would refuse)
+        return run([RewardSpec("length", length)]).components["length"]
+
+    assert asyncio.run(in_a_notebook()) == [9.0, 9.0, 5.0]
+
+
 def test_weighted_sum_of_builtins():
     specs = [RewardSpec("math_accuracy", math_accuracy, 1.0), RewardSpec("boxed_format", boxed_format, 0.1)]
     result = run(specs, columns={"answer": ["4", "6", "8"]})

@@ -200,3 +200,8 @@ def digit_share_then_os_exit(completions, **kwargs):
         if seen == int(calls):
             os._exit(5)
     return digit_share(completions)
+
+
+def curriculum_by_step(completions, trainer_state, **kwargs):
+    """TRL's curriculum habit: a reward that reads the trainer's step (rlvr passes no trainer state)."""
+    return [float(trainer_state.global_step > 10) for _ in completions]

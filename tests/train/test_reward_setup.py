@@ -184,6 +184,15 @@ def test_a_column_any_reward_needs_is_checked_before_the_model_loads(tmp_path, m
     assert "(their columns besides the prompt: answer, solution)" in str(e.value)
 
 
+def test_a_reward_taking_trls_trainer_state_is_refused_before_the_model_loads(tmp_path, monkeypatch):
+    data = rows_file(tmp_path, *[{"answer": "1"}] * 8)
+    loaded = never_loaded(monkeypatch)
+    with pytest.raises(UserError) as e:
+        Trainer(tiny_config(tmp_path, f"data.train={data}", rewards(mine("curriculum_by_step"), "math_accuracy")))
+    assert one_line(e).startswith(f"reward '{REWARD_FNS}:curriculum_by_step' takes 'trainer_state', which TRL's "
+                                  "GRPOTrainer passes and rlvr does not (") and not loaded
+
+
 def test_an_optional_column_is_not_required(tmp_path):
     data = rows_file(tmp_path, *[{"answer": "1"}] * 8)
     Trainer(tiny_config(tmp_path, f"data.train={data}", rewards(mine("level_if_given"), "math_accuracy")))

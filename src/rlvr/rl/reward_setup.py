@@ -34,6 +34,14 @@ from rlvr.rewards.registry import PASSED_ON, is_builtin, required_columns
 from rlvr.rewards.routing import applies_to, only_where
 
 ENVIRONMENT_COLUMNS = ("env_reward",)  # what a multi-turn rollout adds to the rows (rlvr.rewards.batch)
+# What TRL's GRPOTrainer passes a reward besides the rows' columns, and rlvr does not; what rlvr has instead
+TRL_TRAINER_KEYWORDS = {
+    "trainer_state": "a reward here is a function of the rows and completions alone, so that a resumed run "
+                     "scores as the unbroken one",
+    "log_metric": "each reward's mean is logged every step as reward/NAME/mean",
+    "log_extra": "samples.jsonl keeps the completions it records with their rewards and advantages",
+    "environments": "a multi-turn environment's own reward reaches the rewards as the env_reward column",
+}
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,9 @@ def run_rewards(config: TrainConfig, scoring: Scoring, train: list[Example], sou
     for entry, spec in zip(entries, specs):
         default = "" if config.rewards else " (the data's default, as the config names no rewards)"
         for column in [*(entry.when or {}), *required_columns(spec.fn)]:
+            if column in TRL_TRAINER_KEYWORDS:
+                raise UserError(f"reward '{entry.name}' takes {column!r}, which TRL's GRPOTrainer passes and rlvr does "
+                                f"not ({TRL_TRAINER_KEYWORDS[column]}): drop that parameter, or give it a default")
             if column not in given:
                 have = ", ".join(sorted(set().union(*rows))) or "none"
                 raise UserError(f"reward '{entry.name}'{default} needs a column {column!r}, which the training rows "

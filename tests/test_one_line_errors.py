@@ -25,6 +25,8 @@ def files(tmp_path):
     (tmp_path / "pairs.jsonl").write_bytes(b'{"prompt": "p", "chosen": "\xff", "rejected": "b"}\n')
     (tmp_path / "grader.yaml").write_text("type: regex\npattern: [a\nflags: 1\n")
     (tmp_path / "rows.jsonl").write_text('{"completion": "a"}\n')
+    (tmp_path / "folder.jsonl").mkdir()
+    (tmp_path / "throws.py").write_text("def boom(completions, **kwargs):\n    raise RuntimeError('judge down')\n")
     (tmp_path / "twice.yaml").write_text("algorithm:\n  beta: 0.5\nseed: 1\nalgorithm:\n  policy_loss: gspo\n")
 
 
@@ -56,6 +58,19 @@ CASES = {
         "(generation.max_new_tokens)"),
     "grader YAML": (["grade", "--grader", "{t}/grader.yaml", "--input", "{t}/rows.jsonl", "--output", "{t}/o.jsonl"],
                     "grader spec {t}/grader.yaml, line 3 column 6, is not valid YAML"),
+    "a folder named as a data file": ([*TRAIN, "--set", "data.train={t}/folder.jsonl"],
+                                      "Is a directory: {t}/folder.jsonl (a folder stands where a file is wanted: "
+                                      "give a file's path)"),
+    "--output-dir is a file": ([*TRAIN[:-1], "{t}/rows.jsonl"],
+                               "File exists: {t}/rows.jsonl (a file stands where a folder is wanted"),
+    "--output-dir under a file": (["eval", "--model", "tiny", "--data", "{t}/maths.jsonl", "--output-dir",
+                                   "{t}/rows.jsonl/e"], "Not a directory: {t}/rows.jsonl/e"),
+    "sample --output a folder": (["sample", "--model", "tiny", "--data", "arithmetic", "--output", "{t}/notes",
+                                  "--output-dir", "{t}/s"], "--output {t}/notes is a folder: give the SFT dataset's"),
+    "a grader that raises on every row": (["grade", "--grader", "{t}/throws.py:boom", "--input", "{t}/rows.jsonl",
+                                           "--output", "{t}/o.jsonl"],
+                                          "grader 'boom' failed on every row, so the scores mean nothing (first, "
+                                          "line 1: reward function 'boom' raised RuntimeError: judge down"),
     "non-UTF-8 pairs": (["rm", "--set", "data={t}/pairs.jsonl", "--set", "model=tiny", "--output-dir", "{t}/rm"],
                         "{t}/pairs.jsonl:1: byte 0xff"),
 }
@@ -71,6 +86,15 @@ def test_one_line_with_the_cause(tmp_path, capsys, case):
     lines = [line for line in err.splitlines() if line.startswith("rlvr")]
     assert len(lines) == 1 and message.format(t=tmp_path) in lines[0], err
     assert not (tmp_path / "run").exists()  # a run that could not start leaves nothing behind
+
+
+@pytest.mark.parametrize("command", [["dashboard", "runs/x"], ["serve", "--tinker"]])
+@pytest.mark.parametrize("port", ["70000", "-1"])
+def test_a_port_out_of_range_is_an_argument_error(capsys, command, port):
+    with pytest.raises(SystemExit) as exited:
+        main([*command, "--port", port])
+    assert exited.value.code == 2
+    assert f"argument --port: {int(port)} is not a port: give 0 to 65535" in capsys.readouterr().err
 
 
 def test_the_dashboard_on_a_port_in_use(tmp_path, capsys):

@@ -27,7 +27,7 @@ from rlvr.dashboard.cli import (
     run_report,
 )
 from rlvr.distributed.launcher import add_nproc_option, rank_of_many, relaunch
-from rlvr.errors import UserError
+from rlvr.errors import FULL_TRACEBACK_ENV, UserError, path_error
 from rlvr.evaluate.cli import add_compare_parser, add_eval_parser, run_compare, run_eval_command
 from rlvr.grpo.cli import add_train_parser, run_train
 from rlvr.lifeline import end_with_parent
@@ -209,6 +209,9 @@ def _said(error: BaseException) -> int:
     if isinstance(error, KeyboardInterrupt):
         print("rlvr: interrupted", file=sys.stderr)
         return 130
+    if isinstance(error, OSError) and path_error(error) and not os.environ.get(FULL_TRACEBACK_ENV):
+        print(f"rlvr: error: {path_error(error)}", file=sys.stderr)
+        return 2
     reason = _collective_failed(error) if isinstance(error, Exception) else None
     if reason is None:
         raise error

@@ -8,6 +8,7 @@ rlvr's internal frames. A fix is worded for whoever called: `--resume RUN_DIR` o
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 from collections.abc import Callable, Iterator
@@ -88,3 +89,31 @@ def first_line(error: BaseException) -> str:
     """
     text = str(error).strip()
     return text.splitlines()[0][:300] if text else type(error).__name__
+
+
+_PATH_FIXES = {
+    errno.EISDIR: "a folder stands where a file is wanted: give a file's path",
+    errno.ENOTDIR: "a file stands where a folder is wanted: give a folder's path",
+    errno.EEXIST: "a file stands where a folder is wanted: give a folder's path",
+    errno.ENOENT: "check the path: the folders above it must exist, or be ones rlvr can make",
+    errno.EACCES: "give a path you can write to, or change its permissions",
+    errno.EPERM: "give a path you can write to",
+    errno.EROFS: "the file system is read-only: give a path on a writable one",
+    errno.ENOSPC: "the disk is full: free some space, or give a folder on another disk",
+    errno.EDQUOT: "the disk quota is used up: free some space, or give a folder on another disk",
+}
+
+
+def path_error(error: OSError) -> str | None:
+    """One line for an OSError about a path the user gave or the machine's disk (a folder where a file is wanted, no
+    permission, a full disk), naming the path and the fix; None for any other OSError (a socket's, a bug's).
+
+    >>> path_error(IsADirectoryError(errno.EISDIR, "Is a directory", "data.jsonl"))
+    "Is a directory: data.jsonl (a folder stands where a file is wanted: give a file's path)"
+    >>> path_error(ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused")) is None
+    True
+    """
+    fix = _PATH_FIXES.get(error.errno or 0)
+    if fix is None or error.filename is None:
+        return None
+    return f"{error.strerror}: {error.filename} ({fix})"

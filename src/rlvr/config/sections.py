@@ -9,6 +9,7 @@ documented and validated here once. A section given as a plain string sets its S
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
@@ -186,12 +187,12 @@ class OptimConfig:
 
     def validate(self) -> None:
         check([
-            (self.lr > 0, "optim.lr must be positive"),
+            (0 < self.lr < math.inf, f"optim.lr must be positive and finite, not {self.lr}"),
             (self.micro_batch_tokens >= 1, "optim.micro_batch_tokens must be >= 1"),
             (self.logprob_micro_batch_tokens is None or self.logprob_micro_batch_tokens >= 1,
              "optim.logprob_micro_batch_tokens must be >= 1 (or null: 4 × micro_batch_tokens)"),
-            (self.warmup_steps >= 0 and self.max_grad_norm >= 0 and self.weight_decay >= 0,
-             "optim.warmup_steps, optim.max_grad_norm and optim.weight_decay must be >= 0"),
+            (self.warmup_steps >= 0 and self.max_grad_norm >= 0 and 0 <= self.weight_decay < math.inf,
+             "optim.warmup_steps, optim.max_grad_norm and optim.weight_decay must be >= 0 (the weight decay finite)"),
             (0 <= self.min_lr_ratio <= 1, "optim.min_lr_ratio must be in [0, 1]"),
         ])
 

@@ -49,8 +49,23 @@ def add_dashboard_parser(subparsers: argparse._SubParsersAction[argparse.Argumen
 
 def _bind_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
-    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--port", type=port_number, default=8765)
     p.add_argument("--allow-remote", action="store_true", help="allow binding to an address other machines can reach")
+
+
+def port_number(text: str) -> int:
+    """An argparse type: a TCP port, 0 to 65535 (0: a free one).
+
+    >>> port_number("8000"), port_number("0")
+    (8000, 0)
+    """
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port: give 0 to 65535 (0: a free one)")
+    return port
 
 
 def run_dashboard(args: argparse.Namespace) -> int:

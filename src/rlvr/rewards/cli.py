@@ -39,6 +39,7 @@ class Row:
     data: dict[str, Any]  # the row as read; {"line": N} when it is not a JSON object
     completion: str | None = None  # None when the row is malformed
     problem: str | None = None
+    error: str | None = None  # what the grader raised on this row (an unreachable judge, a bug): not scored
 
 
 @dataclass
@@ -48,7 +49,8 @@ class Tally:
     rows: int = 0
     malformed: int = 0
     rewards: list[float] = field(default_factory=list)
-    failed: int = 0  # rows the grader itself failed on (scored 0, reason "grader failed ...")
+    failed: int = 0  # rows the grader itself failed on (scored 0, reason "grader failed ..."; or raised: null)
+    raised: int = 0  # of those, the rows it raised on (null)
     first_failure: str | None = None
 
     def count(self, row: Row, value: float | None) -> None:
@@ -57,17 +59,20 @@ class Tally:
         if value is not None:
             self.rewards.append(value)
         reason = str(row.data.get("reason", ""))
-        if row.problem is None and reason.startswith(GRADER_FAILED):
+        if row.problem is None and (reason.startswith(GRADER_FAILED) or row.error is not None):
             self.failed += 1
+            self.raised += row.error is not None
             self.first_failure = self.first_failure or f"line {row.line}: {reason}"
 
     def summary(self, name: str, source: str, output: str, seconds: float) -> str:
         skipped = self.rows - len(self.rewards)
         mean = f"{sum(self.rewards) / len(self.rewards):.4f}" if self.rewards else "n/a"
-        failed = f" ({self.failed} of them 0 because the grader failed: see 'reason')" if self.failed else ""
+        zeros = self.failed - self.raised
+        failed = f" ({zeros} of them 0 because the grader failed: see 'reason')" if zeros else ""
+        raised = f", {self.raised} the grader raised on" if self.raised else ""
         return (
             f"graded {self.rows} rows of {source} with '{name}' in {seconds:.1f}s: "
-            f"{len(self.rewards)} scored{failed}, {skipped} skipped (null; {self.malformed} malformed), "
+            f"{len(self.rewards)} scored{failed}, {skipped} skipped (null; {self.malformed} malformed{raised}), "
             f"mean reward {mean}; wrote {output}"
         )
 
@@ -181,6 +186,7 @@ def grade_batch(name: str, reward: RewardFn, rows: list[Row]) -> list[float | No
                 results += grade_rows(name, reward, [text], [dict(row.data)])
             except UserError as e:
                 results.append(GradeResult(None, str(e)))
+                row.error = str(e)
     by_line = {row.line: result for row, result in zip(good, results, strict=True)}
     rewards = []
     for row in rows:

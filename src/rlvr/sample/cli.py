@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from rlvr.config.choices import MODES
 from rlvr.distributed.launcher import is_main_rank
@@ -50,6 +51,8 @@ def run_sample_command(args: argparse.Namespace) -> int:
         format=args.format, min_tokens=args.min_tokens, max_tokens=args.max_tokens, max_per_prompt=args.max_per_prompt,
         output=args.output, output_dir=args.output_dir, seed=args.seed, threads=args.threads,
     )
+    if config.output and Path(config.output).is_dir():  # (before the sampling, not when its dataset is written)
+        raise UserError(f"--output {config.output} is a folder: give the SFT dataset's file (a .jsonl)")
     from rlvr.sample.runner import run_sample  # torch and the models only once the config is known to be sound
 
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rlvr.dashboard.cli import port_number
 from rlvr.errors import UserError
 
 
@@ -14,7 +15,7 @@ def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
     p.add_argument("--tinker", action="store_true", help="speak the tinker SDK's protocol (TINKER_BASE_URL)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s: this machine only; "
                                                        "nothing checks the API key)")
-    p.add_argument("--port", type=int, default=8000, help="port (default %(default)s; 0: a free one, printed)")
+    p.add_argument("--port", type=port_number, default=8000, help="port (default %(default)s; 0: a free one, printed)")
     p.add_argument("--dir", default="runs/tinker", help="where checkpoints (tinker:// paths) are kept "
                                                         "(default %(default)s)")
     p.add_argument("--cache-dir", default="~/.cache/rlvr", help="where models are converted (default %(default)s)")
@@ -40,5 +41,7 @@ def run_serve(args: argparse.Namespace) -> int:
     try:
         serve(Path(args.dir), args.host, args.port, args.cache_dir, dict(a.split("=", 1) for a in args.alias))
     except OSError as e:
+        if e.filename is not None:  # (a path, not the socket: --dir; said by rlvr.cli as a path's error)
+            raise
         raise UserError(f"cannot listen on {args.host}:{args.port}: {e.strerror} (give another --port)") from None
     return 0

@@ -147,6 +147,7 @@ def test_rlvr_compare_pairs_a_run_with_its_control(tmp_path):
     assert "control" not in json.loads((run / "summary.json").read_text())
     held = json.loads((run / "heldout.json").read_text())
     assert len(held["rows"]) == 6 and len(held["after"]["strict"]) == 6 and set(held["after"]["strict"]) <= {0, 1}
+    assert held["problems"] == json.loads((control / "heldout.json").read_text())["problems"]
     result = compare_runs(run, control)
     assert result["n"] == 6 and result["differs"] == {} and result["control"]["kind"] == "random"
     strict, gain = result["strict"], result["strict"]["gain_over_control"]
@@ -176,3 +177,8 @@ def test_compare_names_what_else_differs(tmp_path):
     assert result["differs"] == {"seed": [0, 1]}
     assert "not like for like: the configs also differ in seed (0 vs 1)" in describe(result, tmp_path / "a",
                                                                                    tmp_path / "b")
+    for name, problems in (("a", "0123456789abcdef"), ("b", "fedcba9876543210")):  # other prompts, the same rows
+        held = json.loads((tmp_path / name / "heldout.json").read_text())
+        (tmp_path / name / "heldout.json").write_text(json.dumps({**held, "problems": problems}))
+    with pytest.raises(UserError, match="were evaluated on different held-out problems"):
+        compare_runs(tmp_path / "a", tmp_path / "b")

@@ -32,7 +32,8 @@ def compare_runs(run: Path, control: Path) -> dict[str, Any]:
     run's and the control's accuracy after training, the run's gain over the control (paired), and each one's
     gain over the untrained model; "alone" likewise for the questions without the example exchanges}."""
     held = {which: _heldout(path) for which, path in (("run", run), ("control", control))}
-    if held["run"]["rows"] != held["control"]["rows"]:
+    digests = {h.get("problems") for h in held.values()}  # (a run written before the digest has none)
+    if held["run"]["rows"] != held["control"]["rows"] or len(digests - {None}) > 1:
         raise UserError(f"{run} and {control} were evaluated on different held-out problems: a control runs the same "
                         "config with --control (the same data, eval_size and seed)")
     summary = _read_json(control / paths.SUMMARY, control) if (control / paths.SUMMARY).is_file() else {}

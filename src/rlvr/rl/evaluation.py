@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from rlvr.config import TrainConfig
@@ -85,8 +87,9 @@ def summary(config: TrainConfig, parts: RunParts, steps: int, before: dict[str, 
 
 
 def verdicts(parts: RunParts, before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[str, Any]:
-    """heldout.json: which held-out problems (their rows) and each one's greedy verdict before and after, strict
-    and lenient (1 = correct), also of the questions alone: what `rlvr compare` pairs a run and its control by."""
+    """heldout.json: which held-out problems (their rows, and a digest of their prompts) and each one's greedy
+    verdict before and after, strict and lenient (1 = correct), also of the questions alone: what `rlvr compare`
+    pairs a run and its control by."""
     def of(evaluation: dict[str, Any] | None) -> dict[str, Any] | None:
         if evaluation is None:
             return None
@@ -94,7 +97,9 @@ def verdicts(parts: RunParts, before: dict[str, Any] | None, after: dict[str, An
         return {mode: [int(v) for v in evaluation[f"{mode}_correct"]] for mode in ("strict", "lenient")} | alone
 
     rows = [p.example.index for p in parts.eval] if parts.eval else []
-    return {"rows": rows, "before": of(before), "after": of(after)}
+    prompts = json.dumps([p.example.prompt for p in parts.eval or []], sort_keys=True, default=str)
+    return {"rows": rows, "problems": hashlib.sha256(prompts.encode()).hexdigest()[:16], "before": of(before),
+            "after": of(after)}
 
 
 def compared(before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[str, Any]:

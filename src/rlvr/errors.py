@@ -45,7 +45,8 @@ class UserError(Exception):
     """A problem with the user's input; the message names the cause and the fix."""
 
 
-FULL_TRACEBACK_ENV = "RLVR_FULL_TRACEBACK"  # set (to 1) to keep rlvr's own frames in a UserError's traceback
+# set (to 1) to keep rlvr's own frames in a UserError's traceback, and the traceback of a path's error (path_error)
+FULL_TRACEBACK_ENV = "RLVR_FULL_TRACEBACK"
 F = TypeVar("F", bound=Callable[..., Any])
 
 

@@ -122,9 +122,10 @@ def test_a_stopped_stage_is_not_marked_complete_and_the_pipeline_stops(tiny_run,
 
 
 @pytest.mark.parametrize("name", ["tiny", "r1", "r1_zero", "distill"])
-def test_shipped_recipes_are_valid(name):
+def test_shipped_recipes_are_valid(name, tmp_path):
     recipe = load_recipe(RECIPES / f"{name}.yaml")
     assert recipe.stages and recipe.eval
+    runner._check_stages(recipe, tmp_path, name)  # every stage's settings, as the pipeline checks them first
 
 
 @pytest.mark.parametrize("text, message", [
@@ -133,6 +134,10 @@ def test_shipped_recipes_are_valid(name):
     ("stages: [{kind: grpo, config: {rewards: [{name: reward_model, params: {path: '@rm'}}]}}]", "refers to @rm"),
     ("stages: []", "non-empty list"),
     ("model: tiny\nsteps: []", "unknown key 'steps'"),
+    ("model: tiny\nstages: [{kind: sft, name: a, config: {data: x.jsonl}}, {kind: grpo, name: b, config: {sampling: "
+     "{group_size: abc}}}]", "r.yaml, stage 'b' (grpo): config key 'sampling.group_size' must be int"),
+    ("model: tiny\nstages: [{kind: sample, name: s}, {kind: sft, name: t, config: {optim: {lr: 0}}}]",
+     "stage 't' (sft): optim.lr must be positive"),
 ])
 def test_recipe_mistakes_are_one_line(tmp_path, capsys, text, message):
     path = tmp_path / "r.yaml"
@@ -140,6 +145,7 @@ def test_recipe_mistakes_are_one_line(tmp_path, capsys, text, message):
     assert main(["pipeline", str(path), "--output-dir", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err
+    assert not (tmp_path / "out").exists()  # refused before any stage ran (the first stage's mistakes too)
 
 
 def test_an_interrupted_reward_model_stage_with_a_broken_latest_checkpoint_resumes_from_the_intact_one(tmp_path,

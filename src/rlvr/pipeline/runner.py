@@ -16,11 +16,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rlvr.config import load_command_config
 from rlvr.errors import UserError
 from rlvr.evaluate.store import write_atomic
 from rlvr.pipeline.recipe import Recipe, Stage, load_recipe, substitute
 from rlvr.pipeline.report import stage_row, write_report
-from rlvr.pipeline.stages import StageOutput, run_stage, settings_digest, stage_config
+from rlvr.pipeline.stages import CONFIGS, StageOutput, run_stage, settings_digest, stage_config
 
 MODEL_KINDS = ("sft", "grpo")  # the stages whose model the next stages continue from (rm makes a scorer)
 
@@ -28,6 +29,7 @@ MODEL_KINDS = ("sft", "grpo")  # the stages whose model the next stages continue
 def run_pipeline(recipe_path: str | Path, output_dir: str | None = None, progress: bool = True) -> dict[str, Any]:
     recipe = load_recipe(recipe_path)
     root = Path(output_dir or recipe.output_dir or f"runs/pipeline-{recipe.name}")
+    _check_stages(recipe, root, recipe_path)
     root.mkdir(parents=True, exist_ok=True)
     base_eval = _evaluate(recipe, recipe.model, root / "base_eval", progress)
     rows = [stage_row("base", "model", recipe.model, None, base_eval)]
@@ -35,13 +37,7 @@ def run_pipeline(recipe_path: str | Path, output_dir: str | None = None, progres
     model, dataset = recipe.model, None
     for stage in recipe.stages:
         out = root / stage.name
-        try:
-            config = stage_config(stage.kind, _local_paths(substitute(stage.config, outputs), recipe.base_dir),
-                                  model=model, dataset=dataset, out=out, logging=recipe.logging,
-                                  group=recipe.name, name=stage.name)
-        except ValueError:
-            raise UserError(f"stage {stage.name!r} (sft) has no `data` "
-                            "and no earlier `sample` stage made a dataset") from None
+        config = _configured(recipe, stage, root, outputs, model, dataset)
         result = _run_or_reuse(stage, config, out, progress)
         if result.summary and "stopped_at" in result.summary:  # Ctrl-C: the stage is unfinished, and so is the pipeline
             print(f"pipeline: stage {stage.name} stopped at step {result.summary['stopped_at']}; "
@@ -59,6 +55,33 @@ def run_pipeline(recipe_path: str | Path, output_dir: str | None = None, progres
     summary = {"recipe": recipe.name, "output_dir": str(root), "stages": rows}
     write_report(root, summary)
     return summary
+
+
+def _configured(recipe: Recipe, stage: Stage, root: Path, outputs: dict[str, str], model: str,
+                dataset: str | None) -> dict[str, Any]:
+    """The stage's settings (stage_config), with the outputs of the stages before it."""
+    try:
+        return stage_config(stage.kind, _local_paths(substitute(stage.config, outputs), recipe.base_dir),
+                            model=model, dataset=dataset, out=root / stage.name, logging=recipe.logging,
+                            group=recipe.name, name=stage.name)
+    except ValueError:
+        raise UserError(f"stage {stage.name!r} (sft) has no `data` "
+                        "and no earlier `sample` stage made a dataset") from None
+
+
+def _check_stages(recipe: Recipe, root: Path, recipe_path: str | Path) -> None:
+    """Every stage's settings checked (keys, types, values) before the first stage runs, each earlier stage's
+    output standing in by its folder: a mistake in a late stage costs a second, not the stages before it."""
+    outputs = {stage.name: str(root / stage.name) for stage in recipe.stages}
+    model, dataset = recipe.model, None
+    for stage in recipe.stages:
+        config = _configured(recipe, stage, root, outputs, model, dataset)
+        try:
+            load_command_config(CONFIGS[stage.kind], values=config)
+        except UserError as e:
+            raise UserError(f"{recipe_path}, stage {stage.name!r} ({stage.kind}): {e}") from None
+        model = outputs[stage.name] if stage.kind in MODEL_KINDS else model
+        dataset = str(root / stage.name / "sft.jsonl") if stage.kind == "sample" else dataset
 
 
 def _run_or_reuse(stage: Stage, config: dict[str, Any], out: Path, progress: bool) -> StageOutput:

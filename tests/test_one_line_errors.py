@@ -71,6 +71,10 @@ CASES = {
                                            "--output", "{t}/o.jsonl"],
                                           "grader 'boom' failed on every row, so the scores mean nothing (first, "
                                           "line 1: reward function 'boom' raised RuntimeError: judge down"),
+    "--config a folder": ([*TRAIN, "--config", "{t}/notes"], "config file {t}/notes is a folder: give a YAML file"),
+    "--resume a file": (["train", "--resume", "{t}/rows.jsonl"], "cannot resume: {t}/rows.jsonl is a file"),
+    "grade --input a folder": (["grade", "--grader", "math", "--input", "{t}/notes", "--output", "{t}/o.jsonl"],
+                               "--input {t}/notes is a folder: give a JSONL file"),
     "non-UTF-8 pairs": (["rm", "--set", "data={t}/pairs.jsonl", "--set", "model=tiny", "--output-dir", "{t}/rm"],
                         "{t}/pairs.jsonl:1: byte 0xff"),
 }

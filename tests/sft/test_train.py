@@ -132,6 +132,13 @@ def test_a_run_of_another_command_is_named_at_resume(trained):
     for cls in (TrainConfig, RewardModelConfig):
         with pytest.raises(UserError, match=r"it is a run of `rlvr sft`; continue it with rlvr sft --resume"):
             resume_config(cls, Path(config.output_dir))
+    from rlvr.config import load_config
+    from rlvr.grpo.trainer import train_grpo
+
+    fresh = load_config(None, ["model.name=tiny", f"output_dir={config.output_dir}"])  # a new GRPO run there
+    with pytest.raises(UserError, match=r"already holds a run of `rlvr sft` \(`rlvr sft --resume .*` continues it\): "
+                                        r"pick another --output-dir, or start afresh over it with --overwrite$"):
+        train_grpo(fresh)
 
 
 def test_resume_with_other_data_is_refused(trained, tmp_path):

@@ -3,6 +3,7 @@ data order, and `rlvr compare` pairing a run with its control."""
 
 import json
 import math
+import re
 import subprocess
 import sys
 
@@ -182,3 +183,20 @@ def test_compare_names_what_else_differs(tmp_path):
         (tmp_path / name / "heldout.json").write_text(json.dumps({**held, "problems": problems}))
     with pytest.raises(UserError, match="were evaluated on different held-out problems"):
         compare_runs(tmp_path / "a", tmp_path / "b")
+
+
+def test_compare_says_why_a_folder_has_no_verdicts_and_the_fix_that_works(tmp_path):
+    """An empty folder is no run; an unfinished run is finished by --resume; a run that finished with eval_after
+    false is evaluated by --resume with eval_after=true (a plain --resume would train and evaluate nothing)."""
+    empty, unfinished, finished = (tmp_path / name for name in ("empty", "unfinished", "finished"))
+    for d in (empty, unfinished, finished):
+        d.mkdir()
+    for d in (unfinished, finished):
+        (d / "config.yaml").write_text("eval_after: false\nmodel: {name: tiny}\n")
+    (finished / "summary.json").write_text(json.dumps({"steps": 1, "heldout_skipped": "eval_after is false"}))
+    for run, said in ((empty, "is not a run directory"), (unfinished, "the run has not finished; finish it with rlvr "
+                                                                      f"train --resume {unfinished}"),
+                      (finished, f"finished without an evaluation after training (eval_after: false): rlvr train "
+                                 f"--resume {finished} --set eval_after=true evaluates it")):
+        with pytest.raises(UserError, match=re.escape(said)):
+            compare_runs(run, tmp_path)

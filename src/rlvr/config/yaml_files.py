@@ -101,6 +101,8 @@ def parse_override(item: str) -> tuple[list[str], Any]:
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
+    if path.is_dir():
+        raise UserError(f"config file {path} is a folder: give a YAML file to --config")
     if not path.is_file():
         raise UserError(f"config file not found: {path} (check the path given to --config)")
     data = read_yaml_file(path, f"config file {path}")

@@ -64,11 +64,18 @@ def _interval(verdicts: list[int]) -> dict[str, float]:
 
 def _heldout(run: Path) -> dict[str, Any]:
     file = run / paths.HELDOUT
-    if not run.is_dir():
+    if not (run / paths.CONFIG).is_file():
         raise UserError(f"{run} is not a run directory (give the output_dir of rlvr train)")
     if not file.is_file():
-        raise UserError(f"{run} has no {paths.HELDOUT}: the run has not finished, or it measured no held-out set "
-                        "after training (eval_after, data.eval); finish it with rlvr train --resume " + str(run))
+        summary = _read_json(run / paths.SUMMARY, run) if (run / paths.SUMMARY).is_file() else None
+        if summary is None:
+            raise UserError(f"{run} has no {paths.HELDOUT}: the run has not finished; finish it with rlvr train "
+                            f"--resume {run}")
+        config = yaml.safe_load((run / paths.CONFIG).read_text(encoding="utf-8")) or {}
+        if isinstance(config, dict) and config.get("eval_after") is False:
+            raise UserError(f"{run} finished without an evaluation after training (eval_after: false): rlvr train "
+                            f"--resume {run} --set eval_after=true evaluates it")
+        raise UserError(f"{run} evaluated no held-out set: {summary.get('heldout_skipped') or 'see its summary.json'}")
     held = _read_json(file, run)
     if held.get("after") is None:
         raise UserError(f"{run} was not evaluated after training (eval_after: false): nothing to compare")

@@ -100,6 +100,8 @@ def run_grade(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     name, reward = load_any(args.grader)  # a bad spec fails here, before the output is touched
     source, output = Path(args.input), Path(args.output)
+    if source.is_dir():
+        raise UserError(f"--input {source} is a folder: give a JSONL file with one row per line")
     if not source.is_file():
         raise UserError(f"input file {source} not found (give a JSONL file with one row per line)")
     if output.resolve() == source.resolve():

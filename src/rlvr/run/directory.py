@@ -33,10 +33,11 @@ RUN_FILES = (paths.METRICS, paths.SAMPLES, paths.SUMMARY, paths.TENSORBOARD, pat
              "eval_before.json", "eval_after.json")  # (the last two: runs checkpointed before the run core)
 
 
-def start_fresh(run_dir: Path, overwrite: bool = False) -> None:
-    """Make `run_dir` ready for a new run, or refuse with the fix when it holds one (`overwrite`: delete it)."""
+def start_fresh(run_dir: Path, overwrite: bool = False, cls: type | None = None) -> None:
+    """Make `run_dir` ready for a new run (of `cls`'s command), or refuse with the fix when it holds one
+    (`overwrite`: delete it)."""
     if paths.latest_checkpoint(run_dir) is not None and not overwrite:
-        raise holds_a_run(run_dir)
+        raise holds_a_run(run_dir, cls)
     stale = [name for name in RUN_FILES + ((paths.CHECKPOINTS,) if overwrite else ()) if (run_dir / name).exists()]
     if stale and not (run_dir / paths.CONFIG).is_file():
         raise UserError(f"{run_dir} holds {', '.join(stale)} but is not a run directory (no config.yaml): "
@@ -52,6 +53,8 @@ def start_fresh(run_dir: Path, overwrite: bool = False) -> None:
 def resume_point(run_dir: Path) -> tuple[Path, list[tuple[Path, str]]]:
     """The newest intact checkpoint of the run in `run_dir`, and the newer ones found broken with what is
     wrong with each (newest first). Every rank of a run finds the same: the same files, checked alike."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise UserError(f"cannot resume: {run_dir} is a file: give a run directory")
     if not run_dir.is_dir():
         raise UserError(f"cannot resume: {run_dir} has no complete checkpoint: the directory does not exist")
     if not (run_dir / paths.CONFIG).is_file():
@@ -105,8 +108,14 @@ def past_the_end(run_dir: Path, reached: int, total: int) -> UserError:
                      "configured)")
 
 
-def holds_a_run(run_dir: Path) -> UserError:
-    """The one-line error of a fresh run asked to start in a directory that holds a checkpointed run."""
+def holds_a_run(run_dir: Path, cls: type | None = None) -> UserError:
+    """The one-line error of a fresh run (of `cls`'s command) asked to start in a directory that holds a
+    checkpointed run."""
+    other = None if cls is None else another_kind(cls, run_dir / paths.CONFIG)
+    if other is not None:  # (--resume would be refused: it is another command's run)
+        return UserError(f"{run_dir} already holds a run of `{other}` (`{other} --resume {run_dir}` continues it): "
+                         f"pick another {for_caller('--output-dir', 'output_dir')}, or start afresh over it with "
+                         f"{for_caller('--overwrite', 'overwrite=True')}")
     return UserError(f"{run_dir} already holds a run: continue it with "
                      f"{for_caller(f'--resume {run_dir}', 'resume=True')}, start afresh over it with "
                      f"{for_caller('--overwrite', 'overwrite=True')}, or pick another "
@@ -147,17 +156,24 @@ def resume_config(cls: type[C], run_dir: Path, overrides: Sequence[str] = (), **
 def _refuse_another_kind(cls: type, saved: Path, run_dir: Path) -> None:
     """A run that another command made (an SFT run given to `rlvr train --resume`) is one line naming that
     command, rather than its first setting this command does not know."""
+    command = another_kind(cls, saved)
+    if command is not None:
+        raise UserError(f"cannot resume {run_dir} with this command: it is a run of `{command}`; continue it "
+                        f"with {command} --resume {run_dir}")
+
+
+def another_kind(cls: type, saved: Path) -> str | None:
+    """The command (`rlvr sft`, ...) whose config `saved` (a config.yaml) is, when it is not `cls`'s; None when it
+    is, or when that cannot be told (no file, or its own mistakes, said when it loads)."""
     from rlvr.config import RewardModelConfig, SFTConfig, TrainConfig
     from rlvr.config.yaml_files import read_yaml_file
 
-    keys = read_yaml_file(saved, f"config file {saved}")
+    keys = read_yaml_file(saved, f"config file {saved}") if saved.is_file() else None
     if not isinstance(keys, dict) or set(keys) <= {f.name for f in dataclasses.fields(cls)}:
-        return  # (the saved config's own mistakes are said when it loads)
+        return None
     made = {"rlvr train": TrainConfig, "rlvr sft": SFTConfig, "rlvr rm": RewardModelConfig}
-    for command, kind in made.items():
-        if kind is not cls and set(keys) <= {f.name for f in dataclasses.fields(kind)}:
-            raise UserError(f"cannot resume {run_dir} with this command: it is a run of `{command}`; continue it "
-                            f"with {command} --resume {run_dir}")
+    return next((command for command, kind in made.items()
+                 if kind is not cls and set(keys) <= {f.name for f in dataclasses.fields(kind)}), None)
 
 
 def legacy_before(run_dir: Path) -> dict[str, Any] | None:

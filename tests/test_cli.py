@@ -36,6 +36,17 @@ def test_train_tiny_config_end_to_end_and_resume(tmp_path):
     assert "max_steps: 6" in (run / "config.yaml").read_text()
 
 
+def test_a_missing_data_file_or_model_folder_is_said_before_torch_loads(tmp_path):
+    """A second, not the imports of torch and the models (5-7 s on 2 cores)."""
+    said = "import sys; from rlvr.cli import main; code = main(sys.argv[1:]); print(code, 'torch' in sys.modules)"
+    for args, message in ((["--set", "data.train=missing.jsonl"], "data source 'missing.jsonl' does not exist"),
+                          (["--set", "data.eval=nowhere/held.jsonl"], "data source 'nowhere/held.jsonl' does not"),
+                          (["--set", "model.name=./no/such/model"], "model path not found: ./no/such/model")):
+        out = subprocess.run([sys.executable, "-c", said, "train", "--output-dir", str(tmp_path / "r"), *args],
+                             cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert out.stdout.split() == ["2", "False"] and message in out.stderr, (out.stdout, out.stderr)
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

@@ -95,9 +95,8 @@ def read_located(source: str, *, split: str, seed: int, difficulty: int, limit: 
 
         found = verifiers_env.rows(verifiers_env.load(source), split)
         return ((f"{source} ({split}) row {i}", row) for i, row in enumerate(found))
+    check_source(source)
     path = Path(source)
-    if not path.exists():
-        raise UserError(f"data source {source!r} does not exist{_task_hint(source)}; give {SUPPORTED}")
     if path.suffix == ".jsonl":
         return _read_jsonl(path)
     if path.suffix == ".parquet":
@@ -105,6 +104,13 @@ def read_located(source: str, *, split: str, seed: int, difficulty: int, limit: 
     if path.is_dir():
         return _read_saved(path, split)
     raise UserError(f"data file {source!r} has an unsupported extension {path.suffix!r}; give {SUPPORTED}")
+
+
+def check_source(source: str) -> None:
+    """A source that names a file or folder (not a task, hf: or verifiers:) that does not exist is a UserError.
+    Cheap: the command line asks it before torch loads."""
+    if find_task(source) is None and not source.startswith(("hf:", "verifiers:")) and not Path(source).exists():
+        raise UserError(f"data source {source!r} does not exist{_task_hint(source)}; give {SUPPORTED}")
 
 
 def _task_hint(source: str) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 from rlvr.config.choices import CONTROLS
 from rlvr.distributed.launcher import is_main_rank
-from rlvr.run.options import add_run_options, printed, run_config
+from rlvr.run.options import add_run_options, named_paths_exist, printed, run_config
 
 
 def add_train_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
@@ -29,6 +29,7 @@ def run_train(args: argparse.Namespace) -> int:
 
     if printed(config, args):
         return 0
+    named_paths_exist(config.model.name, [config.data.train, config.data.eval])
     from rlvr.grpo.trainer import train_grpo  # torch and the models only once the config is known to be sound
 
     summary = train_grpo(config, resume=bool(args.resume), overwrite=args.overwrite)

@@ -7,8 +7,23 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from difflib import get_close_matches
+from pathlib import Path
 
 HUB_TIMEOUT_S = 2.0
+
+
+def path_problem(name: str) -> str | None:
+    """Why `name`, written as a path (`./x`, `/x`, `~/x`, `a/b/c`), cannot be a model: it does not exist (a Hub
+    id has one slash). Cheap: the command line asks it before torch loads.
+
+    >>> path_problem("./no/such/model")
+    'model path not found: ./no/such/model (give a checkpoint directory, a .gguf file, `smollm2` or `tiny`)'
+    >>> path_problem("Qwen/Qwen2.5-0.5B") is None, path_problem("tiny") is None
+    (True, True)
+    """
+    if not Path(name).expanduser().exists() and (name.startswith((".", "/", "~")) or name.count("/") > 1):
+        return f"model path not found: {name} (give a checkpoint directory, a .gguf file, `smollm2` or `tiny`)"
+    return None
 
 
 def hub_problem(name: str, known: Sequence[str]) -> str | None:

@@ -48,7 +48,7 @@ from rlvr.models.adapters import (
     trainable_share,
 )
 from rlvr.models.devices import compute_dtype, resolve_device
-from rlvr.models.hub import hub_problem
+from rlvr.models.hub import hub_problem, path_problem
 from rlvr.models.packaged import PACKAGED, packaged_gguf, retie
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -194,9 +194,9 @@ def load_pretrained(
     """`auto_class.from_pretrained(name)` in fp32 with its tokenizer (pad token set); a path that
     does not exist or a model that cannot be loaded is a UserError."""
     local = Path(name).expanduser()
-    if not local.exists() and (name.startswith((".", "/", "~")) or name.count("/") > 1):
-        raise UserError(f"model path not found: {name} "
-                        "(give a checkpoint directory, a .gguf file, `smollm2` or `tiny`)")
+    missing = path_problem(name)
+    if missing:
+        raise UserError(missing)
     if local.is_dir() and not (local / "config.json").is_file():
         raise UserError(f"{name} is not a model directory: it has no config.json (give a checkpoint saved with "
                         "save_pretrained, such as a run's checkpoints/step-N/model, a .gguf file, `smollm2` or `tiny`)")

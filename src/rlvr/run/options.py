@@ -40,6 +40,21 @@ def printed(config: Any, args: argparse.Namespace) -> bool:
     return True
 
 
+def named_paths_exist(model: str, data: list[str | None]) -> None:
+    """The model and data files a command names, checked before torch and the models are imported (seconds): a
+    path that does not exist is one line at once."""
+    from rlvr.data.sources import check_source
+    from rlvr.errors import UserError
+    from rlvr.models.hub import path_problem
+
+    missing = path_problem(model)
+    if missing:
+        raise UserError(missing)
+    for source in data:
+        if source:
+            check_source(source)
+
+
 def run_config(cls: type[C], args: argparse.Namespace, **cli: Any) -> C:
     """The config a training command runs with: with --resume, the run's own (from its latest
     checkpoint) with --set and `cli` applied; else defaults ← --config ← --set ← `cli`, in --output-dir.

@@ -79,6 +79,9 @@ def test_a_reward_given_as_a_string_is_its_name():
         (["sampling.batch_size=30"], "not divisible by sampling.group_size=8"),
         (["optim.lr=fast"], "'optim.lr' must be float"),
         (["optim.lr=inf"], "optim.lr must be positive and finite, not inf"),
+        (["rewards=[42]"], "config key 'rewards[0]' must be a name or a mapping with its name ({name: ...}), got 42"),
+        (["rewards=[{func: x}]"], "unknown config key 'rewards[0].func'; this mapping has no name: it goes under "
+                                  "'rewards[0].name'"),
         (["optim.lr=nan"], "optim.lr must be positive and finite, not nan"),
         (["optim.weight_decay=inf"], "optim.weight_decay must be >= 0 (the weight decay finite)"),
         (["max_steps=2.5"], "'max_steps' must be int"),

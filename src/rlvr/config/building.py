@@ -26,6 +26,9 @@ def from_dict(cls: type, data: Any, prefix: str = "") -> Any:
             full = [prefix + name for name in fields]
             known = trl_hint(str(key))  # a TRL name: say where rlvr keeps it, not the nearest spelling
             hint = f"; {known} (docs/from_trl.md)" if known else suggest(prefix + str(key), full)
+            shorthand = getattr(cls, "SHORTHAND", None)
+            if shorthand and shorthand not in data and not known:  # (`{func: f}` for `{name: f}`)
+                hint = f"; this mapping has no {shorthand}: it goes under {prefix + shorthand!r}"
             raise UserError(f"unknown config key {prefix + str(key)!r}{hint}")
     values = {name: _coerce(hints[name], data[name], prefix + name) for name in fields if name in data}
     return cls(**values)
@@ -41,6 +44,9 @@ def _coerce(tp: Any, value: Any, key: str) -> Any:
             return _coerce(inner[0], value, key)
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         shorthand = getattr(tp, "SHORTHAND", None)  # `rewards: [boxed_format]` is `rewards: [{name: boxed_format}]`
+        if shorthand and not isinstance(value, (str, dict)):
+            raise UserError(f"config key {key!r} must be a {shorthand} or a mapping with its {shorthand} "
+                            f"({{{shorthand}: ...}}), got {value!r}")
         return from_dict(tp, {shorthand: value} if shorthand and isinstance(value, str) else value, key + ".")
     if origin is Literal:
         value = "off" if value is False and "off" in args else value  # (YAML reads a bare `off` as false)

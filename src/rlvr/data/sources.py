@@ -199,7 +199,8 @@ def _to_example(where: str, row: Any, index: int, prompt_field: str) -> Example:
     if prompt_field not in row:
         have = ", ".join(repr(k) for k in row) or "none"
         raise UserError(
-            f"{where}: no {prompt_field!r} field (columns: {have}); set prompt_field to the column holding the prompt"
+            f"{where}: no {prompt_field!r} field (columns: {have}); name the column holding the prompt with "
+            "data.prompt_field (from Python: data={'prompt_field': ...})"
         )
     prompt = row[prompt_field]
     _check_prompt(where, prompt_field, prompt)

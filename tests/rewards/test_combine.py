@@ -1,6 +1,7 @@
 """compute_rewards: TRL calling convention, weights, None handling, and output validation."""
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -55,20 +56,61 @@ def test_receives_every_trl_keyword_and_column():
     }
 
 
-def test_an_async_reward_is_awaited_on_a_thread_with_or_without_an_event_loop():
-    """TRL's GRPOTrainer takes `async def` rewards; so does rlvr, called from a notebook's loop too."""
+def test_an_async_reward_is_awaited_with_or_without_a_running_loop_and_keeps_its_loop_between_calls():
+    """TRL's GRPOTrainer takes `async def` rewards; so does rlvr, from a notebook's loop too. One loop serves every
+    call, so an asyncio object a reward keeps (a rate-limiting semaphore, an async client) works at every step."""
     import asyncio
 
+    limit = []
+
     async def length(completions, **kwargs):
-        await asyncio.sleep(0)
-        return [float(len(c)) for c in completions]
+        limit[:] = limit or [asyncio.Semaphore(1)]  # (bound to the first call's loop when a task waits on it)
 
-    assert run([RewardSpec("length", length)]).components["length"] == [9.0, 9.0, 5.0]
+        async def one(completion):
+            async with limit[0]:
+                await asyncio.sleep(0)
+                return float(len(completion))
 
-    async def in_a_notebook():  # (a running loop on this thread: asyncio.run would refuse)
+        return list(await asyncio.gather(*(one(c) for c in completions)))
+
+    for _ in range(2):
+        assert run([RewardSpec("length", length)]).components["length"] == [9.0, 9.0, 5.0]
+
+    async def in_a_notebook():  # (a running loop on this thread)
         return run([RewardSpec("length", length)]).components["length"]
 
     assert asyncio.run(in_a_notebook()) == [9.0, 9.0, 5.0]
+
+
+def test_an_async_reward_past_its_time_limit_is_cancelled():
+    import asyncio
+
+    ended = []
+
+    async def stuck(completions, **kwargs):
+        try:
+            await asyncio.sleep(60)
+        finally:
+            ended.append(True)
+
+    with pytest.raises(UserError, match="reward function 'stuck'.*time limit"):
+        run([RewardSpec("stuck", stuck, timeout_s=0.3)])
+    for _ in range(40):
+        if ended:
+            break
+        time.sleep(0.05)
+    assert ended == [True]  # cancelled on its loop, not left sleeping
+
+
+def test_an_async_reward_routed_by_when_and_as_a_verdict():
+    from rlvr.rewards.routing import as_verdict, only_where
+
+    async def half(completions, **kwargs):
+        return [0.5 for _ in completions]
+
+    routed = only_where(half, {"kind": "maths"}, "half")
+    assert routed(completions=["a", "b"], kind=["maths", "code"]) == [0.5, None]
+    assert as_verdict(half, 0.5)(completions=["a", "b"]) == [1.0, 1.0]
 
 
 def test_weighted_sum_of_builtins():

@@ -14,14 +14,12 @@ a user's function may rely on being there (math-verify's default timeouts use si
 fails on any other thread), under its time limit (rlvr.deadline). Results, per-function
 seconds and errors come back in spec order; a function that raises, or calls sys.exit, is reported
 in one line naming it. An async function (`async def`, as TRL's GRPOTrainer takes) is run to its end
-on an event loop of its own.
+(rlvr.rewards.asynchronous).
 """
 
 from __future__ import annotations
 
-import asyncio
 import copy
-import inspect
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -31,6 +29,7 @@ from typing import Any
 
 from rlvr.deadline import call_user
 from rlvr.errors import UserError
+from rlvr.rewards.asynchronous import awaited
 from rlvr.rewards.registry import is_builtin
 from rlvr.rewards.scores import TRL_KEYWORDS, GradeResult, columns_from_items
 
@@ -137,29 +136,6 @@ def _timed_call(spec: RewardSpec, kwargs: dict[str, Any]) -> _Outcome:
     except Exception as e:  # reported, with the reward's name, by compute_rewards
         raw, error = None, e
     return raw, time.perf_counter() - start, error
-
-
-def awaited(value: Any) -> Any:
-    """A reward's value; an async reward's coroutine run to its end (on a thread of its own where this one runs
-    an event loop already, as a notebook's does).
-
-    >>> async def later(completions, **kwargs):
-    ...     return [1.0 for _ in completions]
-    >>> awaited(later(["a", "b"])), awaited([0.5])
-    ([1.0, 1.0], [0.5])
-    """
-    if not inspect.isawaitable(value):
-        return value
-
-    async def result() -> Any:
-        return await value
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:  # (no event loop on this thread: the usual case)
-        return asyncio.run(result())
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="async-reward") as pool:
-        return pool.submit(asyncio.run, result()).result()
 
 
 def _check_inputs(

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from rlvr.errors import UserError
+from rlvr.rewards.asynchronous import awaited
 
 
 def only_where(fn: Callable[..., list[float | None]], when: dict[str, Any],
@@ -40,7 +41,8 @@ def only_where(fn: Callable[..., list[float | None]], when: dict[str, Any],
         result: list[float | None] = [None] * n
         if rows:
             subset = {k: [v[i] for i in rows] if isinstance(v, list) and len(v) == n else v for k, v in kwargs.items()}
-            for i, value in zip(rows, fn(completions=[completions[i] for i in rows], **subset), strict=True):
+            values = awaited(fn(completions=[completions[i] for i in rows], **subset))
+            for i, value in zip(rows, values, strict=True):
                 result[i] = value
         return result
 
@@ -71,7 +73,8 @@ def as_verdict(fn: Callable[..., list[float | None]], at: float, name: str | Non
 
     @functools.wraps(fn)
     def verdict(*args: Any, **kwargs: Any) -> list[float | None]:
-        raw = call_user(f"reward function '{label}'", lambda: fn(*args, **kwargs), timeout_s, setting, EXIT_FIX)
+        raw = call_user(f"reward function '{label}'", lambda: awaited(fn(*args, **kwargs)), timeout_s, setting,
+                        EXIT_FIX)
         scores = validated(label, raw, len(kwargs.get("completions", [])))
         return [None if score is None else float(score >= at) for score in scores]
 

@@ -101,3 +101,29 @@ def test_save_or_evaluate_before_train_says_so(tmp_path):
         t.save_model(str(tmp_path / "out"))
     with pytest.raises(UserError, match="^nothing trained yet"):
         t.evaluate()
+
+
+def test_a_train_that_failed_before_its_first_checkpoint_may_be_run_again(tmp_path):
+    def broken(completions, **kwargs):
+        raise ValueError("not yet written")
+
+    t = trainer(tmp_path, reward_funcs=broken)
+    for _ in range(2):  # (the second time the same error, not "has trained already")
+        with pytest.raises(UserError, match="reward function .*broken.* raised ValueError: not yet written"):
+            t.train()
+
+
+def test_weights_that_do_not_fit_the_model_object_given_leave_it_and_say_so(tmp_path, capsys, monkeypatch):
+    from rlvr.models import build_tiny_model
+
+    model, tokenizer = build_tiny_model(seed=0)
+    t = trainer(tmp_path, model=model, processing_class=tokenizer)
+
+    def other_keys(state_dict, *args, **kwargs):
+        raise RuntimeError("Error(s) in loading state_dict for LlamaForCausalLM: Missing key(s)")
+
+    monkeypatch.setattr(model, "load_state_dict", other_keys)
+    t.train()
+    assert "the trained weights do not fit the model object given (Error(s) in loading state_dict" in (
+        capsys.readouterr().err)
+    assert t.model is not model and t.model.config.vocab_size == model.config.vocab_size

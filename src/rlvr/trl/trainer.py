@@ -33,7 +33,7 @@ from transformers.trainer_utils import TrainOutput
 
 from rlvr import paths
 from rlvr.api import GRPO
-from rlvr.errors import UserError, a_kind, front_door
+from rlvr.errors import UserError, a_kind, first_line, front_door
 from rlvr.rewards.registry import BUILTIN_REWARDS
 from rlvr.trl.arguments import translate
 from rlvr.trl.gone import GONE
@@ -128,19 +128,31 @@ class GRPOTrainer:
                             "that run (TRL's goes on from the trained weights with a new optimizer); "
                             "train(resume_from_checkpoint=True) continues it, or give save_model()'s folder as "
                             "model= to a new GRPOTrainer")
-        self._trained, self._loaded = True, None
+        self._loaded = None
         overwrite = not resume and paths.latest_checkpoint(run_dir) is not None
         if overwrite:
             print(f"rlvr.trl: {run_dir} holds an earlier run: starting afresh over it, as TRL does "
                   "(resume_from_checkpoint=True would continue it)", file=sys.stderr)
-        self.summary = self._grpo.train(resume=resume, overwrite=overwrite)
+        try:
+            self.summary = self._grpo.train(resume=resume, overwrite=overwrite)
+        finally:  # (a run that failed before its first checkpoint may be started again)
+            self._trained = self._trained or paths.latest_checkpoint(run_dir) is not None
         given = self._given[0]
-        if not isinstance(given, (str, os.PathLike)) and paths.latest_checkpoint(run_dir) is not None:
-            # the model object given holds the trained weights, as in TRL
-            trained, tokenizer = self._model_and_tokenizer()
-            given.load_state_dict(trained.state_dict())
-            self._loaded = (given, tokenizer)
+        if not isinstance(given, (str, os.PathLike)) and self._trained:
+            self._give_back(given)
         return train_output(self.summary, run_dir, self.config.algorithm.updates_per_batch)
+
+    def _give_back(self, given: Any) -> None:
+        """The trained weights into the model object given, as TRL trains it in place; where they do not fit it
+        (another class's keys), `.model` is the trained model loaded from the run, said in one line."""
+        trained, tokenizer = self._model_and_tokenizer()
+        try:
+            given.load_state_dict(trained.state_dict())
+        except (RuntimeError, ValueError) as e:
+            print(f"rlvr.trl: the trained weights do not fit the model object given ({first_line(e)}): "
+                  "trainer.model is the trained model, loaded from the run", file=sys.stderr)
+            return
+        self._loaded = (given, tokenizer)
 
     @property
     def model(self) -> Any:
@@ -150,7 +162,8 @@ class GRPOTrainer:
 
     @property
     def processing_class(self) -> Any:
-        """The tokenizer: the one given, else the model's (once trained, the run's)."""
+        """The tokenizer: the one given, else the one loaded with the model (once trained, the run's; None for a
+        model object given without one, before training)."""
         return self._model_and_tokenizer()[1]
 
     @property
@@ -163,7 +176,7 @@ class GRPOTrainer:
         per_batch = self.config.algorithm.updates_per_batch
         done = int(rows[-1]["step"]) if rows else 0
         return TrainerState(global_step=done * per_batch, max_steps=self.config.max_steps * per_batch,
-                            log_history=rows)
+                            log_history=[{**row, "step": row["step"] * per_batch} for row in rows])
 
     def _model_and_tokenizer(self) -> tuple[Any, Any]:
         if self._loaded is None:
@@ -211,7 +224,7 @@ def train_output(summary: dict[str, Any], run_dir: Path, updates_per_batch: int)
     (metrics.jsonl), and TRL's train_* metrics."""
     steps = int(summary.get("stopped_at", summary.get("steps", 0))) * updates_per_batch
     rows = _metrics_rows(run_dir)
-    losses = [row["loss"] for row in rows if "loss" in row]
+    losses = [row["loss"] for row in rows if row.get("loss") is not None]  # (a NaN loss is written as null)
     loss = sum(losses) / len(losses) if losses else 0.0
     runtime = float(summary.get("train_seconds", 0.0))
     metrics = {"train_runtime": runtime, "train_loss": loss,

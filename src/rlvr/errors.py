@@ -97,24 +97,34 @@ _PATH_FIXES = {
     errno.ENOTDIR: "a file stands where a folder is wanted: give a folder's path",
     errno.EEXIST: "a file stands where a folder is wanted: give a folder's path",
     errno.ENOENT: "check the path: the folders above it must exist, or be ones rlvr can make",
-    errno.EACCES: "give a path you can write to, or change its permissions",
-    errno.EPERM: "give a path you can write to",
+    errno.EACCES: "check its permissions: rlvr reads or writes it",
+    errno.EPERM: "check its permissions: rlvr reads or writes it",
     errno.EROFS: "the file system is read-only: give a path on a writable one",
     errno.ENOSPC: "the disk is full: free some space, or give a folder on another disk",
     errno.EDQUOT: "the disk quota is used up: free some space, or give a folder on another disk",
 }
+_DISK = (errno.ENOSPC, errno.EDQUOT)  # (said with or without a path)
 
 
 def path_error(error: OSError) -> str | None:
     """One line for an OSError about a path the user gave or the machine's disk (a folder where a file is wanted, no
-    permission, a full disk), naming the path and the fix; None for any other OSError (a socket's, a bug's).
+    permission, a full disk), naming the path (a rename's target) and the fix; None for any other OSError (a
+    socket's, a program not found, a folder made twice: a bug's).
 
     >>> path_error(IsADirectoryError(errno.EISDIR, "Is a directory", "data.jsonl"))
     "Is a directory: data.jsonl (a folder stands where a file is wanted: give a file's path)"
-    >>> path_error(ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused")) is None
-    True
+    >>> path_error(OSError(errno.ENOSPC, "No space left on device"))
+    'No space left on device (the disk is full: free some space, or give a folder on another disk)'
+    >>> [path_error(e) for e in (ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused"),
+    ...                          FileNotFoundError(errno.ENOENT, "No such file or directory", "nvidia-smi"))]
+    [None, None]
     """
     fix = _PATH_FIXES.get(error.errno or 0)
-    if fix is None or error.filename is None:
+    path = error.filename2 if error.filename2 is not None else error.filename
+    if fix is None or (path is None and error.errno not in _DISK):
         return None
-    return f"{error.strerror}: {error.filename} ({fix})"
+    if error.errno == errno.ENOENT and os.sep not in str(path):  # (a program's name: subprocess found none)
+        return None
+    if error.errno == errno.EEXIST and not os.path.isfile(path):  # (a folder made twice)
+        return None
+    return f"{error.strerror}{'' if path is None else f': {path}'} ({fix})"

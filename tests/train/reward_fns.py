@@ -205,3 +205,10 @@ def digit_share_then_os_exit(completions, **kwargs):
 def curriculum_by_step(completions, trainer_state, **kwargs):
     """TRL's curriculum habit: a reward that reads the trainer's step (rlvr passes no trainer state)."""
     return [float(trainer_state.global_step > 10) for _ in completions]
+
+
+def logs_a_metric(completions, log_metric=None, **kwargs):
+    """TRL's log_metric habit, guarded: rlvr passes none, so it keeps its default."""
+    if log_metric is not None:
+        log_metric("lengths", float(sum(map(len, completions))))
+    return [1.0 for _ in completions]

@@ -193,6 +193,19 @@ def test_a_reward_taking_trls_trainer_state_is_refused_before_the_model_loads(tm
                                   "GRPOTrainer passes and rlvr does not (") and not loaded
 
 
+def test_a_data_column_named_as_trls_trainer_state_is_a_column_like_any(tmp_path):
+    data = rows_file(tmp_path, *[{"answer": "1", "trainer_state": "early"}] * 8)
+    Trainer(tiny_config(tmp_path, f"data.train={data}", rewards(mine("curriculum_by_step"), "math_accuracy")))
+
+
+def test_a_reward_taking_trls_log_metric_with_a_default_is_told_it_keeps_it(tmp_path, capsys):
+    data = rows_file(tmp_path, *[{"answer": "1"}] * 8)
+    Trainer(tiny_config(tmp_path, f"data.train={data}", rewards(mine("logs_a_metric"), "math_accuracy")))
+    assert (f"rlvr: reward '{REWARD_FNS}:logs_a_metric' takes 'log_metric', which TRL's GRPOTrainer passes and rlvr "
+            "does not (each reward's mean is logged every step as reward/NAME/mean): it gets its default"
+            in capsys.readouterr().err)
+
+
 def test_an_optional_column_is_not_required(tmp_path):
     data = rows_file(tmp_path, *[{"answer": "1"}] * 8)
     Trainer(tiny_config(tmp_path, f"data.train={data}", rewards(mine("level_if_given"), "math_accuracy")))

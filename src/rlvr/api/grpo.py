@@ -111,15 +111,16 @@ class GRPO:
         `data` (default: the run's held-out rows), asked as training asked (template, examples); answers
         judged by the data's verifier, else by `reward`, else by the run's correctness reward. Results go to
         output_dir (default RUN_DIR/eval/<data>); `**settings` are rlvr eval's (temperature=0.6, k=[1, 4], ...)."""
-        from rlvr.rl.build import heldout_source
+        from rlvr.rl.build import heldout_source, with_environment_data
         from rlvr.rl.heldout import no_eval_rows
 
         c = self.config
         if model == "latest":
             self._trained_yet()
-        if data is None and heldout_source(c.data) is None:
-            raise UserError(f"evaluate() has no held-out rows: {no_eval_rows(c)}, or pass data= to evaluate()")
-        data = data if data is not None else heldout_source(c.data)
+        if data is None:
+            data = heldout_source(with_environment_data(c).data)
+            if data is None:
+                raise UserError(f"evaluate() has no held-out rows: {no_eval_rows(c)}, or pass data= to evaluate()")
         name = (Path(data).stem if isinstance(data, (str, Path)) else "eval") or "eval"
         if reward is None and verifier_of(data) is None:
             reward = self._correctness_reward()

@@ -29,7 +29,8 @@ def run_train(args: argparse.Namespace) -> int:
 
     if printed(config, args):
         return 0
-    named_paths_exist(config.model.name, [config.data.train, config.data.eval])
+    # (resumed, a run loads its checkpoint: its starting model may have moved since)
+    named_paths_exist(None if args.resume else config.model.name, [config.data.train, config.data.eval])
     from rlvr.grpo.trainer import train_grpo  # torch and the models only once the config is known to be sound
 
     summary = train_grpo(config, resume=bool(args.resume), overwrite=args.overwrite)

@@ -17,6 +17,7 @@ built-ins has none: it logs no `accuracy`, and the curriculum refuses to run.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import sys
 from collections.abc import Mapping, Sequence
@@ -66,8 +67,11 @@ def run_rewards(config: TrainConfig, scoring: Scoring, train: list[Example], sou
     given = set().union(*rows, ENVIRONMENT_COLUMNS if config.environment.name else ())
     for entry, spec in zip(entries, specs):
         default = "" if config.rewards else " (the data's default, as the config names no rewards)"
+        for keyword in sorted(set(_optional_trl_keywords(spec.fn)) - given) if World.from_env().is_main else ():
+            print(f"rlvr: reward '{entry.name}' takes {keyword!r}, which TRL's GRPOTrainer passes and rlvr does not "
+                  f"({TRL_TRAINER_KEYWORDS[keyword]}): it gets its default", file=sys.stderr)
         for column in [*(entry.when or {}), *required_columns(spec.fn)]:
-            if column in TRL_TRAINER_KEYWORDS:
+            if column in TRL_TRAINER_KEYWORDS and column not in given and column not in (entry.when or {}):
                 raise UserError(f"reward '{entry.name}' takes {column!r}, which TRL's GRPOTrainer passes and rlvr does "
                                 f"not ({TRL_TRAINER_KEYWORDS[column]}): drop that parameter, or give it a default")
             if column not in given:
@@ -79,6 +83,16 @@ def run_rewards(config: TrainConfig, scoring: Scoring, train: list[Example], sou
         check_gold(chosen, specs[entries.index(chosen)], rows, source)
     decided = [dataclasses.replace(e, correctness=e is chosen) for e in entries]
     return RunRewards(specs, decided, None if chosen is None else chosen.name)
+
+
+def _optional_trl_keywords(fn: Any) -> list[str]:
+    """The TRL_TRAINER_KEYWORDS that `fn` takes with a default (`log_metric=None`)."""
+    try:
+        parameters = inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # (no readable signature)
+        return []
+    return [name for name in TRL_TRAINER_KEYWORDS if name in parameters
+            and parameters[name].default is not inspect.Parameter.empty]
 
 
 def default_rewards(config: TrainConfig, scoring: Scoring) -> list[RewardConfig]:

@@ -45,6 +45,27 @@ def test_each_call_is_made_and_its_answer_or_error_comes_back_as_a_tool_message(
     assert env.step("", [{"id": "c4", "name": "add", "arguments": {"a": 1, "b": 1}}]).done  # (past max_calls)
 
 
+def test_closing_leaves_the_session_in_the_task_that_opened_it_and_the_server_ends():
+    """What runs at the process's end (atexit): the client's task groups exit where they were entered (else anyio
+    prints 'Attempted to exit cancel scope in a different task' as the process ends), and the server process
+    with them."""
+    import psutil
+
+    from rlvr.envs.mcp_tools import mcp_factory
+
+    def running():
+        return {p for p in psutil.Process().children(recursive=True) if "mcp_server.py" in " ".join(p.cmdline())}
+
+    before = running()  # (the module's own session: it stays)
+    session = mcp_factory(SERVER, max_calls=1)().session
+    servers = running() - before
+    assert servers and session.call("add", {"a": 1, "b": 2}) == ("3", False)
+    session.close()
+    assert session._held.done() and session._held.exception() is None
+    psutil.wait_procs(servers, timeout=10)
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in servers)
+
+
 def test_a_server_that_cannot_start_is_one_line():
     with pytest.raises(UserError, match="could not reach the MCP server"):
         load_environment("mcp:/no/such/server --flag")

@@ -15,6 +15,7 @@ are), opened when the environment is first built, on a thread of its own that ru
 from __future__ import annotations
 
 import asyncio
+import atexit
 import shlex
 import threading
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from rlvr.errors import UserError, first_line
 
 PREFIX = "mcp:"
 CONNECT_S = 60.0  # how long the server has to start and list its tools
+CLOSE_S = 5.0  # how long the session has to close at the process's end
 
 
 def is_mcp(spec: Any) -> bool:
@@ -66,30 +68,47 @@ class McpTools:
 
 
 class _Session:
-    """A session with an MCP server, kept open on a thread running its own event loop; sync calls into it."""
+    """A session with an MCP server, kept open on a thread running its own event loop; sync calls into it. One task
+    on that loop opens the session and, when the process ends (or `close`), leaves it: the `mcp` package's client
+    (anyio task groups) must be left in the task that entered it, not by the finalizer of an abandoned one."""
 
     def __init__(self, target: str, spec: str) -> None:
         self.spec, self.loop = spec, asyncio.new_event_loop()
         threading.Thread(target=self.loop.run_forever, name="rlvr-mcp", daemon=True).start()
-        self.stack = AsyncExitStack()
+        self._closing = asyncio.Event()
+        listed: Future[Any] = Future()
+        self._held = asyncio.run_coroutine_threadsafe(self._hold(target, listed), self.loop)
         try:
-            listed = self._run(self._open(target), CONNECT_S)
+            tools = listed.result(timeout=CONNECT_S)
         except UserError:
             raise
         except Exception as e:
+            self._held.cancel()
             raise UserError(f"environment {spec!r}: could not reach the MCP server ({type(e).__name__}: "
                             f"{first_line(e)}); check the command or the URL") from None
-        self.tools = [function_tool(t.name, t.description or "", t.inputSchema) for t in listed.tools]
+        atexit.register(self.close)
+        self.tools = [function_tool(t.name, t.description or "", t.inputSchema) for t in tools.tools]
         if not self.tools:
             raise UserError(f"environment {spec!r}: the MCP server lists no tools")
 
-    async def _open(self, target: str) -> Any:
+    async def _hold(self, target: str, listed: Future[Any]) -> None:
+        """Open the session, hand its tools to `listed`, and keep it open until `close`."""
+        try:
+            async with AsyncExitStack() as stack:
+                listed.set_result(await self._open(stack, target))
+                await self._closing.wait()
+        except BaseException as e:
+            if listed.done():
+                raise
+            listed.set_exception(e)
+
+    async def _open(self, stack: AsyncExitStack, target: str) -> Any:
         from mcp import ClientSession
 
         if target.startswith(("http://", "https://")):
             from mcp.client.streamable_http import streamablehttp_client
 
-            read, write, _ = await self.stack.enter_async_context(streamablehttp_client(target))
+            read, write, _ = await stack.enter_async_context(streamablehttp_client(target))
         else:
             from mcp import StdioServerParameters
             from mcp.client.stdio import stdio_client
@@ -99,10 +118,20 @@ class _Session:
                 raise UserError(f"environment {self.spec!r}: give the server's command (mcp:python server.py) or "
                                 "URL (mcp:http://host:port/mcp)")
             params = StdioServerParameters(command=command[0], args=command[1:])
-            read, write = await self.stack.enter_async_context(stdio_client(params))
-        self.client = await self.stack.enter_async_context(ClientSession(read, write))
+            read, write = await stack.enter_async_context(stdio_client(params))
+        self.client = await stack.enter_async_context(ClientSession(read, write))
         await self.client.initialize()
         return await self.client.list_tools()
+
+    def close(self) -> None:
+        """Leave the session (its server ends) and stop the loop; at the process's end, or when asked."""
+        if self.loop.is_running() and not self._held.done():
+            self.loop.call_soon_threadsafe(self._closing.set)
+            try:
+                self._held.result(timeout=CLOSE_S)
+            except Exception:  # (a server that will not end: the process's end takes it)
+                self._held.cancel()
+        self.loop.call_soon_threadsafe(self.loop.stop)
 
     def _run(self, coroutine: Any, seconds: float | None) -> Any:
         future: Future[Any] = asyncio.run_coroutine_threadsafe(coroutine, self.loop)

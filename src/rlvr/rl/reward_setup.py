@@ -67,13 +67,8 @@ def run_rewards(config: TrainConfig, scoring: Scoring, train: list[Example], sou
     given = set().union(*rows, ENVIRONMENT_COLUMNS if config.environment.name else ())
     for entry, spec in zip(entries, specs):
         default = "" if config.rewards else " (the data's default, as the config names no rewards)"
-        for keyword in sorted(set(_optional_trl_keywords(spec.fn)) - given) if World.from_env().is_main else ():
-            print(f"rlvr: reward '{entry.name}' takes {keyword!r}, which TRL's GRPOTrainer passes and rlvr does not "
-                  f"({TRL_TRAINER_KEYWORDS[keyword]}): it gets its default", file=sys.stderr)
+        _check_trl_keywords(entry.name, spec.fn, given)
         for column in [*(entry.when or {}), *required_columns(spec.fn)]:
-            if column in TRL_TRAINER_KEYWORDS and column not in given and column not in (entry.when or {}):
-                raise UserError(f"reward '{entry.name}' takes {column!r}, which TRL's GRPOTrainer passes and rlvr does "
-                                f"not ({TRL_TRAINER_KEYWORDS[column]}): drop that parameter, or give it a default")
             if column not in given:
                 have = ", ".join(sorted(set().union(*rows))) or "none"
                 raise UserError(f"reward '{entry.name}'{default} needs a column {column!r}, which the training rows "
@@ -85,14 +80,22 @@ def run_rewards(config: TrainConfig, scoring: Scoring, train: list[Example], sou
     return RunRewards(specs, decided, None if chosen is None else chosen.name)
 
 
-def _optional_trl_keywords(fn: Any) -> list[str]:
-    """The TRL_TRAINER_KEYWORDS that `fn` takes with a default (`log_metric=None`)."""
+def _check_trl_keywords(name: str, fn: Any, given: set[str]) -> None:
+    """The TRL_TRAINER_KEYWORDS reward `fn` takes that the rows do not hold as columns: one it requires is refused,
+    one with a default (`log_metric=None`) is told it keeps it."""
     try:
-        parameters = inspect.signature(fn).parameters
+        parameters = inspect.signature(fn).parameters  # (as required_columns reads it)
     except (TypeError, ValueError):  # (no readable signature)
-        return []
-    return [name for name in TRL_TRAINER_KEYWORDS if name in parameters
-            and parameters[name].default is not inspect.Parameter.empty]
+        return
+    for keyword, instead in TRL_TRAINER_KEYWORDS.items():
+        p = parameters.get(keyword)
+        if p is None or keyword in given or p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            continue
+        said = f"reward '{name}' takes {keyword!r}, which TRL's GRPOTrainer passes and rlvr does not ({instead})"
+        if p.default is p.empty:
+            raise UserError(f"{said}: drop that parameter, or give it a default")
+        if World.from_env().is_main:
+            print(f"rlvr: {said}: it gets its default", file=sys.stderr)
 
 
 def default_rewards(config: TrainConfig, scoring: Scoring) -> list[RewardConfig]:

@@ -44,7 +44,6 @@ def named_paths_exist(model: str | None, data: list[str | None]) -> None:
     """The model and data files a command names, checked before torch and the models are imported (seconds): a
     path that does not exist is one line at once."""
     from rlvr.data.sources import check_source
-    from rlvr.errors import UserError
     from rlvr.models.hub import path_problem
 
     missing = path_problem(model) if model else None

@@ -182,12 +182,10 @@ class GRPOTrainer:
         if self._loaded is None:
             from rlvr.models import load_model
 
-            model, tokenizer = self._given
-            if self._trained and paths.latest_checkpoint(self._grpo.run_dir) is not None:
-                model, loaded = load_model(str(self._grpo.run_dir), self.config.model.cache_dir)
-                tokenizer = tokenizer if tokenizer is not None else loaded
-            elif isinstance(model, (str, os.PathLike)):
-                model, loaded = load_model(str(model), self.config.model.cache_dir)
+            model, tokenizer = self._given  # (trained: the run holds a checkpoint, train() saw to it)
+            source = self._grpo.run_dir if self._trained else model if isinstance(model, (str, os.PathLike)) else None
+            if source is not None:
+                model, loaded = load_model(str(source), self.config.model.cache_dir)
                 tokenizer = tokenizer if tokenizer is not None else loaded
             self._loaded = (model, tokenizer)
         return self._loaded

@@ -116,8 +116,30 @@ def test_the_parsers_one_off_set_up_never_times_an_answer_out(monkeypatch):
     monkeypatch.setattr(math_verify.parser, "extract_target_from_pred", slow_the_first_time)
     monkeypatch.setattr(symbolic, "_warmed_up", False)  # as in a fresh process
     assert answers_match(r"\{1, 2\}", r"\{2, 1\}", alarm_s=1)
-    assert parsed[0] == "$1+x$"  # the set-up parsed its trivial input (gold first), not an answer
+    assert parsed[0] == f"${symbolic.WARM_UP_PAIR[1]}$"  # the set-up parsed its fixed pair (gold first), not an answer
     assert answers_match(r"\{1, 2\}", r"\{2, 1\}", alarm_s=1)
+
+
+def test_the_first_simplification_is_part_of_the_set_up(monkeypatch):
+    """sympy's first simplification of polynomials in a process takes ~0.3 s idle and over 2 s on a loaded machine
+    (the suite once timed out ``(x+1)^2`` = ``x^2+2x+1`` that way): the set-up simplifies too, before any answer's
+    alarm starts. Here the first `simplify` takes 1.5 s, under an answer's 1-second alarm."""
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("math-verify's alarm works on the main thread only")
+    import math_verify.grader
+
+    simplify, calls = math_verify.grader.simplify, []
+
+    def slow_the_first_time(*args, **kwargs):
+        if not calls:
+            time.sleep(1.5)
+        calls.append(args[0])
+        return simplify(*args, **kwargs)
+
+    monkeypatch.setattr(math_verify.grader, "simplify", slow_the_first_time)
+    monkeypatch.setattr(symbolic, "_warmed_up", False)  # as in a fresh process
+    assert answers_match("(y-2)^2", "y^2-4y+4", alarm_s=1)
+    assert calls  # the comparison did go through sympy's simplification
 
 
 @pytest.mark.parametrize("gold", [r"\frac{", "}{", r"\sqrt{"])

@@ -12,8 +12,10 @@ boxing ``9^{9^9}`` or ``(10^{10})!`` stalls the reward for minutes. Three guards
    same functions with the alarm off.
 
 The first comparison in a process also sets up math-verify's LaTeX parser (its grammar, ~0.1 s on an idle
-machine, seconds on a loaded one): `warm_up` does that once, on trivial input, before any answer's timeout
-starts, so that the set-up never times a correct answer out as a miss.
+machine, seconds on a loaded one) and sympy's simplification of polynomials (~0.3 s idle, over the 2-second
+alarm on a loaded one: the suite's `pytest -n 2` once timed out ``(x+1)^2`` = ``x^2+2x+1`` that way): `warm_up`
+does both once, on a fixed pair, before any answer's timeout starts, so that the set-up never times a correct
+answer out as a miss.
 
 math-verify also compares numbers with an absolute tolerance (``evalf(chop=True)``, rounding to
 6 decimals), so ``\frac{1}{20!}`` "equals" ``\frac{1}{21!}`` and ``10^{-20}`` equals ``10^{-21}``.
@@ -32,6 +34,7 @@ from typing import Any
 MAX_CHARS = 200
 TIMEOUT_S = 2  # per parse and per verify; an int because signal.alarm takes whole seconds
 WARM_UP_TIMEOUT_S = 60  # the one-off set-up's alarm: generous, it reads no answer
+WARM_UP_PAIR = ("(x+1)^2", "x^2+2x+1")  # parsing, and sympy's expansion and simplification of polynomials
 REL_TOL = 1e-6  # two numeric values match when |a - b| <= REL_TOL * max(|a|, |b|)
 
 _COMBINATORIAL = re.compile(r"!|\\[dt]?binom|\\choose|\\Gamma|\\prod")
@@ -160,14 +163,14 @@ _warmed_up = False
 
 
 def warm_up(alarm_s: int | None = WARM_UP_TIMEOUT_S) -> None:
-    """Import math-verify and run one comparison on trivial input, once per process, under a bound of `alarm_s`
-    (None: none, as in a worker process, whose bound is being killed) instead of an answer's."""
+    """Import math-verify and run one comparison that needs simplification, once per process, under a bound of
+    `alarm_s` (None: none, as in a worker process, whose bound is being killed) instead of an answer's."""
     global _warmed_up
     with _warm_up_lock:
         if _warmed_up:
             return
         try:
-            _equivalent("x+1", "1+x", REL_TOL, alarm_s)
+            _equivalent(*WARM_UP_PAIR, REL_TOL, alarm_s)
         except Exception:  # a broken install shows up on the first real comparison, with its reason
             pass
         _warmed_up = True

@@ -120,6 +120,14 @@ class ScoredRollout:
     rewards: torch.Tensor  # [P, G] weighted total reward
     reward_components: dict[str, torch.Tensor]  # name -> [P, G] unweighted, NaN where not applicable
     reward_seconds: dict[str, float]  # name -> wall time spent in that reward function
+    # what the rewards logged through TRL's hooks (rlvr.rewards.trainer_hooks): log_metric's values by name, in
+    # call order; log_extra's columns, one value per completion in row order (None where none was logged)
+    logged_metrics: dict[str, list[float]] = field(default_factory=dict)
+    extra_columns: dict[str, list[Any]] = field(default_factory=dict)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickled (a batch sampled ahead, kept in a checkpoint): one from before the hooks has none logged."""
+        self.__dict__.update({"logged_metrics": {}, "extra_columns": {}, **state})
 
 
 @dataclass(frozen=True)

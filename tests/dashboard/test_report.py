@@ -91,6 +91,19 @@ def test_multi_turn_samples_show_each_turn_with_tool_output_apart_and_escaped(tm
     assert "<script" not in html.lower()
 
 
+def test_the_columns_rewards_logged_are_shown_beside_their_completions_escaped(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text('{"step": 1, "reward/mean": 0.5}\n')
+    (run / "samples.jsonl").write_text(json.dumps({
+        "step": 1, "prompt": "2+2?", "completions": ["4", "5"], "rewards": [1.0, 0.0], "advantages": [1.0, -1.0],
+        "extra": {"why": ["<b>right</b>", None], "parsed": [{"n": 4}, 5], "broken": "not a list"}}) + "\n")
+    html = write_report(run).read_text()
+    assert "<th>completion</th><th>why</th><th>parsed</th></tr>" in html
+    assert '4</pre></td><td>&lt;b&gt;right&lt;/b&gt;</td><td>{&quot;n&quot;: 4}</td></tr>' in html
+    assert '5</pre></td><td></td><td>5</td></tr>' in html
+
+
 def test_rows_and_values_of_the_wrong_kind_are_skipped_and_named(tmp_path):
     """A metrics row whose step is not a number, a row that is not an object, a summary.json that is not one,
     text where numbers belong: the report shows the rest of the run and names what it skipped."""

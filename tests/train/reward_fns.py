@@ -202,13 +202,22 @@ def digit_share_then_os_exit(completions, **kwargs):
     return digit_share(completions)
 
 
-def curriculum_by_step(completions, trainer_state, **kwargs):
-    """TRL's curriculum habit: a reward that reads the trainer's step (rlvr passes no trainer state)."""
-    return [float(trainer_state.global_step > 10) for _ in completions]
+def shaped_by_step(completions, trainer_state, log_metric, log_extra, **kwargs):
+    """TRL's habits: a reward that reads the trainer's state, logs what it saw, and logs a column of its reasons."""
+    texts = [c if isinstance(c, str) else c[0]["content"] for c in completions]
+    log_metric("seen/global_step", trainer_state.global_step)
+    log_metric("seen/max_steps", trainer_state.max_steps)
+    log_metric("seen/epoch", trainer_state.epoch)
+    log_extra("chars", [len(t) for t in texts])
+    return [float(trainer_state.global_step >= 1) for _ in completions]
 
 
-def logs_a_metric(completions, log_metric=None, **kwargs):
-    """TRL's log_metric habit, guarded: rlvr passes none, so it keeps its default."""
-    if log_metric is not None:
-        log_metric("lengths", float(sum(map(len, completions))))
+def logs_loss(completions, log_metric, **kwargs):
+    """A metric logged under a name rlvr logs itself."""
+    log_metric("loss", 1.0)
+    return [1.0 for _ in completions]
+
+
+def needs_environments(completions, environments, **kwargs):
+    """TRL's `environments` habit (rlvr passes none)."""
     return [1.0 for _ in completions]

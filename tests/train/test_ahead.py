@@ -121,7 +121,7 @@ def test_the_worker_samples_no_batch_past_the_runs_last(tmp_path, monkeypatch, k
     from rlvr.run.checkpoint import load_state
 
     real, scored = module.score_rollout, []
-    monkeypatch.setattr(module, "score_rollout", lambda rollout, rewards: scored.append(1) or real(rollout, rewards))
+    monkeypatch.setattr(module, "score_rollout", lambda *args: scored.append(1) or real(*args))
     train(tmp_path, "run", f"sampling.max_staleness={k}", "sampling.overlap_rewards=false", steps=3)
     assert len(scored) == 3
     assert load_state(paths.latest_checkpoint(tmp_path / "run" / "run"))["ahead"]["pending"] == [[]]
@@ -161,11 +161,11 @@ def test_a_reward_that_throws_in_the_worker_is_one_line_and_the_checkpoint_stays
 
     real = module.score_rollout
 
-    def failing(rollout, rewards):
+    def failing(*args):
         calls["n"] += 1
         if calls["n"] == 4:  # the fourth batch: step 4's
             raise UserError("reward 'digit_share' failed on row 1: ValueError: boom")
-        return real(rollout, rewards)
+        return real(*args)
     monkeypatch.setattr(module, "score_rollout", failing)
     with pytest.raises(UserError, match="boom"):
         train(tmp_path, "run", "sampling.max_staleness=1", "sampling.overlap_rewards=false", steps=6)
@@ -194,11 +194,11 @@ def test_a_stalled_worker_ends_the_run_within_its_deadline(tmp_path, monkeypatch
 
     real, calls = module.score_rollout, {"n": 0}
 
-    def stalling(rollout, rewards):
+    def stalling(*args):
         calls["n"] += 1
         if calls["n"] == 3:
             time.sleep(60)
-        return real(rollout, rewards)
+        return real(*args)
     monkeypatch.setattr(module, "score_rollout", stalling)
     start = time.monotonic()
     with pytest.raises(UserError, match="has not sampled batch 3 in 3 s .*stalled"):

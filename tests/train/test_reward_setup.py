@@ -184,26 +184,24 @@ def test_a_column_any_reward_needs_is_checked_before_the_model_loads(tmp_path, m
     assert "(their columns besides the prompt: answer, solution)" in str(e.value)
 
 
-def test_a_reward_taking_trls_trainer_state_is_refused_before_the_model_loads(tmp_path, monkeypatch):
+def test_a_reward_requiring_trls_environments_is_refused_before_the_model_loads(tmp_path, monkeypatch):
     data = rows_file(tmp_path, *[{"answer": "1"}] * 8)
     loaded = never_loaded(monkeypatch)
     with pytest.raises(UserError) as e:
-        Trainer(tiny_config(tmp_path, f"data.train={data}", rewards(mine("curriculum_by_step"), "math_accuracy")))
-    assert one_line(e).startswith(f"reward '{REWARD_FNS}:curriculum_by_step' takes 'trainer_state', which TRL's "
+        Trainer(tiny_config(tmp_path, f"data.train={data}", rewards(mine("needs_environments"), "math_accuracy")))
+    assert one_line(e).startswith(f"reward '{REWARD_FNS}:needs_environments' takes 'environments', which TRL's "
                                   "GRPOTrainer passes and rlvr does not (") and not loaded
 
 
-def test_a_data_column_named_as_trls_trainer_state_is_a_column_like_any(tmp_path):
-    data = rows_file(tmp_path, *[{"answer": "1", "trainer_state": "early"}] * 8)
-    Trainer(tiny_config(tmp_path, f"data.train={data}", rewards(mine("curriculum_by_step"), "math_accuracy")))
-
-
-def test_a_reward_taking_trls_log_metric_with_a_default_is_told_it_keeps_it(tmp_path, capsys):
-    data = rows_file(tmp_path, *[{"answer": "1"}] * 8)
-    Trainer(tiny_config(tmp_path, f"data.train={data}", rewards(mine("logs_a_metric"), "math_accuracy")))
-    assert (f"rlvr: reward '{REWARD_FNS}:logs_a_metric' takes 'log_metric', which TRL's GRPOTrainer passes and rlvr "
-            "does not (each reward's mean is logged every step as reward/NAME/mean): it gets its default"
-            in capsys.readouterr().err)
+@pytest.mark.parametrize("column", ["trainer_state", "log_extra", "completions"])
+def test_a_data_column_named_as_an_argument_rlvr_passes_is_refused_before_the_model_loads(tmp_path, monkeypatch,
+                                                                                          column):
+    data = rows_file(tmp_path, *[{"answer": "1", column: "early"}] * 8)
+    loaded = never_loaded(monkeypatch)
+    with pytest.raises(UserError) as e:
+        Trainer(tiny_config(tmp_path, f"data.train={data}", rewards(mine("shaped_by_step"), "math_accuracy")))
+    assert one_line(e).endswith(f"have a column '{column}', a name of the arguments rlvr passes every reward "
+                                "itself, as TRL does: rename that column") and not loaded
 
 
 def test_an_optional_column_is_not_required(tmp_path):

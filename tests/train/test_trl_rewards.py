@@ -1,10 +1,12 @@
 """Reward functions written for TRL and open-r1 run unchanged: the conversational form with the chat
 template, the gold answer as `solution`, and reward factories named in the config with their params."""
 
+import json
+
 import pytest
 
 from rlvr.errors import UserError
-from rlvr.grpo.trainer import Trainer
+from rlvr.grpo.trainer import Trainer, train_grpo
 from rlvr.rewards import load_reward_function
 
 from .test_step import REWARD_FNS, tiny_config
@@ -54,3 +56,49 @@ def test_factories_are_called_with_their_params_and_their_mistakes_are_one_line(
         load_reward_function(f"{REWARD_FNS}:get_nothing")
     # a reward function with params is bound, not called
     assert load_reward_function(f"{REWARD_FNS}:digit_share")(completions=["a1"]) == [0.5]
+
+
+# ── TRL's trainer_state, log_metric and log_extra (rlvr.rewards.trainer_hooks) ────────────────────────────────
+SHAPED = (f"rewards=[{{name: '{REWARD_FNS}:digit_share', correctness: true}}, "
+          f"{{name: '{REWARD_FNS}:shaped_by_step'}}]")
+
+
+def run_rows(run, name):
+    return [json.loads(line) for line in (run / name).read_text().splitlines()]
+
+
+def test_a_reward_reads_its_steps_trainer_state_and_what_it_logs_is_kept(tmp_path):
+    """μ = 2: TRL counts optimizer steps, so the second batch's state says 2; 2 prompts a batch of 32 rows."""
+    train_grpo(tiny_config(tmp_path, SHAPED, *QUIET, "algorithm.updates_per_batch=2", "sample_every=1"))
+    metrics, samples = run_rows(tmp_path / "run", "metrics.jsonl"), run_rows(tmp_path / "run", "samples.jsonl")
+    assert [m["seen/global_step"] for m in metrics] == [0, 2] and [m["seen/max_steps"] for m in metrics] == [4, 4]
+    assert [m["seen/epoch"] for m in metrics] == [0, 2 / 32]
+    assert [m[f"reward/{REWARD_FNS}:shaped_by_step/mean"] for m in metrics] == [0.0, 1.0]  # (shaped by the step)
+    assert samples and all(s["extra"]["chars"] == [len(c) for c in s["completions"]] for s in samples)
+
+
+def test_groups_dynamic_sampling_drops_take_their_logged_columns_with_them(tmp_path):
+    binary = (f"rewards=[{{name: '{REWARD_FNS}:has_digit', correctness: true}}, "
+              f"{{name: '{REWARD_FNS}:shaped_by_step'}}]")  # (some groups informative, some not)
+    train_grpo(tiny_config(tmp_path, binary, *QUIET, "sampling.dynamic_sampling=true", "sampling.max_sampling_rounds=3",
+                           "sample_every=1", steps=2))
+    metrics, samples = run_rows(tmp_path / "run", "metrics.jsonl"), run_rows(tmp_path / "run", "samples.jsonl")
+    assert sum(m["sampling/dropped_groups"] for m in metrics) > 0  # (groups were dropped and replaced)
+    assert samples and all(s["extra"]["chars"] == [len(c) for c in s["completions"]] for s in samples)
+
+
+def test_sampled_ahead_a_batch_is_scored_with_its_own_steps_state(tmp_path):
+    """Batch t + 1 is sampled while step t trains: its state is still step t + 1's, as in the synchronous run."""
+    for name, staleness in (("sync", 0), ("ahead", 1)):
+        train_grpo(tiny_config(tmp_path / name, SHAPED, *QUIET, "threads=1", f"sampling.max_staleness={staleness}",
+                               steps=3))
+    seen = {name: [m["seen/global_step"] for m in run_rows(tmp_path / name / "run", "metrics.jsonl")]
+            for name in ("sync", "ahead")}
+    assert seen == {"sync": [0, 1, 2], "ahead": [0, 1, 2]}
+
+
+def test_a_metric_logged_under_a_name_rlvr_logs_is_one_line(tmp_path):
+    clash = f"rewards=[{{name: '{REWARD_FNS}:digit_share', correctness: true}}, {{name: '{REWARD_FNS}:logs_loss'}}]"
+    with pytest.raises(UserError, match=r"^a reward logged the metric 'loss' \(log_metric\), a name rlvr logs "
+                                        r"itself: log it under another name$"):
+        Trainer(tiny_config(tmp_path, clash, *QUIET, steps=1)).step()

@@ -158,15 +158,31 @@ def _group(group: dict[str, Any]) -> str:
     completions = group.get("completions", [])
     shown = [_transcript(t) for t in group["transcripts"]] if isinstance(group.get("transcripts"), list) else [
         f'<pre class="completion">{escape(str(c))}</pre>' for c in completions]
+    # the columns the rewards logged with TRL's log_extra (rlvr.rewards.trainer_hooks), one value a completion
+    logged = group.get("extra")
+    extra = {k: v for k, v in logged.items() if isinstance(v, list)} if isinstance(logged, dict) else {}
     rows = "".join(
         f'<tr class="c {_reward_class(r)}"><td>{escape(signed(r))}</td>'
-        f"<td>{escape(signed(a))}</td><td>{c}</td></tr>"
-        for c, r, a in zip(shown, group.get("rewards", []), group.get("advantages", []))
+        f"<td>{escape(signed(a))}</td><td>{c}</td>"
+        + "".join(f"<td>{escape(_cell(v[i] if i < len(v) else None))}</td>" for v in extra.values()) + "</tr>"
+        for i, (c, r, a) in enumerate(zip(shown, group.get("rewards", []), group.get("advantages", [])))
     )
     step = group.get("step")
+    heads = "".join(f"<th>{escape(k)}</th>" for k in extra)
     return (f'<div class="group" data-step="{step if isinstance(step, int) else ""}"><h3>step '
             f"{escape(str(step if step is not None else '?'))}</h3><pre>{escape(str(prompt_text))}</pre>"
-            f"<table><tr><th>reward</th><th>advantage</th><th>completion</th></tr>{rows}</table></div>")
+            f"<table><tr><th>reward</th><th>advantage</th><th>completion</th>{heads}</tr>{rows}</table></div>")
+
+
+def _cell(value: Any) -> str:
+    """A logged value as a table cell: text as it is, anything else as JSON.
+
+    >>> _cell("ok"), _cell(3), _cell({"a": [1]}), _cell(None)
+    ('ok', '3', '{"a": [1]}', '')
+    """
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def _transcript(messages: Any) -> str:

@@ -15,6 +15,7 @@ import torch
 
 from rlvr.records import Example, Rollout, ScoredRollout
 from rlvr.rewards.combine import RewardResult, RewardSpec, compute_rewards
+from rlvr.rewards.trainer_hooks import StepState
 
 
 def unscored(components: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -83,12 +84,13 @@ def _last_rows(rollout: Rollout) -> dict[int, int]:
     return {int(t): row for row, t in enumerate(rollout.trajectory_of_rows.tolist())}
 
 
-def score_rollout(rollout: Rollout, specs: list[RewardSpec]) -> ScoredRollout:
-    """Run every reward function on every completion, in one call per function."""
+def score_rollout(rollout: Rollout, specs: list[RewardSpec], state: StepState | None = None) -> ScoredRollout:
+    """Run every reward function on every completion, in one call per function; `state`: the training step
+    they are scored for (rlvr.rewards.trainer_hooks; None: outside training)."""
     inputs = reward_inputs(rollout.examples, rollout.group_size, rollout.completions, completion_token_ids(rollout))
     if rollout.env_rewards is not None:  # what the environments said, for the `environment_reward` reward
         inputs["columns"]["env_reward"] = list(rollout.env_rewards)
-    return scored_rollout(rollout, [compute_rewards(specs, **inputs)])
+    return scored_rollout(rollout, [compute_rewards(specs, **inputs, state=state)])
 
 
 def turn_returns(rollout: Rollout) -> torch.Tensor:
@@ -102,7 +104,9 @@ def turn_returns(rollout: Rollout) -> torch.Tensor:
 
 def scored_rollout(rollout: Rollout, parts: list[RewardResult]) -> ScoredRollout:
     """Assemble per-group (or whole-batch) reward results, in row order, into a ScoredRollout; the total
-    of an unscored completion is NaN; a multi-turn trajectory's includes its turns' rewards (`turn_returns`)."""
+    of an unscored completion is NaN; a multi-turn trajectory's includes its turns' rewards (`turn_returns`).
+    What the rewards logged (TRL's log_metric, log_extra) is kept: metric values in call order, extra columns
+    in row order."""
     shape = (rollout.num_prompts, rollout.group_size)
     total = [t for part in parts for t in part.total]
     names = list(parts[0].components)
@@ -117,4 +121,26 @@ def scored_rollout(rollout: Rollout, parts: list[RewardResult]) -> ScoredRollout
             unscored(components), math.nan),
         reward_components=components,
         reward_seconds={name: sum(part.seconds[name] for part in parts) for name in names},
+        logged_metrics=joined([part.logged for part in parts]),
+        extra_columns=padded_columns([(len(part.total), part.extra) for part in parts]),
     )
+
+
+def joined(parts: list[dict[str, list[float]]]) -> dict[str, list[float]]:
+    """Each name's values from every part, in order.
+
+    >>> joined([{"len": [3.0]}, {"len": [5.0], "tries": [1.0]}])
+    {'len': [3.0, 5.0], 'tries': [1.0]}
+    """
+    names = dict.fromkeys(name for part in parts for name in part)
+    return {name: [v for part in parts for v in part.get(name, [])] for name in names}
+
+
+def padded_columns(parts: list[tuple[int, dict[str, list[Any]]]]) -> dict[str, list[Any]]:
+    """Columns of consecutive parts of (rows, columns) end to end, None for rows of a part without the column.
+
+    >>> padded_columns([(2, {"why": ["a", "b"]}), (1, {})])
+    {'why': ['a', 'b', None]}
+    """
+    names = dict.fromkeys(name for _, columns in parts for name in columns)
+    return {name: [v for n, columns in parts for v in columns.get(name, [None] * n)] for name in names}

@@ -6,7 +6,8 @@ unchanged::
     fn(prompts=[...N], completions=[...N], completion_ids=[...N], **columns) -> [...N floats or None]
 
 where every other dataset column arrives as a keyword holding N values. None means "does not
-apply to this completion" and adds nothing to the total (NaN is read as None).
+apply to this completion" and adds nothing to the total (NaN is read as None). A function that names
+TRL's `trainer_state`, `log_metric` or `log_extra` gets them too (rlvr.rewards.trainer_hooks).
 
 The functions are independent, so they run at the same time: the built-in ones on a thread pool
 (the maths reward mostly waits for its worker processes), any other on the calling thread, since
@@ -24,7 +25,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rlvr.deadline import call_user
@@ -32,6 +33,7 @@ from rlvr.errors import UserError
 from rlvr.rewards.asynchronous import awaited
 from rlvr.rewards.registry import is_builtin
 from rlvr.rewards.scores import TRL_KEYWORDS, GradeResult, columns_from_items
+from rlvr.rewards.trainer_hooks import RewardLog, StepState
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,8 @@ class RewardResult:
     components: dict[str, list[float | None]]  # name -> N unweighted values, None = not applicable
     seconds: dict[str, float]  # name -> wall time of that function
     reasons: dict[str, list[str] | None]  # name -> N short reasons, when the function gave them (rlvr.rewards.scores)
+    logged: dict[str, list[float]] = field(default_factory=dict)  # log_metric: name -> values, in call order
+    extra: dict[str, list[Any]] = field(default_factory=dict)  # log_extra: column -> N values
 
 
 def compute_rewards(
@@ -61,8 +65,10 @@ def compute_rewards(
     completions: list[Any],
     completion_ids: list[list[int]],
     columns: dict[str, list[Any]],
+    state: StepState | None = None,
 ) -> RewardResult:
-    """Call every reward function on the N completions and sum the results with their weights.
+    """Call every reward function on the N completions and sum the results with their weights. `state`: the
+    training step they are scored for (rlvr.rewards.trainer_hooks; None: outside training).
 
     >>> def length(completions, **kwargs):
     ...     return [float(len(c)) for c in completions]
@@ -79,7 +85,8 @@ def compute_rewards(
     n = len(completions)
     _check_inputs(specs, n, prompts, completion_ids, columns)
     kwargs = {"prompts": prompts, "completions": completions, "completion_ids": completion_ids, **columns}
-    outcomes = _call_all(specs, kwargs)
+    log = RewardLog(n)
+    outcomes = _call_all(specs, kwargs, log, state)
     components: dict[str, list[float | None]] = {}
     seconds: dict[str, float] = {}
     reasons: dict[str, list[str] | None] = {}
@@ -98,7 +105,8 @@ def compute_rewards(
         sum(spec.weight * v for spec in specs if (v := components[spec.name][i]) is not None)
         for i in range(n)
     ]
-    return RewardResult(total=[float(t) for t in total], components=components, seconds=seconds, reasons=reasons)
+    return RewardResult(total=[float(t) for t in total], components=components, seconds=seconds, reasons=reasons,
+                        logged=log.metrics, extra=log.extra)
 
 
 _Outcome = tuple[Any, float, Exception | None]  # (returned value, wall seconds, exception raised)
@@ -106,14 +114,15 @@ EXIT_FIX = ("a reward must return one value per completion: return None for comp
             "an exception")
 
 
-def _call_all(specs: list[RewardSpec], kwargs: dict[str, Any]) -> dict[str, _Outcome]:
+def _call_all(specs: list[RewardSpec], kwargs: dict[str, Any], log: RewardLog,
+              state: StepState | None) -> dict[str, _Outcome]:
     """Every spec's outcome by name: built-ins on a thread pool, the others meanwhile on this thread."""
     pooled = [spec for spec in specs if len(specs) > 1 and is_builtin(spec.fn)]
     if not pooled:
-        return {spec.name: _timed_call(spec, kwargs) for spec in specs}
+        return {spec.name: _timed_call(spec, kwargs, log, state) for spec in specs}
     with ThreadPoolExecutor(max_workers=len(pooled), thread_name_prefix="reward") as executor:
-        futures = {spec.name: executor.submit(_timed_call, spec, kwargs) for spec in pooled}
-        outcomes = {spec.name: _timed_call(spec, kwargs) for spec in specs if spec.name not in futures}
+        futures = {spec.name: executor.submit(_timed_call, spec, kwargs, log, state) for spec in pooled}
+        outcomes = {spec.name: _timed_call(spec, kwargs, log, state) for spec in specs if spec.name not in futures}
         outcomes.update({name: future.result() for name, future in futures.items()})
     return outcomes
 
@@ -127,9 +136,9 @@ def _own_copy(kwargs: dict[str, Any]) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, list) else v for k, v in kwargs.items()}
 
 
-def _timed_call(spec: RewardSpec, kwargs: dict[str, Any]) -> _Outcome:
+def _timed_call(spec: RewardSpec, kwargs: dict[str, Any], log: RewardLog, state: StepState | None) -> _Outcome:
     start = time.perf_counter()
-    own = _own_copy(kwargs)
+    own = {**_own_copy(kwargs), **log.hooks(spec.name, spec.fn, state)}
     try:
         raw, error = call_user(f"reward function '{spec.name}'", lambda: awaited(spec.fn(**own)), spec.timeout_s,
                                "rewards[].timeout_s", EXIT_FIX), None

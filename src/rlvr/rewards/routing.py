@@ -15,6 +15,7 @@ from typing import Any
 
 from rlvr.errors import UserError
 from rlvr.rewards.asynchronous import awaited
+from rlvr.rewards.trainer_hooks import scattered
 
 
 def only_where(fn: Callable[..., list[float | None]], when: dict[str, Any],
@@ -41,6 +42,8 @@ def only_where(fn: Callable[..., list[float | None]], when: dict[str, Any],
         result: list[float | None] = [None] * n
         if rows:
             subset = {k: [v[i] for i in rows] if isinstance(v, list) and len(v) == n else v for k, v in kwargs.items()}
+            if "log_extra" in kwargs:  # (TRL's, rlvr.rewards.trainer_hooks: its values back at their rows)
+                subset["log_extra"] = scattered(kwargs["log_extra"], rows, n)
             values = awaited(fn(completions=[completions[i] for i in rows], **subset))
             for i, value in zip(rows, values, strict=True):
                 result[i] = value

@@ -11,7 +11,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-TRL_KEYWORDS = ("prompts", "completions", "completion_ids")  # what the caller fills in; never dataset columns
+from rlvr.rewards.trainer_hooks import HOOKS
+
+# what the caller fills in; never dataset columns (the hooks: trainer_state, log_metric, log_extra)
+TRL_KEYWORDS = ("prompts", "completions", "completion_ids", *HOOKS)
 
 
 class Scores(list[float | None]):

@@ -19,6 +19,7 @@ import torch
 
 from rlvr.advantages import zero_variance_groups
 from rlvr.records import Rollout, ScoredRollout
+from rlvr.rewards.batch import joined, padded_columns
 
 # what a multi-turn rollout keeps per completion besides its tensors (rlvr.envs.sampling)
 CONVERSATION_FIELDS = ("env_rewards", "env_info", "transcripts", "turn_rewards")
@@ -61,7 +62,8 @@ def fill_informative(first: ScoredRollout, sample_more: Callable[[int], ScoredRo
 
 
 def take_groups(scored: ScoredRollout, groups: list[int]) -> ScoredRollout:
-    """The ScoredRollout of the given groups (prompts), in that order."""
+    """The ScoredRollout of the given groups (prompts), in that order (the metrics its rewards logged stay whole:
+    the calls that logged them were made)."""
     r, g = scored.rollout, scored.rollout.group_size
     trajectories = [p * g + j for p in groups for j in range(g)]
     index = torch.tensor(groups, dtype=torch.long)
@@ -90,7 +92,8 @@ def take_groups(scored: ScoredRollout, groups: list[int]) -> ScoredRollout:
     return ScoredRollout(
         rollout=rollout, rewards=scored.rewards[index],
         reward_components={k: v[index] for k, v in scored.reward_components.items()},
-        reward_seconds=dict(scored.reward_seconds),
+        reward_seconds=dict(scored.reward_seconds), logged_metrics=scored.logged_metrics,
+        extra_columns={k: [v[t] for t in trajectories] for k, v in scored.extra_columns.items()},
     )
 
 
@@ -131,7 +134,8 @@ def concat_scored(parts: list[ScoredRollout]) -> ScoredRollout:
     return ScoredRollout(
         rollout=rollout, rewards=torch.cat([p.rewards for p in parts]),
         reward_components={n: torch.cat([p.reward_components[n] for p in parts]) for n in names},
-        reward_seconds=seconds,
+        reward_seconds=seconds, logged_metrics=joined([p.logged_metrics for p in parts]),
+        extra_columns=padded_columns([(p.rewards.numel(), p.extra_columns) for p in parts]),
     )
 
 

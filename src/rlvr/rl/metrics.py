@@ -3,7 +3,8 @@
     TrainBatch + update statistics + phase times ─step_metrics─▶ {name: number} ─▶ metrics.jsonl / TensorBoard
 
 `reward/NAME/mean` is each reward's own mean; `accuracy` is the correctness reward's (rlvr.rl.reward_setup
-says which one that is), and is not logged by a run that has none.
+says which one that is), and is not logged by a run that has none. What a reward logged with TRL's
+`log_metric(name, value)` (rlvr.rewards.trainer_hooks) is logged as `name`: the mean of the step's values.
 
 Data-parallel, every rank's scored groups are gathered first (`gather_step`), so the metrics are those
 of the whole global batch, computed exactly as in one process (no means of per-rank means).
@@ -20,6 +21,7 @@ import torch
 
 from rlvr.advantages import zero_variance_groups
 from rlvr.distributed.world import World, gather_across
+from rlvr.errors import UserError
 from rlvr.evaluate.emergence import length_quantiles, reflection_rate, reward_spread
 from rlvr.models.devices import peak_memory_gb
 from rlvr.records import Rollout, ScoredRollout, TrainBatch
@@ -105,7 +107,17 @@ def step_metrics(record: StepRecord, updates: list[dict[str, float]], seconds: d
         m["sampling/rounds"], m["sampling/dropped_groups"], m["sampling/padded_groups"] = (
             fill.rounds, fill.dropped_groups, fill.padded_groups
         )
-    return m
+    return {**m, **logged_metrics(scored, set(m))}
+
+
+def logged_metrics(scored: ScoredRollout, taken: set[str]) -> dict[str, float]:
+    """The mean of each metric the step's rewards logged (TRL's log_metric: every call on every rank counts
+    once, as in TRL); a name among rlvr's own metrics (`taken`) is refused."""
+    clash = sorted(set(scored.logged_metrics) & taken)
+    if clash:
+        raise UserError(f"a reward logged the metric {clash[0]!r} (log_metric), a name rlvr logs itself: log it "
+                        "under another name")
+    return {name: sum(values) / len(values) for name, values in scored.logged_metrics.items()}
 
 
 def control_metrics(trained: ScoredRollout, world: World) -> dict[str, float]:
@@ -147,6 +159,7 @@ def sample_groups(batch: TrainBatch, groups: int = 2) -> list[dict[str, Any]]:
     """The first groups of the step as samples.jsonl rows: prompt, completions, rewards, advantages, tokens. An
     agent's runs (rlvr.harness) show the prompt its first run sent, not the dataset's row."""
     r, g, advantages = batch.rollout, batch.rollout.group_size, completion_advantages(batch)
+    extra = batch.scored.extra_columns
     tokens = completion_tokens(r)
 
     def prompt(p: int) -> Any:
@@ -160,6 +173,8 @@ def sample_groups(batch: TrainBatch, groups: int = 2) -> list[dict[str, Any]]:
         "tokens": tokens[p * g:(p + 1) * g].tolist(),
         # with an environment: each conversation after the prompt (model, tool and user turns)
         **({"transcripts": r.transcripts[p * g:(p + 1) * g]} if r.transcripts is not None else {}),
+        # what the rewards logged with TRL's log_extra, one value per completion
+        **({"extra": {k: v[p * g:(p + 1) * g] for k, v in extra.items()}} if extra else {}),
     } for p in range(min(groups, r.num_prompts))]
 
 

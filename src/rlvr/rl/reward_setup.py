@@ -33,14 +33,12 @@ from rlvr.rewards.control import check_control
 from rlvr.rewards.loading import checks_answers
 from rlvr.rewards.registry import PASSED_ON, is_builtin, required_columns
 from rlvr.rewards.routing import applies_to, only_where
+from rlvr.rewards.scores import TRL_KEYWORDS
 
 ENVIRONMENT_COLUMNS = ("env_reward",)  # what a multi-turn rollout adds to the rows (rlvr.rewards.batch)
 # What TRL's GRPOTrainer passes a reward besides the rows' columns, and rlvr does not; what rlvr has instead
+# (its trainer_state, log_metric and log_extra it passes: rlvr.rewards.trainer_hooks)
 TRL_TRAINER_KEYWORDS = {
-    "trainer_state": "a reward here is a function of the rows and completions alone, so that a resumed run "
-                     "scores as the unbroken one",
-    "log_metric": "each reward's mean is logged every step as reward/NAME/mean",
-    "log_extra": "samples.jsonl keeps the completions it records with their rewards and advantages",
     "environments": "a multi-turn environment's own reward reaches the rewards as the env_reward column",
 }
 
@@ -64,6 +62,10 @@ def run_rewards(config: TrainConfig, scoring: Scoring, train: list[Example], sou
                         f"({', '.join(e.name for e in entries)}) checks answers: mark the one that does with "
                         "correctness: true, or set data.curriculum false")
     rows = [ex.columns for ex in train]
+    clash = sorted(set().union(*rows) & set(TRL_KEYWORDS))
+    if clash:
+        raise UserError(f"the training rows of {source} have a column {clash[0]!r}, a name of the arguments rlvr "
+                        "passes every reward itself, as TRL does: rename that column")
     given = set().union(*rows, ENVIRONMENT_COLUMNS if config.environment.name else ())
     for entry, spec in zip(entries, specs):
         default = "" if config.rewards else " (the data's default, as the config names no rewards)"
@@ -82,7 +84,7 @@ def run_rewards(config: TrainConfig, scoring: Scoring, train: list[Example], sou
 
 def _check_trl_keywords(name: str, fn: Any, given: set[str]) -> None:
     """The TRL_TRAINER_KEYWORDS reward `fn` takes that the rows do not hold as columns: one it requires is refused,
-    one with a default (`log_metric=None`) is told it keeps it."""
+    one with a default (`environments=None`) is told it keeps it."""
     try:
         parameters = inspect.signature(fn).parameters  # (as required_columns reads it)
     except (TypeError, ValueError):  # (no readable signature)

@@ -26,6 +26,7 @@ from rlvr.envs.loading import load_agent
 from rlvr.harness.sampler import over_episodes
 from rlvr.records import Rollout, ScoredRollout
 from rlvr.rewards.batch import score_rollout
+from rlvr.rewards.trainer_hooks import StepState, step_state
 from rlvr.rl.build import RunParts
 from rlvr.rl.curriculum import CurriculumStream
 from rlvr.rl.dynamic import FillStats, fill_informative
@@ -125,17 +126,26 @@ class RolloutSource:
         slots = shard(range(len(drawn)), world)  # (the prompts' places in the whole batch: their seeds)
         positions = [drawn[i] for i in slots]
         examples, g = [self.parts.train[i].example for i in positions], self.config.sampling.group_size
+        state = self.step_state(batch, world)
         if self.config.sampling.overlap_rewards and not self.config.environment.name:
             scored = score_while_sampling(lambda done: self.sample(positions, batch, sampler, done, round_, slots),
-                                          examples, g, self.parts.rewards, concurrent=self.parts.device.type != "cpu")
+                                          examples, g, self.parts.rewards, concurrent=self.parts.device.type != "cpu",
+                                          state=state)
         else:
             scored = score_rollout(self.sample(positions, batch, sampler, round_=round_, slots=slots),
-                                   self.parts.rewards)
+                                   self.parts.rewards, state)
         if self.parts.correctness is not None:  # (without one there is no curriculum: rlvr.rl.reward_setup)
             accuracies = scored.reward_components[self.parts.correctness].nanmean(dim=1).tolist()
             for seen, rates in gather_across((positions, accuracies), world):
                 self.prompts.observe(seen, rates)
         return scored
+
+    def step_state(self, batch: int, world: World) -> StepState:
+        """What a reward that names TRL's `trainer_state` is told of batch `batch`'s step: known before it is
+        sampled, so the same sampled now, ahead or again after a resume (rlvr.rewards.trainer_hooks)."""
+        c = self.config
+        return step_state(batch, c.max_steps, c.algorithm.updates_per_batch, c.sampling.batch_size //
+                          c.sampling.group_size, len(self.parts.train), world.is_main)
 
     def sample(self, positions: list[int], batch: int, sampler: Sampler, on_group_done: GroupDone | None = None,
                round_: int = 0, slots: list[int] | None = None) -> Rollout:

@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from rlvr.records import Example, Rollout, ScoredRollout
 from rlvr.rewards import RewardResult, RewardSpec, compute_rewards
 from rlvr.rewards.batch import reward_inputs, scored_rollout
+from rlvr.rewards.trainer_hooks import StepState
 
 
 class _Cancelled(Exception):
@@ -33,13 +34,14 @@ GroupDone = Callable[[int, list[str], list[list[int]]], None]  # (group, complet
 
 
 def score_while_sampling(sample: Callable[[GroupDone], Rollout], examples: list[Example], group_size: int,
-                         specs: list[RewardSpec], *, concurrent: bool) -> ScoredRollout:
+                         specs: list[RewardSpec], *, concurrent: bool, state: StepState | None = None) -> ScoredRollout:
     """`sample(on_group_done)`, each finished group scored on this thread: meanwhile, with `sample` on a
-    worker thread (`concurrent`), or else between two of its decoding steps."""
+    worker thread (`concurrent`), or else between two of its decoding steps. `state`: the training step the
+    groups are scored for (rlvr.rewards.trainer_hooks)."""
     results: dict[int, RewardResult] = {}
 
     def score(p: int, texts: list[str], ids: list[list[int]]) -> None:
-        results[p] = compute_rewards(specs, **reward_inputs([examples[p]], group_size, texts, ids))
+        results[p] = compute_rewards(specs, **reward_inputs([examples[p]], group_size, texts, ids), state=state)
 
     if not concurrent:
         rollout = sample(score)

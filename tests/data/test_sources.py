@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rlvr.data import load_examples
+from rlvr.data import load_examples, sources
 from rlvr.errors import UserError
 from rlvr.records import Example
 
@@ -132,6 +132,7 @@ def test_hf_source_without_datasets_says_what_to_do(monkeypatch):
 
 
 def test_hf_source_passes_name_config_and_split(monkeypatch):
+    monkeypatch.setattr(sources, "dataset_problem", lambda name: None)  # (the Hub has it)
     calls = []
 
     def load_dataset(name, config, split):
@@ -182,6 +183,7 @@ def test_real_gsm8k_test_file():
 
 
 def test_a_hub_dataset_that_cannot_be_loaded_is_one_line(monkeypatch):
+    monkeypatch.setattr(sources, "dataset_problem", lambda name: None)  # (cached, or the Hub has it: datasets fails)
     fake = types.ModuleType("datasets")
 
     def load_dataset(*args, **kwargs):
@@ -193,3 +195,68 @@ def test_a_hub_dataset_that_cannot_be_loaded_is_one_line(monkeypatch):
                                          r".*ConnectionError: Couldn't reach.*network")) as info:
         load_examples("hf:openai/gsm8k:main", split="test")
     assert "\n" not in str(info.value)
+
+
+def hub(monkeypatch, tmp_path, *, reachable, has=True):
+    """The Hub as `dataset_info` sees it, empty caches under `tmp_path`, and what `load_dataset` was asked."""
+    import huggingface_hub
+    from huggingface_hub import constants
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    asked, loaded = [], []
+
+    def dataset_info(self, name, timeout=None):
+        asked.append(timeout)
+        if not reachable:
+            raise ConnectionError("Name or service not known")
+        if not has:
+            missing = RepositoryNotFoundError.__new__(RepositoryNotFoundError)  # (as the Hub's 404 is raised)
+            Exception.__init__(missing, "404 Repository Not Found")
+            raise missing
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "dataset_info", dataset_info)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    import datasets.config
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "datasets")
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: loaded.append(a) or [{"question": "q"}])
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    return asked, loaded
+
+
+@pytest.mark.parametrize(("reachable", "has", "said"), [
+    (False, True, "it is not in the local cache and the Hub could not be reached (ConnectionError)"),
+    (True, False, "the Hub has no such dataset (check the name)"),
+])
+def test_a_hub_dataset_the_hub_cannot_give_is_one_line_within_two_seconds(monkeypatch, tmp_path, reachable, has,
+                                                                          said):
+    """Not cached: asked of the Hub once, within 2 s, instead of `datasets`' retries (about 30 s offline)."""
+    import time
+
+    from rlvr.evaluate.benchmarks import load_benchmark
+
+    asked, loaded = hub(monkeypatch, tmp_path, reachable=reachable, has=has)
+    started = time.perf_counter()
+    with pytest.raises(UserError) as e:
+        load_examples("hf:openai/gsm8k:main", split="test", prompt_field="question")
+    assert time.perf_counter() - started < 2.0 and asked == [2.0] and not loaded
+    assert str(e.value) == (f"could not load 'openai/gsm8k' (split 'test') from the Hugging Face Hub: {said}; "
+                            "use a local .jsonl/.parquet copy")
+    with pytest.raises(UserError) as e:
+        load_benchmark("gsm8k")
+    assert str(e.value).endswith("; use a local .jsonl/.parquet copy, or --data-dir DIR with a copy at "
+                                 "DIR/gsm8k/test.jsonl")
+
+
+@pytest.mark.parametrize("where", ["hub", "datasets", "offline"])
+def test_a_cached_hub_dataset_or_one_offline_is_left_to_datasets(monkeypatch, tmp_path, where):
+    asked, loaded = hub(monkeypatch, tmp_path, reachable=False)
+    if where == "hub":
+        (tmp_path / "hub" / "datasets--openai--gsm8k").mkdir(parents=True)
+    elif where == "datasets":
+        (tmp_path / "datasets" / "openai___gsm8k").mkdir(parents=True)
+    else:
+        monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    assert load_examples("hf:openai/gsm8k:main", split="test", prompt_field="question")[0].prompt == "q"
+    assert asked == [] and loaded == [("openai/gsm8k", "main")]

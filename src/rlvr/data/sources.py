@@ -23,6 +23,7 @@ from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
+from rlvr.data.hub import dataset_problem
 from rlvr.data.tasks import TASKS, find_task
 from rlvr.errors import UserError, first_line
 from rlvr.records import Example
@@ -182,6 +183,10 @@ def _read_hf(source: str, split: str) -> Iterator[Located]:
             f"data source {source!r} needs the `datasets` package: pip install datasets, "
             "or save the data as a local .jsonl or .parquet file"
         ) from None
+    problem = dataset_problem(name)
+    if problem is not None:
+        raise UserError(f"could not load {name!r} (split {split!r}) from the Hugging Face Hub: {problem}; "
+                        "use a local .jsonl/.parquet copy")
     try:
         rows = datasets.load_dataset(name, config or None, split=split)
     except Exception as error:  # offline, unknown name, missing split: one line, not the library's traceback

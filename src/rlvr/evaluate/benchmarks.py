@@ -124,7 +124,12 @@ def _math_benchmark(name: str, data_dir: str | None, limit: int | None) -> Bench
         source = str(path)
     else:
         source = public
-    rows = load_examples(source, split=split, prompt_field=field, limit=limit)
+    try:
+        rows = load_examples(source, split=split, prompt_field=field, limit=limit)
+    except UserError as e:
+        if data_dir is not None:
+            raise
+        raise UserError(f"{e}, or --data-dir DIR with a copy at DIR/{relative}") from None
     return Benchmark(name=name, examples=[_with_instruction(ex, R1_INSTRUCTION) for ex in rows], origin=source,
                      scoring=MATH, max_new_tokens=MAX_TOKENS[name], questions=tuple(rows))
 

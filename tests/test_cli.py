@@ -47,6 +47,23 @@ def test_a_missing_data_file_or_model_folder_is_said_before_torch_loads(tmp_path
         assert out.stdout.split() == ["2", "False"] and message in out.stderr, (out.stdout, out.stderr)
 
 
+def test_evals_and_samples_missing_file_or_model_and_a_misspelt_benchmark_are_said_before_torch_loads(tmp_path):
+    cases = [(["eval", "--data", "no/such.jsonl"], "data file not found: no/such.jsonl (give a .jsonl/.parquet"),
+             (["sample", "--data", "missing.parquet"], "data file not found: missing.parquet"),
+             (["eval", "--model", "./no/such/model"], "model path not found: ./no/such/model"),
+             (["eval", "--data", "gsm9k"], "unknown benchmark 'gsm9k' (did you mean 'gsm8k'?): use one of gsm8k,"),
+             (["sample", "--data", "aritmetic"], "unknown benchmark 'aritmetic' (did you mean 'arithmetic'?)")]
+    said = ("import json, sys; from rlvr.cli import main\n"
+            "for args in json.loads(sys.argv[1]): print(main(args), file=sys.stderr)\n"
+            "print('torch' in sys.modules)")
+    runs = [[*args, "--output-dir", str(tmp_path / "out")] for args, _ in cases]
+    out = subprocess.run([sys.executable, "-c", said, json.dumps(runs)], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=60)
+    lines = out.stderr.strip().splitlines()
+    assert out.stdout.split() == ["False"] and lines[1::2] == ["2"] * len(cases), out.stderr
+    assert all(message in line for (_, message), line in zip(cases, lines[::2])), lines
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

@@ -32,7 +32,7 @@ def test_cli_mistakes_are_one_line_and_exit_2(tmp_path, capsys):
     for args, message in [
         (["--data", "gsm8k"], "gsm8k is an evaluation benchmark"),
         (["--set", "verdit=strict"], "did you mean 'verdict'"),
-        (["--data", str(tmp_path / "missing.jsonl")], "does not exist"),
+        (["--data", str(tmp_path / "missing.jsonl")], "data file not found"),
     ]:
         assert main(["sample", "--model", "tiny", "--threads", "1", "--output-dir", str(tmp_path), *args]) == 2
         err = capsys.readouterr().err.strip()

@@ -18,6 +18,7 @@ majority voting (None = no vote: nothing extracted, or several boxed answers).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import gzip
 import json
 import re
@@ -95,14 +96,37 @@ def load_benchmark(name: str, *, data_dir: str | None = None, limit: int | None 
     elif Path(name).suffix in (".jsonl", ".parquet") or Path(name).exists():
         found = _file(name, limit, judged)
     else:
-        raise UserError(
-            f"unknown benchmark {name!r}: use one of {', '.join([*MATH_BENCHMARKS, 'humaneval', *TASKS])}, "
-            "reasoning_gym:<task>, or a .jsonl/.parquet file"
-        )
+        raise UserError(_unknown(name))
     if instruction is None:
         return found
     return dataclasses.replace(found, examples=[_with_instruction(ex, instruction, always=True)
                                                 for ex in _asked(found).examples])
+
+
+def benchmark_problem(name: str) -> str | None:
+    """Why `name` is no benchmark load_benchmark can load: a file that does not exist, or no benchmark's name.
+    Cheap: the command line asks it before torch loads.
+
+    >>> benchmark_problem("gsm8k") is None, benchmark_problem("countdown") is None
+    (True, True)
+    >>> benchmark_problem("no/such.jsonl")
+    "data file not found: no/such.jsonl (give a .jsonl/.parquet file, or a benchmark's name: gsm8k, math500, ...)"
+    """
+    if (name in MATH_BENCHMARKS or name == "humaneval" or find_task(name) is not None or name.startswith("verifiers:")
+            or Path(name).exists()):
+        return None
+    if (Path(name).suffix in (".jsonl", ".parquet") or "/" in name) and not name.startswith("hf:"):
+        return (f"data file not found: {name} (give a .jsonl/.parquet file, or a benchmark's name: "
+                f"{', '.join(list(MATH_BENCHMARKS)[:2])}, ...)")
+    return _unknown(name)
+
+
+def _unknown(name: str) -> str:
+    """The words for a name that is no benchmark, with the nearest one when it looks misspelt."""
+    known = [*MATH_BENCHMARKS, "humaneval", *TASKS]
+    close = difflib.get_close_matches(name, known, n=1)
+    return (f"unknown benchmark {name!r}{f' (did you mean {close[0]!r}?)' if close else ''}: use one of "
+            f"{', '.join(known)}, reasoning_gym:<task>, or a .jsonl/.parquet file")
 
 
 # name -> (local file under data_dir, question field, public dataset, its split)

@@ -75,6 +75,17 @@ def _int_list(text: str) -> list[int]:
     return values
 
 
+def named_benchmark_exists(model: str, data: str) -> None:
+    """The model path and the benchmark (or data file) a command names, checked before torch loads (seconds)."""
+    from rlvr.evaluate.benchmarks import benchmark_problem
+    from rlvr.run.options import named_paths_exist
+
+    named_paths_exist(model, [])
+    problem = benchmark_problem(data)
+    if problem:
+        raise UserError(problem)
+
+
 def run_eval_command(args: argparse.Namespace) -> int:
     from rlvr.config import load_command_config
 
@@ -84,6 +95,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
     options = {k: v for k, v in vars(args).items() if k not in ("command", "config", "overrides", "nproc")}
     keys = {_KEYS.get(k, k): v for k, v in options.items()}
     config = load_command_config(EvalConfig, args.config, args.overrides, **keys)
+    named_benchmark_exists(config.model.name, config.data.name)
     from rlvr.evaluate.report import headline  # torch and the models only once the config is known to be sound
     from rlvr.evaluate.runner import run_eval
 

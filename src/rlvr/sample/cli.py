@@ -43,6 +43,7 @@ def add_sample_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
 def run_sample_command(args: argparse.Namespace) -> int:
     from rlvr.config import SampleConfig, load_command_config
     from rlvr.errors import UserError
+    from rlvr.evaluate.cli import named_benchmark_exists
 
     config = load_command_config(
         SampleConfig, args.config, args.overrides,
@@ -51,6 +52,7 @@ def run_sample_command(args: argparse.Namespace) -> int:
         format=args.format, min_tokens=args.min_tokens, max_tokens=args.max_tokens, max_per_prompt=args.max_per_prompt,
         output=args.output, output_dir=args.output_dir, seed=args.seed, threads=args.threads,
     )
+    named_benchmark_exists(config.model.name, config.data.name)
     if config.output and Path(config.output).is_dir():  # (before the sampling, not when its dataset is written)
         raise UserError(f"--output {config.output} is a folder: give the SFT dataset's file (a .jsonl)")
     from rlvr.sample.runner import run_sample  # torch and the models only once the config is known to be sound

@@ -86,7 +86,7 @@ def test_what_a_study_cannot_run_is_one_line(tmp_path):
 
 def test_a_study_stopped_by_ctrl_c_goes_on_where_it_stopped(tmp_path):
     config = tmp_path / "tiny.yaml"
-    save_config(tiny_config(tmp_path, DIGITS, "eval_every=1", steps=40), config)
+    save_config(tiny_config(tmp_path, DIGITS, "eval_every=1", steps=12), config)  # (10 steps' margin for the Ctrl-C)
 
     def study(out, *names, stop_after_steps=None):
         command = [sys.executable, str(ROOT / "bench" / "arms.py"), "--config", str(config), "--seeds", "0",
@@ -104,7 +104,7 @@ def test_a_study_stopped_by_ctrl_c_goes_on_where_it_stopped(tmp_path):
     assert again.returncode == 0, again.stderr
     assert [t["arm"] for t in json.loads((out / "arms.json").read_text())["table"]] == ["a", "b"]
     log = (out / "a" / "seed-0.log").read_text()
-    assert "step 1:" not in log and "step 40:" in log  # taken up at its checkpoint, not trained again
+    assert "step 1:" not in log and "step 12:" in log  # taken up at its checkpoint, not trained again
     unbroken = study(tmp_path / "unbroken", "a")
     assert unbroken.returncode == 0, unbroken.stderr
 
@@ -112,4 +112,4 @@ def test_a_study_stopped_by_ctrl_c_goes_on_where_it_stopped(tmp_path):
         rows = [json.loads(line) for line in (study_dir / "a" / "seed-0" / "metrics.jsonl").read_text().splitlines()]
         return [(m["step"], m["loss"], m["reward/mean"], m["eval/strict"]) for m in rows]
 
-    assert len(curve(out)) == 40 and curve(out) == curve(tmp_path / "unbroken")  # resumed = never stopped
+    assert len(curve(out)) == 12 and curve(out) == curve(tmp_path / "unbroken")  # resumed = never stopped

@@ -22,7 +22,7 @@ def trainer(tmp_path, **kwargs):
 
 
 @pytest.mark.parametrize("kwargs, named", [
-    ({"tools": [print]}, "tools"), ({"optimizers": (object(), None)}, "optimizers"),
+    ({"tools": "search"}, "tools='search': give a list of functions"), ({"optimizers": (object(), None)}, "optimizers"),
     ({"reward_funcs": "OpenAssistant/reward-model-deberta-v3-large-v2"}, "reward model"),
     ({"eval_dataset": {"a": ROWS, "b": ROWS}}, "dict of datasets"),
     ({"reward_funcs": [reward, torch.nn.Linear(2, 1)]}, "reward_funcs holds a model (Linear)"),
@@ -61,6 +61,20 @@ def test_arguments_set_after_construction_count_as_given(tmp_path):
     args = GRPOConfig(output_dir=str(tmp_path / "run"), max_steps=1, num_generations=4, max_completion_length=8)
     args.learning_rate = 3e-6
     assert trainer(tmp_path, args=args).config.optim.lr == 3e-6
+
+
+def test_tools_are_the_function_tools_environment_and_max_tool_calling_iterations_its_turns(tmp_path, capsys):
+    from ..envs.tools import add
+
+    args = GRPOConfig(output_dir=str(tmp_path / "run"), max_steps=1, num_generations=4, max_completion_length=8,
+                      max_tool_calling_iterations=2)
+    t = trainer(tmp_path, tools=[add], args=args)
+    env = t.config.environment
+    assert (env.name, env.max_turns, env.params) == ("tools", 3, {"tools": ["tests/envs/tools.py:add"]})  # (named)
+    t.train()
+    assert "env/turns" in t.state.log_history[0]
+    trainer(tmp_path / "b", args=GRPOConfig(output_dir=str(tmp_path / "b"), max_tool_calling_iterations=2))
+    assert "max_tool_calling_iterations=2: no effect without tools (nor in TRL)" in capsys.readouterr().err
 
 
 def test_after_train_the_trainer_has_trls_model_processing_class_and_state_and_a_second_train_is_refused(tmp_path):

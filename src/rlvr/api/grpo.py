@@ -155,8 +155,10 @@ class GRPO:
         data_file(self._given["eval"], folder, "eval", c.data.eval_size + c.data.validation_size, resume)
         if self._given["model"] is not None:
             model_source(self._given["model"], self._given["tokenizer"], folder, resume)
-        keep_sources([r.name for r in c.rewards or []] + [s for s in (c.environment.name, c.algorithm.policy_loss,
-                                                                      c.algorithm.advantage_fn) if s], folder)
+        tools = c.environment.params.get("tools") if c.environment.name == "tools" else None
+        named = [s for s in (c.environment.name, c.algorithm.policy_loss, c.algorithm.advantage_fn) if s]
+        named += [t for t in tools if isinstance(t, str)] if isinstance(tools, list) else []  # (TRL's tools=)
+        keep_sources([r.name for r in c.rewards or []] + named, folder)
 
     def _correctness_reward(self) -> dict[str, Any]:
         """The run's correctness reward as it ran (its config.yaml records which), else as it will run."""

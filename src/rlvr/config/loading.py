@@ -132,6 +132,10 @@ def canonical(cls: type, values: dict[str, Any]) -> dict[str, Any]:
     for name in getattr(cls, "CALLABLES", ()):  # your own code given as the object: named (rlvr.user_code)
         if _is_code(out.get(name)):
             out[name] = register(out[name])
+    for name in getattr(cls, "CODE_IN", ()):  # `params: {tools: [search, add]}`: each function named too
+        if isinstance(out.get(name), dict):
+            out[name] = {k: [register(x) if _is_code(x) else x for x in v] if isinstance(v, list)
+                         else register(v) if _is_code(v) else v for k, v in out[name].items()}
     for name, section in _section_lists(cls, hints).items():  # `rewards: [my_reward, boxed_format]`
         if isinstance(out.get(name), list):
             out[name] = [canonical(section, item) if isinstance(item, dict)

@@ -203,12 +203,14 @@ class EnvironmentConfig:
 
     SHORTHAND: ClassVar[str] = "name"
     CALLABLES: ClassVar[tuple[str, ...]] = ("name",)  # from Python, the class itself (rlvr.user_code)
+    CODE_IN: ClassVar[tuple[str, ...]] = ("params",)  # from Python, functions among them (`tools`: rlvr.user_code)
     name: str | None = None
-    """`python_tool` (the model runs Python in the sandbox), `guess_number` (a game with feedback),
-    `module.path:Class` or `path/to/file.py:Class` (from Python, the class itself); None = one completion
-    per prompt."""
+    """`python_tool` (the model runs Python in the sandbox), `guess_number` (a game with feedback), `tools`
+    (Python functions the model may call: params.tools), `module.path:Class` or `path/to/file.py:Class` (from
+    Python, the class itself); None = one completion per prompt."""
     params: dict[str, object] = field(default_factory=dict)
-    """The environment's own settings (python_tool: max_calls, output_chars; guess_number: max_turns, ...)."""
+    """The environment's own settings (python_tool: max_calls, output_chars; guess_number: max_turns; tools: tools,
+    the functions the model may call, ...)."""
     max_turns: int = 4
     """Model messages per trajectory at most."""
     max_tokens: int = 1024

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rlvr.envs.base import Environment
+from rlvr.envs.function_tools import FunctionTools
 from rlvr.envs.guess import GuessNumber
 from rlvr.envs.mcp_tools import is_mcp, mcp_factory
 from rlvr.envs.openenv import class_factory, is_openenv, is_openenv_class, openenv_factory
@@ -17,9 +18,13 @@ from rlvr.errors import UserError
 from rlvr.sandbox import isolation
 from rlvr.user_code import load_user_object
 
-ENVIRONMENTS: dict[str, Callable[..., Environment]] = {"python_tool": PythonTool, "guess_number": GuessNumber}
+ENVIRONMENTS: dict[str, Callable[..., Environment]] = {"python_tool": PythonTool, "guess_number": GuessNumber,
+                                                      "tools": FunctionTools}
 SANDBOXED = (PythonTool,)
 """The built-ins that run model-written code: refused when loaded without a sandbox (rlvr.sandbox)."""
+STATELESS = (FunctionTools,)
+"""The built-ins that keep nothing between calls: built once when loaded (a mistake is told before the first step),
+the one object serving every trajectory."""
 
 
 def load_agent(spec: str | None, params: dict[str, Any] | None = None) -> Any:
@@ -92,4 +97,7 @@ def load_environment(spec: str, **params: Any) -> Callable[[], Environment]:
                         f"it takes {inspect.signature(cls)}") from None
     if cls in SANDBOXED:
         isolation()  # no bubblewrap and no RLVR_SANDBOX=unisolated: one line with the fix, before any step
+    if cls in STATELESS:
+        built = cls(**params)
+        return lambda: built
     return lambda: cls(**params)

@@ -79,7 +79,7 @@ class GRPOTrainer:
                  quantization_config: Any = None, peft_config: Any = None, tools: Any = None,
                  rollout_func: Any = None, environment_factory: Any = None) -> None:
         _refuse_given(reward_processing_classes=reward_processing_classes, quantization_config=quantization_config,
-                      tools=tools, rollout_func=rollout_func, environment_factory=environment_factory,
+                      rollout_func=rollout_func, environment_factory=environment_factory,
                       optimizers=None if tuple(optimizers) == (None, None) else optimizers)
         if train_dataset is None:
             raise UserError("GRPOTrainer needs a train_dataset (a datasets.Dataset with a `prompt` column)")
@@ -87,13 +87,21 @@ class GRPOTrainer:
             raise UserError("eval_dataset is a dict of datasets: rlvr evaluates one held-out set; give one of them")
         self.args = args if args is not None else GRPOConfig()
         rows = len(train_dataset) if hasattr(train_dataset, "__len__") else None
-        translation = translate(self.args.given(), rows)
+        given = self.args.given()
+        iterations = given.pop("max_tool_calling_iterations", None)  # (read with `tools`)
+        translation = translate(given, rows)
         settings = _nested(translation.settings)
+        if tools is not None:
+            settings["environment"] = _tools(tools, iterations)
+        elif iterations is not None:
+            translation.notes.append(f"max_tool_calling_iterations={iterations!r}: no effect without tools "
+                                     "(nor in TRL)")
         # TRL renders a text prompt as it is (its "standard" form, completions as text) and a conversation with
-        # the chat template (completions as messages): so does rlvr here
+        # the chat template (completions as messages): so does rlvr here; with tools, whose calls are chat turns,
+        # a text prompt is the user's message
         first = next(iter(train_dataset), None)
         text = isinstance(first, dict) and isinstance(first.get("prompt"), str)
-        settings.setdefault("data", {})["template"] = "plain" if text else "chat"
+        settings.setdefault("data", {})["template"] = "plain" if text and tools is None else "chat"
         if peft_config is not None:
             settings.setdefault("model", {})["lora"] = _lora(peft_config)
         for note in translation.notes:
@@ -242,6 +250,18 @@ def _refuse_given(**arguments: Any) -> None:
         if value is not None:
             raise UserError(f"GRPOTrainer argument {name} is not supported by rlvr.trl: drop it "
                             "(docs/from_trl.md lists what rlvr has instead)")
+
+
+def _tools(tools: Any, iterations: Any) -> dict[str, Any]:
+    """TRL's `tools` (functions the model may call) as rlvr's function-tools environment (rlvr.envs.function_tools);
+    `max_tool_calling_iterations` k as k + 1 model messages at most (None: rlvr's environment.max_turns)."""
+    if not isinstance(tools, (list, tuple)) or not tools:
+        raise UserError(f"GRPOTrainer argument tools={tools!r}: give a list of functions the model may call")
+    if iterations is not None and (not isinstance(iterations, int) or isinstance(iterations, bool) or iterations < 0):
+        raise UserError(f"GRPOConfig argument max_tool_calling_iterations={iterations!r}: give a whole number >= 0, "
+                        "or None")
+    return {"name": "tools", "params": {"tools": list(tools)},
+            **({"max_turns": iterations + 1} if iterations is not None else {})}
 
 
 def _rewards(reward_funcs: Any, weights: list[float] | None) -> list[dict[str, Any]]:

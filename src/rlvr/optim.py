@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
@@ -29,6 +30,18 @@ def lr_multiplier(step: int, *, warmup_steps: int, total_steps: int, schedule: s
     else:
         raise ValueError(f"unknown schedule {schedule!r}")
     return min_lr_ratio + (1.0 - min_lr_ratio) * decay
+
+
+def load_schedule(scheduler: torch.optim.lr_scheduler.LambdaLR, state: dict[str, Any]) -> None:
+    """`scheduler`'s state from a checkpoint, and the learning rates at its step computed again from this run's
+    schedule: a run resumed with more steps (`--max-steps`) goes on along its longer schedule, instead of
+    training its next step at the rate the shorter one had reached (0 at the end of a linear decay). Unchanged
+    steps give the rates the checkpoint holds, to the bit (the same product)."""
+    scheduler.load_state_dict(state)
+    rates = [base * rate(scheduler.last_epoch) for base, rate in zip(scheduler.base_lrs, scheduler.lr_lambdas)]
+    for group, lr in zip(scheduler.optimizer.param_groups, rates):
+        group["lr"] = lr
+    scheduler._last_lr = rates  # (what get_last_lr() reports)
 
 
 def build_optimizer(

@@ -10,7 +10,7 @@ import torch
 from safetensors.torch import load_file
 
 from rlvr import paths
-from rlvr.config import SFTConfig
+from rlvr.config import SFTConfig, TrainConfig
 from rlvr.errors import UserError
 from rlvr.models import load_model, resolve_model_path
 from rlvr.run.directory import resume_config
@@ -86,6 +86,28 @@ def test_resumed_run_ends_with_the_same_weights_as_an_unbroken_one(make_config):
     assert all(torch.equal(a[name], b[name]) for name in a)
     assert [m["loss"] for m in metrics_of(config.output_dir)] == [m["loss"] for m in metrics_of(unbroken["run_dir"])]
     assert resumed["before"] == unbroken["before"]  # measured once, when the run started
+
+
+def test_a_run_resumed_with_more_steps_goes_on_along_the_longer_schedule(make_config):
+    """A linear decay over 2 steps ends at 0: resumed to 4, steps 3 and 4 train at the 4-step schedule's rates
+    (they trained step 3 at 0 before), for SFT and GRPO alike (rlvr.optim.load_schedule)."""
+    from rlvr.grpo.trainer import train_grpo
+
+    from ..train.test_step import DIGITS, tiny_config
+
+    unbroken = train_sft(make_config("unbroken", max_steps=4))
+    config = make_config("extended", max_steps=2)
+    train_sft(config)
+    train_sft(resume_config(SFTConfig, Path(config.output_dir), max_steps=4), resume=True)
+    rates = [[m["lr"] for m in metrics_of(run)] for run in (config.output_dir, unbroken["run_dir"])]
+    assert rates[0][2:] == rates[1][2:] and rates[0][2] > 0
+    for name, steps in (("grpo-2", 2), ("grpo-4", 4)):  # (GRPO's default schedule decays too, past its warm-up)
+        train_grpo(tiny_config(Path(config.output_dir).parent / name, DIGITS, "eval_before=false", "eval_after=false",
+                               "optim.schedule=linear", "optim.warmup_steps=0", steps=steps))
+    grpo = Path(config.output_dir).parent / "grpo-2" / "run"
+    train_grpo(resume_config(TrainConfig, grpo, max_steps=4), resume=True)
+    rates = [[m["lr"] for m in metrics_of(run)] for run in (grpo, grpo.parent.parent / "grpo-4" / "run")]
+    assert rates[0][2:] == rates[1][2:] and rates[0][2] > 0
 
 
 def test_ctrl_c_finishes_the_step_saves_and_returns(make_config):

@@ -20,7 +20,7 @@ from rlvr import paths
 from rlvr.config import TrainConfig
 from rlvr.distributed.world import SINGLE, World
 from rlvr.errors import UserError
-from rlvr.optim import build_optimizer
+from rlvr.optim import build_optimizer, load_schedule
 from rlvr.records import Evaluation, ScoredRollout
 from rlvr.rewards.control import controlled
 from rlvr.rl import evaluation
@@ -143,6 +143,6 @@ class PolicyRecipe:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if "optimizer" in state:  # (else in the checkpoint's parts: load_sharded)
             self.policy.load_optimizer_state(self.optimizer, state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
+        load_schedule(self.scheduler, state["scheduler"])  # (more steps given: the longer schedule)
         self.source.load_state_dict(state)
         self.step_count = state["step"]

@@ -18,7 +18,7 @@ from rlvr.config import RewardModelConfig, SFTConfig
 from rlvr.config.sections import shards
 from rlvr.distributed.world import SINGLE, World, shard
 from rlvr.errors import UserError
-from rlvr.optim import build_optimizer
+from rlvr.optim import build_optimizer, load_schedule
 from rlvr.run.loop import Schedule
 from rlvr.run.order import batch_order
 
@@ -70,5 +70,5 @@ class SupervisedRecipe:
             raise UserError(f"cannot resume: the run trained on {state[self.state_key]} {self.unit} and the data now "
                             f"gives {self.rows}; resume with {self.same_rows}")
         self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
+        load_schedule(self.scheduler, state["scheduler"])  # (more steps given: the longer schedule)
         self.step_count = state["step"]

@@ -31,6 +31,10 @@ def test_text_and_chat_prompts(tmp_path):
         ('{"prompt": [{"role": "user"}], "chosen": "a", "rejected": "b"}', "field 'prompt' must be text"),
         ('{"prompt": "x", "chosen": ["a"], "rejected": "b"}', "field 'chosen' must be the completion's text"),
         ('{"prompt": "x", "chosen": "a", "rejected": null}', "field 'rejected' must be the completion's text"),
+        ('{"prompt": "x", "chosen": "", "rejected": "b"}', "field 'chosen' is empty"),
+        ('{"prompt": "x", "chosen": "b", "rejected": "b"}', "'chosen' and 'rejected' are the same text"),
+        ('{"prompt": [{"role": "robot", "content": "x"}], "chosen": "a", "rejected": "b"}',
+         "field 'prompt': message 1 has the role 'robot'"),
     ],
 )
 def test_malformed_row_names_file_and_line(tmp_path, row, message):

@@ -28,6 +28,14 @@ GOOD = {"prompt": "p", "completion": "c"}
         ('{"messages": []}', "field 'messages' must be a non-empty list"),
         ('{"messages": [{"role": "user", "content": "hi"}]}', "no assistant message"),
         ('{"messages": [{"role": "assistant", "content": "a"}], "prompt": "p"}', "both 'messages' and 'prompt'"),
+        ('{"messages": [{"role": "assistant", "content": "yo"}, {"role": "user", "content": "hi"}]}',
+         "message 1 is the assistant's with no user's message before it"),
+        ('{"messages": [{"role": "user", "content": "hi"}, {"role": "robot", "content": "x"}, '
+         '{"role": "assistant", "content": "a"}]}', "message 2 has the role 'robot', not one of system, user"),
+        ('{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": " "}]}',
+         "no assistant message with text"),
+        ('{"prompt": "p", "completion": ""}', "field 'completion' is empty, so nothing to train on"),
+        ('{"prompt": [{"role": "bot", "content": "p"}], "completion": "c"}', "field 'prompt': message 1 has the role"),
     ],
 )
 def test_malformed_row_is_a_one_line_error_naming_its_line(tmp_path, bad, message):
@@ -49,7 +57,8 @@ def test_missing_or_empty_file(tmp_path):
 
 def test_extra_fields_are_ignored_and_where_is_kept(tmp_path):
     path = write_rows(tmp_path / "d.jsonl",
-                      [{**GOOD, "answer": "4"}, {"messages": [{"role": "assistant", "content": "a"}]}])
+                      [{**GOOD, "answer": "4"}, {"messages": [{"role": "user", "content": "q"},
+                                                              {"role": "assistant", "content": "a"}]}])
     assert [where for where, _ in read_rows(str(path))] == [f"{path}:1", f"{path}:2"]
 
 

@@ -223,6 +223,28 @@ def _check_prompt(where: str, field: str, prompt: Any) -> None:
     )
 
 
+ROLES = ("system", "user", "assistant", "tool")
+
+
+def roles_problem(messages: list[dict[str, Any]]) -> str | None:
+    """Why chat `messages` (already `is_messages`) are no conversation a chat template renders as meant, or None:
+    a role that is none of ROLES, or a reply of the assistant's with no user's message before it.
+
+    >>> roles_problem([{"role": "user", "content": "hi"}, {"role": "robot", "content": "x"}])
+    "message 2 has the role 'robot', not one of system, user, assistant, tool"
+    >>> roles_problem([{"role": "assistant", "content": "yo"}, {"role": "user", "content": "hi"}])
+    "message 1 is the assistant's with no user's message before it: start the conversation with the user's"
+    """
+    for i, m in enumerate(messages, 1):
+        if m["role"] not in ROLES:
+            return f"message {i} has the role {m['role']!r}, not one of {', '.join(ROLES)}"
+    first = next((i for i, m in enumerate(messages) if m["role"] in ("user", "assistant")), None)
+    if first is not None and messages[first]["role"] == "assistant":
+        return (f"message {first + 1} is the assistant's with no user's message before it: start the conversation "
+                "with the user's")
+    return None
+
+
 def is_messages(value: Any) -> bool:
     """Whether `value` is a non-empty list of {"role": str, "content": str} chat messages.
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlvr.data.sources import describe_value, is_messages, jsonl_lines, read_located
+from rlvr.data.sources import describe_value, is_messages, jsonl_lines, read_located, roles_problem
 from rlvr.errors import UserError
 from rlvr.records import Prompt
 
@@ -82,9 +82,17 @@ def pair_from_row(row: Any, where: str) -> PreferencePair:
             f"{where}: field 'prompt' must be text or a list of chat messages "
             f'[{{"role": ..., "content": ...}}], got {describe_value(row["prompt"])}'
         )
+    problem = roles_problem(row["prompt"]) if isinstance(row["prompt"], list) else None
+    if problem:
+        raise UserError(f"{where}: field 'prompt': {problem}")
     for name in ("chosen", "rejected"):
         if not isinstance(row[name], str):
             raise UserError(f"{where}: field {name!r} must be the completion's text, got {describe_value(row[name])}")
+        if not row[name].strip():
+            raise UserError(f"{where}: field {name!r} is empty; write the completion, or drop the row")
+    if row["chosen"] == row["rejected"]:
+        raise UserError(f"{where}: 'chosen' and 'rejected' are the same text, which teaches no preference; drop the "
+                        "row")
     return PreferencePair(row["prompt"], row["chosen"], row["rejected"], where)
 
 

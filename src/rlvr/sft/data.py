@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlvr.data.sources import describe_value, is_messages, read_located  # rows with their "FILE:LINE"
+from rlvr.data.sources import describe_value, is_messages, read_located, roles_problem  # rows: "FILE:LINE"
 from rlvr.errors import UserError
 from rlvr.sft.masking import encode_segments, row_segments, trained_count
 
@@ -95,8 +95,12 @@ def check_row(where: str, row: Any) -> dict[str, Any]:
         if not is_messages(messages):
             raise UserError(f'{where}: field \'messages\' must be a non-empty list of {{"role": ..., "content": ...}} '
                             f"objects with text values, got {describe_value(messages)}")
-        if not any(m["role"] == "assistant" for m in messages):
-            raise UserError(f"{where}: no assistant message, so nothing to train on; add the assistant's reply")
+        problem = roles_problem(messages)
+        if problem:
+            raise UserError(f"{where}: {problem}")
+        if not any(m["role"] == "assistant" and m["content"].strip() for m in messages):
+            raise UserError(f"{where}: no assistant message with text, so nothing to train on; add the assistant's "
+                            "reply")
         return row
     for name in ("prompt", "completion"):
         if name not in row:
@@ -108,6 +112,12 @@ def check_row(where: str, row: Any) -> dict[str, Any]:
     if not isinstance(row["completion"], str):
         raise UserError(f"{where}: field 'completion' must be the assistant's reply as text, "
                         f"got {describe_value(row['completion'])}")
+    problem = roles_problem(row["prompt"]) if isinstance(row["prompt"], list) else None
+    if problem:
+        raise UserError(f"{where}: field 'prompt': {problem}")
+    if not row["completion"].strip():
+        raise UserError(f"{where}: field 'completion' is empty, so nothing to train on; write the reply, or drop "
+                        "the row")
     return row
 
 

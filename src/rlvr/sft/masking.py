@@ -24,7 +24,7 @@ from typing import Any, cast
 from jinja2.exceptions import TemplateError
 
 from rlvr.data.templates import render_prompt
-from rlvr.errors import UserError
+from rlvr.errors import UserError, first_line
 
 IGNORE = -100  # label of a token that is not trained (transformers' ignore_index)
 
@@ -96,8 +96,8 @@ def _render(tokenizer: Any, messages: Messages, add_generation_prompt: bool, whe
     try:
         return cast(str, tokenizer.apply_chat_template(messages, tokenize=False,
                                                        add_generation_prompt=add_generation_prompt))
-    except TemplateError as error:
-        raise UserError(f"{where}: the chat template rejects this conversation ({error}); "
+    except (TemplateError, ValueError) as error:  # (transformers: ValueError for an empty conversation)
+        raise UserError(f"{where}: the chat template rejects this conversation ({first_line(error)}); "
                         "fix the roles' order") from None
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from rlvr.cli import main
 from rlvr.config import SFTConfig, config_from_dict
+from rlvr.errors import UserError
 from rlvr.grpo.trainer import train_grpo
 from rlvr.sft.train import train_sft
 
@@ -89,6 +90,25 @@ def test_every_training_command_refuses_other_adapters(tmp_path, capsys):
     capsys.readouterr()
     line = refused(["sft", "--resume", config.output_dir, "--set", "model.lora.rank=2"], capsys)
     assert "with model.lora.rank=2 (the run's is 16)" in line
+
+
+def test_another_model_is_refused_and_a_run_of_another_kind_named_from_python_too(tmp_path, capsys):
+    """The weights come from the checkpoint: `--model` at resume was ignored while the run's records took the new
+    name. From Python, another kind of run was an unknown config key of the other command's."""
+    from rlvr import GRPO
+
+    config = sft_config(tmp_path, max_steps=1)
+    train_sft(config)
+    capsys.readouterr()
+    line = refused(["sft", "--resume", config.output_dir, "--model", "smollm2", "--max-steps", "2"], capsys)
+    assert line == (f"rlvr: error: cannot resume {config.output_dir} with model 'smollm2': the run goes on from its "
+                    "checkpoint's weights of 'tiny'; drop the model (or start a new run from this one: --model "
+                    f"{config.output_dir} and a new --output-dir)")
+    assert main(["sft", "--resume", config.output_dir, "--model", "tiny", "--max-steps", "2"]) == 0  # (the same)
+    with pytest.raises(UserError, match=f"cannot resume {config.output_dir} with this command: it is a run of "
+                                        "`rlvr sft`"):
+        GRPO("tiny", rewards=["math_accuracy"], train_data="arithmetic", output_dir=config.output_dir,
+             max_steps=3).train(resume=True)
 
 
 def test_a_max_steps_below_the_step_reached_is_refused(copy_of, capsys, no_model_loads):

@@ -125,6 +125,6 @@ class Trainer(PolicyRecipe):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if "critic" in state:  # a PPO run continued as GRPO would lose its critic
-            raise UserError("cannot resume: this run is PPO (its checkpoint holds a critic); continue it with "
-                            "rlvr.ppo.trainer.train_ppo(resume_config(TrainConfig, RUN_DIR), resume=True)")
+            raise UserError("cannot resume: this run is PPO (its checkpoint holds a critic); continue it from Python "
+                            "with rlvr.PPO(..., output_dir=RUN_DIR).train(resume=True), given what the run was given")
         super().load_state_dict(state)

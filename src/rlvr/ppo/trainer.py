@@ -33,7 +33,7 @@ def train_ppo(config: TrainConfig, *, resume: bool = False, on_step_end: OnStepE
 
 
 class PPOTrainer(PolicyRecipe):
-    resume_hint = "rlvr.ppo.trainer.train_ppo(resume_config(TrainConfig, '{run_dir}'), resume=True)"
+    resume_hint = "rlvr.PPO(..., output_dir='{run_dir}').train(resume=True), from Python with what the run was given"
     label, job = "PPO", "ppo"
     updates_per_step = 1  # (one policy update a step: rlvr.ppo)
 

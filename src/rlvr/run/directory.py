@@ -90,15 +90,29 @@ def refuse_changes(config: Any, checkpoint: Path) -> None:
     """Before the model loads: refuse the overrides a resumed run could not honour. The checkpoint's own
     adapters load whatever model.lora says, so it cannot change; a max_steps below the step reached would
     train nothing and call the run finished there (SFT's epochs are checked once the data is counted)."""
-    saved = load_command_config(type(config), checkpoint / paths.CONFIG)
-    change = lora_change(saved.model.lora, config.model.lora)
     run_dir = Path(config.output_dir)
+    _refuse_another_kind(type(config), checkpoint / paths.CONFIG, run_dir)  # (from Python too: one line)
+    saved = load_command_config(type(config), checkpoint / paths.CONFIG)
+    if not _same_model(saved.model.name, config.model.name):
+        raise UserError(f"cannot resume {run_dir} with model {config.model.name!r}: the run goes on from its "
+                        f"checkpoint's weights of {saved.model.name!r}; drop the model (or start a new run from this "
+                        f"one: {for_caller('--model', 'model=')} {run_dir} and a new "
+                        f"{for_caller('--output-dir', 'output_dir')})")
+    change = lora_change(saved.model.lora, config.model.lora)
     if change:
         raise UserError(f"cannot resume {run_dir} with {change}: a run keeps the adapter settings it started with; "
                         f"start a new run from its model instead (--set model.name={run_dir} --output-dir NEW_DIR)")
     reached = paths.step_of(checkpoint)
     if 0 < getattr(config, "max_steps", 0) < reached:
         raise past_the_end(run_dir, reached, config.max_steps)
+
+
+def _same_model(saved: str, given: str) -> bool:
+    """Whether two model names name the same model: equal, or paths to the same place."""
+    if saved == given:
+        return True
+    a, b = Path(saved).expanduser(), Path(given).expanduser()
+    return a.exists() and b.exists() and a.resolve() == b.resolve()
 
 
 def past_the_end(run_dir: Path, reached: int, total: int) -> UserError:

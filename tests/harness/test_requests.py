@@ -259,3 +259,70 @@ def test_an_openai_client_marks_its_calls_not_trained(endpoint, how):
 def test_a_train_mark_that_is_not_a_boolean_is_a_400(endpoint):
     status, answer, _ = chat(endpoint, {"messages": HI, "rlvr_train": "no"})
     assert status == 400 and "rlvr_train='no': give true or false" in answer["error"]["message"]
+
+
+# ── found by an audit: what a client may send wrong, each a 400 naming it (not a 500, a 404 or a 200) ───────────
+@pytest.mark.parametrize(("messages", "said"), [
+    ([*HI, {"role": "assistant", "tool_calls": "x"}], "messages[1].tool_calls='x': give a list of"),
+    ([*HI, {"role": "assistant", "tool_calls": [{"id": "c1"}]}], "messages[1].tool_calls="),
+    ([{"role": "wizard", "content": "Hi"}], "messages[0].role='wizard': give one of system, developer, user"),
+    ([{"content": "Hi"}], "messages[0].role=None"),
+])
+def test_a_malformed_message_is_a_400_naming_it(endpoint, messages, said):
+    status, answer, _ = chat(endpoint, {"messages": messages, "max_tokens": 2})
+    assert status == 400 and answer["error"]["message"].startswith(said) and not endpoint.failures
+
+
+@pytest.mark.parametrize(("field", "said"), [
+    ({"echo": True}, "echo=true: the endpoint answers with the completion alone"),
+    ({"suffix": "zz"}, "suffix: the endpoint cannot fill in the middle"),
+    ({"best_of": 3}, "best_of=3: the endpoint returns every completion it draws"),
+    ({"logprobs": 5}, "logprobs=5: the endpoint gives each chosen token's log-prob, not the alternatives"),
+])
+def test_legacy_completion_fields_it_cannot_honour_are_refused(endpoint, field, said):
+    rollout = endpoint.open(seed=1)
+    status, answer = post(f"{rollout.base_url}/completions", {"prompt": "a", "max_tokens": 2, **field})
+    assert status == 400 and answer["error"]["message"].startswith(said)
+    assert post(f"{rollout.base_url}/completions", {"prompt": "a", "max_tokens": 2, "logprobs": 1,
+                                                    "best_of": 1})[0] == 200
+
+
+def raw(endpoint, request: bytes) -> bytes:
+    """What the endpoint answers to `request`, bytes as sent (a client no HTTP library would let you write)."""
+    import socket
+
+    host, port = endpoint.url.split("//")[1].split("/")[0].split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        s.sendall(request)
+        return b"".join(iter(lambda: s.recv(65536), b""))
+
+
+def test_a_body_that_is_no_json_object_or_a_bad_length_is_a_400_and_other_methods_a_json_405(endpoint):
+    base = endpoint.open(seed=1).base_url
+    for body, said in (([1, 2], "the body is a list: send a JSON object"), ("hi", "the body is a str: send a JSON "
+                                                                                   "object")):
+        status, answer = post(f"{base}/chat/completions", body)
+        assert status == 400 and answer["error"]["message"] == said
+    path = base.split("//")[1].split("/", 1)[1]
+    answer = raw(endpoint, f"POST /{path}/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n"
+                           "Connection: close\r\n\r\n{}".encode())
+    assert answer.startswith(b"HTTP/1.0 400") and b"Content-Length 'abc' is not a number of bytes" in answer
+    answer = raw(endpoint, f"DELETE /{path}/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+    assert answer.startswith(b"HTTP/1.0 405") and b'"message": "DELETE is not served: POST' in answer
+    assert not endpoint.failures
+
+
+def test_messages_refusals_name_messages_fields_and_a_stop_sequence_is_reported(endpoint):
+    """Anthropic's stop_reason "stop_sequence" with the string matched (it said end_turn, stop_sequence null);
+    a refusal names stop_sequences, not chat's stop; Responses' max_output_tokens, not max_tokens."""
+    base = endpoint.open(seed=1).base_url
+    status, answer = post(f"{base}/messages", {"messages": HI, "max_tokens": 4, "stop_sequences": "x"})
+    assert status == 400 and answer["error"]["message"].startswith("stop_sequences='x': give a list of strings")
+    status, answer = post(f"{base}/responses", {"input": "hi", "max_output_tokens": -1})
+    assert status == 400 and answer["error"]["message"].startswith("max_output_tokens=-1: give a whole number")
+    asked = {"messages": HI, "max_tokens": 12}
+    whole = post(f"{endpoint.open(seed=5).base_url}/messages", asked)[1]["content"][0]["text"]
+    stop = whole[2:4]  # (the same rollout seed and prompt: the same draw, cut at the string)
+    status, answer = post(f"{endpoint.open(seed=5).base_url}/messages", {**asked, "stop_sequences": ["@@@", stop]})
+    assert status == 200 and (answer["stop_reason"], answer["stop_sequence"]) == ("stop_sequence", stop)
+    assert answer["content"][0]["text"] == whole[:whole.index(stop)]

@@ -43,7 +43,7 @@ def test_previous_response_id_continues_the_recorded_turn_as_one_row(endpoint):
     ({"input": "hi", "previous_response_id": "resp_nope"}, "previous_response_id='resp_nope' is no response"),
     ({"input": "hi", "tools": [{"type": "web_search"}]}, "'web_search' is a hosted tool"),
     ({"input": "hi", "conversation": "conv_1"}, "conversation: the policy's endpoint does not serve"),
-    ({"input": "hi", "text": {"format": {"type": "json_object"}}}, "response_format={'type': 'json_object'}"),
+    ({"input": "hi", "text": {"format": {"type": "json_object"}}}, "text.format={'type': 'json_object'}"),
     ({"input": [{"type": "input_image", "image_url": "x"}]}, "input[0].type='input_image'"),
     ({"input": "hi", "temperature": "hot"}, "temperature='hot': give a number"),
 ])

@@ -189,10 +189,11 @@ def test_a_call_marker_that_is_a_special_token_is_read_though_decoding_skips_spe
 
 @pytest.mark.parametrize("before", ["", "a", "Some words come first, then ", "x" * 300 + " "])
 def test_a_draw_is_cut_at_the_first_token_that_completes_a_stop_string(tokenizer, before):
-    from rlvr.harness.endpoint import _at_stop
+    from rlvr.harness.stops import at_stop
 
     ids = tokenizer(before + "DONE and more text after DONE", add_special_tokens=False).input_ids
-    cut, text = _at_stop(tokenizer, Sampled(ids, [-0.5] * len(ids), False), ["zzz", "DONE"])
+    cut, text, matched = at_stop(tokenizer, Sampled(ids, [-0.5] * len(ids), False), ["zzz", "DONE"])
+    assert matched == "DONE"
     k = len(cut.token_ids)
     assert "DONE" in tokenizer.decode(ids[:k]) and "DONE" not in tokenizer.decode(ids[:k - 1])
     assert cut.logprobs == [-0.5] * k and cut.stopped and text == before

@@ -44,16 +44,28 @@ from jinja2 import TemplateError
 from tqdm import tqdm
 
 from rlvr.envs.rollout import TurnFormat
-from rlvr.envs.template import chat_prompt_ids, completion_text, first_prefix, renders_tools, reply, text_prompt_ids
+from rlvr.envs.template import chat_prompt_ids, renders_tools, reply, text_prompt_ids
 from rlvr.errors import first_line
 from rlvr.harness.batcher import Batcher, Closed
 from rlvr.harness.chat_events import chat_events
 from rlvr.harness.messages import chat_body as messages_chat_body
 from rlvr.harness.messages import message_events, message_of
 from rlvr.harness.recorder import Recorder, Turn
-from rlvr.harness.request import TRAIN_FIELD, TRAIN_HEADER, Refused, Request, chat_messages, finite_number, read_request
+from rlvr.harness.request import (
+    TRAIN_FIELD,
+    TRAIN_HEADER,
+    Refused,
+    Request,
+    chat_messages,
+    finite_number,
+    in_words_of,
+    json_object,
+    legacy_completion_fields,
+    read_request,
+)
 from rlvr.harness.responses import chat_body, response_events, response_of
 from rlvr.harness.splice import spliced_prompt
+from rlvr.harness.stops import at_stop
 from rlvr.rollout import SamplingParams
 from rlvr.samplers.protocol import Job, Sampled, Sampler
 from rlvr.seeds import ids_hash, seed_of
@@ -79,23 +91,6 @@ class RolloutKey:
     key: str
     base_url: str
     recorder: Recorder
-
-
-def _at_stop(tokenizer: Any, sampled: Sampled, stops: list[str]) -> tuple[Sampled, str]:
-    """The draw cut at its first token whose text completes a stop string, and the text before that string (the
-    tokens after it were never decoded for the agent: each token depends only on those before it, so the cut
-    draw is exactly what decoding that stopped there draws); the whole draw and text without a stop."""
-    text = completion_text(tokenizer, sampled.token_ids)
-    if not stops or not any(x in text for x in stops):
-        return sampled, text
-    def head(k: int) -> str:
-        return completion_text(tokenizer, sampled.token_ids[:k])
-
-    k = first_prefix(len(sampled.token_ids), lambda k: any(x in head(k) for x in stops))
-    text = head(k)
-    cut = min(text.index(x) for x in stops if x in text)
-    floors = None if sampled.floors is None else sampled.floors[:k]
-    return Sampled(sampled.token_ids[:k], sampled.logprobs[:k], True, floors), text[:cut]
 
 
 class _Server(ThreadingHTTPServer):
@@ -175,11 +170,14 @@ class Endpoint:
         kept (its turns recorded) once it was written whole; a client's retry (`retry`) of a request already
         answered gets that answer again, not a new draw."""
         recorder = self.recorder(key)
-        if route == "responses":  # (the chat completion it is underneath: rlvr.harness.responses)
-            return self._respond(key, recorder, body, retry)
-        if route == "messages":  # (Anthropic's: rlvr.harness.messages)
-            served = self.answer(key, "chat/completions", messages_chat_body(body), retry)
-            return Served(message_of(served.response), served.forget)
+        try:
+            if route == "responses":  # (the chat completion it is underneath: rlvr.harness.responses)
+                return self._respond(key, recorder, body, retry)
+            if route == "messages":  # (Anthropic's: rlvr.harness.messages)
+                served = self.answer(key, "chat/completions", messages_chat_body(body), retry)
+                return Served(message_of(served.response), served.forget)
+        except Refused as e:  # (said in the words of the API the client spoke)
+            raise Refused(e.status, in_words_of(route, str(e))) from None
         asked = json.dumps([route, body], sort_keys=True)
         if retry and asked in recorder.answers:
             return Served(recorder.answers[asked], lambda: None)  # (kept: the first answer was)
@@ -210,6 +208,8 @@ class Endpoint:
 
     def _answer(self, recorder: Recorder, asked: str, route: str, body: dict[str, Any]) -> Served:
         request = read_request(body, self.params, self.strict)
+        if route == "completions":
+            legacy_completion_fields(body)
         chat = route == "chat/completions"
         if chat:  # (its messages as compared with the next request's: rlvr.harness.splice)
             body = {**body, "messages": chat_messages(body), "tools": request.tools}
@@ -222,16 +222,16 @@ class Endpoint:
             done = self.batcher.submit([Job(prompt_ids, seed, budget) for seed in seeds]).result()
         except Closed as e:
             raise Refused(410, str(e)) from None
-        cut = [_at_stop(self.tokenizer, s, request.stops) for s in done]
+        cut = [at_stop(self.tokenizer, s, request.stops) for s in done]
         closed = [s.stopped and c[0] is s for s, c in zip(done, cut)]  # (not cut at a stop string)
-        done, texts = [d for d, _ in cut], [t for _, t in cut]
+        done, texts, matched = [d for d, _, _ in cut], [t for _, t, _ in cut], [m for _, _, m in cut]
         calls = request.tools if request.read_calls else None
         replies = [reply(self.tokenizer, text, calls) for text in texts] if chat else []
         turns = [Turn(prompt_ids, s.token_ids, s.logprobs, seed, "stop" if s.stopped else "length", body, i,
                       replies[i].message() if chat else None, s.floors, closed[i], request.trained)
                  for i, (s, seed) in enumerate(zip(done, seeds))]
         recorder.tool_parse_errors += sum(r.unreadable for r in replies)
-        response = self._response(prompt_ids, done, turns, texts)
+        response = self._response(prompt_ids, done, turns, texts, matched)
         recorder.add(turns)  # (before the answer is written: an agent acts on it as soon as it arrives)
         recorder.answers[asked] = response
 
@@ -286,15 +286,15 @@ class Endpoint:
             raise Refused(400, "prompt must be a non-empty string (one prompt per request)")
         return text_prompt_ids(self.tokenizer, prompt)
 
-    def _response(self, prompt_ids: list[int], done: list[Sampled], turns: list[Turn],
-                  texts: list[str]) -> dict[str, Any]:
+    def _response(self, prompt_ids: list[int], done: list[Sampled], turns: list[Turn], texts: list[str],
+                  matched: list[str | None]) -> dict[str, Any]:
         choices = []
         chat = turns[0].message is not None
         for i, (sampled, turn, text) in enumerate(zip(done, turns, texts)):
             logprobs = {"content": [{"token": self.tokenizer.decode([t]), "logprob": lp, "top_logprobs": []}
                                     for t, lp in zip(sampled.token_ids, sampled.logprobs)]}
             choice: dict[str, Any] = {"index": i, "finish_reason": turn.finish_reason, "logprobs": logprobs,
-                                      "token_ids": sampled.token_ids}
+                                      "token_ids": sampled.token_ids, "stop_reason": matched[i]}  # (vLLM's field)
             if turn.message is not None:
                 choice["message"] = turn.message
                 if turn.message.get("tool_calls") and turn.finish_reason == "stop":
@@ -321,14 +321,10 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         key, route = self._route()
         try:
-            length = int(self.headers.get("Content-Length") or 0)
-            try:
-                body = json.loads(self.rfile.read(length) or b"{}")
-            except json.JSONDecodeError:
-                raise Refused(400, "the body is not JSON") from None
-            if route == REWARD_ROUTE and isinstance(body, dict):
+            body = json_object(self.headers.get("Content-Length"), self.rfile)
+            if route == REWARD_ROUTE:
                 return self._send(200, self.endpoint.reward(key, body))
-            if route not in ROUTES or not isinstance(body, dict):
+            if route not in ROUTES:
                 raise Refused(404, f"no route {self.path}: POST <base_url>/{', /'.join(ROUTES)}")
             retry = (self.headers.get("x-stainless-retry-count") or "0") not in ("", "0")
             header = self.headers.get(TRAIN_HEADER)
@@ -346,8 +342,7 @@ class _Handler(BaseHTTPRequestHandler):
             except (BrokenPipeError, ConnectionResetError):  # the client left: its draws are not kept
                 served.forget()
         except Refused as e:  # (the top-level type: Anthropic's clients read it too)
-            self._send(e.status, {"type": "error", "error": {"message": str(e), "type": "invalid_request_error",
-                                                             "code": e.status}})
+            self._refuse(e)
         except Exception as e:  # the sampler's or the endpoint's own failure: the agent hears of it, the run's
             # side (the rollout's deadline, the sampler's) decides what it means
             self.endpoint.failures.append(f"{type(e).__name__}: {first_line(e)}")
@@ -363,14 +358,28 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, {"object": "list", "data": [{"id": self.endpoint.model, "object": "model",
                                                           "owned_by": "rlvr"}]})
         except Refused as e:
-            self._send(e.status, {"error": {"message": str(e), "type": "invalid_request_error", "code": e.status}})
+            self._refuse(e)
+
+    def _refused_method(self) -> None:
+        self._refuse(Refused(405, f"{self.command} is not served: POST <base_url>/{', /'.join(ROUTES)}, or GET "
+                                  "<base_url>/models"))
+
+    do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _refused_method
+
+    def _refuse(self, e: Refused) -> None:
+        try:
+            self._send(e.status, {"type": "error", "error": {"message": str(e), "type": "invalid_request_error",
+                                                             "code": e.status}})
+        except (BrokenPipeError, ConnectionResetError):  # (the client left before the answer)
+            pass
 
     def _route(self) -> tuple[str, str]:
         """(key, route) of /r/<key>/v1/<route>; the key may come as the bearer token instead."""
         parts = self.path.split("?")[0].strip("/").split("/")
         if len(parts) >= 3 and parts[0] == "r" and parts[2] == "v1":
             return parts[1], "/".join(parts[3:])
-        bearer = (self.headers.get("Authorization") or "").removeprefix("Bearer ").strip()
+        bearer = (self.headers.get("Authorization") or "").removeprefix("Bearer ").strip() or \
+            (self.headers.get("x-api-key") or "").strip()  # (Anthropic's header)
         return bearer, "/".join(parts[1:]) if parts[:1] == ["v1"] else "/".join(parts)
 
     def _send(self, status: int, answer: dict[str, Any]) -> None:

@@ -44,6 +44,9 @@ def chat_body(body: dict[str, Any]) -> dict[str, Any]:
             raise Refused(400, f"tool_choice={choice!r}: the policy's endpoint cannot force a tool call; give auto "
                                "or none, or leave it out")
         chat["tool_choice"] = kind
+    sequences = body.get("stop_sequences")
+    if sequences is not None and not isinstance(sequences, list):
+        raise Refused(400, f"stop_sequences={sequences!r}: give a list of strings")
     for theirs, ours in (("max_tokens", "max_tokens"), ("stop_sequences", "stop"), ("temperature", "temperature"),
                          ("top_p", "top_p"), ("top_k", "top_k"), ("rlvr_train", "rlvr_train")):
         if body.get(theirs) is not None:
@@ -112,10 +115,11 @@ def message_of(chat: dict[str, Any]) -> dict[str, Any]:
         except json.JSONDecodeError:
             arguments = {}
         content.append({"type": "tool_use", "id": call["id"], "name": call["function"]["name"], "input": arguments})
-    stop = ("max_tokens" if choice["finish_reason"] == "length" else
+    sequence = choice.get("stop_reason") if isinstance(choice.get("stop_reason"), str) else None
+    stop = ("max_tokens" if choice["finish_reason"] == "length" else "stop_sequence" if sequence else
             "tool_use" if message.get("tool_calls") else "end_turn")
     return {"id": f"msg_{secrets.token_hex(12)}", "type": "message", "role": "assistant", "model": chat["model"],
-            "content": content, "stop_reason": stop, "stop_sequence": None,
+            "content": content, "stop_reason": stop, "stop_sequence": sequence,
             "usage": {"input_tokens": chat["usage"]["prompt_tokens"],
                       "output_tokens": chat["usage"]["completion_tokens"]},
             "prompt_token_ids": chat["prompt_token_ids"], "token_ids": choice["token_ids"]}
@@ -135,7 +139,8 @@ def message_events(message: dict[str, Any]) -> str:
         events += [{"type": "content_block_start", "index": index, "content_block": start},
                    {"type": "content_block_delta", "index": index, "delta": delta},
                    {"type": "content_block_stop", "index": index}]
-    events += [{"type": "message_delta", "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+    events += [{"type": "message_delta", "delta": {"stop_reason": message["stop_reason"],
+                                                   "stop_sequence": message["stop_sequence"]},
                 "usage": {"output_tokens": message["usage"]["output_tokens"]}},
                {"type": "message_stop"}]
     return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)

@@ -24,10 +24,12 @@ with the trajectory's reward.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import Any
 
+from rlvr.errors import a_kind
 from rlvr.rollout import SamplingParams
 
 MAX_CHOICES = 16
@@ -35,6 +37,25 @@ TRAIN_FIELD = "rlvr_train"  # a request's own say whether its completions train:
 TRAIN_HEADER = "X-RLVR-Train"  # the same, as a header (an SDK client's default_headers)
 NEUTRAL = {"frequency_penalty": 0.0, "presence_penalty": 0.0, "repetition_penalty": 1.0, "min_p": 0.0,
            "min_tokens": 0.0}  # fields that would change the distribution, at the value that does not
+
+
+# the chat completion fields a refusal names, as the Responses and Messages APIs name them
+SAID_AS = {"responses": {"max_tokens=": "max_output_tokens=", "messages must be": "input must be",
+                         "response_format=": "text.format="},
+           "messages": {"stop=": "stop_sequences=", "n=": "n (not in Messages)="}}
+
+
+def in_words_of(route: str, message: str) -> str:
+    """A refusal `message` of the chat completion under `route`'s request, with the fields as `route`'s API names
+    them (SAID_AS).
+
+    >>> in_words_of("responses", "max_tokens=-1: give a whole number of tokens, 1 or more")
+    'max_output_tokens=-1: give a whole number of tokens, 1 or more'
+    """
+    for chat, theirs in SAID_AS.get(route, {}).items():
+        if message.startswith(chat):
+            return theirs + message[len(chat):]
+    return message
 
 
 class Refused(Exception):
@@ -77,6 +98,21 @@ def read_request(body: dict[str, Any], params: SamplingParams, strict: bool = Fa
                            "served but not trained)")
     return Request(n=n, max_tokens=max_tokens, stops=_stop_strings(body), tools=tools,
                    read_calls=bool(tools) and choice != "none", overridden=overridden + clamped, trained=trained)
+
+
+def json_object(length: str | None, stream: Any) -> dict[str, Any]:
+    """A request's body: a JSON object of `length` bytes read from `stream`; else Refused (400) saying what it is."""
+    try:
+        size = int(length or 0)
+    except ValueError:
+        raise Refused(400, f"Content-Length {length!r} is not a number of bytes") from None
+    try:
+        body = json.loads(stream.read(size) or b"{}")
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise Refused(400, "the body is not JSON") from None
+    if not isinstance(body, dict):
+        raise Refused(400, f"the body is {a_kind(body)}: send a JSON object")
+    return body
 
 
 def _is_int(value: Any) -> bool:
@@ -169,21 +205,55 @@ def _tools(tools: Any) -> list[dict[str, Any]] | None:
     return tools or None
 
 
+MAX_STOPS = 16  # stop strings a request may give (OpenAI's API takes 4, vLLM's and Anthropic's more)
+
+
 def _stop_strings(body: dict[str, Any]) -> list[str]:
-    """The request's `stop`: a string or a list of up to 4 (OpenAI's limit), none empty; else a 400."""
+    """The request's `stop`: a string or a list of up to MAX_STOPS, none empty; else a 400."""
     stop = body.get("stop")
     stops = [] if stop is None else [stop] if isinstance(stop, str) else stop
-    if not isinstance(stops, list) or len(stops) > 4 or not all(isinstance(x, str) and x for x in stops):
-        raise Refused(400, f"stop={stop!r}: give a string or a list of up to 4 non-empty strings")
+    if not isinstance(stops, list) or len(stops) > MAX_STOPS or not all(isinstance(x, str) and x for x in stops):
+        raise Refused(400, f"stop={stop!r}: give a string or a list of up to {MAX_STOPS} non-empty strings")
     return stops
 
 
+CHAT_ROLES = ("system", "developer", "user", "assistant", "tool")
+
+
 def chat_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
-    """A chat request's messages, each with text content (or none), else refused (400)."""
+    """A chat request's messages, each of a role OpenAI's API knows, with text content (or none) and well-formed
+    tool calls, else refused (400) naming the message."""
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
         raise Refused(400, "messages must be a non-empty list of {role, content} objects")
+    for i, m in enumerate(messages):
+        if m.get("role") not in CHAT_ROLES:
+            raise Refused(400, f"messages[{i}].role={m.get('role')!r}: give one of {', '.join(CHAT_ROLES)}")
+        calls = m.get("tool_calls")
+        if calls is not None and not (isinstance(calls, list) and all(
+                isinstance(c, dict) and isinstance(c.get("function"), dict)
+                and isinstance(c["function"].get("name"), str) for c in calls)):
+            raise Refused(400, f"messages[{i}].tool_calls={str(calls)[:60]!r}: give a list of {{\"id\", \"type\": "
+                               "\"function\", \"function\": {\"name\", \"arguments\"}} objects")
     return [_text_content(m, i) for i, m in enumerate(messages)]
+
+
+def legacy_completion_fields(body: dict[str, Any]) -> None:
+    """Refused (400) naming a field of the legacy completions API the endpoint cannot honour: `echo`, `suffix`,
+    `best_of` other than n, `logprobs` above 1 (alternatives to each chosen token)."""
+    if body.get("echo"):
+        raise Refused(400, "echo=true: the endpoint answers with the completion alone; leave it out and prepend the "
+                           "prompt yourself")
+    if body.get("suffix"):
+        raise Refused(400, "suffix: the endpoint cannot fill in the middle; leave it out")
+    best_of = body.get("best_of")
+    if best_of is not None and best_of != body.get("n", 1):
+        raise Refused(400, f"best_of={best_of!r}: the endpoint returns every completion it draws (n); leave best_of "
+                           "out and choose among the n yourself")
+    logprobs = body.get("logprobs")
+    if logprobs is not None and not isinstance(logprobs, bool) and (not _is_int(logprobs) or logprobs > 1):
+        raise Refused(400, f"logprobs={logprobs!r}: the endpoint gives each chosen token's log-prob, not the "
+                           "alternatives; leave it out (or 0 or 1)")
 
 
 def joined_text(content: Any, kinds: tuple[str, ...] = ("text",)) -> str | None:

@@ -198,3 +198,46 @@ def test_what_the_server_cannot_serve_is_one_line_naming_it(client, served):
         tc.forward_backward([datum(PROMPT, weights=[1, 1, 1])], loss_fn="ppo").result()
     with pytest.raises(tinker.RequestFailedError, match="outside the model's vocabulary"):
         tc.forward_backward([datum([5, 6, 999], weights=[1, 1])], loss_fn="cross_entropy").result()
+
+
+def test_a_clients_mistakes_are_its_own_one_line_not_the_servers_failure(client, served):
+    """Found by an audit: each was "rlvr's tinker server failed: IndexError/ValueError/FileNotFoundError ..."
+    (category server), or a 500 KeyError for a missing field."""
+    import json
+    import urllib.request
+
+    import tinker
+    from tinker import types
+
+    def post(route, body, length=None):
+        data = json.dumps(body).encode()
+        request = urllib.request.Request(f"{served[0]}/api/v1/{route}", data=data, method="POST",
+                                         headers={"Content-Type": "application/json",
+                                                  **({"Content-Length": length} if length else {})})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                return answer.status, json.loads(answer.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+    assert post("create_model", {"base_model": "tiny"}) == (400, {"detail": "create_model needs session_id (the "
+                                                                            "tinker SDK sends it: is this a tinker "
+                                                                            "client?)"})
+    assert post("create_sampling_session", {})[0] == 400
+    status, answer = post("create_model", {"session_id": "s", "model_seq_id": 0, "base_model": "tiny",
+                                           "lora_config": {"rank": "big"}})
+    assert status == 400 and "give its rank as a whole number" in answer["detail"]
+    tc = client.create_lora_training_client(base_model="tiny", rank=4).result()
+    with pytest.raises(tinker.APIStatusError, match=r"adam_params.learning_rate=-1.0: give a finite number, 0 or"):
+        tc.optim_step(types.AdamParams(learning_rate=-1.0)).result()
+    with pytest.raises(tinker.APIStatusError, match="no checkpoint tinker://nope/weights/x on this server"):
+        tc.load_state("tinker://nope/weights/x").result()
+    sampler = tc.save_weights_and_get_sampling_client(name="s")
+    with pytest.raises(tinker.RequestFailedError, match=r"the prompt: token 1000000 is outside the vocabulary"):
+        sampler.sample(prompt=types.ModelInput.from_ints([10**6]), num_samples=1,
+                       sampling_params=types.SamplingParams(max_tokens=2)).result()
+    with pytest.raises(tinker.APIStatusError, match=r"sampling_params.temperature=-1.0: give a number, 0 or more"):
+        sampler.sample(prompt=types.ModelInput.from_ints(PROMPT), num_samples=1,
+                       sampling_params=types.SamplingParams(max_tokens=2, temperature=-1.0)).result()
+    with pytest.raises(tinker.RequestFailedError, match="a datum's model_input: 2000 tokens are more than the context"):
+        tc.forward_backward([datum([5] * 2001, weights=[1] * 2000)], loss_fn="cross_entropy").result()

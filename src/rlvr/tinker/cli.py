@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import errno
+import socket
 from pathlib import Path
 
 from rlvr.dashboard.cli import port_number
@@ -38,10 +40,16 @@ def run_serve(args: argparse.Namespace) -> int:
     bad = [a for a in args.alias if "=" not in a or not all(a.split("=", 1))]
     if bad:
         raise UserError(f"--alias {bad[0]!r}: give NAME=MODEL (e.g. --alias meta-llama/Llama-3.2-1B=smollm2)")
+    from rlvr.models.hub import path_problem
+
+    missing = next((p for a in args.alias if (p := path_problem(a.split("=", 1)[1]))), None)
+    if missing:
+        raise UserError(f"--alias: {missing}")
     try:
         serve(Path(args.dir), args.host, args.port, args.cache_dir, dict(a.split("=", 1) for a in args.alias))
     except OSError as e:
         if e.filename is not None:  # (a path, not the socket: --dir; said by rlvr.cli as a path's error)
             raise
-        raise UserError(f"cannot listen on {args.host}:{args.port}: {e.strerror} (give another --port)") from None
+        wrong = "--host" if isinstance(e, socket.gaierror) or e.errno == errno.EADDRNOTAVAIL else "--port"
+        raise UserError(f"cannot listen on {args.host}:{args.port}: {e.strerror} (give another {wrong})") from None
     return 0

@@ -60,6 +60,9 @@ class Snapshot:
         seed = settings.get("seed")
         if seed is None:
             seed = seed_of(int(body.get("seq_id") or 0), ids_hash(tokens))
+        temperature = settings.get("temperature", 1.0)
+        if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not temperature >= 0:
+            raise WireError(f"sampling_params.temperature={temperature!r}: give a number, 0 or more")
         top_k = int(settings.get("top_k", -1))
         params = SamplingParams(budget, float(settings.get("temperature", 1.0)), float(settings.get("top_p", 1.0)),
                                 0 if top_k < 0 else top_k)

@@ -75,9 +75,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         route = self.path.split("?")[0].removeprefix("/api/v1/").strip("/")
-        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         try:
-            self._answer(self._post(route, raw))
+            length = self.headers.get("Content-Length") or "0"
+            if not length.isdigit():
+                self.close_connection = True  # (the body cannot be read past: the connection ends with the answer)
+                raise WireError(f"Content-Length {length!r} is not a number of bytes")
+            self._answer(self._post(route, self.rfile.read(int(length))))
         except (WireError, UserError) as e:
             self._answer(({"detail": str(e)}, "json"), 404 if isinstance(e, _NotFound) else 400)
         except Exception as e:  # (rlvr's own failure, said as the server's; not retried by the SDK)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import threading
 import uuid
 from collections.abc import Callable
@@ -25,7 +26,7 @@ from rlvr.errors import UserError, first_line
 from rlvr.models.loading import load_model
 from rlvr.samplers.local import CopySampler
 from rlvr.tinker.sampling import Request, Snapshot
-from rlvr.tinker.training import TrainedModel, saved_model
+from rlvr.tinker.training import TrainedModel, saved_model, tokens_problem
 from rlvr.tinker.wire import PROTOBUF, Pass, WireError, forward_backward_output
 
 Answer = tuple[Any, str]  # (a JSON value, or protobuf bytes; its content type)
@@ -80,11 +81,13 @@ class Service:
         return {"type": "create_session", "session_id": f"session-{next(self._sessions)}-{uuid.uuid4().hex[:6]}"}
 
     def create_model(self, body: dict[str, Any]) -> dict[str, Any]:
-        model_id = f"{body['session_id']}:train:{int(body['model_seq_id'])}"
+        model_id = f"{required(body, 'session_id', 'create_model')}:train:{whole(body, 'model_seq_id', 'create_model')}"
         lora = body.get("lora_config") or {}
         base = body.get("base_model")
         if not isinstance(base, str) or not base:
             raise WireError("create_model needs base_model: a model rlvr loads (tiny, smollm2, a folder, a Hub name)")
+        if not isinstance(lora, dict) or not (_is_whole(lora.get("rank", 32)) and lora.get("rank", 32) >= 1):
+            raise WireError(f"create_model: lora_config={lora!r}: give its rank as a whole number, 1 or more")
 
         def create() -> Answer:
             self.names[model_id] = base
@@ -131,6 +134,12 @@ class Service:
         adam = body.get("adam_params") or {}
         if body.get("optimizer_params") is not None:
             raise WireError("only AdamW is served (adam_params): not optimizer_params")
+        if not isinstance(adam, dict):
+            raise WireError(f"adam_params={adam!r}: give an object of AdamW's settings")
+        for name, value in adam.items():
+            if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+                    and value >= 0):
+                raise WireError(f"adam_params.{name}={value!r}: give a finite number, 0 or more")
         return self.submit(lambda: ({"metrics": model.optim_step(adam)}, "json"))
 
     def save_weights(self, body: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -158,7 +167,10 @@ class Service:
         """load_state(_with_optimizer) into a training client, or a new training client from a checkpoint."""
         path, optimizer = str(body.get("path")), bool(body.get("optimizer"))
         folder = self.folder(path)
-        model_id = body.get("model_id") or f"{body['session_id']}:train:{int(body['model_seq_id'])}"
+        if not folder.is_dir():
+            raise WireError(f"no checkpoint {path} on this server (its checkpoints are under {self.root})")
+        model_id = body.get("model_id") or (f"{required(body, 'session_id', 'load_weights')}:train:"
+                                            f"{whole(body, 'model_seq_id', 'load_weights')}")
 
         def load() -> Answer:
             if model_id not in self.models:
@@ -177,8 +189,11 @@ class Service:
 
     # ── sampling ─────────────────────────────────────────────────────────────────────────────
     def create_sampling_session(self, body: dict[str, Any]) -> dict[str, Any]:
-        sampler_id = f"{body['session_id']}:sample:{int(body.get('sampling_session_seq_id') or 0)}"
+        sampler_id = (f"{required(body, 'session_id', 'create_sampling_session')}:sample:"
+                      f"{int(body.get('sampling_session_seq_id') or 0)}")
         path, base = body.get("model_path"), body.get("base_model")
+        if path and not self.folder(path).is_dir():
+            raise WireError(f"no checkpoint {path} on this server (its checkpoints are under {self.root})")
 
         def create() -> Snapshot:
             if path:
@@ -224,6 +239,9 @@ class Service:
             groups.setdefault((id(item[0]), item[1].params), []).append(item)
         for group in groups.values():
             snapshot = group[0][0]
+            group = [item for item in group if _fits(snapshot, *item[1:])]  # (the others told, as user mistakes)
+            if not group:
+                continue
             try:
                 drawn = snapshot.sampler.complete([job for _, r, _ in group for job in r.jobs], group[0][1].params)
                 for _, request, future in group:
@@ -233,6 +251,36 @@ class Service:
                 for _, _, future in group:
                     if not future.done():
                         future.set_exception(e)
+
+
+def _fits(snapshot: Snapshot, request: Request, future: Future[Answer]) -> bool:
+    """Whether `request`'s prompt fits the sampling client's model; else its future fails, a user's mistake."""
+    model: Any = snapshot.sampler.model
+    config = model.config
+    problem = tokens_problem(request.jobs[0].ids, int(config.vocab_size),
+                             getattr(config, "max_position_embeddings", None), room=1)
+    if problem:
+        future.set_exception(WireError(f"the prompt: {problem}"))
+    return problem is None
+
+
+def required(body: dict[str, Any], name: str, route: str) -> Any:
+    """The field `name` of a request to `route`; a WireError naming it when it is missing."""
+    if body.get(name) is None:
+        raise WireError(f"{route} needs {name} (the tinker SDK sends it: is this a tinker client?)")
+    return body[name]
+
+
+def whole(body: dict[str, Any], name: str, route: str) -> int:
+    """The field `name` as a whole number; a WireError naming it when it is missing or another kind."""
+    value = required(body, name, route)
+    if not _is_whole(value):
+        raise WireError(f"{route}: {name}={value!r}: give a whole number")
+    return int(value)
+
+
+def _is_whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _name(name: Any) -> str:

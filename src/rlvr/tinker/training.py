@@ -30,6 +30,22 @@ ATTENTION = ["q_proj", "k_proj", "v_proj", "o_proj"]
 MLP = ["gate_proj", "up_proj", "down_proj"]
 
 
+def tokens_problem(tokens: list[int], vocabulary: int, context: int | None, room: int = 0) -> str | None:
+    """Why `tokens` cannot go through the model: an id outside its vocabulary, or more than its context holds
+    (leaving `room` tokens to sample); None when they can.
+
+    >>> tokens_problem([5, 99], 50, 8), tokens_problem([1] * 8, 50, 8, room=1), tokens_problem([1, 2], 50, None)
+    ('token 99 is outside the vocabulary (0..49)', '8 tokens leave no room for 1 more in the context of 8', None)
+    """
+    bad = next((t for t in tokens if not 0 <= t < vocabulary), None)
+    if bad is not None:
+        return f"token {bad} is outside the vocabulary (0..{vocabulary - 1})"
+    if context is not None and len(tokens) + room > context:
+        return f"{len(tokens)} tokens leave no room for {room} more in the context of {context}" if room else \
+            f"{len(tokens)} tokens are more than the context of {context}"
+    return None
+
+
 def target_logprobs(model: torch.nn.Module, sequences: list[list[int]], targets: list[list[int]]) -> list[torch.Tensor]:
     """log π(targets[i][t] | sequences[i][: t + 1]) for each sequence, in one right-padded forward pass (fp32, or
     fp64 for a model in fp64)."""
@@ -80,6 +96,7 @@ class TrainedModel:
         model, self.tokenizer = load_model(base, cache_dir, seed)
         config: Any = model.config
         self.vocabulary = int(config.vocab_size)
+        self.context: int | None = getattr(config, "max_position_embeddings", None)
         torch.manual_seed(seed)  # (the adapters' A starts random: the same seed, the same start)
         self.model = add_adapters(model, LoraConfig(rank=rank, target_modules=targets), base).train()
         self.optimizer: torch.optim.AdamW | None = None
@@ -108,6 +125,9 @@ class TrainedModel:
             check_inputs(work.loss_fn, datum)
             if not datum.tokens:
                 raise WireError("a datum with no input tokens")
+            problem = tokens_problem(datum.tokens, self.vocabulary, self.context)
+            if problem:
+                raise WireError(f"a datum's model_input: {problem}")
         targets = [d.inputs["target_tokens"].tolist() for d in work.data]
         vocabulary = self.vocabulary
         if any(not 0 <= t < vocabulary for ts in targets for t in ts):

@@ -43,3 +43,15 @@ def test_a_service_client_from_python_needs_no_server_started(tmp_path):
     assert (tmp_path / "runs" / tc.model_id / "weights" / "s" / "state.pt").is_file()
     assert tc.save_state("s").result().path.endswith("/weights/s")  # (saved again: the new one in its place)
     assert [p.name for p in (tmp_path / "runs" / tc.model_id / "weights").iterdir()] == ["s"]
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["--host", "999.1.1.1"], "(give another --host)"),  # (the resolver's words vary)
+    (["--alias", "foo=/no/such/model"], "--alias: model path not found: /no/such/model"),
+])
+def test_a_host_it_cannot_bind_and_an_alias_to_no_model_are_one_line_at_start(tmp_path, capsys, args, said):
+    pytest.importorskip("tinker")
+    from rlvr.cli import main
+
+    assert main(["serve", "--tinker", "--port", "0", "--dir", str(tmp_path / "ckpt"), *args]) == 2
+    assert said in capsys.readouterr().err

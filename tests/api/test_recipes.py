@@ -35,6 +35,18 @@ def test_sft_on_rows_in_memory_is_the_run_of_the_same_rows_in_a_file(tmp_path):
     assert SFT("tiny", train_data=rows, output_dir=tmp_path / "memory", **SFT_SETTINGS).train(overwrite=True)[
         "steps"] == 4
     assert (sft.save(tmp_path / "saved") / "config.json").is_file()
+    with pytest.raises(UserError, match=r"^save\(5\): give the folder to write as a str or Path$"):
+        sft.save(5)
+
+
+def test_an_output_dir_of_another_kind_is_one_line_and_one_callback_may_be_given_alone(tmp_path):
+    for wrong in (123, ["r"]):
+        with pytest.raises(UserError, match=r"^output_dir=.* is an? (int|list): give the run directory's path"):
+            SFT("tiny", train_data=echo_rows(), output_dir=wrong, **SFT_SETTINGS)
+    seen = []
+    SFT("tiny", train_data=echo_rows(), output_dir=tmp_path / "one", callbacks=lambda step, m: seen.append(step),
+        **{**SFT_SETTINGS, "max_steps": 2}).train()
+    assert seen == [1, 2]
 
 
 def test_a_reward_model_from_rows_in_memory_is_the_run_of_the_same_rows_in_a_file(tmp_path):

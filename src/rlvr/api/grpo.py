@@ -30,8 +30,9 @@ from rlvr.api.evaluation import evaluate_model, verifier_of
 from rlvr.api.inputs import INPUTS, data_file, is_given_in_memory, keep_sources, model_source
 from rlvr.api.running import (
     OnStepEnd,
-    as_callback,
+    as_callbacks,
     config_values,
+    run_directory,
     save_from_python,
     train_from_python,
 )
@@ -70,9 +71,9 @@ class GRPO:
                  tokenizer: Any = None, environment: Any = None, callbacks: Sequence[Any] = (),
                  output_dir: str | Path | None = None, **settings: Any) -> None:
         self._given = {"model": model, "tokenizer": tokenizer, "train": train_data, "eval": eval_data}
-        self._callbacks = [as_callback(c) for c in callbacks]
+        self._callbacks = as_callbacks(callbacks)
         values = deep_merge(config_values(config, TrainConfig, load_config), settings)
-        run_dir = Path(output_dir or values.get("output_dir") or TrainConfig.output_dir)
+        run_dir = run_directory(output_dir, values.get("output_dir") or TrainConfig.output_dir)
         inputs = run_dir / INPUTS
         named: dict[str, Any] = {"output_dir": str(run_dir), "data": {}}
         if model is not None:

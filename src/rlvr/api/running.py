@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,20 @@ from rlvr.run.stop import StopFlag
 
 Callback = Callable[[int, dict[str, float]], Any]  # (step, its metrics) -> True to stop the run there (saved)
 OnStepEnd = Callable[[int, dict[str, float], StopFlag], None]
+
+
+def as_callbacks(given: Any) -> list[Callback]:
+    """`callbacks=` as given: a list of callbacks, or one alone (as TRL's reward_funcs may be)."""
+    many = isinstance(given, (list, tuple)) and not callable(given)
+    return [as_callback(c) for c in (given if many else [given] if given else [])]
+
+
+def run_directory(output_dir: Any, default: Any) -> Path:
+    """`output_dir=` (None: `default`) as a folder path; one line for anything that cannot be one."""
+    chosen = output_dir or default
+    if not isinstance(chosen, (str, os.PathLike)):
+        raise UserError(f"output_dir={chosen!r} is {a_kind(chosen)}: give the run directory's path (a str or Path)")
+    return Path(chosen)
 
 
 def as_callback(given: Any) -> Callback:
@@ -112,6 +127,8 @@ def save_from_python(run_dir: Path, path: str | Path, merge: bool, cache_dir: st
     adapters, or with `merge` one plain checkpoint with them folded in."""
     from rlvr.models.export import export_model
 
+    if not isinstance(path, (str, os.PathLike)):
+        raise UserError(f"save({path!r}): give the folder to write as a str or Path")
     with python_caller():
         export_model(run_dir, Path(path), merge=merge, cache_dir=cache_dir)
     return Path(path)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from rlvr.api.inputs import INPUTS, data_file, is_given_in_memory, model_source
-from rlvr.api.running import OnStepEnd, as_callback, config_values, save_from_python, train_from_python
+from rlvr.api.running import OnStepEnd, as_callbacks, config_values, run_directory, save_from_python, train_from_python
 from rlvr.config import RewardModelConfig, SFTConfig, load_command_config
 from rlvr.config.building import config_to_yaml
 from rlvr.config.yaml_files import deep_merge
@@ -38,10 +38,10 @@ class _Supervised:
     def __init__(self, model: Any = None, train_data: Any = None, *, config: Any = None, tokenizer: Any = None,
                  callbacks: Sequence[Any] = (), output_dir: str | Path | None = None, **settings: Any) -> None:
         self._given = {"model": model, "tokenizer": tokenizer, "train": train_data}
-        self._callbacks = [as_callback(c) for c in callbacks]
+        self._callbacks = as_callbacks(callbacks)
         cls = self.config_class
         values = deep_merge(config_values(config, cls, lambda path: load_command_config(cls, path)), settings)
-        run_dir = Path(output_dir or values.get("output_dir") or cls.output_dir)
+        run_dir = run_directory(output_dir, values.get("output_dir") or cls.output_dir)
         named: dict[str, Any] = {"output_dir": str(run_dir)}
         if model is not None:
             named["model"] = {"name": str(run_dir / INPUTS / "model") if not isinstance(model, (str, Path))

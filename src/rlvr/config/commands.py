@@ -21,6 +21,7 @@ from rlvr.config.sections import (
     check,
 )
 from rlvr.config.train import FewShotTurn, RewardConfig
+from rlvr.errors import for_caller
 
 _MOVED = {"cache_dir": "model.cache_dir"}
 _SAMPLING_MOVED = {
@@ -243,8 +244,8 @@ class SFTConfig(RunSection):
         self.model.validate()
         self.optim.validate()
         check([
-            (bool(self.data), 'no SFT data: give --data train.jsonl (one {"prompt", "completion"} or '
-                              '{"messages": [...]} object per line)'),
+            (bool(self.data), f"no SFT data: give {for_caller('--data train.jsonl', 'train_data=')} (rows of one "
+                              '{"prompt", "completion"} or {"messages": [...]} object each)'),
             (0 <= self.eval_fraction < 1, f"eval_fraction={self.eval_fraction} must be in [0, 1)"),
             (self.max_length >= 2, "max_length must be >= 2 (a prompt token and a completion token)"),
             (self.batch_size >= 1, "batch_size must be >= 1"),

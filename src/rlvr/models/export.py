@@ -14,7 +14,7 @@ import os
 import shutil
 from pathlib import Path
 
-from rlvr.errors import UserError, first_line
+from rlvr.errors import UserError, first_line, for_caller
 from rlvr.models.files import match_umask
 
 
@@ -30,7 +30,7 @@ def export_model(source: Path, output: Path, *, merge: bool, cache_dir: str = "~
         raise UserError(f"no model in {source}: give a run directory, one of its checkpoints/step-N folders, "
                         "or a model/ folder")
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
-        raise UserError(f"{output} exists and is not empty: give a new folder to --output")
+        raise UserError(f"{output} exists and is not empty: give a new folder ({for_caller('--output', 'save(path)')})")
     tmp = output.with_name(f".{output.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     adapters = is_adapter_dir(folder)

@@ -24,7 +24,7 @@ from typing import Any, cast
 from jinja2.exceptions import TemplateError
 
 from rlvr.data.templates import render_prompt
-from rlvr.errors import UserError, first_line
+from rlvr.errors import UserError, first_line, for_caller
 
 IGNORE = -100  # label of a token that is not trained (transformers' ignore_index)
 
@@ -38,7 +38,7 @@ def row_segments(row: dict[str, Any], *, tokenizer: Any, template: str, system_p
     if template == "chat":
         if not getattr(tokenizer, "chat_template", None):
             raise UserError('template "chat" needs a tokenizer with a chat template and this one has none '
-                            '(a base model?); use --set template=plain (prompt/completion rows only)')
+                            f"(a base model?); use {_plain_fix()} (prompt/completion rows only)")
         if "messages" in row:
             messages, first_trained = with_system(list(row["messages"]), system_prompt, where), 0
         else:
@@ -65,6 +65,10 @@ def with_system(messages: Messages, system_prompt: str | None, where: str) -> Me
     return [{"role": "system", "content": system_prompt}, *messages]
 
 
+def _plain_fix() -> str:  # (in the caller's words)
+    return for_caller("--set template=plain", "template='plain'")
+
+
 def chat_segments(messages: Messages, tokenizer: Any, where: str = "", first_trained: int = 0) -> list[Segment]:
     """The conversation as the chat template writes it, each assistant turn from messages[first_trained] on trained.
 
@@ -84,7 +88,7 @@ def chat_segments(messages: Messages, tokenizer: Any, where: str = "", first_tra
         if not (turn.startswith(header) and full.startswith(turn) and len(header) >= done):
             raise UserError(f"{where}: this tokenizer's chat template does not write a conversation as its turns "
                             "one after another, so assistant turns cannot be located; "
-                            "use --set template=plain with prompt/completion rows")
+                            f"use {_plain_fix()} with prompt/completion rows")
         end = max(len(header), len(turn.rstrip()))  # keep the end-of-turn token, not the newline after it
         segments += [(full[done : len(header)], False), (full[len(header) : end], True)]
         done = end

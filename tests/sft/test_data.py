@@ -47,6 +47,15 @@ def test_malformed_row_is_a_one_line_error_naming_its_line(tmp_path, bad, messag
     assert "\n" not in str(error.value)
 
 
+def test_a_folder_not_saved_by_datasets_or_a_file_of_another_kind_is_said_as_sft_data(tmp_path):
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "rows.json").write_text("[1]")
+    for source, what in (("adir", "a folder Dataset.save_to_disk did not write"),
+                         ("rows.json", "neither .jsonl nor .parquet")):
+        with pytest.raises(UserError, match=f"^SFT data {tmp_path / source} is {what}: give a .jsonl or .parquet"):
+            read_rows(str(tmp_path / source))
+
+
 def test_missing_or_empty_file(tmp_path):
     with pytest.raises(UserError, match="SFT data not found: nope.jsonl"):
         read_rows("nope.jsonl")

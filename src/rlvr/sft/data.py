@@ -43,9 +43,14 @@ class SFTData:
 
 def read_rows(source: str) -> list[tuple[str, dict[str, Any]]]:
     """Every row of `source` with where it came from ("FILE:LINE"), each checked with `check_row`."""
-    if not source.startswith("hf:") and not Path(source).exists():
-        raise UserError(f"SFT data not found: {source} (give a .jsonl or .parquet file, or a folder Dataset."
-                        f"save_to_disk wrote, of rows: {FORMATS})")
+    path = Path(source)
+    kinds = f"give a .jsonl or .parquet file, or a folder Dataset.save_to_disk wrote, of rows: {FORMATS}"
+    if not source.startswith("hf:") and not path.exists():
+        raise UserError(f"SFT data not found: {source} ({kinds})")
+    saved = any((path / name).is_file() for name in ("dataset_info.json", "dataset_dict.json"))
+    if (path.is_file() and path.suffix not in (".jsonl", ".parquet")) or (path.is_dir() and not saved):
+        what = "a folder Dataset.save_to_disk did not write" if path.is_dir() else "neither .jsonl nor .parquet"
+        raise UserError(f"SFT data {source} is {what}: {kinds}")
     located = read_located(source, split="train", seed=0, difficulty=1, limit=None)
     rows = [(where, check_row(where, row)) for where, row in located]
     if not rows:

@@ -43,6 +43,9 @@ def test_an_output_dir_of_another_kind_is_one_line_and_one_callback_may_be_given
     for wrong in (123, ["r"]):
         with pytest.raises(UserError, match=r"^output_dir=.* is an? (int|list): give the run directory's path"):
             SFT("tiny", train_data=echo_rows(), output_dir=wrong, **SFT_SETTINGS)
+    with pytest.raises(UserError, match=r"^model is a list: the first argument is the model .*; give the rows as "
+                                        r"train_data=$"):
+        SFT(echo_rows(), output_dir=tmp_path / "rows", **SFT_SETTINGS)
     with pytest.raises(UserError, match=r"^no SFT data: give train_data= \(rows of one"):
         SFT("tiny", output_dir=tmp_path / "none", **SFT_SETTINGS).train()
     seen = []

@@ -27,7 +27,7 @@ from typing import Any
 
 from rlvr import paths
 from rlvr.api.evaluation import evaluate_model, verifier_of
-from rlvr.api.inputs import INPUTS, data_file, is_given_in_memory, keep_sources, model_source
+from rlvr.api.inputs import INPUTS, check_model_argument, data_file, is_given_in_memory, keep_sources, model_source
 from rlvr.api.running import (
     OnStepEnd,
     as_callbacks,
@@ -70,6 +70,7 @@ class GRPO:
                  eval_data: Any = None, *, config: TrainConfig | dict[str, Any] | str | Path | None = None,
                  tokenizer: Any = None, environment: Any = None, callbacks: Sequence[Any] = (),
                  output_dir: str | Path | None = None, **settings: Any) -> None:
+        check_model_argument(model)
         self._given = {"model": model, "tokenizer": tokenizer, "train": train_data, "eval": eval_data}
         self._callbacks = as_callbacks(callbacks)
         values = deep_merge(config_values(config, TrainConfig, load_config), settings)

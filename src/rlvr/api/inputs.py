@@ -88,6 +88,17 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"a {type(value).__name__} in a column")
 
 
+def check_model_argument(model: Any) -> None:
+    """The first argument, checked when the run is made: rows or a dataset given there are one line saying so."""
+    if model is None or isinstance(model, (str, os.PathLike)) or hasattr(model, "save_pretrained"):
+        return
+    if isinstance(model, (list, tuple, dict)) or type(model).__name__ in ("Dataset", "IterableDataset", "DataFrame"):
+        raise UserError(f"model is {a_kind(model)}: the first argument is the model (a name, a checkpoint folder or "
+                        "a transformers model); give the rows as train_data=")
+    raise UserError(f"model is {a_kind(model)}: give a name (smollm2, a hub id), a checkpoint folder or a "
+                    "transformers PreTrainedModel")
+
+
 def model_source(model: Any, tokenizer: Any, folder: Path, resume: bool) -> str:
     """`model` as a name the config holds: a name or path as it is; a loaded transformers model saved with its
     tokenizer to folder/model (once: a resumed run keeps the copy it started from, which must be of the same

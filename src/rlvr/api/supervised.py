@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from rlvr.api.inputs import INPUTS, data_file, is_given_in_memory, model_source
+from rlvr.api.inputs import INPUTS, check_model_argument, data_file, is_given_in_memory, model_source
 from rlvr.api.running import OnStepEnd, as_callbacks, config_values, run_directory, save_from_python, train_from_python
 from rlvr.config import RewardModelConfig, SFTConfig, load_command_config
 from rlvr.config.building import config_to_yaml
@@ -37,6 +37,7 @@ class _Supervised:
     @front_door
     def __init__(self, model: Any = None, train_data: Any = None, *, config: Any = None, tokenizer: Any = None,
                  callbacks: Sequence[Any] = (), output_dir: str | Path | None = None, **settings: Any) -> None:
+        check_model_argument(model)
         self._given = {"model": model, "tokenizer": tokenizer, "train": train_data}
         self._callbacks = as_callbacks(callbacks)
         cls = self.config_class

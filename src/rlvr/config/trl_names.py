@@ -70,6 +70,11 @@ TRL_NAMES: dict[str, str] = {
     "log_every": "nothing: rlvr logs every step (sample_every prints sample groups)",
     "log_completions": "sample_every",
     "resume_from_checkpoint": "--resume RUN_DIR (from Python: .train(resume=True))",
+    # TRL's trainer arguments, given to rlvr's classes (rlvr.GRPO, SFT, RewardModel: rlvr.trl takes TRL's own)
+    "train_dataset": "train_data= (from Python; rlvr.trl.GRPOTrainer takes train_dataset)",
+    "eval_dataset": "eval_data= (from Python; rlvr.trl.GRPOTrainer takes eval_dataset)",
+    "processing_class": "tokenizer= (from Python)",
+    "args": "config= (a config or a dict of its keys) or settings as keywords (from Python)",
 }
 
 

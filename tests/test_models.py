@@ -152,3 +152,18 @@ def test_a_misspelled_model_name_is_one_line_naming_the_nearest_within_two_secon
     assert time.perf_counter() - started < 2.0
     assert str(e.value).startswith("model 'smolm2' is no folder, no name rlvr knows") and said in str(e.value)
     assert "\n" not in str(e.value) and asked == ([] if hub == "offline" else [2.0])
+
+
+def test_a_reward_models_folder_given_as_the_model_to_train_is_one_line(tmp_path):
+    """Found by an audit: `rlvr sft --model runs/rm` trained on, its language-model head made up at random."""
+    from transformers import AutoModelForSequenceClassification
+
+    from rlvr.models import build_tiny_model, load_model
+
+    model, tokenizer = build_tiny_model(seed=0)
+    scorer = AutoModelForSequenceClassification.from_config(model.config)
+    scorer.save_pretrained(tmp_path / "rm")
+    tokenizer.save_pretrained(tmp_path / "rm")
+    with pytest.raises(UserError, match=r"rm is a reward model \(LlamaForSequenceClassification\), not a language "
+                                        r"model to train or sample: give its base model"):
+        load_model(str(tmp_path / "rm"))

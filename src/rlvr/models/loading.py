@@ -202,6 +202,7 @@ def load_pretrained(
                         "save_pretrained, such as a run's checkpoints/step-N/model, a .gguf file, `smollm2` or `tiny`)")
     if local.is_dir():
         _check_model_folder(local, name)
+        _check_kind(local, name, auto_class)
     problem = None if local.exists() else hub_problem(name, [*TINY_MODELS, "smollm2", *PACKAGED])
     if problem:
         raise UserError(problem)
@@ -214,6 +215,19 @@ def load_pretrained(
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer
+
+
+def _check_kind(local: Path, name: str, auto_class: type[Any]) -> None:
+    """A reward model's folder (`rlvr rm`'s: a ...ForSequenceClassification) loaded as a language model is one line:
+    its language-model head would be made up, at random."""
+    try:
+        architectures = json.loads((local / "config.json").read_text()).get("architectures") or []
+    except (OSError, ValueError, AttributeError):  # (said by transformers as it loads)
+        return
+    scorer = [a for a in architectures if isinstance(a, str) and a.endswith("ForSequenceClassification")]
+    if scorer and auto_class is AutoModelForCausalLM:
+        raise UserError(f"{name} is a reward model ({scorer[0]}), not a language model to train or sample: give its "
+                        "base model, or use it as a reward ({name: reward_model, params: {path: ...}})")
 
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")

@@ -168,6 +168,9 @@ def test_resume_with_other_data_is_refused(trained, tmp_path):
     other = write_rows(tmp_path / "other.jsonl", echo_rows(n=20, seed=1))
     with pytest.raises(UserError, match="resume with the same data"):
         train_sft(resume_config(SFTConfig, Path(config.output_dir), [f"data={other}", "max_steps=40"]), resume=True)
+    edited = write_rows(tmp_path / "edited.jsonl", echo_rows(n=40, seed=1))  # (as many rows as the run's: others)
+    with pytest.raises(UserError, match="the data gives 30 rows as the run's did, but not the same ones"):
+        train_sft(resume_config(SFTConfig, Path(config.output_dir), [f"data={edited}", "max_steps=40"]), resume=True)
 
 
 @pytest.mark.parametrize(

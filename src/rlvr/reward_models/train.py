@@ -42,7 +42,7 @@ from rlvr.reward_models.bradley_terry import bradley_terry_loss, pairwise_accura
 from rlvr.reward_models.pairs import PreferencePair, load_pairs, split_pairs
 from rlvr.run.checkpoint import save_pretrained
 from rlvr.run.loop import OnStepEnd, StepResult, launch
-from rlvr.run.supervised import SupervisedRecipe
+from rlvr.run.supervised import SupervisedRecipe, rows_digest
 
 
 def train_reward_model(config: RewardModelConfig, *, resume: bool = False, on_step_end: OnStepEnd | None = None,
@@ -70,7 +70,8 @@ class RewardModelTrainer(SupervisedRecipe):
             set_checkpointing(self.model, True)
         self.model = adapt(self.model, c.model, task="SEQ_CLS")  # with model.lora: adapters and the head train
         self.model.to(self.device).train()
-        self.plan_steps(self.model, c, rows=len(self.train))
+        self.plan_steps(self.model, c, rows=len(self.train),
+                        digest=rows_digest([(p.prompt, p.chosen, p.rejected) for p in self.train]))
         self.trained = Trained(self.model, world, REPLICATED, self.device, self.dtype)  # what the step runs
 
     def step(self) -> StepResult:

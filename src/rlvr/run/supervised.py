@@ -10,6 +10,8 @@ A subclass loads its rows and model, calls `plan_steps`, and writes its own `ste
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any, ClassVar
 
 import torch
@@ -21,6 +23,15 @@ from rlvr.errors import UserError
 from rlvr.optim import build_optimizer, load_schedule
 from rlvr.run.loop import Schedule
 from rlvr.run.order import batch_order
+
+
+def rows_digest(rows: list[Any]) -> str:
+    """A fingerprint of the training rows (JSON-able): the same rows, in the same order, give the same one.
+
+    >>> rows_digest([([1, 2], [-100, 2])]) == rows_digest([([1, 2], [-100, 2])]) != rows_digest([([1, 3], [-100, 3])])
+    True
+    """
+    return hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()
 
 
 class SupervisedRecipe:
@@ -40,13 +51,14 @@ class SupervisedRecipe:
             raise UserError(f"distributed.strategy={strategy} is built for rlvr train so far: run {self.command} "
                             "with distributed.strategy=ddp")
 
-    def plan_steps(self, model: torch.nn.Module, config: SFTConfig | RewardModelConfig, rows: int) -> None:
+    def plan_steps(self, model: torch.nn.Module, config: SFTConfig | RewardModelConfig, rows: int,
+                   digest: str | None = None) -> None:
         """The steps (max_steps, or as many as `epochs` passes over the `rows` take), the optimizer and its
         schedule over them, each step's rows, and when the loop saves, evaluates and drops old checkpoints (the
         run section's settings: rlvr.config.run)."""
         c = config
         steps = c.max_steps or c.epochs * -(-rows // c.batch_size)
-        self.rows = rows
+        self.rows, self.digest = rows, digest  # (`digest`: of the training rows' content, checked at resume)
         self.optimizer, self.scheduler = build_optimizer(model, c.optim, steps)
         self.plan = batch_order(rows, c.batch_size, steps, c.seed)  # each step's rows
         self.schedule = Schedule(steps, save_every=c.save_every, eval_every=c.eval_every,
@@ -63,12 +75,15 @@ class SupervisedRecipe:
 
     def state_dict(self) -> dict[str, Any]:
         return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-                self.state_key: self.rows}
+                self.state_key: self.rows, "rows_digest": self.digest}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state[self.state_key] != self.rows:
             raise UserError(f"cannot resume: the run trained on {state[self.state_key]} {self.unit} and the data now "
                             f"gives {self.rows}; resume with {self.same_rows}")
+        if state.get("rows_digest") not in (None, self.digest):  # (a checkpoint from before the digest: unchecked)
+            raise UserError(f"cannot resume: the data gives {self.rows} {self.unit} as the run's did, but not the same "
+                            f"ones (edited since?); resume with {self.same_rows}")
         self.optimizer.load_state_dict(state["optimizer"])
         load_schedule(self.scheduler, state["scheduler"])  # (more steps given: the longer schedule)
         self.step_count = state["step"]

@@ -29,7 +29,7 @@ from rlvr.models.devices import autocast
 from rlvr.records import Evaluation
 from rlvr.run.checkpoint import save_pretrained
 from rlvr.run.loop import OnStepEnd, StepResult, launch
-from rlvr.run.supervised import SupervisedRecipe
+from rlvr.run.supervised import SupervisedRecipe, rows_digest
 from rlvr.sft.data import SFTExample, prepare_data, read_rows
 from rlvr.sft.loss import NLLModule, held_out_loss
 from rlvr.sft.masking import trained_count
@@ -57,7 +57,8 @@ class SFTTrainer(SupervisedRecipe):
             c.model, c.seed, str(checkpoint / paths.MODEL) if checkpoint else None)
         self.data = prepare_data(rows, self.tokenizer, template=c.template, system_prompt=c.system_prompt,
                                  max_length=c.max_length, eval_fraction=c.eval_fraction, seed=c.seed)
-        self.plan_steps(self.model, c, rows=len(self.data.train))
+        self.plan_steps(self.model, c, rows=len(self.data.train),
+                        digest=rows_digest([(e.input_ids, e.labels) for e in self.data.train]))
         self.resumed_from: int | None = None
         self.trained = Trained(NLLModule(self.model), world, REPLICATED, self.device, self.dtype)  # what the step runs
 

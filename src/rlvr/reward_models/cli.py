@@ -42,7 +42,8 @@ def run_rm(args: argparse.Namespace) -> int:
                   f"{100 * a['mean']:.1f}% [{100 * a['low']:.1f}, {100 * a['high']:.1f}]"
                   f"   (n={summary[block]['n']}, 95% Wilson interval)")
     if not summary["before"]:
-        print("  no held-out pairs (eval_fraction = 0): accuracy not measured")
+        print(f"  no held-out pairs (eval_fraction {config.eval_fraction} held none of the "
+              f"{summary.get('train_examples', summary.get('train_pairs'))} out): accuracy not measured")
     print(f"  use it in GRPO: rewards: [{{name: reward_model, params: {{path: {summary['run_dir']}}}}}]")
     return 0
 

@@ -42,6 +42,7 @@ def run_sft(args: argparse.Namespace) -> int:
             print(f"  {block:6s} held-out loss {b['loss']:.4f}   perplexity {b['perplexity']:.2f}   "
                   f"({b['tokens']} completion tokens)")
     if not summary["before"]:
-        print("  no held-out rows (eval_fraction = 0): loss not measured")
+        print(f"  no held-out rows (eval_fraction {config.eval_fraction} held none of the "
+              f"{summary.get('train_examples', summary.get('train_pairs'))} out): loss not measured")
     print(f"  use it: rlvr train --set model.name={summary['run_dir']}   or   rlvr eval --model {summary['run_dir']}")
     return 0

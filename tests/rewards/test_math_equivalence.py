@@ -95,6 +95,22 @@ def test_cheap_cases_never_reach_math_verify():
     assert quick_match(r"\sqrt{2}/2", r"\frac{\sqrt{2}}{2}") is None  # symbolic step needed
 
 
+def slow_the_first_call(monkeypatch, module, name):
+    """`module.name` made to take 1.5 s the first time it is called, in a process as fresh (nothing set up yet);
+    the first argument of each call, listed."""
+    real, seen = getattr(module, name), []
+
+    def slow(*args, **kwargs):
+        if not seen:
+            time.sleep(1.5)
+        seen.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, slow)
+    monkeypatch.setattr(symbolic, "_warmed_up", False)  # as in a fresh process
+    return seen
+
+
 def test_the_parsers_one_off_set_up_never_times_an_answer_out(monkeypatch):
     """The first comparison in a process sets up math-verify's LaTeX parser, seconds on a loaded machine (the
     suite's `pytest -n 2` once timed out a correct answer's parse that way). It is done once, before any answer's
@@ -105,16 +121,7 @@ def test_the_parsers_one_off_set_up_never_times_an_answer_out(monkeypatch):
 
     if not hasattr(math_verify.parser, "extract_target_from_pred"):
         pytest.skip("this math-verify parses through another function (the test slows math-verify 0.9's)")
-    parse_one, parsed = math_verify.parser.extract_target_from_pred, []
-
-    def slow_the_first_time(*args, **kwargs):  # (math-verify's parse runs this under its alarm)
-        if not parsed:
-            time.sleep(1.5)
-        parsed.append(args[0])
-        return parse_one(*args, **kwargs)
-
-    monkeypatch.setattr(math_verify.parser, "extract_target_from_pred", slow_the_first_time)
-    monkeypatch.setattr(symbolic, "_warmed_up", False)  # as in a fresh process
+    parsed = slow_the_first_call(monkeypatch, math_verify.parser, "extract_target_from_pred")  # (under its alarm)
     assert answers_match(r"\{1, 2\}", r"\{2, 1\}", alarm_s=1)
     assert parsed[0] == f"${symbolic.WARM_UP_PAIR[1]}$"  # the set-up parsed its fixed pair (gold first), not an answer
     assert answers_match(r"\{1, 2\}", r"\{2, 1\}", alarm_s=1)
@@ -128,16 +135,7 @@ def test_the_first_simplification_is_part_of_the_set_up(monkeypatch):
         pytest.skip("math-verify's alarm works on the main thread only")
     import math_verify.grader
 
-    simplify, calls = math_verify.grader.simplify, []
-
-    def slow_the_first_time(*args, **kwargs):
-        if not calls:
-            time.sleep(1.5)
-        calls.append(args[0])
-        return simplify(*args, **kwargs)
-
-    monkeypatch.setattr(math_verify.grader, "simplify", slow_the_first_time)
-    monkeypatch.setattr(symbolic, "_warmed_up", False)  # as in a fresh process
+    calls = slow_the_first_call(monkeypatch, math_verify.grader, "simplify")
     assert answers_match("(y-2)^2", "y^2-4y+4", alarm_s=1)
     assert calls  # the comparison did go through sympy's simplification
 

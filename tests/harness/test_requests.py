@@ -312,6 +312,13 @@ def test_a_body_that_is_no_json_object_or_a_bad_length_is_a_400_and_other_method
     assert not endpoint.failures
 
 
+def test_anthropics_x_api_key_header_carries_the_rollout_key(endpoint):
+    """The curl form of Anthropic's docs: POST /v1/messages with `x-api-key: KEY` (was a 401)."""
+    key = endpoint.open(seed=1).base_url.split("/r/")[1].split("/")[0]
+    status, answer = post(f"{endpoint.url}/v1/messages", {"messages": HI, "max_tokens": 2}, headers={"x-api-key": key})
+    assert status == 200 and answer["type"] == "message"
+
+
 def test_messages_refusals_name_messages_fields_and_a_stop_sequence_is_reported(endpoint):
     """Anthropic's stop_reason "stop_sequence" with the string matched (it said end_turn, stop_sequence null);
     a refusal names stop_sequences, not chat's stop; Responses' max_output_tokens, not max_tokens."""

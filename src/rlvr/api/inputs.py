@@ -108,9 +108,7 @@ def model_source(model: Any, tokenizer: Any, folder: Path, resume: bool) -> str:
     if hasattr(model, "peft_config"):
         raise UserError("the model is a peft model: give its base model, and the adapters' settings as "
                         "config model.lora (or peft_config= with rlvr.trl)")
-    if not hasattr(model, "save_pretrained"):
-        raise UserError(f"model is {a_kind(model)}: give a name (smollm2, a hub id), a checkpoint folder "
-                        "or a transformers PreTrainedModel")
+    check_model_argument(model)  # (a loaded transformers model, from here on)
     target, mark = folder / "model", folder / "model.fingerprint"
     given = weights_fingerprint(model.state_dict().items())
     if resume and (target / "config.json").is_file():

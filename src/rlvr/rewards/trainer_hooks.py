@@ -19,6 +19,7 @@ reads them from **kwargs gets nothing here).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import math
@@ -88,12 +89,12 @@ class RewardLog:
     def hooks(self, reward: str, fn: Callable[..., Any], state: StepState | None) -> dict[str, Any]:
         """The keyword arguments `fn` (the reward named `reward`) takes of HOOKS, bound to this log and `state`
         (None: outside a training step)."""
-        given: dict[str, Callable[[], Any]] = {
-            "trainer_state": lambda: state.trainer_state() if state is not None else _empty_state(),
-            "log_metric": lambda: lambda name, value: self.log_metric(reward, name, value),
-            "log_extra": lambda: lambda column, values: self.log_extra(reward, column, values),
-        }
-        return {hook: given[hook]() for hook in hooks_taken(fn)}
+        taken = hooks_taken(fn)
+        given: dict[str, Any] = {"log_metric": functools.partial(self.log_metric, reward),
+                                 "log_extra": functools.partial(self.log_extra, reward)}
+        if "trainer_state" in taken:  # (made only for a reward that reads it: a fresh one each call)
+            given["trainer_state"] = state.trainer_state() if state is not None else _empty_state()
+        return {hook: given[hook] for hook in taken}
 
     def log_metric(self, reward: str, name: Any, value: Any) -> None:
         number = _finite(value)

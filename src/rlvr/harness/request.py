@@ -42,7 +42,7 @@ NEUTRAL = {"frequency_penalty": 0.0, "presence_penalty": 0.0, "repetition_penalt
 # the chat completion fields a refusal names, as the Responses and Messages APIs name them
 SAID_AS = {"responses": {"max_tokens=": "max_output_tokens=", "messages must be": "input must be",
                          "response_format=": "text.format="},
-           "messages": {"stop=": "stop_sequences=", "n=": "n (not in Messages)="}}
+           "messages": {"stop=": "stop_sequences="}}
 
 
 def in_words_of(route: str, message: str) -> str:

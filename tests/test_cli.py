@@ -107,8 +107,9 @@ def _wait_for_lines(path, n, proc, seconds=120):
 
 
 @pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
-def test_ctrl_c_or_sigterm_saves_a_checkpoint_and_exits_cleanly(tmp_path, signum):
-    """SIGTERM (docker stop, schedulers, kill) is treated as Ctrl-C: with save_every=0 the run is still saved."""
+def test_ctrl_c_or_sigterm_saves_a_checkpoint_and_exits_with_the_signals_code(tmp_path, signum):
+    """SIGTERM (docker stop, schedulers, kill) is treated as Ctrl-C: with save_every=0 the run is still saved. The
+    exit code is 128 + the signal's number (130, 143), so that `rlvr train ... && rlvr eval ...` stops there."""
     import signal
 
     run = tmp_path / "run"
@@ -119,7 +120,7 @@ def test_ctrl_c_or_sigterm_saves_a_checkpoint_and_exits_cleanly(tmp_path, signum
     _wait_for_lines(metrics, 2, proc)
     proc.send_signal(getattr(signal, signum))
     stdout, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 0, stderr
+    assert proc.returncode == 128 + getattr(signal, signum), stderr
     steps = len(metrics.read_text().splitlines())
     assert "stopped at step" in stdout + stderr and "Traceback" not in stderr
     assert f"{'Ctrl-C' if signum == 'SIGINT' else 'SIGTERM'}: finishing this step" in stdout + stderr
@@ -144,7 +145,7 @@ def test_sigterm_keeps_what_eval_and_sample_finished(tmp_path, command):
     _wait_for_lines(out / "samples.jsonl", 1, proc)
     proc.send_signal(signal.SIGTERM)
     _, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 2 and "Traceback" not in stderr, stderr
+    assert proc.returncode == 128 + signal.SIGTERM and "Traceback" not in stderr, stderr
     assert f"interrupted; finished {'problems' if command == 'eval' else 'prompts'} are saved in {out}" in stderr
     assert 1 <= (out / "samples.jsonl").read_text().count("\n") < 400
 
@@ -163,7 +164,7 @@ def test_an_interrupt_that_passed_through_eval_leaves_the_exit_code_alone(tmp_pa
 
 
 def test_sigterm_while_a_reward_hangs_saves_and_exits_cleanly(tmp_path):
-    """A user's reward blocked on a dead server: SIGTERM abandons the step, saves the finished ones, exits 0."""
+    """A user's reward blocked on a dead server: SIGTERM abandons the step, saves the finished ones, exits 143."""
     import os
     import signal
 
@@ -182,7 +183,7 @@ def test_sigterm_while_a_reward_hangs_saves_and_exits_cleanly(tmp_path):
     _wait_for_lines(hanging, 0, proc)  # a step whose reward now hangs
     proc.send_signal(signal.SIGTERM)
     stdout, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 0, stderr
+    assert proc.returncode == 128 + signal.SIGTERM, stderr
     steps = len(metrics.read_text().splitlines())
     assert "abandoning this step (reward function" in stdout + stderr and "stopped at step" in stdout + stderr
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [f"step-{steps:06d}"]

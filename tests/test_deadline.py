@@ -80,12 +80,12 @@ def test_off_the_main_thread_it_is_a_plain_call():
 
 def test_a_call_given_up_on_a_signal_is_interrupted_until_it_ends():
     def abandon_soon(items):
-        threading.Timer(0.2, lambda: deadline.abandon(deadline.running(), "Ctrl-C")).start()
+        threading.Timer(0.2, lambda: deadline.abandon(deadline.running(), "Ctrl-C", signal.SIGINT)).start()
         return swallows_every_interruption(items)
 
     def first_interrupt_then_abandon():
         call = deadline.running()
-        threading.Timer(0.2, lambda: (deadline.abandon(call, "Ctrl-C"),
+        threading.Timer(0.2, lambda: (deadline.abandon(call, "Ctrl-C", signal.SIGINT),
                                       signal.pthread_kill(threading.main_thread().ident, deadline.SIGNAL))).start()
         time.sleep(30)
 
@@ -120,17 +120,20 @@ def test_a_call_that_cannot_be_interrupted_ends_the_process_with_one_line():
         "here without finishing the step; the last checkpoint, step-000003, is kept"]
 
 
-def test_a_call_given_up_on_ctrl_c_that_will_not_end_ends_the_process():
-    done, took = run_script("""
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_call_given_up_on_a_stop_signal_that_will_not_end_ends_the_process_with_the_signals_code(signum):
+    """128 + the signal's number (130 for Ctrl-C, 143 for SIGTERM), as the shell's convention has it."""
+    done, took = run_script(f"""
         def stuck():
             signal.pthread_sigmask(signal.SIG_BLOCK, [deadline.SIGNAL])
             call = deadline.running()
-            threading.Timer(0.2, lambda: deadline.abandon(call, "Ctrl-C gave the step up")).start()
+            why = "{signum.name} gave the step up"
+            threading.Timer(0.2, lambda: deadline.abandon(call, why, {int(signum)})).start()
             time.sleep(60)
-        deadline.call_with_time_limit("environment Game.step()", stuck, {}, 0)
+        deadline.call_with_time_limit("environment Game.step()", stuck, {{}}, 0)
     """)
-    assert done.returncode == 130 and took < 15
-    assert "environment Game.step() did not stop when interrupted (Ctrl-C gave the step up;" in done.stderr
+    assert done.returncode == 128 + signum and took < 15
+    assert f"environment Game.step() did not stop when interrupted ({signum.name} gave the step up;" in done.stderr
 
 
 def test_a_worker_stuck_for_ever_does_not_keep_the_process_alive():
@@ -187,6 +190,25 @@ def test_a_first_ctrl_c_lets_a_finish_on_stop_call_finish_and_gives_any_other_up
     assert flag.stop_requested
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_call_that_starts_after_a_stop_signal_is_given_up_unless_it_returns_at_once(signum):
+    """The signal came between a step's calls (an environment's step handed to its worker, the main thread not yet
+    waiting for it): the next call is given up REPEAT_S after it starts, not waited for for ever; one that
+    returns at once still returns, and the stop ends with the run's handlers."""
+    from rlvr.run.stop import StopFlag, stop_on_signals
+
+    flag = StopFlag()
+    with stop_on_signals(flag):
+        signal.raise_signal(signum)
+        assert flag.stop_requested and flag.signal == signum
+        assert deadline.call_with_time_limit("reward function 'quick'", lambda: "scored", {}, 0) == "scored"
+        start = time.monotonic()
+        with pytest.raises(StepAbandoned):
+            deadline.call_with_time_limit("environment Game.step()", lambda: time.sleep(20), {}, 0)
+        assert time.monotonic() - start < 10
+    assert deadline.running() is None and deadline._stop is None
+
+
 def test_a_call_within_a_call_given_up_on_a_signal_gives_the_outer_one_up_too():
     """A judge's own limit inside the reward call around it (rlvr.rewards.routing.as_verdict): Ctrl-C gives both
     up; the outer one must not read the KeyboardInterrupt as its function's own raise."""
@@ -194,7 +216,8 @@ def test_a_call_within_a_call_given_up_on_a_signal_gives_the_outer_one_up_too():
     try:
         def inner():
             call = deadline.running()
-            threading.Timer(0.2, lambda: deadline.abandon(call, "Ctrl-C", raises=KeyboardInterrupt)).start()
+            give_up = lambda: deadline.abandon(call, "Ctrl-C", signal.SIGINT, raises=KeyboardInterrupt)  # noqa: E731
+            threading.Timer(0.2, give_up).start()
             time.sleep(30)
 
         with pytest.raises(KeyboardInterrupt):

@@ -27,7 +27,7 @@ from rlvr.dashboard.cli import (
     run_report,
 )
 from rlvr.distributed.launcher import add_nproc_option, rank_of_many, relaunch
-from rlvr.errors import FULL_TRACEBACK_ENV, UserError, path_error
+from rlvr.errors import FULL_TRACEBACK_ENV, Interrupted, UserError, path_error
 from rlvr.evaluate.cli import add_compare_parser, add_eval_parser, run_compare, run_eval_command
 from rlvr.grpo.cli import add_train_parser, run_train
 from rlvr.lifeline import end_with_parent
@@ -82,6 +82,7 @@ PARALLEL_COMMANDS = ("train", "eval", "rm", "sample", "sft")  # the commands tha
 
 _stopping_since = -math.inf  # when the first Ctrl-C or SIGTERM arrived (time.monotonic)
 _command_ended = False  # the command has returned or raised: a signal now is let pass (see _run)
+_signalled = signal.SIGINT  # the signal that interrupted the command: its exit code is 128 + its number
 
 
 def _terminate(signum: int, frame: object) -> None:
@@ -91,14 +92,14 @@ def _terminate(signum: int, frame: object) -> None:
     process ends if it does not (rlvr.deadline). A repeat within stop.REPEAT_S is the same request (`timeout`
     signals the command and then its process group; a scheduler, each process of a job): raised again, it
     would land in the first one's cleanup, a traceback."""
-    global _stopping_since
+    global _stopping_since, _signalled
     now = time.monotonic()
     if _command_ended or now - _stopping_since < REPEAT_S:
         return
-    _stopping_since = now
+    _stopping_since, _signalled = now, signal.Signals(signum)
     call = deadline.running()
     if call is not None:
-        deadline.abandon(call, f"{signal.Signals(signum).name} arrived", raises=KeyboardInterrupt)
+        deadline.abandon(call, f"{signal.Signals(signum).name} arrived", signum, raises=KeyboardInterrupt)
     raise KeyboardInterrupt
 
 
@@ -178,8 +179,8 @@ def _run(args: argparse.Namespace) -> int:
     """The command, its user errors and interruptions said in one line, with its exit code. A signal that
     arrives once the command has ended (torchrun's SIGTERM to the other ranks as one fails) is let pass: raised
     in the saying or the cleanup, it would be a traceback."""
-    global _command_ended
-    _command_ended = False
+    global _command_ended, _signalled
+    _command_ended, _signalled = False, signal.SIGINT
     previous = {signum: signal.signal(signum, _terminate) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         code = COMMANDS[args.command][1](args)
@@ -205,10 +206,10 @@ def _said(error: BaseException) -> int:
     if isinstance(error, UserError):
         rank = rank_of_many()
         print(f"rlvr: error{'' if rank is None else f' (rank {rank})'}: {error}", file=sys.stderr)
-        return 2
+        return 128 + _signalled if isinstance(error, Interrupted) else 2
     if isinstance(error, KeyboardInterrupt):
         print("rlvr: interrupted", file=sys.stderr)
-        return 130
+        return 128 + _signalled
     if isinstance(error, OSError) and path_error(error) and not os.environ.get(FULL_TRACEBACK_ENV):
         print(f"rlvr: error: {path_error(error)}", file=sys.stderr)
         return 2

@@ -64,6 +64,7 @@ class UserCall:
     finish_on_stop: bool = False  # a first Ctrl-C / SIGTERM lets it finish (rlvr.run.stop): a bounded engine call
     done: bool = False
     why: str = ""  # what the interruptions are for, in the last line: "its time limit of 5 s passed"
+    signum: int = signal.SIGINT  # the stop signal it was given up for: the process's exit code is 128 + it
 
     @property
     def expired(self) -> bool:
@@ -76,6 +77,7 @@ _elsewhere: dict[int, UserCall] = {}  # the user's calls in progress off the mai
 _changed = threading.Condition()  # held while _current or its `due` changes; the watchdog waits on it
 _watchdog: threading.Thread | None = None
 _exit_notes: list[Callable[[], str]] = []
+_stop: tuple[str, int] | None = None  # a stop signal that came while no call ran: why, and the signal (stop_between)
 
 
 def running() -> UserCall | None:
@@ -112,6 +114,8 @@ def call_with_time_limit(name: str, fn: Callable[..., Any], kwargs: dict[str, An
     with _changed:
         _current = call
         _changed.notify()
+    if _stop is not None and not finish_on_stop:
+        abandon(call, *_stop)  # (interrupted REPEAT_S from now, if it has not returned by then)
     result, own = None, False
     try:
         result = fn(**kwargs)
@@ -167,16 +171,25 @@ def overdue_in(thread: threading.Thread) -> UserCall | None:
     return call if call is not None and time.monotonic() > call.due else None
 
 
-def abandon(call: UserCall, why: str, raises: type[BaseException] = StepAbandoned) -> None:
-    """Give `call` up (Ctrl-C or SIGTERM; `why` says which): it is interrupted with `raises` from now on,
-    again until it returns, and the process ends if it has not within ESCALATE_S."""
+def abandon(call: UserCall, why: str, signum: int, raises: type[BaseException] = StepAbandoned) -> None:
+    """Give `call` up (for the signal `signum`, Ctrl-C or SIGTERM; `why` says so): it is interrupted with
+    `raises` from now on, again until it returns, and the process ends if it has not within ESCALATE_S."""
     with _changed:
         if call.done:
             return
-        call.raises, call.why = raises, why
+        call.raises, call.why, call.signum = raises, why, signum
         call.due = time.monotonic() + REPEAT_S  # (the signal handler raises the first one itself)
         call.interruptions, call.give_up_at = 1, time.monotonic() + ESCALATE_S
         _changed.notify()
+
+
+def stop_between(why: str | None, signum: int = signal.SIGINT) -> None:
+    """A stop signal (`signum`) came between the user's calls of a step that is given up on one: each call that
+    starts from now on is given up as if the signal had come while it ran (`abandon`, for `why`), but only
+    REPEAT_S after it started, so that a call that returns at once still does. Without it, a signal just
+    before a call that never returns would have the step wait for it for ever. None: the stop is over."""
+    global _stop
+    _stop = None if why is None else (why, signum)
 
 
 @contextmanager
@@ -232,7 +245,7 @@ def _watch() -> None:
 
 
 def _end_process(call: UserCall) -> None:
-    """Stage 3: one line, then the process ends (a time limit's code 2, a stop signal's 130)."""
+    """Stage 3: one line, then the process ends (a time limit's code 2, a stop signal's 128 + its number)."""
     notes = "; ".join(note() for note in _exit_notes)
     # (on a line of its own: a progress bar may be at the end of the last one)
     sys.stderr.write(f"\nrlvr: error: {call.name} did not stop when interrupted ({call.why}; it catches the "
@@ -240,7 +253,7 @@ def _end_process(call: UserCall) -> None:
                      f"{'; ' + notes if notes else ''}\n")
     sys.stderr.flush()
     sys.stdout.flush()
-    os._exit(2 if call.expired else 130)
+    os._exit(2 if call.expired else 128 + call.signum)
 
 
 class DaemonPool:

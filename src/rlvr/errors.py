@@ -67,6 +67,11 @@ def front_door(fn: F) -> F:
     return entry  # type: ignore[return-value]
 
 
+class Interrupted(UserError):
+    """Ctrl-C or SIGTERM stopped a command that kept what it finished (eval, sample): its message says where and
+    how to go on; the command exits 128 + the signal's number (130, 143), as the shell's convention has it."""
+
+
 class StepAbandoned(KeyboardInterrupt):
     """Ctrl-C or SIGTERM while a step cannot finish on its own (a user's reward function is running):
     the step is given up, the run saved as it was before the step, and stopped."""

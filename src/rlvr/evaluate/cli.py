@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rlvr.config import EvalConfig
 from rlvr.distributed.launcher import is_main_rank
-from rlvr.errors import UserError
+from rlvr.errors import Interrupted, UserError
 
 _DEFAULTS = EvalConfig()
 # command-line option -> config key (the rest have the same name)
@@ -102,7 +102,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
     try:
         summary = run_eval(config)
     except KeyboardInterrupt:
-        raise UserError(f"interrupted; finished problems are saved in {config.output_dir}: "
+        raise Interrupted(f"interrupted; finished problems are saved in {config.output_dir}: "
                         "run the same command to resume") from None
     if not is_main_rank():  # under torchrun, rank 0 reports
         return 0

@@ -9,6 +9,7 @@ from typing import Any
 from rlvr.config.choices import CONTROLS
 from rlvr.distributed.launcher import is_main_rank
 from rlvr.run.options import add_run_options, named_paths_exist, printed, run_config
+from rlvr.run.stop import exit_code
 
 
 def add_train_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
@@ -35,7 +36,7 @@ def run_train(args: argparse.Namespace) -> int:
 
     summary = train_grpo(config, resume=bool(args.resume), overwrite=args.overwrite)
     _print_summary(summary, config.output_dir)
-    return 0
+    return exit_code(summary)
 
 
 def _print_summary(summary: dict[str, Any], run_dir: str) -> None:

@@ -21,8 +21,10 @@ def run_pipeline_command(args: argparse.Namespace) -> int:
     from rlvr.pipeline.runner import run_pipeline
 
     summary = run_pipeline(args.recipe, args.output_dir)
-    if "stopped_in" in summary:
-        return 0
+    if "stopped_in" in summary:  # (a stage stopped by Ctrl-C or SIGTERM: 130 or 143, as the stage itself)
+        from rlvr.run.stop import exit_code
+
+        return exit_code(summary)
     print(f"\npipeline {summary['recipe']}: report in {summary['output_dir']}/report.md")
     for row in summary["stages"]:
         e = row.get("eval")

@@ -42,7 +42,8 @@ def run_pipeline(recipe_path: str | Path, output_dir: str | None = None, progres
         if result.summary and "stopped_at" in result.summary:  # Ctrl-C: the stage is unfinished, and so is the pipeline
             print(f"pipeline: stage {stage.name} stopped at step {result.summary['stopped_at']}; "
                   f"run the same command again to continue it")
-            return {"recipe": recipe.name, "output_dir": str(root), "stopped_in": stage.name, "stages": rows}
+            return {"recipe": recipe.name, "output_dir": str(root), "stopped_in": stage.name,
+                    "stopped_by": result.summary.get("stopped_by"), "stages": rows}
         outputs[stage.name] = result.primary
         if stage.kind in MODEL_KINDS:
             if result.model is None:  # (stage.json edited by hand, or written by another version)

@@ -7,6 +7,7 @@ import argparse
 
 from rlvr.distributed.launcher import is_main_rank
 from rlvr.run.options import add_run_options, printed, run_config
+from rlvr.run.stop import exit_code
 
 
 def add_rm_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
@@ -32,7 +33,7 @@ def run_rm(args: argparse.Namespace) -> int:
 
     summary = train_reward_model(config, resume=bool(args.resume), overwrite=args.overwrite)
     if "stopped_at" in summary or not is_main_rank():
-        return 0
+        return exit_code(summary)
     print(f"\nrun directory: {summary['run_dir']}   "
           f"({summary['steps']} steps, {summary['train_pairs']} training pairs)")
     for block in ("before", "after"):

@@ -40,7 +40,7 @@ from rlvr.run.lock import run_lock
 from rlvr.run.metrics import MetricsWriter, record_samples, truncate_jsonl
 from rlvr.run.process import configure_process
 from rlvr.run.sharded import restore_rng, save_sharded_checkpoint
-from rlvr.run.stop import StopFlag, stop_on_signals
+from rlvr.run.stop import SIGNALS, StopFlag, stop_on_signals
 from rlvr.run.tally import SignalWatch, run_totals, said_at_start, time_line
 from rlvr.run.trackers import open_trackers
 
@@ -242,7 +242,8 @@ def _run(recipe: Recipe, before: dict[str, Any] | None, resumed: bool, on_step_e
             if main:
                 tqdm.write(f"stopped at step {recipe.step_count}; checkpoint {path}; "
                            f"continue with: {resume_hint(recipe)}")
-            return {"stopped_at": recipe.step_count, "checkpoint": str(path), "run_dir": str(run_dir)}
+            return {"stopped_at": recipe.step_count, "checkpoint": str(path), "run_dir": str(run_dir),
+                    "stopped_by": SIGNALS.get(stop.signal) if stop.signal is not None else None}
         # the weights were just measured when the last step was an eval_every step: the same numbers
         reuse = last is not None and last.result["step"] == recipe.step_count
         measured = (last if reuse else _evaluate(recipe, "after")) if schedule.eval_after else None

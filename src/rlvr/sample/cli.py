@@ -42,7 +42,7 @@ def add_sample_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
 
 def run_sample_command(args: argparse.Namespace) -> int:
     from rlvr.config import SampleConfig, load_command_config
-    from rlvr.errors import UserError
+    from rlvr.errors import Interrupted, UserError
     from rlvr.evaluate.cli import named_benchmark_exists
 
     config = load_command_config(
@@ -60,7 +60,7 @@ def run_sample_command(args: argparse.Namespace) -> int:
     try:
         summary = run_sample(config)
     except KeyboardInterrupt:
-        raise UserError(f"interrupted; finished prompts are saved in {config.output_dir}: "
+        raise Interrupted(f"interrupted; finished prompts are saved in {config.output_dir}: "
                         "run the same command to resume") from None
     if not is_main_rank():  # under torchrun, rank 0 reports
         return 0

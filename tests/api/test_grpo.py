@@ -103,7 +103,8 @@ def test_a_callback_stops_the_run_saved_and_resuming_it_equals_an_unbroken_run(t
         return step == 2
 
     stopped = grpo(tmp_path, "stopped", rewards=[reward_fns.digit_share], max_steps=3, callbacks=[stop_at_two])
-    assert stopped.train()["stopped_at"] == 2 and seen == [(1, True), (2, True)]
+    summary = stopped.train()
+    assert summary["stopped_at"] == 2 and summary["stopped_by"] is None and seen == [(1, True), (2, True)]
     again = grpo(tmp_path, "stopped", rewards=[reward_fns.digit_share], max_steps=3)
     assert again.train(resume=True)["steps"] == 3
     assert metrics(tmp_path / "stopped") == metrics(tmp_path / "unbroken")

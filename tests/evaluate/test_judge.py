@@ -175,3 +175,17 @@ def test_held_out_answers_judged_by_a_hanging_correctness_reward_stop_at_its_lim
     assert time.monotonic() - start < 60
     assert capsys.readouterr().err.strip().splitlines()[-1].endswith(
         "did not return within its time limit of 0.5 s (make it faster, or raise rewards[].timeout_s; 0 = no limit)")
+
+
+def test_a_resumed_evaluation_refuses_other_reward_params(task, capsys):
+    """The reward's params decide its verdicts as much as its name: an evaluation resumed with others (into the
+    same directory) would keep every verdict the old ones gave."""
+    (task / "judge.py").write_text(JUDGE + "\n\ndef has_letter(completions, letter, at_least=1, **kwargs):\n"
+                                   "    return [float(c[0]['content'].count(l) >= at_least) "
+                                   "for c, l in zip(completions, letter)]\n")
+    summary, _ = evaluate(task, "p", "--limit", "2", "--set", "reward.params={at_least: 1}")
+    assert summary["settings"]["reward_params"] == {"at_least": 1}
+    capsys.readouterr()
+    with pytest.raises(AssertionError):
+        evaluate(task, "p", "--set", "reward.params={at_least: 2}")
+    assert "other settings (reward_params: {'at_least': 1} there, {'at_least': 2} now)" in capsys.readouterr().err

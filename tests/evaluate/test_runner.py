@@ -93,6 +93,41 @@ def test_a_finished_evaluation_is_not_sampled_again(maths_file, tmp_path, monkey
     assert run_eval(config(maths_file, tmp_path / "e"), progress=False) == first
 
 
+def test_a_resumed_evaluation_refuses_other_weights_behind_the_same_name_and_an_edited_data_file(maths_file,
+                                                                                                   tmp_path):
+    """A run folder evaluated, trained further and evaluated again into the same directory gave its old
+    problems from the old checkpoint and its new ones from the new (so did a data file edited in place): the
+    weights a name loads, and a file's bytes, are recorded and compared. A store written before they were
+    recorded resumes as before."""
+    from rlvr.errors import UserError
+    from rlvr.models.loading import build_tiny_model
+
+    def save_model(seed):
+        model, tokenizer = build_tiny_model(seed)
+        model.save_pretrained(tmp_path / "model")
+        tokenizer.save_pretrained(tmp_path / "model")
+
+    save_model(0)
+    out = tmp_path / "e"
+    run_eval(config(maths_file, out, model=str(tmp_path / "model"), limit=2, samples=1), progress=False)
+    save_model(1)  # trained further: other weights under the same name
+    with pytest.raises(UserError, match=r"the weights .*model loads \(a run folder gives its newest checkpoint\) "
+                                        r"are not those it evaluated"):
+        run_eval(config(maths_file, out, model=str(tmp_path / "model"), samples=1), progress=False)
+    save_model(0)
+    run_eval(config(maths_file, out, model=str(tmp_path / "model"), samples=1), progress=False)  # the same again
+    lines = open(maths_file).read().splitlines()
+    with open(maths_file, "w") as f:  # edited in place: the first question is another one now
+        f.write("\n".join([json.dumps({"question": "What is 9 + 9?", "answer": "18"}), *lines[1:]]) + "\n")
+    with pytest.raises(UserError, match=r"the data file .*maths.jsonl changed since"):
+        run_eval(config(maths_file, out, model=str(tmp_path / "model"), samples=1), progress=False)
+    settings = json.loads((out / "settings.json").read_text())
+    for key in ("model_files", "origin_sha256"):  # as an older version wrote it
+        del settings[key]
+    (out / "settings.json").write_text(json.dumps(settings))
+    run_eval(config(maths_file, out, model=str(tmp_path / "model"), samples=1), progress=False)
+
+
 def test_cli_end_to_end_and_one_line_errors(maths_file, tmp_path, capsys):
     out = tmp_path / "cli"
     code = main(["eval", "--model", "tiny", "--data", "arithmetic", "--limit", "3", "--samples", "2",

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import gzip
+import hashlib
 import json
 import re
 from collections.abc import Callable
@@ -294,8 +295,11 @@ def gym_vote_key(text: str, mode: str) -> str | None:
 
 
 def describe(benchmark: Benchmark) -> dict[str, Any]:
-    """The benchmark's side of the recorded settings."""
+    """The benchmark's side of the recorded settings; a file's, with a digest of its bytes (a file edited in place
+    between two runs into one directory would mix its old problems with its new ones)."""
+    origin = Path(benchmark.origin)
     return {"benchmark": benchmark.name, "origin": benchmark.origin, "problems": len(benchmark.examples),
+            **({"origin_sha256": hashlib.sha256(origin.read_bytes()).hexdigest()} if origin.is_file() else {}),
             "verifiers": {"strict": benchmark.scoring.strict, "lenient": benchmark.scoring.lenient},
             "extraction": benchmark.extraction}
 

@@ -37,6 +37,7 @@ from rlvr.evaluate.summary import summarise
 from rlvr.harness.sampler import over_episodes
 from rlvr.models import load_configured
 from rlvr.models.devices import autocast, compute_dtype, precision, resolve_device
+from rlvr.models.identity import model_identity
 from rlvr.rollout import SamplingParams
 from rlvr.run.samplers import push_weights, rank_sampler
 from rlvr.samplers import Prompt, Sampler
@@ -104,6 +105,7 @@ def eval_settings(config: EvalConfig, benchmark: Benchmark) -> dict[str, Any]:
         budgets = [config.environment.max_tokens]
     return {
         "model": config.model.name,
+        "model_files": model_identity(config.model.name, config.model.cache_dir),  # (a run folder's weights move)
         **describe(benchmark),
         "limit": d.limit,
         **({"instruction": d.instruction} if d.instruction is not None else {}),  # (older results lack the key)
@@ -125,6 +127,8 @@ def eval_settings(config: EvalConfig, benchmark: Benchmark) -> dict[str, Any]:
         "batch_size": config.batch_size,
         "budgets": budgets,
         "voting": benchmark.vote_key is not None,
+        # recorded only when set: older results lack the key
+        **({"reward_params": config.reward.params} if config.reward is not None and config.reward.params else {}),
         "reward_model": config.reward_model,
         "process_reward_model": config.process_reward_model,
         # recorded only when set: older results lack the key

@@ -23,6 +23,12 @@ from rlvr.evaluate.records import ProblemRecord
 # Settings that may change between runs into one directory without changing any stored record
 # (k only changes which numbers the summary computes from the records).
 RESUMABLE = ("limit", "problems", "k")
+# Settings that older versions did not record: compared only where the stored settings hold them
+RECORDED_SINCE = ("model_files", "origin_sha256")
+# what a setting that differs means, where its name does not say
+MEANING = {"model_files": "the weights {model} loads (a run folder gives its newest checkpoint) are not those it "
+                          "evaluated",
+           "origin_sha256": "the data file {origin} changed since"}
 
 
 class EvalStore:
@@ -77,9 +83,11 @@ class EvalStore:
 
 def _check_same(stored: dict[str, Any], settings: dict[str, Any], directory: Path) -> None:
     differ = sorted(k for k in set(stored) | set(settings)
-                    if k not in RESUMABLE and stored.get(k) != json.loads(json.dumps(settings.get(k), default=str)))
+                    if k not in RESUMABLE and (k in stored or k not in RECORDED_SINCE)
+                    and stored.get(k) != json.loads(json.dumps(settings.get(k), default=str)))
     if differ:
-        changes = "; ".join(f"{k}: {stored.get(k)!r} there, {settings.get(k)!r} now" for k in differ[:3])
+        changes = "; ".join(MEANING[k].format(**settings) if k in MEANING else
+                            f"{k}: {stored.get(k)!r} there, {settings.get(k)!r} now" for k in differ[:3])
         raise UserError(
             f"{directory} holds an evaluation with other settings ({changes}): "
             f"use another --output-dir, or delete {directory} to start over"

@@ -161,3 +161,35 @@ def test_an_interrupted_reward_model_stage_with_a_broken_latest_checkpoint_resum
     summary = run_stage("rm", config, out).summary
     assert "resuming from step 2" in capsys.readouterr().err and summary is not None
     assert paths.step_of(paths.latest_checkpoint(out)) == 4
+
+
+def test_a_stage_built_on_one_that_ran_again_with_other_settings_is_refused_and_so_is_a_half_way_change(tmp_path):
+    """Stage `a` deleted and run again with other settings (as the refusal of a changed stage says to): `b`, built
+    on the old `a`, was kept as complete. A stage stopped half-way and continued from its checkpoint ran the
+    settings it started with and was marked complete with the recipe's new ones."""
+    import shutil
+
+    def recipe(a_steps=2, b_lr=1e-3):
+        stage = {"data": str(RECIPES / "data" / "cold_start.jsonl"), "batch_size": 4, "max_length": 96,
+                 "threads": 1, "eval_fraction": 0.0}
+        path = tmp_path / "r.yaml"
+        path.write_text(yaml.safe_dump({"name": "two", "model": "tiny", "stages": [
+            {"name": "a", "kind": "sft", "config": {**stage, "max_steps": a_steps}},
+            {"name": "b", "kind": "sft", "config": {**stage, "max_steps": 2, "optim": {"lr": b_lr}}}]}))
+        return path
+
+    out = tmp_path / "out"
+    runner.run_pipeline(recipe(), str(out), progress=False)
+    shutil.rmtree(out / "a")
+    with pytest.raises(UserError, match=rf"stage 'b' \({out / 'b'}\) was built on earlier stages that have run "
+                                        rf"again with other settings since: delete {out / 'b'} to run it again"):
+        runner.run_pipeline(recipe(a_steps=3), str(out), progress=False)
+    shutil.rmtree(out / "b")
+    runner.run_pipeline(recipe(a_steps=3), str(out), progress=False)
+    (out / "b" / "stage.json").unlink()  # stopped after its checkpoint, before its mark
+    with pytest.raises(UserError, match=r"stage 'b' was stopped half-way with other settings .*stage_config.yaml\): "
+                                        r"put the recipe's back to continue it"):
+        runner.run_pipeline(recipe(a_steps=3, b_lr=5e-2), str(out), progress=False)
+    runner.run_pipeline(recipe(a_steps=3), str(out), progress=False)  # its own settings: it goes on
+    assert json.loads((out / "b" / "stage.json").read_text())["settings"] == runner.settings_digest(
+        "sft", stage_config(out, "b"))

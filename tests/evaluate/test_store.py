@@ -56,3 +56,13 @@ def test_settings_without_any_result_do_not_bind(tmp_path):
     EvalStore(tmp_path).open({"model": "typo"})  # e.g. the model then failed to load
     EvalStore(tmp_path).open({"model": "fixed"})
     assert json.loads((tmp_path / "settings.json").read_text()) == {"model": "fixed"}
+
+
+@pytest.mark.parametrize("held", ["checkpoints", "config.yaml"])
+def test_a_training_runs_directory_is_refused_before_anything_is_written(tmp_path, held):
+    """`rlvr eval --output-dir RUN` replaced the run's summary.json (its before/after accuracy) without a word."""
+    (tmp_path / "checkpoints").mkdir() if held == "checkpoints" else (tmp_path / held).write_text("seed: 0\n")
+    (tmp_path / "summary.json").write_text('{"after": 0.5}')
+    with pytest.raises(UserError, match=rf"{tmp_path} is a training run's directory .*give another --output-dir"):
+        EvalStore(tmp_path).open({"seed": 0})
+    assert (tmp_path / "summary.json").read_text() == '{"after": 0.5}' and not (tmp_path / "settings.json").exists()

@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from rlvr import paths
 from rlvr.errors import UserError
 from rlvr.evaluate.records import ProblemRecord
 
@@ -39,6 +40,10 @@ class EvalStore:
 
     def open(self, settings: dict[str, Any]) -> dict[str, ProblemRecord]:
         """Record `settings` (or check them against the stored ones); return the finished problems by id."""
+        if paths.checkpoint_dir(self.dir).is_dir() or (self.dir / paths.CONFIG).is_file():
+            raise UserError(f"{self.dir} is a training run's directory (it holds {paths.CHECKPOINTS}/ or "
+                            f"{paths.CONFIG}): its summary.json and samples.jsonl would be replaced; give another "
+                            "--output-dir")
         self.dir.mkdir(parents=True, exist_ok=True)
         if self.settings_path.exists() and self.read():  # settings without any result bind nothing
             stored = json.loads(self.settings_path.read_text(encoding="utf-8"))

@@ -161,6 +161,9 @@ def test_rlvr_compare_pairs_a_run_with_its_control(tmp_path):
     assert printed.returncode == 0 and "gain over the control" in printed.stdout
     with pytest.raises(UserError, match="different held-out problems"):
         compare_runs(run, other)
+    with pytest.raises(UserError, match=rf"{control} is a control run and {run} is not: the control comes second, "
+                                        rf"rlvr compare {run} {control}$"):
+        compare_runs(control, run)  # (the gain's sign turned round)
     refused = subprocess.run([sys.executable, "-m", "rlvr", "compare", str(run), str(tmp_path / "nowhere")],
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and "is not a run directory" in refused.stderr and "Traceback" not in refused.stderr

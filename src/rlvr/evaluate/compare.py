@@ -37,6 +37,10 @@ def compare_runs(run: Path, control: Path) -> dict[str, Any]:
         raise UserError(f"{run} and {control} were evaluated on different held-out problems: a control runs the same "
                         "config with --control (the same data, eval_size and seed)")
     summary = _read_json(control / paths.SUMMARY, control) if (control / paths.SUMMARY).is_file() else {}
+    own = _read_json(run / paths.SUMMARY, run) if (run / paths.SUMMARY).is_file() else {}
+    if own.get("control") and not summary.get("control"):  # (the gain's sign would be turned round)
+        raise UserError(f"{run} is a control run and {control} is not: the control comes second, "
+                        f"rlvr compare {control} {run}")
     result: dict[str, Any] = {"n": len(held["run"]["rows"]), "control": summary.get("control"),
                               "differs": config_differences(run, control)}
     result |= _compared(held["run"], held["control"])

@@ -34,6 +34,21 @@ def test_an_unfinished_evaluation_and_a_foreign_folder_are_one_line(evaluated, t
     (unfinished / "settings.json").write_text((evaluated / "settings.json").read_text())
     assert main(["report", str(unfinished)]) == 2
     assert "has not finished" in capsys.readouterr().err
+    # a finished one run again with a higher limit, stopped half-way: its summary.json is of the earlier one
+    import shutil
+
+    grown = tmp_path / "grown"
+    shutil.copytree(evaluated, grown)
+    settings = json.loads((grown / "settings.json").read_text())
+    (grown / "settings.json").write_text(json.dumps({**settings, "limit": 9}))
+    with (grown / "samples.jsonl").open("a") as f:
+        f.write((evaluated / "samples.jsonl").read_text().splitlines()[0] + "\n")
+    assert main(["report", str(grown)]) == 2
+    assert ("has not finished (5 problems sampled; its summary.json is of an earlier one, 4 problems)"
+            in capsys.readouterr().err)
+    (grown / "sample_summary.json").write_text("{}")  # what rlvr sample writes: no eval to finish
+    assert main(["report", str(grown)]) == 2
+    assert "is what rlvr sample wrote" in capsys.readouterr().err
     assert main(["report", str(tmp_path)]) == 2
     error = capsys.readouterr().err.strip()
     assert "\n" not in error and "neither a run directory" in error

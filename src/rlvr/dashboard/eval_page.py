@@ -40,17 +40,33 @@ def kind_of(folder: Path) -> str:
 def write_eval_report(folder: Path, output: Path | None = None) -> Path:
     """The page of the evaluation in `folder` (written into it by default)."""
     summary_file = folder / "summary.json"
+    if (folder / "sample_summary.json").is_file():
+        raise UserError(f"{folder} is what rlvr sample wrote (rejection sampling: its summary is "
+                        "sample_summary.json, beside the dataset it names): rlvr report shows a training run or "
+                        "an rlvr eval folder")
+    done = len(EvalStore(folder).read())
     if not summary_file.is_file():
-        done = len(EvalStore(folder).read())
         raise UserError(f"{folder} is an evaluation that has not finished ({done} problems sampled, no summary.json "
                         "yet): run the same rlvr eval command again to finish it")
     try:
         summary = json.loads(summary_file.read_text(encoding="utf-8"))
     except ValueError:
         raise UserError(f"{summary_file} is not valid JSON: run the same rlvr eval command again") from None
+    if summary.get("problems", done) != done or summary.get("settings") != _read_settings(folder):
+        raise UserError(f"{folder} is an evaluation that has not finished ({done} problems sampled; its summary.json "
+                        f"is of an earlier one, {summary.get('problems')} problems): run the same rlvr eval command "
+                        "again to finish it")
     path = output or folder / "report.html"
     path.write_text(render_eval(folder, summary), encoding="utf-8")
     return path
+
+
+def _read_settings(folder: Path) -> Any:
+    try:
+        return json.loads((folder / "settings.json").read_text(encoding="utf-8"))
+    except ValueError:
+        raise UserError(f"{folder / 'settings.json'} is not valid JSON: delete {folder} and run the rlvr eval "
+                        "command again") from None
 
 
 def render_eval(folder: Path, summary: dict[str, Any]) -> str:

@@ -2,6 +2,7 @@
 samples of the stored records; re-filtering and resuming never sample again."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +12,8 @@ from rlvr.errors import UserError
 from rlvr.evaluate.benchmarks import load_benchmark
 from rlvr.evaluate.store import EvalStore
 from rlvr.sample.runner import run_sample
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 
 
 def config(data, out, **kw):
@@ -120,6 +123,7 @@ def test_other_sampling_settings_in_the_same_directory_are_refused(scripted, mat
 
 @pytest.mark.parametrize("change, message", [
     ({"data": "gsm8k"}, "evaluation benchmark"),
+    ({"data": str(DATA / "gsm8k" / "test.jsonl")}, "gsm8k's test set: training on its samples would inflate"),
     ({"max_per_prompt": 0}, "max_per_prompt=0"),
     ({"max_tokens": 3, "min_tokens": 5}, "max_tokens=3"),
     ({"temperature": 0.0}, "temperature"),
@@ -137,3 +141,11 @@ def test_chat_message_prompts_are_written_as_messages(scripted, tmp_path):
     summary = run_sample(config(str(data), tmp_path / "s", samples=16), progress=False)
     rows = [json.loads(line) for line in (tmp_path / "s" / "sft.jsonl").read_text().splitlines()]
     assert summary["kept"] == len(rows) > 0 and all(row["prompt"] == messages for row in rows)
+
+
+def test_rows_that_cannot_be_judged_are_told_what_they_need_not_a_flag_sample_lacks(tmp_path):
+    """rlvr eval judges such rows with --reward; rlvr sample has no such flag, and its line named it."""
+    data = tmp_path / "prompts.jsonl"
+    data.write_text(json.dumps({"prompt": "Say hello"}) + "\n")
+    with pytest.raises(UserError, match=r"rows need an `answer` column .* to be judged$"):
+        run_sample(config(str(data), tmp_path / "out"), progress=False)

@@ -78,13 +78,14 @@ class Benchmark:
 
 def load_benchmark(name: str, *, data_dir: str | None = None, limit: int | None = None, seed: int = 0,
                    difficulty: int = 1, split: str = "test", instruction: str | None = None,
-                   judged: bool = False) -> Benchmark:
+                   judged: bool = False, rewards_judge: bool = True) -> Benchmark:
     """The benchmark called `name` (or stored at path `name`), its first `limit` problems.
 
     `split` picks a built-in task's split (`rlvr sample` draws from "train"); files are one split already.
     `instruction` follows every question: None = the benchmark's own (DeepSeek-R1's for the maths benchmarks,
     none for tasks and files), "" = none. `judged`: a reward of the caller's judges the answers, so a file
-    needs no `answer` or tests (rlvr.evaluate.judge).
+    needs no `answer` or tests (rlvr.evaluate.judge); `rewards_judge`: a reward of the caller's could (rlvr eval),
+    which a file's rows without either are told.
     """
     if name in MATH_BENCHMARKS:
         found = _math_benchmark(name, data_dir, limit)
@@ -95,7 +96,7 @@ def load_benchmark(name: str, *, data_dir: str | None = None, limit: int | None 
     elif name.startswith("verifiers:"):
         found = _verifiers(name, limit)
     elif Path(name).suffix in (".jsonl", ".parquet") or Path(name).exists():
-        found = _file(name, limit, judged)
+        found = _file(name, limit, judged, rewards_judge)
     else:
         raise UserError(_unknown(name))
     if instruction is None:
@@ -201,15 +202,16 @@ def _verifiers(name: str, limit: int | None) -> Benchmark:
                      scoring=scoring, max_new_tokens=512)
 
 
-def _file(path: str, limit: int | None, judged: bool) -> Benchmark:
+def _file(path: str, limit: int | None, judged: bool, rewards_judge: bool) -> Benchmark:
     """A file's problems, asked as they are: maths rows have `answer`, code rows tests; with `judged`, rows
     with neither are judged by the caller's reward."""
     first = load_examples(path, prompt_field=_prompt_field(path), limit=limit)
     columns = set(first[0].columns) if first else set()
     scoring = verifier_for_columns(columns) or (MATH if judged else None)
     if scoring is None:
+        yours = "; or judge them with your own reward: --reward file.py:function" if rewards_judge else ""
         raise UserError(f"{path}: rows need an `answer` column (maths) or `tests` / `test` + `entry_point` (code) "
-                        "to be judged; or judge them with your own reward: --reward file.py:function")
+                        f"to be judged{yours}")
     return Benchmark(name=Path(path).stem, examples=first, origin=path, scoring=scoring,
                      max_new_tokens=512 if scoring is CODE else 1024)
 

@@ -38,7 +38,7 @@ def run_sample(config: SampleConfig, progress: bool = True) -> dict[str, Any]:
         torch.set_num_threads(config.threads)
     d = config.data
     benchmark = load_benchmark(d.name, limit=d.limit, seed=config.seed, difficulty=d.difficulty, split="train",
-                               instruction=d.instruction)
+                               instruction=d.instruction, rewards_judge=False)
     if not benchmark.examples:
         raise UserError(f"{d.name} has no prompts to sample (check --limit and the data file)")
     eval_config = as_eval_config(config, benchmark)
@@ -68,10 +68,13 @@ def run_sample(config: SampleConfig, progress: bool = True) -> dict[str, Any]:
 def check(config: SampleConfig) -> None:
     """One-line errors for settings that cannot work: the config's own checks, then the data's."""
     config.validate()
-    if config.data.name in HELD_OUT:
-        raise UserError(f"{config.data.name} is an evaluation benchmark (a test set): "
-                        "training on its samples would inflate "
-                        "rlvr eval's numbers; give a training .jsonl/.parquet file or a built-in task")
+    name = config.data.name
+    test_file = next((b for b, (file, *_) in MATH_BENCHMARKS.items() if Path(name).resolve().as_posix().endswith(
+        f"/{file}")), None)  # (the file itself, as ../shared/data holds it)
+    if name in HELD_OUT or test_file is not None:
+        what = f"{test_file}'s test set" if test_file else "an evaluation benchmark (a test set)"
+        raise UserError(f"{name} is {what}: training on its samples would inflate rlvr eval's numbers; give a "
+                        "training .jsonl/.parquet file or a built-in task")
 
 
 def as_eval_config(config: SampleConfig, benchmark: Benchmark) -> EvalConfig:

@@ -43,6 +43,17 @@ def test_missing_local_file_names_the_folder_and_the_fix(tmp_path):
         load_benchmark("gsm8k", data_dir=str(tmp_path))
 
 
+def test_a_data_dir_or_a_difficulty_the_data_does_not_read_is_refused(tmp_path):
+    """Both were accepted and ignored: --data-dir with a task or a file, --difficulty with a file."""
+    with pytest.raises(UserError, match=r"data.dir \(--data-dir\) holds local copies of gsm8k, math500, aime24; "
+                                        r"arithmetic is not read from it: drop it"):
+        load_benchmark("arithmetic", data_dir=str(tmp_path))
+    with pytest.raises(UserError, match=r"data.difficulty \(--difficulty\) is the level of a built-in or "
+                                        r"reasoning-gym task; .*m.jsonl has none: drop it"):
+        load_benchmark(str(tmp_path / "m.jsonl"), difficulty=5)
+    assert load_benchmark("arithmetic", difficulty=2, limit=1).examples  # a task's own level
+
+
 def test_unknown_benchmark_lists_the_known_ones():
     with pytest.raises(UserError, match="unknown benchmark 'gsm9k'.*gsm8k, math500, aime24, humaneval"):
         load_benchmark("gsm9k")

@@ -212,6 +212,10 @@ def test_greedy_only_takes_the_greedy_completions_of_a_sampled_run(tmp_path, cap
     assert main([*args, "--samples", "0", "--no-greedy", "--output-dir", str(tmp_path / "none")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "samples=0 with greedy=false evaluates nothing" in err
+    for extra, said in ((["--reward-model", "tiny"], "a reward model needs sampled completions"),
+                        (["--budgets", "4,8"], "budgets needs sampled completions")):  # (they were ignored)
+        assert main([*args, "--samples", "0", *extra, "--output-dir", str(tmp_path / "none")]) == 2
+        assert said in capsys.readouterr().err
 
 
 def test_the_example_exchange_can_be_left_out(tmp_path):

@@ -138,6 +138,8 @@ def test_shipped_recipes_are_valid(name, tmp_path):
      "{group_size: abc}}}]", "r.yaml, stage 'b' (grpo): config key 'sampling.group_size' must be int"),
     ("model: tiny\nstages: [{kind: sample, name: s}, {kind: sft, name: t, config: {optim: {lr: 0}}}]",
      "stage 't' (sft): optim.lr must be positive"),
+    ("model: tiny\nstages: [{kind: sft, name: a, config: {data: x.jsonl, output_dir: runs/a}}]",
+     "stage 'a': output_dir is the pipeline's to choose"),
 ])
 def test_recipe_mistakes_are_one_line(tmp_path, capsys, text, message):
     path = tmp_path / "r.yaml"

@@ -127,6 +127,9 @@ class EvalConfig:
                           "raise --samples or drop it from --k"),
             (not (self.reward_model and self.process_reward_model),
              "give either reward_model or process_reward_model for best-of-N, not both"),
+            (self.samples > 0 or not (self.reward_model or self.process_reward_model or self.budgets),
+             f"{'budgets' if self.budgets else 'a reward model'} needs sampled completions (best-of-N, the accuracy "
+             "against the token budget), which samples=0 has none of: sample some, or drop it"),
             (self.batch_size >= 1 and self.threads >= 0, "batch_size must be >= 1 and threads >= 0"),
             (self.reward is None or math.isfinite(self.reward.correct_at),
              f"reward.correct_at={self.reward.correct_at if self.reward else ''} is not a finite number: give the "

@@ -87,6 +87,12 @@ def load_benchmark(name: str, *, data_dir: str | None = None, limit: int | None 
     needs no `answer` or tests (rlvr.evaluate.judge); `rewards_judge`: a reward of the caller's could (rlvr eval),
     which a file's rows without either are told.
     """
+    if data_dir is not None and name not in MATH_BENCHMARKS:
+        raise UserError(f"data.dir (--data-dir) holds local copies of {', '.join(MATH_BENCHMARKS)}; {name} is not read "
+                        "from it: drop it")
+    if difficulty != 1 and find_task(name) is None:
+        raise UserError(f"data.difficulty (--difficulty) is the level of a built-in or reasoning-gym task; {name} has "
+                        "none: drop it")
     if name in MATH_BENCHMARKS:
         found = _math_benchmark(name, data_dir, limit)
     elif name == "humaneval":

@@ -84,6 +84,9 @@ def _check_stages(recipe: Recipe, root: Path, recipe_path: str | Path) -> None:
     outputs = {stage.name: str(root / stage.name) for stage in recipe.stages}
     model, dataset = recipe.model, None
     for stage in recipe.stages:
+        if "output_dir" in stage.config:  # (it would be replaced without a word)
+            raise UserError(f"{recipe_path}, stage {stage.name!r}: output_dir is the pipeline's to choose "
+                            f"({root / stage.name}): drop it, or give the pipeline --output-dir")
         config = _configured(recipe, stage, root, outputs, model, dataset)
         try:
             load_command_config(CONFIGS[stage.kind], values=config)

@@ -37,8 +37,8 @@ def run_sample(config: SampleConfig, progress: bool = True) -> dict[str, Any]:
     if config.threads > 0:
         torch.set_num_threads(config.threads)
     d = config.data
-    benchmark = load_benchmark(d.name, limit=d.limit, seed=config.seed, difficulty=d.difficulty, split="train",
-                               instruction=d.instruction, rewards_judge=False)
+    benchmark = load_benchmark(d.name, data_dir=d.dir, limit=d.limit, seed=config.seed, difficulty=d.difficulty,
+                               split="train", instruction=d.instruction, rewards_judge=False)
     if not benchmark.examples:
         raise UserError(f"{d.name} has no prompts to sample (check --limit and the data file)")
     eval_config = as_eval_config(config, benchmark)

@@ -130,6 +130,12 @@ def test_overwrite_starts_afresh_over_a_checkpointed_run(tmp_path, capsys):
     (run / "checkpoints" / "step-000009").mkdir()  # (a step the new run never reaches: gone with the old run)
     args = ["train", "--config", str(run / "config.yaml"), "--output-dir", str(run), "--max-steps", "1"]
     assert main(args) == 2 and "start afresh over it with --overwrite" in capsys.readouterr().err
+    # starting from the run's own model: afresh would delete it before it loads (the run was lost so)
+    for own in (run, run / "checkpoints" / "step-000002" / "model"):
+        assert main([*args, "--overwrite", "--set", f"model.name={own}"]) == 2
+        assert (f"cannot start afresh over {run}: the model to start from, {own}, is the run's own, which starting "
+                "afresh deletes; start from it in another --output-dir") in capsys.readouterr().err
+        assert (run / "checkpoints" / "step-000002" / "model").is_dir()
     assert main([*args, "--overwrite"]) == 0
     assert [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()] == [1]
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-000001"]

@@ -33,15 +33,21 @@ RUN_FILES = (paths.METRICS, paths.SAMPLES, paths.SUMMARY, paths.TENSORBOARD, pat
              "eval_before.json", "eval_after.json")  # (the last two: runs checkpointed before the run core)
 
 
-def start_fresh(run_dir: Path, overwrite: bool = False, cls: type | None = None) -> None:
-    """Make `run_dir` ready for a new run (of `cls`'s command), or refuse with the fix when it holds one
-    (`overwrite`: delete it)."""
+def start_fresh(run_dir: Path, overwrite: bool = False, cls: type | None = None, model: str | None = None) -> None:
+    """Make `run_dir` ready for a new run (of `cls`'s command, starting from `model`), or refuse with the fix when
+    it holds one (`overwrite`: delete it, unless the model to start from is in what would be deleted)."""
     if paths.latest_checkpoint(run_dir) is not None and not overwrite:
         raise holds_a_run(run_dir, cls)
     stale = [name for name in RUN_FILES + ((paths.CHECKPOINTS,) if overwrite else ()) if (run_dir / name).exists()]
     if stale and not (run_dir / paths.CONFIG).is_file():
         raise UserError(f"{run_dir} holds {', '.join(stale)} but is not a run directory (no config.yaml): "
                         f"pick another {for_caller('--output-dir', 'output_dir')}")
+    doomed = [(run_dir / name).resolve() for name in stale]
+    loaded = Path(model).expanduser().resolve() if model and doomed else None
+    if loaded is not None and (loaded == run_dir.resolve() or any(loaded.is_relative_to(d) for d in doomed)):
+        raise UserError(f"cannot start afresh over {run_dir}: the model to start from, {model}, is the run's own, "
+                        "which starting afresh deletes; start from it in another "
+                        f"{for_caller('--output-dir', 'output_dir')}")
     for name in stale:
         path = run_dir / name
         if path.is_dir():

@@ -160,7 +160,7 @@ def launch(build: Callable[[Any, Path | None, World], Recipe], config: Any, *, r
             if world.is_main:
                 set_aside(broken, checkpoint)
         elif world.is_main:
-            start_fresh(run_dir, overwrite, type(config))
+            start_fresh(run_dir, overwrite, type(config), config.model.name)
         join(world, resolve_device(config.model.device), config.distributed.timeout_s)
         tag_warnings(world)
         configure_process(config.threads, config.seed)

@@ -269,3 +269,24 @@ def test_an_optimizer_that_took_no_step_is_saved_and_restored_without_one():
     fresh = torch.optim.AdamW(model.parameters(), lr=0.5)
     load_optimizer_state(model, fresh, saved)
     assert fresh.state == {} and fresh.param_groups[0]["lr"] == 0.25
+
+
+def test_a_resume_refuses_what_decides_the_data_samples_and_rewards_and_says_any_other_change(tmp_path, capsys):
+    """Resumed with another seed, held-out size, batch shape or control, a run measured its "after" on other
+    problems than its "before" (a paired gain of unpaired numbers), crashed at its end, or became half a control
+    run, without a word. Those are refused; another learning rate is taken, and said; how far the run goes and how
+    it is saved or measured change quietly."""
+    config = tiny_config(tmp_path, DIGITS, "eval_before=false", "eval_after=false", steps=1)
+    train_grpo(config)
+    run = Path(config.output_dir)
+    resume = ["train", "--resume", str(run), "--max-steps", "2"]
+    for change, said in ((["--set", "seed=5"], "seed=5 (the run's is 0)"),
+                         (["--set", "data.eval_size=6"], "data.eval_size=6 (the run's is 4)"),
+                         (["--set", "sampling.batch_size=16"], "sampling.batch_size=16 (the run's is 8)"),
+                         (["--control", "random"], "control='random' (the run's is 'none')")):
+        assert main([*resume, *change]) == 2
+        err = capsys.readouterr().err
+        assert f"cannot resume {run} with {said}" in err and "start a new run from its model instead" in err
+    assert main([*resume, "--set", "optim.lr=0.002", "--set", "eval_after=false"]) == 0
+    err = capsys.readouterr().err
+    assert f"rlvr: resuming {run} with other settings: optim.lr=0.002 (the run's: " in err and "eval_after" not in err

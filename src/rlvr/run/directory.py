@@ -8,13 +8,15 @@
     resume  the newest intact checkpoint (rlvr.intact), with the config it was saved with (plus overrides);
             newer broken ones are set aside as broken-step-N, never removed, so the resumed run saves
             those steps anew; model.lora cannot change (the checkpoint's adapters are what loads),
-            nor can the run end before the step it reached
+            nor can the run end before the step it reached, nor what decides its data, samples and
+            rewards (KEPT); other settings changed are said in one line (QUIET: none need be)
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 import sys
 from collections.abc import Sequence
@@ -28,6 +30,16 @@ from rlvr.errors import UserError, for_caller
 from rlvr.intact import newest_intact
 
 C = TypeVar("C", bound=Config)
+# What a resumed run keeps (a change is refused): its data and held-out problems, their order, its samples'
+# shape and its rewards; a different one is another run (from this one's model), or its numbers are wrong
+KEPT = ("seed", "preset", "data", "sampling.group_size", "sampling.batch_size", "rewards", "environment.name",
+        "environment.params", "control", "eval_fraction", "batch_size", "template", "system_prompt", "max_length",
+        "packing")
+REWARD_IDENTITY = ("name", "weight", "params", "when")  # (the rest of a reward's settings is resolved as it loads)
+# What may change without a word: how far it goes, how it is saved, measured, logged and run
+QUIET = ("output_dir", "threads", "max_steps", "epochs", "save_every", "eval_every", "keep_checkpoints", "keep_best",
+         "distributed", "logging", "tensorboard", "sample_every", "eval_before", "eval_after", "eval_alone_every",
+         "preflight", "stats_completions")
 # What a run writes outside checkpoints/: cleared when a run that never checkpointed starts again.
 RUN_FILES = (paths.METRICS, paths.SAMPLES, paths.SUMMARY, paths.TENSORBOARD, paths.BEST, paths.HELDOUT,
              "eval_before.json", "eval_after.json")  # (the last two: runs checkpointed before the run core)
@@ -108,9 +120,45 @@ def refuse_changes(config: Any, checkpoint: Path) -> None:
     if change:
         raise UserError(f"cannot resume {run_dir} with {change}: a run keeps the adapter settings it started with; "
                         f"start a new run from its model instead (--set model.name={run_dir} --output-dir NEW_DIR)")
+    changed = {key: pair for key, pair in _changes(saved, config).items()
+               if key != "model.name" and not key.startswith("model.lora")}
+    if "rewards" in changed and len({repr([{k: r.get(k) for k in REWARD_IDENTITY} for r in rewards or []])
+                                     for rewards in changed["rewards"]}) == 1:
+        del changed["rewards"]
+    kept = [key for key in changed if any(key == k or key.startswith(f"{k}.") for k in KEPT)
+            and not (key == "data" and isinstance(changed[key][1], str))]  # (SFT's file: rlvr.run.supervised
+    # compares its rows, wherever it is)
+    if kept:
+        old, new = changed[kept[0]]
+        raise UserError(f"cannot resume {run_dir} with {kept[0]}={new!r} (the run's is {old!r}): a resumed run keeps "
+                        "the data, samples and rewards it started with; start a new run from its model instead "
+                        f"({for_caller('--set model.name=', 'model=')}{run_dir} and a new "
+                        f"{for_caller('--output-dir', 'output_dir')})")
+    said = [f"{key}={new!r} (the run's: {old!r})" for key, (old, new) in changed.items()
+            if key.split(".")[0] not in QUIET]
+    if said and os.environ.get("RANK", "0") == "0":
+        print(f"rlvr: resuming {run_dir} with other settings: {', '.join(said)}; from here on it is not the run it "
+              "would have been unbroken", file=sys.stderr)
     reached = paths.step_of(checkpoint)
     if 0 < getattr(config, "max_steps", 0) < reached:
         raise past_the_end(run_dir, reached, config.max_steps)
+
+
+def _changes(saved: Any, config: Any) -> dict[str, tuple[Any, Any]]:
+    """Each setting (dotted) whose value differs between two configs of one command: (saved, config)'s.
+
+    >>> from rlvr.config import SFTConfig
+    >>> _changes(SFTConfig(seed=1), SFTConfig(seed=2, max_steps=5))
+    {'seed': (1, 2), 'max_steps': (0, 5)}
+    """
+    def flat(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in values.items():
+            out |= flat(value, f"{prefix}{key}.") if isinstance(value, dict) and value else {f"{prefix}{key}": value}
+        return out
+
+    a, b = flat(dataclasses.asdict(saved)), flat(dataclasses.asdict(config))
+    return {key: (a.get(key), b.get(key)) for key in [*a, *(k for k in b if k not in a)] if a.get(key) != b.get(key)}
 
 
 def _same_model(saved: str, given: str) -> bool:

@@ -250,3 +250,13 @@ def test_every_shipped_config_loads_and_validates(path):
 def test_every_shipped_sft_config_loads_and_names_data_that_exists(path):
     config = load_command_config(SFTConfig, str(path), [])
     assert (path.parents[1] / config.data).is_file() and config.output_dir.startswith("runs/")
+
+
+def test_set_takes_text_as_typed_where_yaml_would_cut_it_or_read_a_mapping():
+    """`--set 'data.system_prompt=... after ####'` lost everything from ` #` on (a YAML comment) without a word, and
+    `--set 'data.template=Q: {prompt}'` was read as a mapping (a type error naming a dict); quoted, YAML reads it."""
+    config = load_config(None, ["data.system_prompt=Reason, then give the answer after ####",
+                                "data.template=Q: {prompt}", "rewards=[{name: boxed_format, weight: 0.5}]"])
+    assert config.data.system_prompt == "Reason, then give the answer after ####"
+    assert config.data.template == "Q: {prompt}" and config.rewards[0].weight == 0.5
+    assert load_config(None, ["data.system_prompt='#1 rule: be brief'"]).data.system_prompt == "#1 rule: be brief"

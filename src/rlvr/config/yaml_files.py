@@ -7,6 +7,7 @@ syntax error names its line and column, and a file that cannot be read or is not
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -83,12 +84,17 @@ def read_yaml_file(path: Path, origin: str) -> Any:
 
 
 def parse_override(item: str) -> tuple[list[str], Any]:
-    """`a.b=value` -> (["a", "b"], value parsed as a YAML scalar).
+    """`a.b=value` -> (["a", "b"], value parsed as YAML). Text that YAML would cut at a ` #` (a comment) or read as
+    a mapping without braces (`Q: {prompt}`) is the text itself, as typed: a prompt, not YAML; quoted, it is YAML's.
 
     >>> parse_override("generation.temperature=0.5")
     (['generation', 'temperature'], 0.5)
     >>> parse_override("data.system_prompt=null")
     (['data', 'system_prompt'], None)
+    >>> parse_override("data.system_prompt=Answer after ####")[1], parse_override("data.template=Q: {prompt}")[1]
+    ('Answer after ####', 'Q: {prompt}')
+    >>> parse_override("rewards=[{name: boxed_format, weight: 0.5}]")[1]
+    [{'name': 'boxed_format', 'weight': 0.5}]
     """
     key, sep, raw = item.partition("=")
     if not sep or not key.strip():
@@ -97,6 +103,10 @@ def parse_override(item: str) -> tuple[list[str], Any]:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
+    text = raw.strip()
+    if not text.startswith(("'", '"')) and (re.search(r"(^|\s)#", text) or (
+            isinstance(value, dict) and not text.startswith("{"))):
+        value = text
     return key.strip().split("."), value
 
 

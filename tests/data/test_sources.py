@@ -260,3 +260,32 @@ def test_a_cached_hub_dataset_or_one_offline_is_left_to_datasets(monkeypatch, tm
         monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     assert load_examples("hf:openai/gsm8k:main", split="test", prompt_field="question")[0].prompt == "q"
     assert asked == [] and loaded == [("openai/gsm8k", "main")]
+
+
+def test_a_file_longer_than_the_size_read_from_it_says_so_before_the_model_loads(tmp_path, monkeypatch, capsys):
+    """A file of 7,473 rows trained on its first 2,000 (data.train_size's default) and was evaluated on the first
+    100 of its held-out rows, without a word."""
+    from rlvr.config import TrainConfig
+    from rlvr.config.loading import config_from_dict
+    from rlvr.data.sources import cut_short
+    from rlvr.rl import build
+
+    rows = [{"prompt": f"What is {i} + 1?", "answer": str(i + 1)} for i in range(12)]
+    for name, count in (("train.jsonl", 12), ("eval.jsonl", 7)):
+        (tmp_path / name).write_text("".join(json.dumps(r) + "\n\n" for r in rows[:count]))  # (blank lines: no rows)
+
+    def load_models(*args):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(build, "load_models", load_models)
+    config = config_from_dict(TrainConfig, {"model": {"name": "tiny"}, "data": {
+        "train": str(tmp_path / "train.jsonl"), "eval": str(tmp_path / "eval.jsonl"), "train_size": 10,
+        "eval_size": 5}})
+    with pytest.raises(AssertionError, match="the model was loaded"):
+        build.build_parts(config)
+    err = capsys.readouterr().err
+    assert (f"rlvr: data.train_size is 10: the first 10 of the 12 rows of {tmp_path / 'train.jsonl'} are read (set "
+            "data.train_size higher to read more)") in err
+    assert f"rlvr: data.eval_size is 5: the first 5 of the 7 rows of {tmp_path / 'eval.jsonl'} are read" in err
+    assert cut_short(str(tmp_path / "train.jsonl"), 12, "data.train_size", 12) is None  # every row read
+    assert cut_short("arithmetic", 10, "data.train_size", 10) is None  # (a task: as many as asked for)

@@ -69,6 +69,24 @@ def load_examples(
     return examples if limit is None else examples[:limit]
 
 
+def cut_short(source: str | None, kept: int, setting: str, limit: int) -> str | None:
+    """A line saying that a local file holds more rows than `setting` (its value `limit`) let through (`kept`
+    of them), or None: a file of 7,473 rows trained on its first 2,000 without a word. (Other sources: None.)"""
+    path = Path(source).expanduser() if source else None
+    if path is None or kept < limit or not path.is_file() or path.suffix not in (".jsonl", ".parquet"):
+        return None
+    if path.suffix == ".jsonl":
+        total = sum(1 for _ in jsonl_lines(path))
+    else:
+        import pyarrow.parquet as pq
+
+        total = pq.ParquetFile(path).metadata.num_rows
+    if total <= kept:
+        return None
+    return (f"rlvr: {setting} is {limit}: the first {kept} of the {total} rows of {source} are read (set {setting} "
+            "higher to read more)")
+
+
 def with_every_column(examples: list[Example]) -> list[Example]:
     """The rows as a table: a column any row has, every row has (None where the row lacks it, as in a
     Parquet file), so a reward is called with the same keywords whichever rows one call holds.

@@ -19,7 +19,7 @@ from rlvr.config import DataConfig, RewardConfig, TrainConfig
 from rlvr.data import expected_format, find_task, load_examples, render_prompt, with_few_shot
 from rlvr.data.lengths import budget_words, prompt_limit, refuse_too_long, too_long
 from rlvr.data.scoring import MATH, verifier_for_columns
-from rlvr.data.sources import with_every_column
+from rlvr.data.sources import cut_short, with_every_column
 from rlvr.data.tasks.gym import is_gym
 from rlvr.data.trl_form import trl_form
 from rlvr.distributed.world import World
@@ -95,6 +95,12 @@ def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts
     eval_source = heldout_source(d)
     held = load(eval_source, "test", d.eval_size + d.validation_size) if eval_source else None
     eval_examples, validation_examples = _split_validation(held, d.eval_size, d.validation_size, eval_source)
+    cut = [cut_short(d.train, len(train_examples), "data.train_size", d.train_size),
+           cut_short(eval_source, len(held or []), "data.eval_size" + " + data.validation_size" * bool(
+               d.validation_size), d.eval_size + d.validation_size)]
+    for line in cut if World.from_env().is_main else []:
+        if line is not None:
+            print(line, file=sys.stderr)
     # a file's rows are code or maths by their columns; rows with neither are scored by the config's rewards,
     # and judged held-out by its correctness reward (rlvr.rl.heldout)
     kind = task.scoring if task else verifier_for_columns(train_examples[0].columns if train_examples else ())

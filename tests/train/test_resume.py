@@ -290,3 +290,25 @@ def test_a_resume_refuses_what_decides_the_data_samples_and_rewards_and_says_any
     assert main([*resume, "--set", "optim.lr=0.002", "--set", "eval_after=false"]) == 0
     err = capsys.readouterr().err
     assert f"rlvr: resuming {run} with other settings: optim.lr=0.002 (the run's: " in err and "eval_after" not in err
+
+
+def test_a_run_resumed_from_another_folder_than_its_relative_data_paths_says_where_to_resume_from(tmp_path,
+                                                                                                  monkeypatch, capsys):
+    """`data source 'train.jsonl' does not exist`, of a file that does exist where the run was started."""
+    start, elsewhere = tmp_path / "start", tmp_path / "elsewhere"
+    start.mkdir()
+    elsewhere.mkdir()
+    (start / "train.jsonl").write_text("".join(json.dumps({"prompt": f"{i} + 1 =", "answer": str(i + 1)}) + "\n"
+                                               for i in range(8)))
+    monkeypatch.chdir(start)
+    assert main(["train", "--set", "model.name=tiny", "--set", "data.train=train.jsonl", "--set", "data.eval_size=2",
+                 "--set", "sampling.group_size=2", "--set", "sampling.batch_size=4", "--set",
+                 "generation.max_new_tokens=4", "--set", "eval_before=false", "--set", "eval_after=false",
+                 "--max-steps", "1", "--output-dir", str(tmp_path / "run")]) == 0
+    monkeypatch.chdir(elsewhere)
+    capsys.readouterr()
+    assert main(["train", "--resume", str(tmp_path / "run"), "--max-steps", "2"]) == 2
+    assert (f"data source 'train.jsonl' is not in this folder ({elsewhere}): the paths in a run's config are relative "
+            f"to the folder it was started from; resume {tmp_path / 'run'} from there") in capsys.readouterr().err
+    monkeypatch.chdir(start)
+    assert main(["train", "--resume", str(tmp_path / "run"), "--max-steps", "2"]) == 0

@@ -4,6 +4,7 @@ GRPO."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from rlvr.config.choices import CONTROLS
@@ -31,7 +32,8 @@ def run_train(args: argparse.Namespace) -> int:
     if printed(config, args):
         return 0
     # (resumed, a run loads its checkpoint: its starting model may have moved since)
-    named_paths_exist(None if args.resume else config.model.name, [config.data.train, config.data.eval])
+    named_paths_exist(None if args.resume else config.model.name, [config.data.train, config.data.eval],
+                      Path(args.resume) if args.resume else None)
     from rlvr.grpo.trainer import train_grpo  # torch and the models only once the config is known to be sound
 
     summary = train_grpo(config, resume=bool(args.resume), overwrite=args.overwrite)

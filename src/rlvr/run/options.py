@@ -40,9 +40,9 @@ def printed(config: Any, args: argparse.Namespace) -> bool:
     return True
 
 
-def named_paths_exist(model: str | None, data: list[str | None]) -> None:
+def named_paths_exist(model: str | None, data: list[str | None], resumed: Path | None = None) -> None:
     """The model and data files a command names, checked before torch and the models are imported (seconds): a
-    path that does not exist is one line at once."""
+    path that does not exist is one line at once; for a run `resumed`, one relative to another folder says so."""
     from rlvr.data.sources import check_source
     from rlvr.models.hub import path_problem
 
@@ -50,8 +50,13 @@ def named_paths_exist(model: str | None, data: list[str | None]) -> None:
     if missing:
         raise UserError(missing)
     for source in data:
-        if source:
-            check_source(source)
+        if not source:
+            continue
+        path = Path(source).expanduser()
+        if resumed is not None and path.suffix and not path.is_absolute() and not path.exists():
+            raise UserError(f"data source {source!r} is not in this folder ({Path.cwd()}): the paths in a run's config "
+                            f"are relative to the folder it was started from; resume {resumed} from there")
+        check_source(source)
 
 
 def run_config(cls: type[C], args: argparse.Namespace, **cli: Any) -> C:

@@ -178,7 +178,9 @@ def grade_batch(name: str, reward: RewardFn, rows: list[Row]) -> list[float | No
     The rows go in one call; when that call fails on a malformed row, they go one by one, so only
     that row is lost (with the problem as its reason)."""
     good = [row for row in rows if row.completion is not None]
-    texts = [row.completion or "" for row in good]
+    # as training hands them over (TRL's form): a conversation's completion as the assistant's message
+    texts: list[Any] = [[{"role": "assistant", "content": row.completion or ""}] if any(
+        isinstance(row.data.get(k), list) for k in ("prompt", "completion")) else row.completion or "" for row in good]
     try:
         results = grade_rows(name, reward, texts, [dict(row.data) for row in good]) if good else []
     except UserError:

@@ -210,7 +210,7 @@ def _describe(value: Any) -> str:
     return f"{type(value).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"
 
 
-def grade_rows(name: str, fn: Callable[..., Any], completions: list[str],
+def grade_rows(name: str, fn: Callable[..., Any], completions: list[Any],
                items: list[dict[str, Any]]) -> list[GradeResult]:
     """Reward `fn` (labelled `name`) on completions of rows given as dicts, with a reason for each
     (the function's own, or its value when it gives none). The rows' `prompt` field is the prompt.

@@ -195,3 +195,18 @@ def test_an_empty_input_file_is_an_error(tmp_path):
     (tmp_path / "input.jsonl").write_text("\n\n")
     with pytest.raises(UserError, match="holds no rows"):
         run_grade(run_args(tmp_path))
+
+
+def test_a_trl_reward_for_conversations_grades_rows_that_are_conversations(tmp_path, capsys):
+    """As training hands it over: the completion as the assistant's message where the row's prompt or completion is
+    a list of messages (a TRL reward reading `c[0]["content"]` failed on every row), text elsewhere."""
+    reward = tmp_path / "sumr.py"
+    reward.write_text("def correct_sum(completions, total, **kwargs):\n"
+                      "    texts = [c[0]['content'] if isinstance(c, list) else 'text:' + c for c in completions]\n"
+                      "    return [float(t.strip() == str(n)) for t, n in zip(texts, total)]\n")
+    chat = [{"role": "user", "content": "What is 2 + 2?"}]
+    rows, _, _ = grade(tmp_path, f"{reward}:correct_sum", [
+        json.dumps({"prompt": chat, "completion": "4", "total": 4}),
+        json.dumps({"prompt": "What is 2 + 2?", "completion": [{"role": "assistant", "content": "4"}], "total": 4}),
+        json.dumps({"prompt": "What is 2 + 2?", "completion": "4", "total": 4})], capsys)
+    assert [row["reward"] for row in rows] == [1.0, 1.0, 0.0]  # (the last as text, as training gives text there)

@@ -144,3 +144,18 @@ def test_runs_with_rows_and_values_of_the_wrong_kind_are_shown(tmp_path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.mark.parametrize("clip", [0.01, 0.2, 0.5])
+def test_the_explorers_step_moves_each_ratio_no_further_than_the_clip_lets_it(clip):
+    """The page said "at most 1.01×" beside a completion moved 1.53× whatever ε was: the step ignored the clip."""
+    from rlvr.dashboard.explorer import EXAMPLE_GROUP, explore
+
+    for rewards in (list(EXAMPLE_GROUP.values()), [1.0, 0.0, 0.0], [3.0, 1.0, 0.5, 0.5, -2.0]):
+        e = explore(rewards, clip=clip)
+        assert sum(e.after) == pytest.approx(1.0)
+        for a, before, after in zip(e.advantages, e.before, e.after):
+            ratio = after / before
+            assert (ratio <= 1 + clip + 1e-9) if a > 0 else (ratio >= 1 - clip - 1e-9) if a < 0 else True
+    wide, narrow = explore([1.0, 0.0, 0.0], clip=0.5), explore([1.0, 0.0, 0.0], clip=0.01)
+    assert wide.after[0] > narrow.after[0] == pytest.approx(1.01 / 3)  # (the clip binds: ε decides the step)

@@ -53,10 +53,32 @@ def explore(rewards: list[float], *, baseline: Baseline = "group_mean", scale: S
     r = torch.tensor([rewards], dtype=torch.float32)
     advantages = group_advantages(r, baseline=baseline, scale=scale, std_estimator=std_estimator, eps=eps)[0].tolist()
     g = len(rewards)
-    weights = [math.exp(STEP * a) / g for a in advantages]
-    total = sum(weights)
+    ratios = clipped_step([math.exp(STEP * a) for a in advantages], advantages, clip)
     return Exploration(rewards=rewards, mean=float(r.mean()), std=float(reward_std(r, std_estimator)[0]),
-                       advantages=advantages, before=[1 / g] * g, after=[w / total for w in weights], clip=clip)
+                       advantages=advantages, before=[1 / g] * g, after=[x / g for x in ratios], clip=clip)
+
+
+def clipped_step(tilt: list[float], advantages: list[float], clip: float) -> list[float]:
+    """Each completion's ratio π_new/π_old after the illustrative step, as PPO's clip lets it move: proportional
+    to `tilt` but at most 1 + ε where Â > 0 and at least 1 − ε where Â < 0 (the clipped objective stops pushing
+    past them), and averaging 1, so the probabilities still sum to 1 (the scale found by bisection). Where every
+    Â has one sign (no baseline) nothing in the group can give way: the ratios are scaled to average 1.
+
+    >>> [round(x, 3) for x in clipped_step([2.0, 1.0, 0.5], [1.0, 0.0, -1.0], 0.1)]
+    [1.1, 1.0, 0.9]
+    >>> [round(x, 3) for x in clipped_step([1.2, 1.0, 0.8], [1.0, 0.0, -1.0], 0.5)]
+    [1.2, 1.0, 0.8]
+    """
+    def ratios(scale: float) -> list[float]:
+        return [min(scale * t, 1 + clip) if a > 0 else max(scale * t, 1 - clip) if a < 0 else scale * t
+                for t, a in zip(tilt, advantages)]
+
+    low, high = 0.0, len(tilt) / min(tilt) + 1.0  # (the sum at `high` is at least len(tilt))
+    for _ in range(100):
+        mid = (low + high) / 2
+        low, high = (mid, high) if sum(ratios(mid)) < len(tilt) else (low, mid)
+    found = ratios((low + high) / 2)
+    return [x * len(found) / sum(found) for x in found]  # (every Â of one sign, no room: the probabilities' sum)
 
 
 def parse(query: dict[str, list[str]]) -> tuple[list[float], dict[str, Any]]:

@@ -58,6 +58,13 @@ def test_factories_are_called_with_their_params_and_their_mistakes_are_one_line(
     assert load_reward_function(f"{REWARD_FNS}:digit_share")(completions=["a1"]) == [0.5]
 
 
+def test_a_reward_whose_first_argument_is_misspelt_is_told_so_not_called_a_factory(tmp_path):
+    (tmp_path / "typo.py").write_text("def r(completion):\n    return [1.0 for _ in completion]\n")
+    with pytest.raises(UserError, match=r"reward '.*typo.py:r' takes no `completions` argument \(missing a required "
+                                        r"argument: 'completion'\): a reward is called as f\(completions, "):
+        load_reward_function(f"{tmp_path / 'typo.py'}:r")
+
+
 # ── TRL's trainer_state, log_metric and log_extra (rlvr.rewards.trainer_hooks) ────────────────────────────────
 SHAPED = (f"rewards=[{{name: '{REWARD_FNS}:digit_share', correctness: true}}, "
           f"{{name: '{REWARD_FNS}:shaped_by_step'}}]")

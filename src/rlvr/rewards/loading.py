@@ -97,6 +97,10 @@ def _made_by(factory: Callable[..., Any], params: dict[str, Any], spec: str) -> 
     try:
         inspect.signature(factory).bind(**params)
     except TypeError as e:
+        if not params:  # (a reward with a misspelt first argument, `completion`, reads as a factory)
+            raise UserError(f"reward '{spec}' takes no `completions` argument ({e}): a reward is called as "
+                            "f(completions, **columns), TRL's convention; a factory, with no required "
+                            "arguments, returns one") from None
         raise UserError(f"reward factory '{spec}' cannot take params {sorted(params)}: {e} "
                         "(see its signature)") from None
     try:

@@ -63,6 +63,14 @@ def test_arguments_set_after_construction_count_as_given(tmp_path):
     assert trainer(tmp_path, args=args).config.optim.lr == 3e-6
 
 
+def test_every_row_of_the_datasets_is_used_as_trl_uses_them(tmp_path):
+    """data.train_size's 2,000 cut a longer dataset without a word, while TRL's epochs were counted over all of it."""
+    many = Dataset.from_list([{"prompt": f"Say {i}"} for i in range(2500)])
+    t = GRPOTrainer(model="tiny", reward_funcs=reward, train_dataset=many, eval_dataset=ROWS.select(range(3)),
+                    args=GRPOConfig(output_dir=str(tmp_path / "run"), num_generations=4, max_completion_length=8))
+    assert (t.config.data.train_size, t.config.data.eval_size) == (2500, 3)
+
+
 def test_tools_are_the_function_tools_environment_and_max_tool_calling_iterations_its_turns(tmp_path, capsys):
     from ..envs.tools import add
 

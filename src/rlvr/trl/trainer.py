@@ -102,6 +102,10 @@ class GRPOTrainer:
         first = next(iter(train_dataset), None)
         text = isinstance(first, dict) and isinstance(first.get("prompt"), str)
         settings.setdefault("data", {})["template"] = "plain" if text and tools is None else "chat"
+        if rows is not None:  # every row, as TRL trains on (and counts its epochs by), not data.train_size's 2,000
+            settings["data"]["train_size"] = rows
+        if eval_dataset is not None and hasattr(eval_dataset, "__len__"):  # (TRL evaluates every held-out row)
+            settings["data"]["eval_size"] = len(eval_dataset)
         if peft_config is not None:
             settings.setdefault("model", {})["lora"] = _lora(peft_config)
         for note in translation.notes:

@@ -168,6 +168,8 @@ def test_export_of_a_run_takes_the_newest_whole_model(run, tmp_path, capsys):
     assert line.endswith("using step-000001")
     written = (tmp_path / "out" / "model.safetensors").read_bytes()
     assert written == (run / "checkpoints" / STEP.format(1) / "model" / "model.safetensors").read_bytes()
+    assert main(["export", str(run), "--output", str(tmp_path / "merged"), "--merge"]) == 0  # (no adapters: said)
+    assert "(it has no adapters: there was nothing to merge)" in capsys.readouterr().out
     assert latest.is_dir()  # a command that only reads sets nothing aside
 
 

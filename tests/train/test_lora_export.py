@@ -88,6 +88,8 @@ def test_export_mistakes_are_one_line(lora_run, tmp_path, capsys):
     (tmp_path / "a_file").write_text("")
     with pytest.raises(UserError, match="could not write .*a_file/out: .*nothing was left there"):
         export_model(tmp / "run", tmp_path / "a_file" / "out", merge=False)  # (its parent is no folder)
+    with pytest.raises(UserError, match="a_file is a file: give a new folder"):  # (it said "is not empty")
+        export_model(tmp / "run", tmp_path / "a_file", merge=False)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "full"]  # nothing half-written left
 
 

@@ -30,7 +30,8 @@ def export_model(source: Path, output: Path, *, merge: bool, cache_dir: str = "~
         raise UserError(f"no model in {source}: give a run directory, one of its checkpoints/step-N folders, "
                         "or a model/ folder")
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
-        raise UserError(f"{output} exists and is not empty: give a new folder ({for_caller('--output', 'save(path)')})")
+        what = "is a file" if not output.is_dir() else "exists and is not empty"
+        raise UserError(f"{output} {what}: give a new folder ({for_caller('--output', 'save(path)')})")
     tmp = output.with_name(f".{output.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     adapters = is_adapter_dir(folder)
@@ -49,8 +50,8 @@ def export_model(source: Path, output: Path, *, merge: bool, cache_dir: str = "~
             raise UserError(f"could not write {output}: {first_line(error)} (free some space or choose another "
                             "--output; nothing was left there)") from None
         raise
-    if not adapters:
-        return f"the model of {folder}"
+    if not adapters:  # (a plain checkpoint already: what merging would make)
+        return f"the model of {folder}{' (it has no adapters: there was nothing to merge)' if merge else ''}"
     if merge:
         return f"the base model with the adapters of {folder} merged into it"
     base = json.loads((folder / ADAPTER_CONFIG).read_text()).get("base_model_name_or_path")

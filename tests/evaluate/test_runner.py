@@ -128,6 +128,15 @@ def test_a_resumed_evaluation_refuses_other_weights_behind_the_same_name_and_an_
     run_eval(config(maths_file, out, model=str(tmp_path / "model"), samples=1), progress=False)
 
 
+def test_a_training_config_given_to_eval_or_sample_says_whose_it_is(tmp_path, capsys):
+    """It said "unknown config key 'rewards'; did you mean 'reward'?", which points the wrong way."""
+    (tmp_path / "train.yaml").write_text("model: {name: tiny}\nrewards: [boxed_format]\noptim: {lr: 1.0e-5}\n")
+    for command in ("eval", "sample"):
+        assert main([command, "--config", str(tmp_path / "train.yaml")]) == 2
+        assert (f"{tmp_path / 'train.yaml'} is a config of `rlvr train`: `rlvr {command}` takes settings of its own"
+                in capsys.readouterr().err)
+
+
 def test_cli_end_to_end_and_one_line_errors(maths_file, tmp_path, capsys):
     out = tmp_path / "cli"
     code = main(["eval", "--model", "tiny", "--data", "arithmetic", "--limit", "3", "--samples", "2",

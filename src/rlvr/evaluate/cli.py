@@ -94,6 +94,9 @@ def run_eval_command(args: argparse.Namespace) -> int:
                         "reward with --reward file.py:function")
     options = {k: v for k, v in vars(args).items() if k not in ("command", "config", "overrides", "nproc")}
     keys = {_KEYS.get(k, k): v for k, v in options.items()}
+    from rlvr.run.directory import refuse_another_commands_config
+
+    refuse_another_commands_config(EvalConfig, args.config, "rlvr eval")
     config = load_command_config(EvalConfig, args.config, args.overrides, **keys)
     named_benchmark_exists(config.model.name, config.data.name)
     from rlvr.evaluate.report import headline  # torch and the models only once the config is known to be sound

@@ -244,6 +244,15 @@ def another_kind(cls: type, saved: Path) -> str | None:
                  if kind is not cls and set(keys) <= {f.name for f in dataclasses.fields(kind)}), None)
 
 
+def refuse_another_commands_config(cls: type, path: str | None, command: str) -> None:
+    """A --config of another command (a training config given to `rlvr eval`) is one line saying so, rather than
+    its first key this command does not know ("unknown config key 'rewards'; did you mean 'reward'?")."""
+    other = another_kind(cls, Path(path)) if path else None
+    if other is not None:
+        raise UserError(f"{path} is a config of `{other}`: `{command}` takes settings of its own ({command} --help); "
+                        "to use that run's model, give --model RUN_DIR")
+
+
 def legacy_before(run_dir: Path) -> dict[str, Any] | None:
     """The "before" evaluation of a run checkpointed before the run core, which kept it beside the checkpoints."""
     path = run_dir / "eval_before.json"

@@ -44,7 +44,9 @@ def run_sample_command(args: argparse.Namespace) -> int:
     from rlvr.config import SampleConfig, load_command_config
     from rlvr.errors import Interrupted, UserError
     from rlvr.evaluate.cli import named_benchmark_exists
+    from rlvr.run.directory import refuse_another_commands_config
 
+    refuse_another_commands_config(SampleConfig, args.config, "rlvr sample")
     config = load_command_config(
         SampleConfig, args.config, args.overrides,
         **{"model.name": args.model, "data.name": args.data, "data.limit": args.limit},

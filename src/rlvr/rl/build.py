@@ -87,20 +87,14 @@ def _shown(row: int, share: float) -> bool:
 
 def build_parts(config: TrainConfig, checkpoint: Path | None = None) -> RunParts:
     """Data and rewards, checked against each other; the memory plan; the models (slow); the prompts, rendered."""
-    d = config.data
-    task = find_task(d.train)
+    d, task = config.data, find_task(config.data.train)
     load: Callable[[str, str, int | None], list[Example]] = lambda source, split, limit: load_examples(  # noqa: E731
         source, split=split, prompt_field=d.prompt_field, limit=limit, seed=config.seed, difficulty=d.difficulty)
     train_examples = with_every_column(_training_rows(config, load))
     eval_source = heldout_source(d)
     held = load(eval_source, "test", d.eval_size + d.validation_size) if eval_source else None
     eval_examples, validation_examples = _split_validation(held, d.eval_size, d.validation_size, eval_source)
-    cut = [cut_short(d.train, len(train_examples), "data.train_size", d.train_size),
-           cut_short(eval_source, len(held or []), "data.eval_size" + " + data.validation_size" * bool(
-               d.validation_size), d.eval_size + d.validation_size)]
-    for line in cut if World.from_env().is_main else []:
-        if line is not None:
-            print(line, file=sys.stderr)
+    _say_cut(d, len(train_examples), eval_source, len(held or []))
     # a file's rows are code or maths by their columns; rows with neither are scored by the config's rewards,
     # and judged held-out by its correctness reward (rlvr.rl.heldout)
     kind = task.scoring if task else verifier_for_columns(train_examples[0].columns if train_examples else ())
@@ -199,6 +193,16 @@ def _training_rows(config: TrainConfig, load: Callable[[str, str, int | None], l
             for row in load_examples(d.train, split="train", prompt_field=d.prompt_field, limit=share,
                                      seed=config.seed, difficulty=level)]
     return [dataclasses.replace(row, index=i) for i, row in enumerate(rows)]
+
+
+def _say_cut(d: Any, train_rows: int, eval_source: str | None, held_rows: int) -> None:
+    """A line for each data file longer than its size setting lets through (rlvr.data.sources.cut_short)."""
+    cut = [cut_short(d.train, train_rows, "data.train_size", d.train_size),
+           cut_short(eval_source, held_rows, "data.eval_size" + " + data.validation_size" * bool(d.validation_size),
+                     d.eval_size + d.validation_size)]
+    for line in cut if World.from_env().is_main else []:
+        if line is not None:
+            print(line, file=sys.stderr)
 
 
 def _split_validation(held: list[Example] | None, eval_size: int, validation_size: int,

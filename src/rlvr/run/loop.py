@@ -239,11 +239,7 @@ def _run(recipe: Recipe, before: dict[str, Any] | None, resumed: bool, on_step_e
         last, best = _loop(recipe, save, stop, on_step_end, writer, best)
         path = save()
         if stop.stop_requested and recipe.step_count < schedule.total_steps:
-            if main:
-                tqdm.write(f"stopped at step {recipe.step_count}; checkpoint {path}; "
-                           f"continue with: {resume_hint(recipe)}")
-            return {"stopped_at": recipe.step_count, "checkpoint": str(path), "run_dir": str(run_dir),
-                    "stopped_by": SIGNALS.get(stop.signal) if stop.signal is not None else None}
+            return _stopped(recipe, path, stop)
         # the weights were just measured when the last step was an eval_every step: the same numbers
         reuse = last is not None and last.result["step"] == recipe.step_count
         measured = (last if reuse else _evaluate(recipe, "after")) if schedule.eval_after else None
@@ -266,6 +262,15 @@ def _run(recipe: Recipe, before: dict[str, Any] | None, resumed: bool, on_step_e
     finally:
         if writer is not None:
             writer.close()
+
+
+def _stopped(recipe: Recipe, checkpoint: Path, stop: StopFlag) -> dict[str, Any]:
+    """The summary of a run stopped before its end (by a signal, `stopped_by` names it; by a caller, None)."""
+    if recipe.world.is_main:
+        tqdm.write(f"stopped at step {recipe.step_count}; checkpoint {checkpoint}; "
+                   f"continue with: {resume_hint(recipe)}")
+    return {"stopped_at": recipe.step_count, "checkpoint": str(checkpoint),
+            "run_dir": str(Path(recipe.config.output_dir)), "stopped_by": stop.signal and SIGNALS[stop.signal]}
 
 
 def _writer(recipe: Recipe, resumed: bool) -> MetricsWriter:

@@ -122,9 +122,9 @@ def refuse_changes(config: Any, checkpoint: Path) -> None:
                         f"start a new run from its model instead (--set model.name={run_dir} --output-dir NEW_DIR)")
     changed = {key: pair for key, pair in _changes(saved, config).items()
                if key != "model.name" and not key.startswith("model.lora")}
-    if "rewards" in changed and len({repr([{k: r.get(k) for k in REWARD_IDENTITY} for r in rewards or []])
-                                     for rewards in changed["rewards"]}) == 1:
-        del changed["rewards"]
+    saved_rewards, rewards = changed.get("rewards", ([], []))
+    if rewards is None or _identities(saved_rewards) == _identities(rewards):  # (None: the data's own, as it started)
+        changed.pop("rewards", None)
     kept = [key for key in changed if any(key == k or key.startswith(f"{k}.") for k in KEPT)
             and not (key == "data" and isinstance(changed[key][1], str))]  # (SFT's file: rlvr.run.supervised
     # compares its rows, wherever it is)
@@ -142,6 +142,11 @@ def refuse_changes(config: Any, checkpoint: Path) -> None:
     reached = paths.step_of(checkpoint)
     if 0 < getattr(config, "max_steps", 0) < reached:
         raise past_the_end(run_dir, reached, config.max_steps)
+
+
+def _identities(rewards: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """What makes each reward what it is (REWARD_IDENTITY); the rest is resolved as it loads."""
+    return [{key: reward.get(key) for key in REWARD_IDENTITY} for reward in rewards or []]
 
 
 def _changes(saved: Any, config: Any) -> dict[str, tuple[Any, Any]]:

@@ -144,3 +144,16 @@ def deep_merge(base: dict[str, Any], layer: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value
     return out
+
+
+def flat_settings(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested settings as dotted keys; an empty section is a value of its own.
+
+    >>> flat_settings({"model": {"name": "tiny", "lora": None}, "environment": {"params": {}}, "seed": 0})
+    {'model.name': 'tiny', 'model.lora': None, 'environment.params': {}, 'seed': 0}
+    """
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        nested = isinstance(value, dict) and value
+        out |= flat_settings(value, f"{prefix}{key}.") if nested else {f"{prefix}{key}": value}
+    return out

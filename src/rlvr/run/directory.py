@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shutil
 import sys
 from collections.abc import Sequence
@@ -26,6 +25,8 @@ from typing import Any, TypeVar
 from rlvr import paths
 from rlvr.config import load_command_config
 from rlvr.config.loading import Config
+from rlvr.config.yaml_files import flat_settings
+from rlvr.distributed.launcher import is_main_rank
 from rlvr.errors import UserError, for_caller
 from rlvr.intact import newest_intact
 
@@ -136,7 +137,7 @@ def refuse_changes(config: Any, checkpoint: Path) -> None:
                         f"{for_caller('--output-dir', 'output_dir')})")
     said = [f"{key}={new!r} (the run's: {old!r})" for key, (old, new) in changed.items()
             if key.split(".")[0] not in QUIET]
-    if said and os.environ.get("RANK", "0") == "0":
+    if said and is_main_rank():
         print(f"rlvr: resuming {run_dir} with other settings: {', '.join(said)}; from here on it is not the run it "
               "would have been unbroken", file=sys.stderr)
     reached = paths.step_of(checkpoint)
@@ -156,13 +157,7 @@ def _changes(saved: Any, config: Any) -> dict[str, tuple[Any, Any]]:
     >>> _changes(SFTConfig(seed=1), SFTConfig(seed=2, max_steps=5))
     {'seed': (1, 2), 'max_steps': (0, 5)}
     """
-    def flat(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in values.items():
-            out |= flat(value, f"{prefix}{key}.") if isinstance(value, dict) and value else {f"{prefix}{key}": value}
-        return out
-
-    a, b = flat(dataclasses.asdict(saved)), flat(dataclasses.asdict(config))
+    a, b = flat_settings(dataclasses.asdict(saved)), flat_settings(dataclasses.asdict(config))
     return {key: (a.get(key), b.get(key)) for key in [*a, *(k for k in b if k not in a)] if a.get(key) != b.get(key)}
 
 

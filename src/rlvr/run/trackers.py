@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from rlvr.config.yaml_files import flat_settings
 from rlvr.errors import UserError
 
 IDS = "trackers.json"  # in the run directory: the tracker runs this run logs to, for --resume
@@ -199,7 +200,7 @@ class MLflow:
         self.run = self.mlflow.start_run(run_id=ids.get("mlflow"), run_name=None if "mlflow" in ids else name,
                                          tags=tags)
         if "mlflow" not in ids:
-            params = {key: str(value)[:6000] for key, value in _flat(config).items()}
+            params = {key: str(value)[:6000] for key, value in flat_settings(config).items()}
             items = list(params.items())
             for i in range(0, len(items), 100):  # MLflow takes at most 100 parameters per call
                 self.mlflow.log_params(dict(items[i:i + 100]))
@@ -219,16 +220,6 @@ class MLflow:
 
     def close(self) -> None:
         self.mlflow.end_run()
-
-
-def _flat(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in values.items():
-        if isinstance(value, dict) and value:
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[prefix + key] = value
-    return out
 
 
 def _mlflow_key(key: str) -> str:

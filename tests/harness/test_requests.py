@@ -57,6 +57,8 @@ def chat(endpoint, body, seed=1):
     ({"max_completion_tokens": 0}, "max_completion_tokens=0: give a whole number of tokens, 1 or more"),
     ({"n": "2"}, "n='2': ask for 1 to 16 choices"),
     ({"stream_options": "usage"}, "stream_options='usage': give an object"),
+    ({"stream": "yes"}, "stream='yes': give true or false"),
+    ({"stream": 1}, "stream=1: give true or false"),
     ({"top_logprobs": "x"}, "top_logprobs='x': give a whole number"),
 ])
 def test_a_malformed_field_is_a_400_naming_it_not_the_endpoints_failure(endpoint, field, said):

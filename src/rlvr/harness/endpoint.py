@@ -326,6 +326,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._send(200, self.endpoint.reward(key, body))
             if route not in ROUTES:
                 raise Refused(404, f"no route {self.path}: POST <base_url>/{', /'.join(ROUTES)}")
+            if body.get("stream") is not None and not isinstance(body["stream"], bool):  # ("yes" was streamed)
+                raise Refused(400, f"stream={body['stream']!r}: give true or false")
             retry = (self.headers.get("x-stainless-retry-count") or "0") not in ("", "0")
             header = self.headers.get(TRAIN_HEADER)
             if header is not None:  # (the header's say, as the body's field would)

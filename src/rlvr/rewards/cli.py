@@ -24,6 +24,7 @@ from rlvr.errors import UserError
 from rlvr.rewards.combine import grade_rows
 from rlvr.rewards.graders.build import VERIFIER_TYPES, load_grader
 from rlvr.rewards.graders.python import FAILED as GRADER_FAILED
+from rlvr.rewards.graders.template import MISSING
 from rlvr.rewards.loading import load_reward_function
 from rlvr.rewards.scores import GradeResult
 from rlvr.rewards.text import completion_text
@@ -52,6 +53,9 @@ class Tally:
     failed: int = 0  # rows the grader itself failed on (scored 0, reason "grader failed ..."; or raised: null)
     raised: int = 0  # of those, the rows it raised on (null)
     first_failure: str | None = None
+    lacking: int = 0  # rows without a field the grader's templates name (null)
+    first_lacking: str | None = None
+    columns: set[str] = field(default_factory=set)  # of the well-formed rows
 
     def count(self, row: Row, value: float | None) -> None:
         self.rows += 1
@@ -59,6 +63,11 @@ class Tally:
         if value is not None:
             self.rewards.append(value)
         reason = str(row.data.get("reason", ""))
+        if row.problem is None:
+            self.columns |= set(row.data) - {"reward", "reason"}
+        if row.problem is None and value is None and MISSING in reason:
+            self.lacking += 1
+            self.first_lacking = self.first_lacking or f"line {row.line}: {reason}"
         if row.problem is None and (reason.startswith(GRADER_FAILED) or row.error is not None):
             self.failed += 1
             self.raised += row.error is not None
@@ -120,6 +129,9 @@ def run_grade(args: argparse.Namespace) -> int:
     if graded and tally.failed == graded:
         raise UserError(f"grader '{name}' failed on every row, so the scores mean nothing "
                         f"(first, {tally.first_failure}): fix the grader")
+    if graded and tally.lacking == graded:  # (a template's misspelt field: every row null, exit 0 before)
+        raise UserError(f"no row of {source} has a field grader '{name}' reads (first, {tally.first_lacking}); "
+                        f"its rows have {', '.join(sorted(tally.columns))}: fix the template or the file")
     if tally.rows and tally.malformed == tally.rows:
         raise UserError(f"no row of {source} could be graded (all {tally.rows} are malformed: see the lines above)")
     if not tally.rows:

@@ -191,6 +191,21 @@ def test_rows_a_python_grader_failed_on_are_counted(tmp_path, capsys):
     assert "3 scored (1 of them 0 because the grader failed: see 'reason')" in out
 
 
+def test_a_field_no_row_has_is_an_error_naming_the_columns_the_rows_have(tmp_path, capsys):
+    """A template's misspelt field left every row null and exited 0; a field some rows lack is still per row."""
+    spec = tmp_path / "grader.json"
+    spec.write_text(json.dumps({"type": "string_check", "name": "city", "input": "{{ sample.output_text }}",
+                                "reference": "{{ item.cty }}", "operation": "eq"}))
+    (tmp_path / "input.jsonl").write_text('{"completion": "Paris", "city": "Paris"}\n{"completion": "Rome"}\n')
+    with pytest.raises(UserError) as e:
+        run_grade(run_args(tmp_path, grader=str(spec)))
+    assert str(e.value) == (f"no row of {tmp_path / 'input.jsonl'} has a field grader 'city' reads (first, line 1: "
+                            "the row has no field 'cty'); its rows have city, completion: fix the template or the file")
+    spec.write_text(spec.read_text().replace("item.cty", "item.city"))
+    rows, _out, _ = grade(tmp_path, spec, (tmp_path / "input.jsonl").read_text().splitlines(), capsys)
+    assert [row["reward"] for row in rows] == [1.0, None]
+
+
 def test_an_empty_input_file_is_an_error(tmp_path):
     (tmp_path / "input.jsonl").write_text("\n\n")
     with pytest.raises(UserError, match="holds no rows"):

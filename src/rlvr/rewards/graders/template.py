@@ -24,6 +24,9 @@ _PLACEHOLDER = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
 _DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.\w+)+")
 
 
+MISSING = "the row has no field"  # (how MissingField begins: rlvr grade counts the rows it left null)
+
+
 class MissingField(Exception):
     """The row lacks a field a template names; the grader scores that row None."""
 
@@ -95,5 +98,5 @@ def lookup(item: Mapping[str, Any], path: list[str]) -> Any:
         elif isinstance(value, list) and key.isdigit() and int(key) < len(value):
             value = value[int(key)]
         else:
-            raise MissingField(f"the row has no field '{'.'.join(path[: depth + 1])}'")
+            raise MissingField(f"{MISSING} '{'.'.join(path[: depth + 1])}'")
     return value

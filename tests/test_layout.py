@@ -22,8 +22,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("rlvr.errors", "rlvr.console", "rlvr.deadline", "rlvr.lifeline", "rlvr.seeds", "rlvr.user_code", "rlvr.moved",
      "rlvr.config", "rlvr.records", "rlvr.advantages", "rlvr.kl", "rlvr.losses", "rlvr.correction", "rlvr.optim",
      "rlvr.paths", "rlvr.intact"),
-    ("rlvr.data", "rlvr.models", "rlvr.rollout", "rlvr.graphed", "rlvr.prepacked", "rlvr.logprobs", "rlvr.rewards",
-     "rlvr.sandbox", "rlvr.envs", "rlvr.samplers", "rlvr.harness", "rlvr.adapters"),
+    ("rlvr.data", "rlvr.models", "rlvr.rollout", "rlvr.graphed", "rlvr.prepacked", "rlvr.kv_room", "rlvr.logprobs",
+     "rlvr.rewards", "rlvr.sandbox", "rlvr.envs", "rlvr.samplers", "rlvr.harness", "rlvr.adapters"),
     ("rlvr.distributed",),  # the ranks and the model spread over them, apart from the run loop
     ("rlvr.run",),
     ("rlvr.rl", "rlvr.sft", "rlvr.reward_models", "rlvr.evaluate", "rlvr.sample", "rlvr.dashboard", "rlvr.tinker"),

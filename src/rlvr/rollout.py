@@ -25,6 +25,7 @@ import torch
 from transformers import DynamicCache
 
 from rlvr.graphed import StaticDecoder, static_refusal
+from rlvr.kv_room import with_room
 from rlvr.prepacked import packed_linears
 from rlvr.records import Example, Rollout
 from rlvr.seeds import uniforms
@@ -151,7 +152,7 @@ def generate(
     device = next(model.parameters()).device
     prompt_ids, prompt_mask = left_pad(prompts, pad_id)
     cache, logits, attention, next_pos = _prefill(model, prompt_ids.to(device), prompt_mask.to(device), group_size)
-    rows = (model, cache, group_size, attention, next_pos)
+    rows = (model, with_room(cache, params.max_new_tokens), group_size, attention, next_pos)
     static = static and static_refusal(model) is None
     decoder = StaticDecoder(*rows, params.max_new_tokens, device.type == "cuda") if static else Shrinking(*rows)
     n = len(prompts) * group_size

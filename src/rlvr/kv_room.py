@@ -2,10 +2,10 @@
 
 transformers' DynamicCache appends each step's keys and values with `torch.cat`: every step copies the whole
 cache of every layer into a new tensor, work that grows with the length decoded (quadratic over a decoding),
-and the fresh tensors churn the heap. Decoding SmolLM2-135M's shape (a random network, bench/precision.py's
-decode: 32 rows from 90-token prompts, 128 tokens, bf16 linear layers packed for oneDNN, 2 threads) took 11.3-11.5 s
-that way and 9.2 s with room made once for every token (on an Intel Xeon with AMX, 2026-12-02): the same
-keys and values in the same order, so the same attention and the same tokens.
+and the fresh tensors churn the heap. Decoding SmolLM2-135M's shape (a random network, 32 rows from 90-token
+prompts, 128 tokens, 2 threads, on an Intel Xeon with AMX, 2026-12-02) took 10.9 s that way and 8.8 s with room
+made once for every token in bf16 (the linear layers packed for oneDNN), 14.5-15.3 s and 12.9-13.6 s in fp32
+(docs/performance.md): the same keys and values in the same order, so the same attention and the same tokens.
 
 Each layer of the prompts' cache becomes a `RoomyLayer`: its keys and values live in buffers with room for
 `room` more tokens, `keys` / `values` the views of what is filled (what attention and transformers read). The
